@@ -1,0 +1,23 @@
+// The Adam row update; vectorises over the row.
+#include "adam.h"
+
+namespace dslide {
+
+void AdamUpdate(const AdamStep& s, int64_t n, float* __restrict w, float* __restrict g,
+                float* __restrict m, float* __restrict v) {
+  const float b1 = s.beta1, b2 = s.beta2, c1 = 1.0f - b1, c2 = 1.0f - b2;
+  const float inv_bias1 = 1.0f / s.bias1(), inv_bias2 = 1.0f / s.bias2();
+  const float lr = s.lr, eps = s.eps;
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) {
+    const float gi = g[i];
+    const float mi = b1 * m[i] + c1 * gi;
+    const float vi = b2 * v[i] + c2 * gi * gi;
+    m[i] = mi;
+    v[i] = vi;
+    w[i] -= lr * (mi * inv_bias1) / (std::sqrt(vi * inv_bias2) + eps);
+    g[i] = 0.0f;
+  }
+}
+
+}  // namespace dslide

@@ -1,0 +1,159 @@
+// gen, train, eval and bench: option parsing, data, and the trainer, for any communicator.
+#include "app/commands.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+
+#include "config.h"
+#include "error.h"
+#include "metrics.h"
+#include "parallel.h"
+#include "synthetic.h"
+#include "trainer.h"
+
+namespace dslide::app {
+
+namespace {
+
+bool Root(Communicator* comm) { return comm->rank() == 0; }
+
+double Seconds(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+double Percentile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[static_cast<size_t>(q * (v.size() - 1) + 0.5)];
+}
+
+}  // namespace
+
+int Gen(int argc, const char* const* argv, Communicator* comm) {
+  GenConfig cfg;
+  std::string help;
+  if (!ParseGen(argc, argv, &cfg, &help)) {
+    if (Root(comm)) std::printf("%s", help.c_str());
+    return 0;
+  }
+  if (!Root(comm)) return 0;  // one writer
+  const auto t0 = std::chrono::steady_clock::now();
+  const Dataset train = GenerateSynthetic(cfg, 0, cfg.points);
+  const Dataset test = GenerateSynthetic(cfg, cfg.points, cfg.test_points);
+  WriteXc(train, cfg.out + ".train.txt");
+  WriteXc(test, cfg.out + ".test.txt");
+  std::printf("wrote %s.train.txt (%lld points) and %s.test.txt (%lld points): %lld features, "
+              "%lld labels, %.1f non-zeros and %.2f labels per point; most-popular-label P@1 "
+              "on test %.4f (%.1fs)\n",
+              cfg.out.c_str(), (long long)train.size(), cfg.out.c_str(), (long long)test.size(),
+              (long long)cfg.features, (long long)cfg.labels,
+              static_cast<double>(train.feat_ids.size()) / train.size(),
+              static_cast<double>(train.labels.size()) / train.size(), MostPopularLabelP1(train, test),
+              Seconds(t0));
+  return 0;
+}
+
+int Train(int argc, const char* const* argv, Communicator* comm) {
+  TrainConfig cfg;
+  std::string help;
+  if (!ParseTrain(argc, argv, &cfg, &help)) {
+    if (Root(comm)) std::printf("%s", help.c_str());
+    return 0;
+  }
+  RunTraining(cfg, comm);
+  return 0;
+}
+
+int Eval(int argc, const char* const* argv, Communicator* comm) {
+  EvalConfig cfg;
+  std::string help;
+  if (!ParseEval(argc, argv, &cfg, &help)) {
+    if (Root(comm)) std::printf("%s", help.c_str());
+    return 0;
+  }
+  throw Error("dslide eval --model " + cfg.model_dir +
+              ": loading saved models needs checkpoints, which this version does not write yet; "
+              "use dslide train --test FILE to evaluate after training");
+}
+
+int Bench(int argc, const char* const* argv, Communicator* comm) {
+  BenchConfig cfg;
+  std::string help;
+  if (!ParseBench(argc, argv, &cfg, &help)) {
+    if (Root(comm)) std::printf("%s", help.c_str());
+    return 0;
+  }
+  SetNumThreads(cfg.train.threads);
+  GenConfig gen;
+  gen.shape = cfg.shape;
+  gen.points = cfg.points;
+  gen.seed = cfg.train.seed;
+  gen.ResolveShape();
+  gen.test_points = std::min<int64_t>(gen.test_points, std::max<int64_t>(cfg.train.eval_points, 1));
+  gen.out = "(memory)";
+  gen.Validate();
+  auto t0 = std::chrono::steady_clock::now();
+  const Dataset train = GenerateSynthetic(gen, 0, gen.points);
+  const Dataset test = GenerateSynthetic(gen, gen.points, gen.test_points);
+  const double gen_s = Seconds(t0);
+  const double baseline = MostPopularLabelP1(train, test);
+  if (Root(comm)) {
+    std::printf("bench: generated %s shape: %lld train / %lld test points in %.1fs; "
+                "most-popular-label P@1 %.4f\n",
+                cfg.shape.c_str(), (long long)train.size(), (long long)test.size(), gen_s, baseline);
+    std::fflush(stdout);
+  }
+  TrainConfig tc = cfg.train;
+  Trainer trainer(tc, comm, MakeBackend(tc.device, comm->rank()), train.num_features,
+                  train.num_labels);
+  const double init_rss = PeakRssMb();
+  const EvalResult before = trainer.Evaluate(test, tc.eval_points, tc.eval_sampled);
+  comm->ResetStats();
+  const auto t_train = std::chrono::steady_clock::now();
+  const EvalResult after = trainer.Run(train, &test);
+  const double wall = Seconds(t_train) - after.seconds;
+  const auto& ms = trainer.step_ms();
+  const PhaseTimes& ph = trainer.phases();
+  const double iters = static_cast<double>(ms.size());
+  double mean = 0;
+  for (double m : ms) mean += m;
+  mean /= iters;
+  double rss = PeakRssMb();
+  comm->Allreduce(&rss, 1, ReduceOp::kMax, Traffic::kControl);
+  const TrafficStats tot = comm->Total();
+  const int64_t eval_bytes = comm->Stats(Traffic::kEval).bytes;
+  if (Root(comm)) {
+    // Figures measured for the alternatives on this shape (2 threads, batch 256).
+    constexpr double kSlideRefMs = 2020, kPytorchDenseMs = 1540;
+    JsonObject phase;
+    phase.Add("query", ph.query * 1e3 / iters).Add("forward", ph.forward * 1e3 / iters)
+        .Add("backward", ph.backward * 1e3 / iters).Add("update", ph.update * 1e3 / iters)
+        .Add("rebuild", ph.rebuild * 1e3 / iters).Add("comm", ph.comm * 1e3 / iters);
+    JsonObject o;
+    o.Add("shape", cfg.shape).Add("iterations", static_cast<int64_t>(iters)).Add("batch", tc.batch)
+        .Add("hidden", tc.hidden[0]).Add("sparsity", tc.sparsity.back())
+        .Add("hash", ToString(tc.lsh.family)).Add("K", tc.lsh.k).Add("L", tc.lsh.l).Add("lr", tc.lr)
+        .Add("ms_per_iter", Median(ms)).Add("ms_per_iter_p10", Percentile(ms, 0.1))
+        .Add("ms_per_iter_p90", Percentile(ms, 0.9)).Add("ms_per_iter_max", Percentile(ms, 1.0))
+        .Add("ms_per_iter_mean", mean)
+        .Add("samples_per_s", iters * tc.batch / wall)
+        .AddRaw("phase_ms", phase.str())
+        .Add("bytes_sent_per_iter", static_cast<double>(tot.bytes - eval_bytes) / iters)
+        .Add("comm_ms_per_iter", (tot.seconds - comm->Stats(Traffic::kEval).seconds) * 1e3 / iters)
+        .Add("peak_rss_mb", rss).Add("rss_after_init_mb", init_rss)
+        .Add("state_mb", static_cast<double>(trainer.backend().StateBytes()) / (1 << 20))
+        .Add("p_at_1_start", before.At(1)).Add("p_at_1", after.At(1)).Add("p_at_3", after.At(3))
+        .Add("p_at_5", after.At(5)).Add("eval_points", after.points)
+        .Add("most_popular_label_p_at_1", baseline)
+        .Add("slide_ref_ms_per_iter", kSlideRefMs).Add("pytorch_dense_ms_per_iter", kPytorchDenseMs)
+        .Add("speedup_vs_slide_ref", kSlideRefMs / mean).Add("speedup_vs_pytorch_dense", kPytorchDenseMs / mean)
+        .Add("ranks", comm->size()).Add("threads", NumThreads()).Add("device", ToString(tc.device))
+        .Add("strategy", ToString(tc.strategy));
+    std::printf("%s\n", o.str().c_str());
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
+}  // namespace dslide::app

@@ -1,0 +1,13 @@
+// The subcommands of the dslide executable.
+#pragma once
+
+#include "communicator.h"
+
+namespace dslide::app {
+
+int Gen(int argc, const char* const* argv, Communicator* comm);
+int Train(int argc, const char* const* argv, Communicator* comm);
+int Eval(int argc, const char* const* argv, Communicator* comm);
+int Bench(int argc, const char* const* argv, Communicator* comm);
+
+}  // namespace dslide::app

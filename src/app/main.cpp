@@ -1,0 +1,62 @@
+// dslide's entry point: picks the communicator (MPI when started by a launcher), dispatches
+// the subcommand, and turns every failure into a message and a non-zero exit on all ranks.
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <string>
+
+#include "app/commands.h"
+#include "dist/mpi_communicator.h"
+#include "error.h"
+
+namespace {
+
+constexpr const char* kUsage =
+    "dslide: distributed SLIDE, sparse training of very wide networks\n"
+    "\n"
+    "Usage: dslide COMMAND [options]      (COMMAND --help for its options)\n"
+    "  gen    write synthetic XC data of a paper's shape\n"
+    "  train  train (and evaluate) a network; under mpirun the model is sharded over ranks\n"
+    "  eval   evaluate a saved model\n"
+    "  bench  train on generated data and print one JSON object of figures\n";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace dslide;
+  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
+    std::printf("%s", kUsage);
+    return argc < 2 ? 2 : 0;
+  }
+  std::unique_ptr<dist::MpiSession> mpi;
+  std::unique_ptr<Communicator> comm;
+  int rank = 0, size = 1;
+  try {
+    if (dist::LaunchedByMpi()) {
+      mpi = std::make_unique<dist::MpiSession>(&argc, &argv);
+      comm = std::make_unique<dist::MpiCommunicator>();
+    } else {
+      comm = std::make_unique<LocalCommunicator>();
+    }
+    rank = comm->rank();
+    size = comm->size();
+    const std::string cmd = argv[1];
+    const char* const* sub = argv + 1;
+    const int nsub = argc - 1;
+    int rc;
+    if (cmd == "gen") rc = app::Gen(nsub, sub, comm.get());
+    else if (cmd == "train") rc = app::Train(nsub, sub, comm.get());
+    else if (cmd == "eval") rc = app::Eval(nsub, sub, comm.get());
+    else if (cmd == "bench") rc = app::Bench(nsub, sub, comm.get());
+    else throw Error("unknown command '" + cmd + "' (expected gen, train, eval or bench)");
+    comm.reset();
+    if (mpi) mpi->Finalize();
+    return rc;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "[rank %d] dslide error: %s\n", rank, e.what());
+    std::fflush(stderr);
+    if (mpi && size > 1) dist::MpiSession::Abort(1);  // stop every rank, never hang
+    return 1;
+  }
+}

@@ -1,0 +1,56 @@
+// A batch of sparse rows (one per sample): active ids with values, the unit that layers
+// consume and produce and that ranks exchange.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "dataset.h"
+
+namespace dslide {
+
+/// Sample s holds n[s] entries at [off[s], off[s] + n[s]) of ids/vals. Filled either
+/// strided (off[s] = s * cap, each sample writes its own slot range in parallel) or packed.
+/// Host memory.
+struct BatchRows {
+  std::vector<int64_t> off, n;
+  std::vector<int32_t> ids;
+  std::vector<float> vals;
+  /// Every row holds ids 0..width-1 in order (a dense layer's full activation): kernels may
+  /// use contiguous loads instead of gathers.
+  bool dense = false;
+  int64_t width = 0;
+
+  int64_t samples() const { return static_cast<int64_t>(n.size()); }
+  SparseView Row(int64_t s) const { return {ids.data() + off[s], vals.data() + off[s], n[s]}; }
+  float* Vals(int64_t s) { return vals.data() + off[s]; }
+  int32_t* Ids(int64_t s) { return ids.data() + off[s]; }
+  int64_t Total() const {
+    int64_t t = 0;
+    for (auto c : n) t += c;
+    return t;
+  }
+  /// B rows of capacity cap each (strided).
+  void Strided(int64_t batch, int64_t cap) {
+    off.resize(batch);
+    n.assign(batch, 0);
+    for (int64_t s = 0; s < batch; ++s) off[s] = s * cap;
+    if (static_cast<int64_t>(ids.size()) < batch * cap) {
+      ids.resize(batch * cap);
+      vals.resize(batch * cap);
+    }
+    dense = false;
+    width = 0;
+  }
+  /// Same layout as `other`, values zeroed (for gradients aligned with activations).
+  void LikeZero(const BatchRows& other) {
+    off = other.off;
+    n = other.n;
+    ids.clear();
+    vals.assign(other.vals.size(), 0.0f);
+    dense = other.dense;
+    width = other.width;
+  }
+};
+
+}  // namespace dslide

@@ -1,0 +1,57 @@
+// Picks exactly a fixed budget of active neurons per sample from LSH candidates (D-SLIDE
+// section 3.3: a fixed per-rank budget keeps ranks load-balanced).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "config.h"
+#include "lsh_table.h"
+#include "rng.h"
+
+namespace dslide {
+
+/// Per-thread scratch over a shard of `n` neurons: visit stamps and collision counts.
+class SamplerScratch {
+ public:
+  explicit SamplerScratch(int64_t n = 0) { Resize(n); }
+  void Resize(int64_t n) {
+    stamp_.assign(n, 0);
+    count_.assign(n, 0);
+    epoch_ = 0;
+  }
+  int64_t size() const { return static_cast<int64_t>(stamp_.size()); }
+
+ private:
+  friend class BudgetSampler;
+  std::vector<uint32_t> stamp_;
+  std::vector<uint16_t> count_;
+  std::vector<int32_t> cand_;
+  std::vector<int32_t> order_;
+  uint32_t epoch_ = 0;
+};
+
+/// Stateless apart from its settings; thread safe with one SamplerScratch per thread.
+class BudgetSampler {
+ public:
+  BudgetSampler(QueryStrategy query, int threshold, FillPolicy fill)
+      : query_(query), threshold_(threshold), fill_(fill) {}
+
+  /// Writes the active local ids of one sample to `out` and returns how many.
+  /// `forced` (local ids, e.g. the labels this shard owns) come first and always stay;
+  /// the rest is drawn from the candidates of `buckets` (one per table; may be null when
+  /// `tables` is null, then only filling applies) until `budget` is reached: more
+  /// candidates than room are sampled down uniformly (after ranking by collision count for
+  /// top-k); fewer are filled with uniform random neurons or left short (FillPolicy::kStop).
+  /// `out` must hold max(budget, n_forced) ids. The result has no duplicates.
+  int64_t Select(const LshTables* tables, const uint32_t* buckets, const int32_t* forced,
+                 int64_t n_forced, int64_t budget, Rng* rng, SamplerScratch* s,
+                 int32_t* out) const;
+
+ private:
+  QueryStrategy query_;
+  int threshold_;
+  FillPolicy fill_;
+};
+
+}  // namespace dslide

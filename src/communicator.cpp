@@ -1,0 +1,80 @@
+// Traffic accounting shared by every communicator, and the single-process communicator.
+#include "communicator.h"
+
+#include <cstring>
+#include <numeric>
+
+#include "error.h"
+
+namespace dslide {
+
+const char* ToString(Traffic t) {
+  switch (t) {
+    case Traffic::kActivations: return "activations";
+    case Traffic::kInputGrads: return "input_grads";
+    case Traffic::kSoftmax: return "softmax";
+    case Traffic::kGradients: return "gradients";
+    case Traffic::kEval: return "eval";
+    case Traffic::kControl: return "control";
+    case Traffic::kCount: break;
+  }
+  return "?";
+}
+
+size_t SizeOf(DType t) {
+  switch (t) {
+    case DType::kInt32: case DType::kFloat32: return 4;
+    case DType::kInt64: case DType::kFloat64: return 8;
+  }
+  return 0;
+}
+
+void Communicator::Count(Traffic t, int64_t bytes, std::chrono::steady_clock::time_point start) {
+  auto& s = stats_[static_cast<int>(t)];
+  s.bytes += bytes;
+  s.calls += 1;
+  s.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+TrafficStats Communicator::Total() const {
+  TrafficStats t;
+  for (const auto& s : stats_) {
+    t.bytes += s.bytes;
+    t.calls += s.calls;
+    t.seconds += s.seconds;
+  }
+  return t;
+}
+
+void Communicator::ReduceScatterSum(const float* in, const std::vector<int64_t>& counts,
+                                    float* mine, Traffic tr) {
+  const auto start = std::chrono::steady_clock::now();
+  DSLIDE_ASSERT(static_cast<int>(counts.size()) == size());
+  DoReduceScatterSum(in, counts, mine);
+  const int64_t total = std::accumulate(counts.begin(), counts.end(), int64_t{0});
+  Count(tr, (total - counts[rank()]) * static_cast<int64_t>(sizeof(float)), start);
+}
+
+std::vector<int64_t> Communicator::AllgatherOne(int64_t mine, Traffic tr) {
+  std::vector<int64_t> all(size());
+  Allgatherv(&mine, std::vector<int64_t>(size(), 1), all.data(), tr);
+  return all;
+}
+
+void Communicator::Broadcast(void* buf, int64_t bytes, int root, Traffic tr) {
+  const auto start = std::chrono::steady_clock::now();
+  DoBroadcast(buf, bytes, root);
+  Count(tr, rank() == root ? bytes * (size() - 1) : 0, start);
+}
+
+void LocalCommunicator::DoAllgatherv(const void* mine, const std::vector<int64_t>& counts,
+                                     void* all, DType type) {
+  if (all != mine) std::memcpy(all, mine, counts[0] * SizeOf(type));
+}
+
+void LocalCommunicator::DoReduceScatterSum(const float* in, const std::vector<int64_t>& counts,
+                                           float* mine) {
+  if (mine != in) std::memcpy(mine, in, counts[0] * sizeof(float));
+}
+
+}  // namespace dslide

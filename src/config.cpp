@@ -1,0 +1,357 @@
+// Option parsing (Boost.Program_options) and validation for every subcommand.
+#include "config.h"
+
+#include <boost/program_options.hpp>
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include "error.h"
+
+namespace po = boost::program_options;
+
+namespace dslide {
+
+const char* ToString(HashFamily v) {
+  switch (v) {
+    case HashFamily::kSrp: return "srp";
+    case HashFamily::kWta: return "wta";
+    case HashFamily::kDwta: return "dwta";
+  }
+  return "?";
+}
+const char* ToString(InsertPolicy v) { return v == InsertPolicy::kFifo ? "fifo" : "reservoir"; }
+const char* ToString(QueryStrategy v) {
+  switch (v) {
+    case QueryStrategy::kVanilla: return "vanilla";
+    case QueryStrategy::kTopK: return "topk";
+    case QueryStrategy::kThreshold: return "threshold";
+  }
+  return "?";
+}
+const char* ToString(FillPolicy v) { return v == FillPolicy::kStop ? "stop" : "random"; }
+const char* ToString(Strategy v) {
+  switch (v) {
+    case Strategy::kSparse: return "sparse";
+    case Strategy::kDenseModelParallel: return "dense-model-parallel";
+    case Strategy::kDataParallel: return "data-parallel";
+  }
+  return "?";
+}
+const char* ToString(Device v) { return v == Device::kGpu ? "gpu" : "cpu"; }
+
+namespace {
+
+using detail::Concat;
+
+template <class E, size_t N>
+E ParseEnum(const std::string& option, const std::string& value,
+            const std::pair<const char*, E> (&table)[N]) {
+  std::string names;
+  for (const auto& [name, e] : table) {
+    if (value == name) return e;
+    names += names.empty() ? name : std::string("|") + name;
+  }
+  throw Error(Concat("option --", option, ": invalid value '", value, "' (expected ", names, ")"));
+}
+
+template <class T>
+std::vector<T> ParseList(const std::string& option, const std::string& value) {
+  std::vector<T> out;
+  std::stringstream ss(value);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    std::istringstream is(item);
+    T v;
+    is >> v;
+    DSLIDE_CHECK(!is.fail() && is.eof() && !item.empty(), "option --", option,
+                 ": invalid list element '", item, "' in '", value, "'");
+    out.push_back(v);
+  }
+  DSLIDE_CHECK(!out.empty(), "option --", option, ": empty list");
+  return out;
+}
+
+/// Parses the command line, then the INI file named by --config (the command line wins).
+/// Returns false when --help was asked for.
+bool Parse(int argc, const char* const* argv, const po::options_description& desc,
+           const std::string& usage, po::variables_map* vm, std::string* help) {
+  po::options_description all(usage);
+  all.add_options()("help,h", "show this help")("config", po::value<std::string>(),
+                                                 "read options from an INI file (key = value)");
+  all.add(desc);
+  try {
+    po::store(po::command_line_parser(argc, argv).options(all).run(), *vm);
+    if (vm->count("help")) {
+      std::ostringstream os;
+      os << all;
+      *help = os.str();
+      return false;
+    }
+    if (vm->count("config")) {
+      const std::string path = (*vm)["config"].as<std::string>();
+      std::ifstream in(path);
+      DSLIDE_CHECK(in.good(), "option --config: cannot open '", path, "'");
+      try {
+        po::store(po::parse_config_file(in, desc, /*allow_unregistered=*/false), *vm);
+      } catch (const po::error& e) {
+        throw Error(Concat("config file '", path, "': ", e.what()));
+      }
+    }
+    po::notify(*vm);
+  } catch (const po::error& e) {
+    throw Error(e.what());
+  }
+  return true;
+}
+
+void AddTrainOptions(po::options_description* d, TrainConfig* c) {
+  d->add_options()
+    ("train", po::value(&c->train_file), "training file (XC format, plain or gzip)")
+    ("test", po::value(&c->test_file), "test file (XC format, plain or gzip)")
+    ("hidden", po::value<std::string>()->default_value("128"),
+     "hidden layer sizes, comma separated (e.g. 128 or 256,128)")
+    ("sparsity", po::value<std::string>()->default_value("0.005"),
+     "per-layer sparsity in (0,1]: one value per layer (hidden..., output), or one value "
+     "for the output layer with dense hidden layers")
+    ("hash", po::value<std::string>()->default_value("dwta"), "LSH family: dwta|srp|wta")
+    ("K", po::value(&c->lsh.k)->default_value(6), "hash functions per table")
+    ("L", po::value(&c->lsh.l)->default_value(50), "hash tables")
+    ("bucket-size", po::value(&c->lsh.bucket_capacity)->default_value(128), "bucket capacity")
+    ("bin-size", po::value(&c->lsh.bin_size)->default_value(8), "WTA/DWTA bin size")
+    ("insert", po::value<std::string>()->default_value("reservoir"),
+     "full-bucket insertion: reservoir|fifo")
+    ("query", po::value<std::string>()->default_value("vanilla"),
+     "query strategy: vanilla|topk|threshold")
+    ("threshold", po::value(&c->lsh.threshold)->default_value(2),
+     "minimum collisions for --query threshold")
+    ("fill", po::value<std::string>()->default_value("random"),
+     "when candidates are fewer than the budget: random (fill with random neurons)|stop")
+    ("rebuild-n0", po::value(&c->lsh.rebuild_n0)->default_value(50),
+     "first table rebuild after this many iterations")
+    ("rebuild-lambda", po::value(&c->lsh.rebuild_lambda)->default_value(0.05),
+     "rebuild interval growth: the t-th interval is n0*exp(lambda*t)")
+    ("rehash-every", po::value(&c->lsh.rehash_every)->default_value(1000),
+     "draw new hash functions every N iterations (0: never)")
+    ("batch", po::value(&c->batch)->default_value(256), "batch size")
+    ("lr", po::value(&c->lr)->default_value(1e-4), "Adam learning rate")
+    ("beta1", po::value(&c->beta1)->default_value(0.9), "Adam beta1")
+    ("beta2", po::value(&c->beta2)->default_value(0.999), "Adam beta2")
+    ("eps", po::value(&c->eps)->default_value(1e-8), "Adam epsilon")
+    ("dense-adam", po::bool_switch(&c->dense_adam),
+     "update every row each step (default: only the rows the batch touched)")
+    ("iterations", po::value(&c->iterations)->default_value(0),
+     "iterations to train (0: use --epochs)")
+    ("epochs", po::value(&c->epochs)->default_value(1.0), "epochs to train when --iterations is 0")
+    ("eval-every", po::value(&c->eval_every)->default_value(0),
+     "evaluate every N iterations (0: only at the end)")
+    ("eval-points", po::value(&c->eval_points)->default_value(0),
+     "evaluate on the first N test points (0: all)")
+    ("eval-sampled", po::bool_switch(&c->eval_sampled),
+     "LSH-sampled inference instead of exact scoring of every output neuron")
+    ("log-every", po::value(&c->log_every)->default_value(50), "progress line every N iterations")
+    ("threads", po::value(&c->threads)->default_value(0), "OpenMP threads per rank (0: default)")
+    ("seed", po::value(&c->seed)->default_value(1), "random seed")
+    ("device", po::value<std::string>()->default_value("cpu"), "cpu|gpu")
+    ("strategy", po::value<std::string>()->default_value("sparse"),
+     "sparse|dense-model-parallel|data-parallel")
+    ("metrics", po::value(&c->metrics_file), "write JSON lines metrics to this file")
+    ("checkpoint-dir", po::value(&c->checkpoint_dir), "checkpoint directory")
+    ("checkpoint-every", po::value(&c->checkpoint_every)->default_value(0),
+     "checkpoint every N iterations (0: never)")
+    ("resume", po::value(&c->resume_dir), "resume from this checkpoint directory");
+}
+
+void FinishTrain(const po::variables_map& vm, TrainConfig* c) {
+  c->hidden = ParseList<int64_t>("hidden", vm["hidden"].as<std::string>());
+  c->sparsity = ParseList<double>("sparsity", vm["sparsity"].as<std::string>());
+  c->lsh.family = ParseEnum<HashFamily>(
+      "hash", vm["hash"].as<std::string>(),
+      {{"dwta", HashFamily::kDwta}, {"srp", HashFamily::kSrp}, {"wta", HashFamily::kWta}});
+  c->lsh.insert = ParseEnum<InsertPolicy>(
+      "insert", vm["insert"].as<std::string>(),
+      {{"reservoir", InsertPolicy::kReservoir}, {"fifo", InsertPolicy::kFifo}});
+  c->lsh.query = ParseEnum<QueryStrategy>("query", vm["query"].as<std::string>(),
+                                          {{"vanilla", QueryStrategy::kVanilla},
+                                           {"topk", QueryStrategy::kTopK},
+                                           {"threshold", QueryStrategy::kThreshold}});
+  c->lsh.fill = ParseEnum<FillPolicy>("fill", vm["fill"].as<std::string>(),
+                                      {{"random", FillPolicy::kRandom}, {"stop", FillPolicy::kStop}});
+  c->device = ParseEnum<Device>("device", vm["device"].as<std::string>(),
+                                {{"cpu", Device::kCpu}, {"gpu", Device::kGpu}});
+  c->strategy = ParseEnum<Strategy>("strategy", vm["strategy"].as<std::string>(),
+                                    {{"sparse", Strategy::kSparse},
+                                     {"dense-model-parallel", Strategy::kDenseModelParallel},
+                                     {"data-parallel", Strategy::kDataParallel}});
+}
+
+}  // namespace
+
+std::vector<double> TrainConfig::LayerSparsity(size_t num_layers) const {
+  std::vector<double> s(num_layers, 1.0);
+  if (sparsity.size() == 1) {
+    s.back() = sparsity[0];
+  } else {
+    DSLIDE_CHECK(sparsity.size() == num_layers, "option --sparsity: ", sparsity.size(),
+                 " values given for ", num_layers, " layers (give one per layer, or one for "
+                 "the output layer)");
+    s = sparsity;
+  }
+  if (strategy != Strategy::kSparse) std::fill(s.begin(), s.end(), 1.0);
+  return s;
+}
+
+void TrainConfig::Validate() const {
+  DSLIDE_CHECK(!train_file.empty(), "option --train is required");
+  for (auto h : hidden) DSLIDE_CHECK(h > 0, "option --hidden: sizes must be positive, got ", h);
+  for (auto s : sparsity)
+    DSLIDE_CHECK(s > 0.0 && s <= 1.0, "option --sparsity: values must be in (0, 1], got ", s);
+  DSLIDE_CHECK(sparsity.size() == 1 || sparsity.size() == hidden.size() + 1,
+               "option --sparsity: give 1 or ", hidden.size() + 1, " values, got ",
+               sparsity.size());
+  DSLIDE_CHECK(lsh.k >= 1 && lsh.k <= 32, "option --K: must be in [1, 32], got ", lsh.k);
+  DSLIDE_CHECK(lsh.l >= 1 && lsh.l <= 1024, "option --L: must be in [1, 1024], got ", lsh.l);
+  DSLIDE_CHECK(lsh.bucket_capacity >= 1, "option --bucket-size: must be >= 1");
+  DSLIDE_CHECK(lsh.bin_size >= 2 && lsh.bin_size <= 256 &&
+                   (lsh.bin_size & (lsh.bin_size - 1)) == 0,
+               "option --bin-size: must be a power of two in [2, 256], got ", lsh.bin_size);
+  DSLIDE_CHECK(lsh.threshold >= 1, "option --threshold: must be >= 1");
+  DSLIDE_CHECK(lsh.rebuild_n0 >= 1, "option --rebuild-n0: must be >= 1");
+  DSLIDE_CHECK(lsh.rebuild_lambda >= 0 && lsh.rebuild_lambda < 10,
+               "option --rebuild-lambda: must be in [0, 10)");
+  DSLIDE_CHECK(lsh.rehash_every >= 0, "option --rehash-every: must be >= 0");
+  DSLIDE_CHECK(batch >= 1, "option --batch: must be >= 1, got ", batch);
+  DSLIDE_CHECK(lr > 0 && std::isfinite(lr), "option --lr: must be positive, got ", lr);
+  DSLIDE_CHECK(beta1 >= 0 && beta1 < 1, "option --beta1: must be in [0, 1)");
+  DSLIDE_CHECK(beta2 >= 0 && beta2 < 1, "option --beta2: must be in [0, 1)");
+  DSLIDE_CHECK(eps > 0, "option --eps: must be positive");
+  DSLIDE_CHECK(iterations >= 0, "option --iterations: must be >= 0");
+  DSLIDE_CHECK(iterations > 0 || epochs > 0, "option --epochs: must be positive");
+  DSLIDE_CHECK(eval_every >= 0, "option --eval-every: must be >= 0");
+  DSLIDE_CHECK(eval_points >= 0, "option --eval-points: must be >= 0");
+  DSLIDE_CHECK(log_every >= 1, "option --log-every: must be >= 1");
+  DSLIDE_CHECK(threads >= 0, "option --threads: must be >= 0");
+  DSLIDE_CHECK(checkpoint_every >= 0, "option --checkpoint-every: must be >= 0");
+  DSLIDE_CHECK(checkpoint_every == 0 || !checkpoint_dir.empty(),
+               "option --checkpoint-every needs --checkpoint-dir");
+  DSLIDE_CHECK(checkpoint_dir.empty() && resume_dir.empty(),
+               "options --checkpoint-dir/--resume: checkpoints are not implemented in this "
+               "version");
+  DSLIDE_CHECK(strategy == Strategy::kSparse || strategy == Strategy::kDenseModelParallel,
+               "option --strategy: data-parallel is not implemented in this version");
+}
+
+void GenConfig::ResolveShape() {
+  struct Shape { const char* name; int64_t features, labels, points; int nnz, lpp; };
+  static const Shape kShapes[] = {
+      {"amazon-670k", 135909, 670091, 100000, 75, 5},
+      {"delicious-200k", 782585, 205443, 50000, 300, 75},
+      {"wikilshtc-325k", 1617899, 325056, 50000, 42, 3},
+  };
+  if (!shape.empty()) {
+    const Shape* found = nullptr;
+    for (const auto& s : kShapes)
+      if (shape == s.name) found = &s;
+    DSLIDE_CHECK(found, "option --shape: unknown shape '", shape,
+                 "' (expected amazon-670k|delicious-200k|wikilshtc-325k)");
+    if (features == 0) features = found->features;
+    if (labels == 0) labels = found->labels;
+    if (points == 0) points = found->points;
+    if (nnz == 0) nnz = found->nnz;
+    if (labels_per_point == 0) labels_per_point = found->lpp;
+  }
+  if (features == 0) features = 5000;
+  if (labels == 0) labels = 1000;
+  if (points == 0) points = 20000;
+  if (nnz == 0) nnz = 30;
+  if (labels_per_point == 0) labels_per_point = 3;
+  if (test_points == 0) test_points = std::max<int64_t>(1, points / 5);
+}
+
+void GenConfig::Validate() const {
+  DSLIDE_CHECK(!out.empty(), "option --out is required");
+  DSLIDE_CHECK(points >= 1, "option --points: must be >= 1");
+  DSLIDE_CHECK(test_points >= 1, "option --test-points: must be >= 1");
+  DSLIDE_CHECK(features >= 2 && features < (int64_t{1} << 31), "option --features: must be in [2, 2^31)");
+  DSLIDE_CHECK(labels >= 2 && labels < (int64_t{1} << 31), "option --labels: must be in [2, 2^31)");
+  DSLIDE_CHECK(nnz >= 1 && nnz <= features, "option --nnz: must be in [1, features]");
+  DSLIDE_CHECK(labels_per_point >= 1 && labels_per_point <= labels,
+               "option --labels-per-point: must be in [1, labels]");
+  DSLIDE_CHECK(noise >= 0 && noise < 1, "option --noise: must be in [0, 1)");
+  DSLIDE_CHECK(zipf >= 0 && zipf <= 3, "option --zipf: must be in [0, 3]");
+}
+
+bool ParseTrain(int argc, const char* const* argv, TrainConfig* cfg, std::string* help) {
+  po::options_description d("train options");
+  AddTrainOptions(&d, cfg);
+  po::variables_map vm;
+  if (!Parse(argc, argv, d, "Usage: dslide train --train FILE --test FILE [options]", &vm, help))
+    return false;
+  FinishTrain(vm, cfg);
+  cfg->Validate();
+  return true;
+}
+
+bool ParseGen(int argc, const char* const* argv, GenConfig* c, std::string* help) {
+  po::options_description d("gen options");
+  d.add_options()
+    ("shape", po::value(&c->shape), "amazon-670k|delicious-200k|wikilshtc-325k (sets sizes)")
+    ("points", po::value(&c->points)->default_value(0), "training points (0: shape default)")
+    ("test-points", po::value(&c->test_points)->default_value(0), "test points (0: points/5)")
+    ("features", po::value(&c->features)->default_value(0), "input dimension")
+    ("labels", po::value(&c->labels)->default_value(0), "number of labels")
+    ("nnz", po::value(&c->nnz)->default_value(0), "average non-zero features per point")
+    ("labels-per-point", po::value(&c->labels_per_point)->default_value(0),
+     "maximum labels per point (each point has 1..M)")
+    ("noise", po::value(&c->noise)->default_value(0.2), "fraction of random noise features")
+    ("zipf", po::value(&c->zipf)->default_value(1.0), "Zipf exponent of label popularity")
+    ("seed", po::value(&c->seed)->default_value(1), "random seed")
+    ("out", po::value(&c->out), "output prefix: writes PREFIX.train.txt and PREFIX.test.txt");
+  po::variables_map vm;
+  if (!Parse(argc, argv, d, "Usage: dslide gen [--shape NAME] [options] --out PREFIX", &vm, help))
+    return false;
+  c->ResolveShape();
+  c->Validate();
+  return true;
+}
+
+bool ParseEval(int argc, const char* const* argv, EvalConfig* c, std::string* help) {
+  po::options_description d("eval options");
+  d.add_options()("model", po::value(&c->model_dir), "model (checkpoint) directory")(
+      "test", po::value(&c->test_file), "test file")(
+      "k", po::value<std::string>()->default_value("1,3,5"), "precision cut-offs");
+  po::variables_map vm;
+  if (!Parse(argc, argv, d, "Usage: dslide eval --model DIR --test FILE [--k 1,3,5]", &vm, help))
+    return false;
+  c->k = ParseList<int>("k", vm["k"].as<std::string>());
+  DSLIDE_CHECK(!c->model_dir.empty(), "option --model is required");
+  DSLIDE_CHECK(!c->test_file.empty(), "option --test is required");
+  return true;
+}
+
+bool ParseBench(int argc, const char* const* argv, BenchConfig* c, std::string* help) {
+  po::options_description d("bench options");
+  d.add_options()("shape", po::value(&c->shape)->default_value("amazon-670k"),
+                  "data shape to generate")(
+      "points", po::value(&c->points)->default_value(0), "training points to generate (0: shape default)")(
+      "data-dir", po::value(&c->data_dir), "cache generated data here (reused when present)");
+  AddTrainOptions(&d, &c->train);
+  po::variables_map vm;
+  if (!Parse(argc, argv, d,
+             "Usage: dslide bench --shape NAME [options]\n"
+             "Trains on generated data of that shape and prints one JSON object.\n"
+             "Bench defaults where not given: --iterations 300 --lr 1e-3 --eval-points 1000 "
+             "--log-every 100",
+             &vm, help))
+    return false;
+  FinishTrain(vm, &c->train);
+  if (vm["iterations"].defaulted()) c->train.iterations = 300;
+  if (vm["lr"].defaulted()) c->train.lr = 1e-3;
+  if (vm["eval-points"].defaulted()) c->train.eval_points = 1000;
+  if (vm["log-every"].defaulted()) c->train.log_every = 100;
+  c->train.train_file = "(generated)";
+  c->train.Validate();
+  return true;
+}
+
+}  // namespace dslide

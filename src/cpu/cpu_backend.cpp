@@ -1,0 +1,380 @@
+// CPU kernels of the sparse layers. Races between samples on gradient rows are HOGWILD by
+// design (SLIDE section 3.2); with one thread every result is deterministic.
+#include "cpu/cpu_backend.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "error.h"
+#include "parallel.h"
+#include "rng.h"
+
+namespace dslide::cpu {
+
+namespace {
+
+constexpr uint64_t kInitStream = 0x696e6974;
+constexpr uint64_t kSampleStream = 0x73616d70;
+constexpr uint64_t kHashStream = 0x68617368;
+
+inline float Dot(const float* __restrict a, const float* __restrict b, int64_t n) {
+  float acc = 0.0f;
+#pragma omp simd reduction(+ : acc)
+  for (int64_t j = 0; j < n; ++j) acc += a[j] * b[j];
+  return acc;
+}
+
+inline void Axpy(float alpha, const float* __restrict x, float* __restrict y, int64_t n) {
+#pragma omp simd
+  for (int64_t j = 0; j < n; ++j) y[j] += alpha * x[j];
+}
+
+}  // namespace
+
+struct CpuBackend::Layer {
+  LayerSpec spec;
+  int64_t rows = 0, cols = 0;  // storage shape: input-major in_dim x local, else local x in_dim
+  std::vector<float> w, g, m, v;
+  std::vector<float> b, gb, mb, vb;
+  std::vector<uint8_t> touched;  // per storage row
+  std::vector<uint8_t> btouched;  // per neuron (bias)
+  std::unique_ptr<LshHash> hash;
+  LshTables tables;
+  std::unique_ptr<BudgetSampler> sampler;
+  int64_t hash_version = 0;
+  int64_t rebuilds = 0;
+
+  float* Row(int64_t r) { return w.data() + r * cols; }
+  const float* Row(int64_t r) const { return w.data() + r * cols; }
+  float* GRow(int64_t r) { return g.data() + r * cols; }
+};
+
+struct CpuBackend::ThreadScratch {
+  SamplerScratch sampler;
+  LshHash::Scratch hash;
+  std::vector<uint32_t> buckets;
+  std::vector<int32_t> forced, local_ids;
+  std::vector<float> dense;
+};
+
+CpuBackend::CpuBackend() = default;
+CpuBackend::~CpuBackend() = default;
+
+void CpuBackend::Init(const ModelSpec& spec, const TrainConfig& cfg) {
+  spec_ = spec;
+  cfg_ = cfg;
+  layers_.clear();
+  const int threads = NumThreads();
+  scratch_.clear();
+  for (int t = 0; t < threads; ++t) scratch_.push_back(std::make_unique<ThreadScratch>());
+  for (size_t li = 0; li < spec.layers.size(); ++li) {
+    auto L = std::make_unique<Layer>();
+    L->spec = spec.layers[li];
+    const LayerSpec& s = L->spec;
+    L->rows = s.input_major ? s.in_dim : s.local();
+    L->cols = s.input_major ? s.local() : s.in_dim;
+    const size_t n = static_cast<size_t>(L->rows) * L->cols;
+    L->w.resize(n);
+    L->g.assign(n, 0.0f);
+    L->m.assign(n, 0.0f);
+    L->v.assign(n, 0.0f);
+    L->b.assign(s.local(), 0.0f);
+    L->gb.assign(s.local(), 0.0f);
+    L->mb.assign(s.local(), 0.0f);
+    L->vb.assign(s.local(), 0.0f);
+    L->touched.assign(L->rows, 0);
+    L->btouched.assign(s.local(), 0);
+    // Glorot-normal weights, a stream per global neuron: identical for any number of ranks.
+    const double stddev = std::sqrt(2.0 / static_cast<double>(s.in_dim + s.out_dim));
+    Layer* lp = L.get();
+    ParallelFor(s.local(), [&](int64_t i) {
+      Rng rng(StreamSeed(cfg.seed, kInitStream, li, s.begin + i));
+      for (int64_t j = 0; j < s.in_dim; ++j) {
+        const float x = static_cast<float>(rng.Normal() * stddev);
+        if (s.input_major) lp->w[j * lp->cols + i] = x;
+        else lp->w[i * lp->cols + j] = x;
+      }
+    }, 64);
+    if (!s.dense()) {
+      L->sampler = std::make_unique<BudgetSampler>(cfg.lsh.query, cfg.lsh.threshold, cfg.lsh.fill);
+    }
+    layers_.push_back(std::move(L));
+    if (!s.dense()) RebuildTables(static_cast<int>(li), /*new_hashes=*/true);
+  }
+}
+
+void CpuBackend::SelectActive(int layer, const BatchRows& in, const BatchLabels* labels,
+                              int64_t iter, BatchRows* out) {
+  Layer& L = *layers_[layer];
+  const LayerSpec& s = L.spec;
+  const int64_t B = in.samples();
+  int64_t max_labels = 0;
+  if (labels != nullptr)
+    for (int64_t i = 0; i < B; ++i) max_labels = std::max(max_labels, labels->Count(i));
+  if (s.dense()) {
+    out->Strided(B, s.local());
+    ParallelFor(B, [&](int64_t i) {
+      int32_t* ids = out->Ids(i);
+      for (int64_t j = 0; j < s.local(); ++j) ids[j] = static_cast<int32_t>(s.begin + j);
+      out->n[i] = s.local();
+    }, 16);
+    return;
+  }
+  const int64_t cap = std::max(s.budget, max_labels);
+  out->Strided(B, cap);
+  ParallelFor(B, [&](int64_t i) {
+    ThreadScratch& ts = *scratch_[ThreadId()];
+    if (ts.sampler.size() != s.local()) ts.sampler.Resize(s.local());
+    ts.buckets.resize(L.hash->num_tables());
+    const SparseView x = in.Row(i);
+    if (in.dense) L.hash->HashDense(x.vals, ts.buckets.data(), &ts.hash);
+    else L.hash->HashSparse(x.ids, x.vals, x.n, ts.buckets.data(), &ts.hash);
+    ts.forced.clear();
+    if (labels != nullptr) {
+      const int32_t* lab = labels->Of(i);
+      for (int64_t j = 0; j < labels->Count(i); ++j)
+        if (lab[j] >= s.begin && lab[j] < s.end) ts.forced.push_back(static_cast<int32_t>(lab[j] - s.begin));
+    }
+    Rng rng(StreamSeed(cfg_.seed, kSampleStream, iter, i, (uint64_t(layer) << 32) | spec_.rank));
+    int32_t* ids = out->Ids(i);
+    const int64_t k = L.sampler->Select(&L.tables, ts.buckets.data(), ts.forced.data(),
+                                        ts.forced.size(), s.budget, &rng, &ts.sampler, ids);
+    for (int64_t j = 0; j < k; ++j) ids[j] += static_cast<int32_t>(s.begin);
+    out->n[i] = k;
+  }, 4);
+}
+
+void CpuBackend::Forward(int layer, const BatchRows& in, BatchRows* out) {
+  Layer& L = *layers_[layer];
+  const LayerSpec& s = L.spec;
+  const int64_t B = in.samples();
+  const bool relu = !s.is_output;
+  ParallelFor(B, [&](int64_t i) {
+    const SparseView x = in.Row(i);
+    const int32_t* act = out->Ids(i);
+    float* z = out->Vals(i);
+    const int64_t na = out->n[i];
+    if (s.input_major) {
+      if (s.dense()) {
+        std::memcpy(z, L.b.data(), sizeof(float) * na);
+        for (int64_t e = 0; e < x.n; ++e) Axpy(x.vals[e], L.Row(x.ids[e]), z, na);
+      } else {
+        for (int64_t k = 0; k < na; ++k) {
+          const int64_t c = act[k] - s.begin;
+          float acc = L.b[c];
+          for (int64_t e = 0; e < x.n; ++e) acc += x.vals[e] * L.w[x.ids[e] * L.cols + c];
+          z[k] = acc;
+        }
+      }
+    } else {
+      for (int64_t k = 0; k < na; ++k) {
+        const int64_t r = act[k] - s.begin;
+        const float* wr = L.Row(r);
+        float acc;
+        if (in.dense) {
+          acc = Dot(wr, x.vals, x.n);
+        } else {
+          acc = 0.0f;
+          for (int64_t e = 0; e < x.n; ++e) acc += wr[x.ids[e]] * x.vals[e];
+        }
+        z[k] = acc + L.b[r];
+      }
+    }
+    if (relu)
+      for (int64_t k = 0; k < na; ++k) z[k] = z[k] > 0.0f ? z[k] : 0.0f;
+  }, 4);
+}
+
+void CpuBackend::Backward(int layer, const BatchRows& in, const BatchRows& delta,
+                          BatchRows* in_grad) {
+  Layer& L = *layers_[layer];
+  const LayerSpec& s = L.spec;
+  const int64_t B = in.samples();
+  DSLIDE_ASSERT(!(s.input_major && in_grad != nullptr), "the first layer has no input gradient");
+  ParallelFor(B, [&](int64_t i) {
+    const SparseView x = in.Row(i);
+    const SparseView d = delta.Row(i);
+    float* gin = in_grad ? in_grad->Vals(i) : nullptr;
+    if (s.input_major) {
+      const bool all = s.dense();
+      for (int64_t k = 0; k < d.n; ++k) {
+        const int64_t c = d.ids[k] - s.begin;
+        L.gb[c] += d.vals[k];
+        L.btouched[c] = 1;
+      }
+      for (int64_t e = 0; e < x.n; ++e) {
+        const int64_t f = x.ids[e];
+        L.touched[f] = 1;
+        float* gr = L.GRow(f);
+        if (all) {
+          Axpy(x.vals[e], d.vals, gr, d.n);
+        } else {
+          for (int64_t k = 0; k < d.n; ++k) gr[d.ids[k] - s.begin] += x.vals[e] * d.vals[k];
+        }
+      }
+      return;
+    }
+    for (int64_t k = 0; k < d.n; ++k) {
+      const float dk = d.vals[k];
+      if (dk == 0.0f) continue;
+      const int64_t r = d.ids[k] - s.begin;
+      L.gb[r] += dk;
+      L.touched[r] = 1;
+      L.btouched[r] = 1;
+      float* gr = L.GRow(r);
+      const float* wr = L.Row(r);
+      if (in.dense) {
+        if (gin) Axpy(dk, wr, gin, x.n);
+        Axpy(dk, x.vals, gr, x.n);
+      } else {
+        for (int64_t e = 0; e < x.n; ++e) {
+          if (gin) gin[e] += dk * wr[x.ids[e]];
+          gr[x.ids[e]] += dk * x.vals[e];
+        }
+      }
+    }
+  }, 4);
+}
+
+void CpuBackend::Update(int layer, const AdamStep& step, bool dense) {
+  Layer& L = *layers_[layer];
+  ParallelFor(L.rows, [&](int64_t r) {
+    if (!dense && !L.touched[r]) return;
+    const size_t o = static_cast<size_t>(r) * L.cols;
+    AdamUpdate(step, L.cols, L.w.data() + o, L.g.data() + o, L.m.data() + o, L.v.data() + o);
+    L.touched[r] = 0;
+  }, 256);
+  for (int64_t i = 0; i < L.spec.local(); ++i) {
+    if (!dense && !L.btouched[i]) continue;
+    AdamUpdate(step, 1, &L.b[i], &L.gb[i], &L.mb[i], &L.vb[i]);
+    L.btouched[i] = 0;
+  }
+}
+
+void CpuBackend::RebuildTables(int layer, bool new_hashes) {
+  Layer& L = *layers_[layer];
+  const LayerSpec& s = L.spec;
+  if (s.dense()) return;
+  const LshConfig& c = cfg_.lsh;
+  if (new_hashes || !L.hash) {
+    ++L.hash_version;
+    L.hash = std::make_unique<LshHash>(
+        c.family, s.in_dim, c.k, c.l, c.bin_size,
+        StreamSeed(cfg_.seed, kHashStream, layer, L.hash_version, spec_.rank));
+    L.tables = LshTables(c.l, L.hash->table_bits(), c.bucket_capacity, c.insert);
+  }
+  const int64_t n = s.local();
+  const int nt = L.hash->num_tables();
+  std::vector<uint32_t> buckets(static_cast<size_t>(nt) * n);
+  ParallelFor(n, [&](int64_t i) {
+    ThreadScratch& ts = *scratch_[ThreadId()];
+    ts.buckets.resize(nt);
+    const float* row;
+    if (s.input_major) {
+      ts.dense.resize(s.in_dim);
+      for (int64_t j = 0; j < s.in_dim; ++j) ts.dense[j] = L.w[j * L.cols + i];
+      row = ts.dense.data();
+    } else {
+      row = L.Row(i);
+    }
+    L.hash->HashDense(row, ts.buckets.data(), &ts.hash);
+    for (int t = 0; t < nt; ++t) buckets[static_cast<size_t>(t) * n + i] = ts.buckets[t];
+  }, 256);
+  L.tables.Build(buckets.data(), n, StreamSeed(cfg_.seed, kHashStream, layer, ++L.rebuilds, spec_.rank));
+}
+
+void CpuBackend::TopK(int layer, const BatchRows& in, int k, std::vector<int32_t>* ids,
+                      std::vector<float>* scores) {
+  Layer& L = *layers_[layer];
+  const LayerSpec& s = L.spec;
+  DSLIDE_ASSERT(!s.input_major, "exact top-k needs a row-per-neuron output layer");
+  const int64_t B = in.samples();
+  ids->assign(B * k, -1);
+  scores->assign(B * k, -std::numeric_limits<float>::infinity());
+  // Dense copies of the inputs so a block of samples stays in cache while rows stream by.
+  constexpr int64_t kBlock = 32;
+  const int threads = NumThreads();
+  std::vector<float> xs(B * s.in_dim, 0.0f);
+  for (int64_t i = 0; i < B; ++i) {
+    const SparseView x = in.Row(i);
+    for (int64_t e = 0; e < x.n; ++e) xs[i * s.in_dim + x.ids[e]] = x.vals[e];
+  }
+  std::vector<int32_t> tids(static_cast<size_t>(threads) * B * k, -1);
+  std::vector<float> tsc(static_cast<size_t>(threads) * B * k, -std::numeric_limits<float>::infinity());
+  const int64_t n = s.local();
+  ParallelFor(threads, [&](int64_t t) {
+    const int64_t r0 = n * t / threads, r1 = n * (t + 1) / threads;
+    int32_t* my_ids = tids.data() + t * B * k;
+    float* my_sc = tsc.data() + t * B * k;
+    for (int64_t b0 = 0; b0 < B; b0 += kBlock) {
+      const int64_t b1 = std::min(B, b0 + kBlock);
+      for (int64_t r = r0; r < r1; ++r) {
+        const float* wr = L.Row(r);
+        for (int64_t i = b0; i < b1; ++i) {
+          const float z = Dot(wr, xs.data() + i * s.in_dim, s.in_dim) + L.b[r];
+          float* sc = my_sc + i * k;
+          if (z <= sc[k - 1]) continue;
+          int32_t* id = my_ids + i * k;
+          int p = k - 1;
+          while (p > 0 && sc[p - 1] < z) {
+            sc[p] = sc[p - 1];
+            id[p] = id[p - 1];
+            --p;
+          }
+          sc[p] = z;
+          id[p] = static_cast<int32_t>(s.begin + r);
+        }
+      }
+    }
+  });
+  // Merge the threads' lists.
+  for (int64_t i = 0; i < B; ++i) {
+    std::vector<std::pair<float, int32_t>> all;
+    for (int t = 0; t < threads; ++t)
+      for (int j = 0; j < k; ++j) {
+        const size_t o = (static_cast<size_t>(t) * B + i) * k + j;
+        if (tids[o] >= 0) all.push_back({tsc[o], tids[o]});
+      }
+    std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) {
+      return a.first != b.first ? a.first > b.first : a.second < b.second;
+    });
+    for (int j = 0; j < k && j < static_cast<int>(all.size()); ++j) {
+      (*scores)[i * k + j] = all[j].first;
+      (*ids)[i * k + j] = all[j].second;
+    }
+  }
+}
+
+void CpuBackend::GetLayer(int layer, std::vector<float>* w, std::vector<float>* b) const {
+  const Layer& L = *layers_[layer];
+  const LayerSpec& s = L.spec;
+  w->resize(static_cast<size_t>(s.local()) * s.in_dim);
+  for (int64_t i = 0; i < s.local(); ++i)
+    for (int64_t j = 0; j < s.in_dim; ++j)
+      (*w)[i * s.in_dim + j] = s.input_major ? L.w[j * L.cols + i] : L.w[i * L.cols + j];
+  *b = L.b;
+}
+
+void CpuBackend::SetLayer(int layer, const std::vector<float>& w, const std::vector<float>& b) {
+  Layer& L = *layers_[layer];
+  const LayerSpec& s = L.spec;
+  DSLIDE_ASSERT(static_cast<int64_t>(w.size()) == s.local() * s.in_dim && static_cast<int64_t>(b.size()) == s.local());
+  for (int64_t i = 0; i < s.local(); ++i)
+    for (int64_t j = 0; j < s.in_dim; ++j)
+      (s.input_major ? L.w[j * L.cols + i] : L.w[i * L.cols + j]) = w[i * s.in_dim + j];
+  L.b = b;
+}
+
+size_t CpuBackend::StateBytes() const {
+  size_t bytes = 0;
+  for (const auto& L : layers_) {
+    bytes += (L->w.size() + L->g.size() + L->m.size() + L->v.size()) * sizeof(float);
+    bytes += (L->b.size() * 4) * sizeof(float) + L->touched.size() + L->btouched.size();
+    bytes += L->tables.MemoryBytes();
+  }
+  return bytes;
+}
+
+}  // namespace dslide::cpu

@@ -1,0 +1,43 @@
+// The OpenMP implementation of the layer backend: HOGWILD over the samples of a batch,
+// contiguous row-major weights, lazy Adam over touched rows.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "budget_sampler.h"
+#include "layer_backend.h"
+#include "lsh_hash.h"
+#include "lsh_table.h"
+
+namespace dslide::cpu {
+
+class CpuBackend : public LayerBackend {
+ public:
+  CpuBackend();
+  ~CpuBackend() override;
+  void Init(const ModelSpec& spec, const TrainConfig& cfg) override;
+  void SelectActive(int layer, const BatchRows& in, const BatchLabels* labels, int64_t iter,
+                    BatchRows* out) override;
+  void Forward(int layer, const BatchRows& in, BatchRows* out) override;
+  void Backward(int layer, const BatchRows& in, const BatchRows& delta,
+                BatchRows* in_grad) override;
+  void Update(int layer, const AdamStep& step, bool dense) override;
+  void RebuildTables(int layer, bool new_hashes) override;
+  void TopK(int layer, const BatchRows& in, int k, std::vector<int32_t>* ids,
+            std::vector<float>* scores) override;
+  void GetLayer(int layer, std::vector<float>* w, std::vector<float>* b) const override;
+  void SetLayer(int layer, const std::vector<float>& w, const std::vector<float>& b) override;
+  size_t StateBytes() const override;
+  const char* name() const override { return "cpu"; }
+
+ private:
+  struct Layer;
+  struct ThreadScratch;
+  std::vector<std::unique_ptr<Layer>> layers_;
+  std::vector<std::unique_ptr<ThreadScratch>> scratch_;
+  ModelSpec spec_;
+  TrainConfig cfg_;
+};
+
+}  // namespace dslide::cpu

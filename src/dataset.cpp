@@ -1,0 +1,218 @@
+// XC format reader with strict validation (DESIGN.md section 7): nothing is skipped silently.
+#include "dataset.h"
+
+#include <zlib.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+
+#include "error.h"
+
+namespace dslide {
+
+void Dataset::Add(const std::vector<int32_t>& fids, const std::vector<float>& fvals,
+                  const std::vector<int32_t>& lbls) {
+  feat_ids.insert(feat_ids.end(), fids.begin(), fids.end());
+  feat_vals.insert(feat_vals.end(), fvals.begin(), fvals.end());
+  feat_off.push_back(static_cast<int64_t>(feat_ids.size()));
+  labels.insert(labels.end(), lbls.begin(), lbls.end());
+  label_off.push_back(static_cast<int64_t>(labels.size()));
+}
+
+Dataset Dataset::Head(int64_t n) const {
+  if (n <= 0 || n >= size()) return *this;
+  Dataset d;
+  d.num_features = num_features;
+  d.num_labels = num_labels;
+  d.feat_off.assign(feat_off.begin(), feat_off.begin() + n + 1);
+  d.feat_ids.assign(feat_ids.begin(), feat_ids.begin() + feat_off[n]);
+  d.feat_vals.assign(feat_vals.begin(), feat_vals.begin() + feat_off[n]);
+  d.label_off.assign(label_off.begin(), label_off.begin() + n + 1);
+  d.labels.assign(labels.begin(), labels.begin() + label_off[n]);
+  return d;
+}
+
+namespace {
+
+/// Line reader over zlib's gz* API, which reads plain files transparently.
+class LineReader {
+ public:
+  explicit LineReader(const std::string& path) : path_(path) {
+    file_ = gzopen(path.c_str(), "rb");
+    DSLIDE_CHECK(file_ != nullptr, path, ": cannot open: ", std::strerror(errno));
+    gzbuffer(file_, 1 << 20);
+  }
+  ~LineReader() {
+    if (file_) gzclose(file_);
+  }
+  /// Reads the next line without its newline; false at end of file.
+  bool Next(std::string* line) {
+    line->clear();
+    char buf[1 << 16];
+    bool any = false;
+    while (gzgets(file_, buf, sizeof(buf)) != nullptr) {
+      any = true;
+      size_t n = std::strlen(buf);
+      const bool complete = n > 0 && buf[n - 1] == '\n';
+      if (complete) --n;
+      line->append(buf, n);
+      if (complete) break;
+    }
+    if (!any) {
+      int err = 0;
+      const char* msg = gzerror(file_, &err);
+      DSLIDE_CHECK(err == Z_OK || err == Z_STREAM_END, path_, ":", line_no_ + 1,
+                   ": read error: ", msg);
+      return false;
+    }
+    if (!line->empty() && line->back() == '\r') line->pop_back();
+    ++line_no_;
+    return true;
+  }
+  int64_t line_no() const { return line_no_; }
+
+ private:
+  std::string path_;
+  gzFile file_ = nullptr;
+  int64_t line_no_ = 0;
+};
+
+/// Parses a non-negative integer at p; advances p. False if none.
+bool ParseIndex(const char*& p, int64_t* out) {
+  if (*p < '0' || *p > '9') return false;
+  int64_t v = 0;
+  while (*p >= '0' && *p <= '9') {
+    v = v * 10 + (*p - '0');
+    if (v > (int64_t{1} << 40)) return false;
+    ++p;
+  }
+  *out = v;
+  return true;
+}
+
+}  // namespace
+
+Dataset ReadXc(const std::string& path) {
+  LineReader in(path);
+  std::string line;
+  DSLIDE_CHECK(in.Next(&line), path, ":1: empty file (expected header 'points features labels')");
+  Dataset d;
+  int64_t points = 0;
+  {
+    const char* p = line.c_str();
+    int64_t v[3];
+    for (int i = 0; i < 3; ++i) {
+      while (*p == ' ' || *p == '\t') ++p;
+      DSLIDE_CHECK(ParseIndex(p, &v[i]), path, ":1: bad header '", line,
+                   "' (expected 'points features labels')");
+    }
+    while (*p == ' ' || *p == '\t') ++p;
+    DSLIDE_CHECK(*p == '\0', path, ":1: bad header '", line,
+                 "' (expected 'points features labels')");
+    DSLIDE_CHECK(v[1] >= 1 && v[1] < (int64_t{1} << 31) && v[2] >= 1 && v[2] < (int64_t{1} << 31),
+                 path, ":1: bad header '", line, "' (features and labels must be in [1, 2^31))");
+    points = v[0];
+    d.num_features = v[1];
+    d.num_labels = v[2];
+  }
+  d.feat_off.reserve(points + 1);
+  d.label_off.reserve(points + 1);
+  std::vector<int32_t> fids, lbls, sorted;
+  std::vector<float> fvals;
+  while (in.Next(&line)) {
+    const int64_t ln = in.line_no();
+    DSLIDE_CHECK(d.size() < points, path, ":", ln, ": more points than the header's ", points);
+    fids.clear();
+    fvals.clear();
+    lbls.clear();
+    const char* p = line.c_str();
+    // Labels: a comma-separated list up to the first space; empty when the line starts with one.
+    if (*p != ' ' && *p != '\t' && *p != '\0') {
+      while (true) {
+        int64_t l;
+        const char* start = p;
+        DSLIDE_CHECK(ParseIndex(p, &l), path, ":", ln, ": bad label near '",
+                     std::string(start).substr(0, 20), "'");
+        DSLIDE_CHECK(l < d.num_labels, path, ":", ln, ": label ", l, " out of range [0, ",
+                     d.num_labels, ")");
+        lbls.push_back(static_cast<int32_t>(l));
+        if (*p == ',') {
+          ++p;
+          continue;
+        }
+        DSLIDE_CHECK(*p == ' ' || *p == '\t' || *p == '\0', path, ":", ln,
+                     ": bad label list near '", std::string(start).substr(0, 20), "'");
+        break;
+      }
+    }
+    // Features: id:value pairs separated by blanks.
+    while (true) {
+      while (*p == ' ' || *p == '\t') ++p;
+      if (*p == '\0') break;
+      const char* start = p;
+      int64_t f;
+      DSLIDE_CHECK(ParseIndex(p, &f) && *p == ':', path, ":", ln, ": bad feature '",
+                   std::string(start, std::strcspn(start, " \t")), "' (expected id:value)");
+      DSLIDE_CHECK(f < d.num_features, path, ":", ln, ": feature id ", f, " out of range [0, ",
+                   d.num_features, ")");
+      ++p;
+      char* end = nullptr;
+      errno = 0;
+      const float v = std::strtof(p, &end);
+      DSLIDE_CHECK(end != p && (*end == ' ' || *end == '\t' || *end == '\0'), path, ":", ln,
+                   ": bad value in '", std::string(start, std::strcspn(start, " \t")), "'");
+      DSLIDE_CHECK(std::isfinite(v), path, ":", ln, ": non-finite value in '",
+                   std::string(start, std::strcspn(start, " \t")), "'");
+      fids.push_back(static_cast<int32_t>(f));
+      fvals.push_back(v);
+      p = end;
+    }
+    // Duplicates are errors; unsorted ids are sorted (the format says ascending, the math
+    // does not care).
+    auto check_unique = [&](std::vector<int32_t>& ids, const char* what) {
+      sorted = ids;
+      std::sort(sorted.begin(), sorted.end());
+      auto dup = std::adjacent_find(sorted.begin(), sorted.end());
+      DSLIDE_CHECK(dup == sorted.end(), path, ":", ln, ": duplicate ", what, " id ", *dup);
+    };
+    check_unique(lbls, "label");
+    std::sort(lbls.begin(), lbls.end());
+    check_unique(fids, "feature");
+    if (!std::is_sorted(fids.begin(), fids.end())) {
+      std::vector<std::pair<int32_t, float>> pairs(fids.size());
+      for (size_t i = 0; i < fids.size(); ++i) pairs[i] = {fids[i], fvals[i]};
+      std::sort(pairs.begin(), pairs.end());
+      for (size_t i = 0; i < fids.size(); ++i) std::tie(fids[i], fvals[i]) = pairs[i];
+    }
+    d.Add(fids, fvals, lbls);
+  }
+  DSLIDE_CHECK(d.size() == points, path, ":", in.line_no() + 1, ": end of file after ", d.size(),
+               " points, the header says ", points);
+  return d;
+}
+
+void WriteXc(const Dataset& data, const std::string& path) {
+  std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "w"), &std::fclose);
+  DSLIDE_CHECK(f != nullptr, path, ": cannot write: ", std::strerror(errno));
+  std::vector<char> buf(1 << 20);
+  std::setvbuf(f.get(), buf.data(), _IOFBF, buf.size());
+  std::fprintf(f.get(), "%lld %lld %lld\n", static_cast<long long>(data.size()),
+               static_cast<long long>(data.num_features), static_cast<long long>(data.num_labels));
+  for (int64_t i = 0; i < data.size(); ++i) {
+    const int32_t* l = data.Labels(i);
+    for (int64_t j = 0; j < data.NumLabels(i); ++j)
+      std::fprintf(f.get(), j ? ",%d" : "%d", l[j]);
+    const SparseView x = data.Features(i);
+    for (int64_t j = 0; j < x.n; ++j) std::fprintf(f.get(), " %d:%.6g", x.ids[j], x.vals[j]);
+    std::fputc('\n', f.get());
+  }
+  DSLIDE_CHECK(std::fflush(f.get()) == 0 && !std::ferror(f.get()), path, ": write failed: ",
+               std::strerror(errno));
+}
+
+}  // namespace dslide

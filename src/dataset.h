@@ -1,0 +1,48 @@
+// Multi-label sparse datasets in CSR form and the Extreme Classification Repository reader.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace dslide {
+
+/// A read-only view of one sparse vector: n (id, value) pairs.
+struct SparseView {
+  const int32_t* ids = nullptr;
+  const float* vals = nullptr;
+  int64_t n = 0;
+};
+
+/// Points as CSR: features (id, value) and labels per point. Ids are sorted ascending.
+struct Dataset {
+  int64_t num_features = 0;
+  int64_t num_labels = 0;
+  std::vector<int64_t> feat_off{0};  ///< points+1
+  std::vector<int32_t> feat_ids;
+  std::vector<float> feat_vals;
+  std::vector<int64_t> label_off{0};  ///< points+1
+  std::vector<int32_t> labels;
+
+  int64_t size() const { return static_cast<int64_t>(feat_off.size()) - 1; }
+  SparseView Features(int64_t i) const {
+    return {feat_ids.data() + feat_off[i], feat_vals.data() + feat_off[i],
+            feat_off[i + 1] - feat_off[i]};
+  }
+  const int32_t* Labels(int64_t i) const { return labels.data() + label_off[i]; }
+  int64_t NumLabels(int64_t i) const { return label_off[i + 1] - label_off[i]; }
+  /// Appends a point; ids must already be validated.
+  void Add(const std::vector<int32_t>& fids, const std::vector<float>& fvals,
+           const std::vector<int32_t>& lbls);
+  /// The first n points (or all if n <= 0 or n >= size()).
+  Dataset Head(int64_t n) const;
+};
+
+/// Reads an XC text file, plain or gzip-compressed (detected from content). Every malformed
+/// input throws dslide::Error naming the file and the 1-based line.
+Dataset ReadXc(const std::string& path);
+
+/// Writes an XC text file (plain).
+void WriteXc(const Dataset& data, const std::string& path);
+
+}  // namespace dslide

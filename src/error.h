@@ -1,0 +1,46 @@
+// Error reporting: user/config/data errors throw dslide::Error, broken invariants abort.
+#pragma once
+
+#include <sstream>
+#include <stdexcept>
+#include <string>
+
+namespace dslide {
+
+/// Thrown for errors a user can fix: bad options, bad files, bad data.
+class Error : public std::runtime_error {
+ public:
+  explicit Error(const std::string& what) : std::runtime_error(what) {}
+};
+
+namespace detail {
+inline void Append(std::ostringstream&) {}
+template <class T, class... Rest>
+void Append(std::ostringstream& os, const T& v, const Rest&... rest) {
+  os << v;
+  Append(os, rest...);
+}
+template <class... Args>
+std::string Concat(const Args&... args) {
+  std::ostringstream os;
+  Append(os, args...);
+  return os.str();
+}
+[[noreturn]] void AssertFail(const char* expr, const char* file, int line, const std::string& msg);
+}  // namespace detail
+
+}  // namespace dslide
+
+/// Throws dslide::Error with the concatenated message when cond is false.
+#define DSLIDE_CHECK(cond, ...)                                              \
+  do {                                                                       \
+    if (!(cond)) throw ::dslide::Error(::dslide::detail::Concat(__VA_ARGS__)); \
+  } while (0)
+
+/// Internal invariant: prints and aborts when cond is false (a bug, not a user error).
+#define DSLIDE_ASSERT(cond, ...)                                                     \
+  do {                                                                               \
+    if (!(cond))                                                                     \
+      ::dslide::detail::AssertFail(#cond, __FILE__, __LINE__,                        \
+                                   ::dslide::detail::Concat("" __VA_OPT__(, ) __VA_ARGS__)); \
+  } while (0)

@@ -1,0 +1,75 @@
+// The seam between the trainer loop (and src/dist) and the devices: forward, backward,
+// update and table rebuild of one rank's shard of each sparse layer. CPU and GPU backends
+// implement it; nothing above this interface knows which one runs.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "adam.h"
+#include "batch_rows.h"
+#include "config.h"
+#include "model.h"
+
+namespace dslide {
+
+/// Labels of the samples of a batch (global label ids, sorted per sample).
+struct BatchLabels {
+  std::vector<int64_t> off{0};
+  std::vector<int32_t> ids;
+  int64_t Count(int64_t s) const { return off[s + 1] - off[s]; }
+  const int32_t* Of(int64_t s) const { return ids.data() + off[s]; }
+};
+
+/// Wall-clock split of a step, accumulated by the caller.
+struct PhaseTimes {
+  double query = 0, forward = 0, backward = 0, update = 0, rebuild = 0, comm = 0;
+};
+
+class LayerBackend {
+ public:
+  virtual ~LayerBackend() = default;
+
+  /// Allocates and initialises this rank's shard of every layer. Weights are a function of
+  /// (seed, layer, global neuron) only, so any number of ranks starts from the same model.
+  virtual void Init(const ModelSpec& spec, const TrainConfig& cfg) = 0;
+
+  /// Chooses each sample's active neurons on this shard into out->ids (global ids), out->n:
+  /// all local neurons for a dense layer; else LSH candidates queried with the sample's
+  /// layer input, made exactly the per-rank budget (labels it owns first when `labels` is
+  /// given). `iter` seeds the per-sample random streams.
+  virtual void SelectActive(int layer, const BatchRows& in, const BatchLabels* labels,
+                            int64_t iter, BatchRows* out) = 0;
+  /// Computes out->vals for the active ids already in `out`: ReLU(Wx+b) for hidden layers,
+  /// the logits Wx+b for the output layer.
+  virtual void Forward(int layer, const BatchRows& in, BatchRows* out) = 0;
+  /// Accumulates the weight and bias gradients of the active neurons from `delta` (aligned
+  /// with the forward output), and, when in_grad is not null, adds this shard's partial
+  /// gradient w.r.t. the layer input into in_grad->vals (aligned with `in`).
+  virtual void Backward(int layer, const BatchRows& in, const BatchRows& delta,
+                        BatchRows* in_grad) = 0;
+  /// Adam on the rows the batch touched (or every row with dense Adam); clears gradients.
+  virtual void Update(int layer, const AdamStep& step, bool dense) = 0;
+  /// Rehashes this shard's neurons into its tables (new hash functions when `new_hashes`).
+  /// Local: no communication.
+  virtual void RebuildTables(int layer, bool new_hashes) = 0;
+  /// Exact inference on the output layer: for each sample, the k best local neurons
+  /// (global ids, scores), k per sample, -1/-inf padded. Scores every neuron of the shard.
+  virtual void TopK(int layer, const BatchRows& in, int k, std::vector<int32_t>* ids,
+                    std::vector<float>* scores) = 0;
+
+  /// This shard's layer as row-per-neuron weights (local x in_dim) and biases (for tests,
+  /// checkpoints and export).
+  virtual void GetLayer(int layer, std::vector<float>* w, std::vector<float>* b) const = 0;
+  virtual void SetLayer(int layer, const std::vector<float>& w, const std::vector<float>& b) = 0;
+  /// Bytes of model state held (weights, gradients, moments, tables).
+  virtual size_t StateBytes() const = 0;
+  virtual const char* name() const = 0;
+};
+
+/// The backend for cfg.device: "cpu", or "gpu" where built with CUDA and a device exists.
+/// Throws dslide::Error with the reason otherwise. The only place that branches on CUDA.
+std::unique_ptr<LayerBackend> MakeBackend(Device device, int local_rank);
+
+}  // namespace dslide

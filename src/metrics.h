@@ -1,0 +1,50 @@
+// Run metrics: JSON lines for plots and experiments, resident-memory readings, medians.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace dslide {
+
+/// Peak resident set size of this process in MiB.
+double PeakRssMb();
+
+/// Median of v (0 for an empty vector); v is reordered.
+double Median(std::vector<double> v);
+
+/// One JSON object built field by field, in insertion order.
+class JsonObject {
+ public:
+  JsonObject& Add(const std::string& key, double v);
+  JsonObject& Add(const std::string& key, int64_t v);
+  JsonObject& Add(const std::string& key, int v) { return Add(key, static_cast<int64_t>(v)); }
+  JsonObject& Add(const std::string& key, const std::string& v);
+  JsonObject& Add(const std::string& key, const char* v) { return Add(key, std::string(v)); }
+  /// Adds a nested object already rendered as JSON.
+  JsonObject& AddRaw(const std::string& key, const std::string& json);
+  std::string str() const { return "{" + body_ + "}"; }
+
+ private:
+  void Key(const std::string& key);
+  std::string body_;
+};
+
+/// Appends JSON lines to a file; a no-op when constructed with an empty path.
+class MetricsFile {
+ public:
+  explicit MetricsFile(const std::string& path);
+  ~MetricsFile();
+  void Write(const JsonObject& obj);
+
+ private:
+  FILE* f_ = nullptr;
+  std::string path_;
+};
+
+/// "1h02m", "3m05s", "12s".
+std::string FormatDuration(double seconds);
+
+}  // namespace dslide

@@ -1,0 +1,17 @@
+// Learnable synthetic XC data (`dslide gen`): Zipf label popularity, a sparse feature
+// prototype per label, uniform noise features.
+#pragma once
+
+#include "config.h"
+#include "dataset.h"
+
+namespace dslide {
+
+/// Generates `n` points. Points with the same seed and index are identical whatever n is;
+/// `first_index` lets the test split continue the stream after the training points.
+Dataset GenerateSynthetic(const GenConfig& cfg, int64_t first_index, int64_t n);
+
+/// P@1 of always predicting the most frequent label of `train` on `test`.
+double MostPopularLabelP1(const Dataset& train, const Dataset& test);
+
+}  // namespace dslide

@@ -1,0 +1,471 @@
+// The layer-synchronous D-SLIDE step: per layer, select and compute the shard's active
+// neurons, Allgatherv the snapshot; softmax normaliser by Allreduce; input gradients by a
+// reduce-scatter on the snapshot layout (the exact dual of the gather).
+#include "trainer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <numeric>
+
+#include "error.h"
+#include "metrics.h"
+#include "parallel.h"
+#include "rng.h"
+
+namespace dslide {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double Seconds(Clock::time_point a) {
+  return std::chrono::duration<double>(Clock::now() - a).count();
+}
+
+constexpr uint64_t kEpochStream = 0x65706f6368;
+constexpr int64_t kEvalStreamBase = int64_t{1} << 40;
+
+void DataRows(const Dataset& data, const std::vector<int64_t>& points, BatchRows* rows) {
+  const int64_t B = static_cast<int64_t>(points.size());
+  rows->off.resize(B);
+  rows->n.resize(B);
+  int64_t total = 0;
+  for (int64_t i = 0; i < B; ++i) {
+    rows->off[i] = total;
+    rows->n[i] = data.Features(points[i]).n;
+    total += rows->n[i];
+  }
+  rows->ids.resize(total);
+  rows->vals.resize(total);
+  for (int64_t i = 0; i < B; ++i) {
+    const SparseView x = data.Features(points[i]);
+    std::copy(x.ids, x.ids + x.n, rows->ids.begin() + rows->off[i]);
+    std::copy(x.vals, x.vals + x.n, rows->vals.begin() + rows->off[i]);
+  }
+  rows->dense = false;
+  rows->width = data.num_features;
+}
+
+BatchLabels Labels(const Dataset& data, const std::vector<int64_t>& points) {
+  BatchLabels l;
+  for (int64_t p : points) {
+    l.ids.insert(l.ids.end(), data.Labels(p), data.Labels(p) + data.NumLabels(p));
+    l.off.push_back(static_cast<int64_t>(l.ids.size()));
+  }
+  return l;
+}
+
+}  // namespace
+
+Trainer::Trainer(const TrainConfig& cfg, Communicator* comm, std::unique_ptr<LayerBackend> backend,
+                 int64_t input_dim, int64_t output_dim)
+    : cfg_(cfg),
+      comm_(comm),
+      backend_(std::move(backend)),
+      schedule_(cfg.lsh.rebuild_n0, cfg.lsh.rebuild_lambda) {
+  spec_ = ModelSpec::Make(input_dim, cfg.hidden, output_dim,
+                          cfg.LayerSparsity(cfg.hidden.size() + 1), comm->rank(), comm->size());
+  backend_->Init(spec_, cfg_);
+  const size_t n = spec_.layers.size();
+  inputs_.resize(n);
+  outputs_.resize(n);
+  deltas_.resize(n);
+  segs_.resize(n);
+}
+
+void Trainer::Gather(int layer, const BatchRows& local, BatchRows* full,
+                     std::vector<int64_t>* seg) {
+  const LayerSpec& s = spec_.layers[layer];
+  const int P = comm_->size();
+  const int64_t B = local.samples();
+  seg->assign(static_cast<size_t>(P) * B, 0);
+  if (s.dense()) {
+    // Sizes are known from the sharding: no counts, no ids on the wire.
+    for (int r = 0; r < P; ++r) {
+      const int64_t w = ModelSpec::BlockBegin(s.out_dim, r + 1, P) - ModelSpec::BlockBegin(s.out_dim, r, P);
+      std::fill(seg->begin() + r * B, seg->begin() + (r + 1) * B, w);
+    }
+  } else {
+    comm_->Allgatherv(local.n.data(), std::vector<int64_t>(P, B), seg->data(), Traffic::kActivations);
+  }
+  std::vector<int64_t> rank_total(P, 0);
+  for (int r = 0; r < P; ++r)
+    for (int64_t i = 0; i < B; ++i) rank_total[r] += (*seg)[r * B + i];
+  // Pack this rank's snapshot sample-major.
+  const int64_t mine = rank_total[comm_->rank()];
+  pack_vals_.resize(mine);
+  pack_ids_.resize(s.dense() ? 0 : mine);
+  for (int64_t i = 0, o = 0; i < B; ++i) {
+    std::copy(local.vals.begin() + local.off[i], local.vals.begin() + local.off[i] + local.n[i],
+              pack_vals_.begin() + o);
+    if (!s.dense())
+      std::copy(local.ids.begin() + local.off[i], local.ids.begin() + local.off[i] + local.n[i],
+                pack_ids_.begin() + o);
+    o += local.n[i];
+  }
+  const int64_t total = std::accumulate(rank_total.begin(), rank_total.end(), int64_t{0});
+  gathered_vals_.resize(total);
+  comm_->Allgatherv(pack_vals_.data(), rank_total, gathered_vals_.data(), Traffic::kActivations);
+  if (!s.dense()) {
+    gathered_ids_.resize(total);
+    comm_->Allgatherv(pack_ids_.data(), rank_total, gathered_ids_.data(), Traffic::kActivations);
+  }
+  // Regroup per sample: sample i's row is rank 0's segment, then rank 1's, ...
+  full->off.resize(B);
+  full->n.assign(B, 0);
+  for (int64_t i = 0; i < B; ++i)
+    for (int r = 0; r < P; ++r) full->n[i] += (*seg)[r * B + i];
+  for (int64_t i = 0, o = 0; i < B; ++i) {
+    full->off[i] = o;
+    o += full->n[i];
+  }
+  full->ids.resize(total);
+  full->vals.resize(total);
+  std::vector<int64_t> src(P);
+  for (int r = 0, o = 0; r < P; o += rank_total[r], ++r) src[r] = o;
+  for (int64_t i = 0; i < B; ++i) {
+    int64_t dst = full->off[i];
+    for (int r = 0; r < P; ++r) {
+      const int64_t c = (*seg)[r * B + i];
+      std::copy(gathered_vals_.begin() + src[r], gathered_vals_.begin() + src[r] + c,
+                full->vals.begin() + dst);
+      if (!s.dense())
+        std::copy(gathered_ids_.begin() + src[r], gathered_ids_.begin() + src[r] + c,
+                  full->ids.begin() + dst);
+      src[r] += c;
+      dst += c;
+    }
+    if (s.dense())
+      std::iota(full->ids.begin() + full->off[i], full->ids.begin() + full->off[i] + full->n[i], 0);
+  }
+  full->dense = s.dense();
+  full->width = s.out_dim;
+}
+
+void Trainer::ScatterGrad(int layer, const BatchRows& full_grad, const std::vector<int64_t>& seg,
+                          BatchRows* local_delta) {
+  const int P = comm_->size();
+  const int64_t B = full_grad.samples();
+  std::vector<int64_t> rank_total(P, 0), dst(P, 0);
+  for (int r = 0; r < P; ++r)
+    for (int64_t i = 0; i < B; ++i) rank_total[r] += seg[r * B + i];
+  for (int r = 1; r < P; ++r) dst[r] = dst[r - 1] + rank_total[r - 1];
+  // Rank-major layout: the exact inverse of Gather's regrouping.
+  pack_vals_.resize(std::accumulate(rank_total.begin(), rank_total.end(), int64_t{0}));
+  for (int64_t i = 0; i < B; ++i) {
+    int64_t src = full_grad.off[i];
+    for (int r = 0; r < P; ++r) {
+      const int64_t c = seg[r * B + i];
+      std::copy(full_grad.vals.begin() + src, full_grad.vals.begin() + src + c,
+                pack_vals_.begin() + dst[r]);
+      src += c;
+      dst[r] += c;
+    }
+  }
+  gathered_vals_.resize(rank_total[comm_->rank()]);
+  comm_->ReduceScatterSum(pack_vals_.data(), rank_total, gathered_vals_.data(), Traffic::kInputGrads);
+  // Back into the strided layout of this layer's local output, times ReLU'.
+  const BatchRows& act = outputs_[layer];
+  local_delta->LikeZero(act);
+  for (int64_t i = 0, o = 0; i < B; ++i) {
+    float* d = local_delta->Vals(i);
+    const float* a = act.vals.data() + act.off[i];
+    for (int64_t j = 0; j < act.n[i]; ++j) d[j] = a[j] > 0.0f ? gathered_vals_[o + j] : 0.0f;
+    o += act.n[i];
+  }
+  local_delta->ids = act.ids;
+}
+
+void Trainer::ForwardHidden(const Dataset& data, const std::vector<int64_t>& points,
+                            const BatchLabels* labels, int64_t stream, bool through_output) {
+  DataRows(data, points, &inputs_[0]);
+  const int n = static_cast<int>(spec_.layers.size());
+  const int last = through_output ? n : n - 1;
+  for (int l = 0; l < last; ++l) {
+    const bool out = spec_.layers[l].is_output;
+    auto t0 = Clock::now();
+    backend_->SelectActive(l, inputs_[l], out ? labels : nullptr, stream, &outputs_[l]);
+    auto t1 = Clock::now();
+    backend_->Forward(l, inputs_[l], &outputs_[l]);
+    auto t2 = Clock::now();
+    phases_.query += std::chrono::duration<double>(t1 - t0).count();
+    phases_.forward += std::chrono::duration<double>(t2 - t1).count();
+    if (!out) {
+      Gather(l, outputs_[l], &inputs_[l + 1], &segs_[l]);
+      phases_.comm += Seconds(t2);
+    }
+  }
+}
+
+double Trainer::SoftmaxLoss(const BatchLabels& labels) {
+  const int last = static_cast<int>(spec_.layers.size()) - 1;
+  const BatchRows& z = outputs_[last];
+  const int64_t B = z.samples();
+  std::vector<float> mx(B), red(2 * B);
+  for (int64_t i = 0; i < B; ++i) {
+    float m = -std::numeric_limits<float>::infinity();
+    for (int64_t j = 0; j < z.n[i]; ++j) m = std::max(m, z.vals[z.off[i] + j]);
+    mx[i] = m;
+  }
+  auto t0 = Clock::now();
+  comm_->Allreduce(mx.data(), B, ReduceOp::kMax, Traffic::kSoftmax);
+  phases_.comm += Seconds(t0);
+  for (int64_t i = 0; i < B; ++i) {
+    double sum = 0, lab = 0;
+    const int32_t* lb = labels.Of(i);
+    const int64_t k = labels.Count(i);
+    for (int64_t j = 0; j < z.n[i]; ++j) {
+      const float v = z.vals[z.off[i] + j];
+      sum += std::exp(static_cast<double>(v - mx[i]));
+      if (k > 0 && std::binary_search(lb, lb + k, z.ids[z.off[i] + j])) lab += v - mx[i];
+    }
+    red[i] = static_cast<float>(sum);
+    red[B + i] = static_cast<float>(lab);
+  }
+  t0 = Clock::now();
+  comm_->Allreduce(red.data(), 2 * B, ReduceOp::kSum, Traffic::kSoftmax);
+  phases_.comm += Seconds(t0);
+  BatchRows& d = deltas_[last];
+  d.LikeZero(z);
+  d.ids = z.ids;
+  double loss = 0;
+  int64_t labelled = 0;
+  const float inv_b = 1.0f / static_cast<float>(B);
+  for (int64_t i = 0; i < B; ++i) {
+    const int64_t k = labels.Count(i);
+    if (k == 0) continue;  // no target: no loss, no gradient
+    ++labelled;
+    loss += std::log(static_cast<double>(red[i])) - red[B + i] / static_cast<double>(k);
+    const int32_t* lb = labels.Of(i);
+    const float inv_sum = 1.0f / red[i], t = 1.0f / static_cast<float>(k);
+    for (int64_t j = 0; j < z.n[i]; ++j) {
+      const int64_t o = z.off[i] + j;
+      const float p = std::exp(z.vals[o] - mx[i]) * inv_sum;
+      const bool is_label = std::binary_search(lb, lb + k, z.ids[o]);
+      d.vals[o] = (p - (is_label ? t : 0.0f)) * inv_b;
+    }
+  }
+  return labelled ? loss / labelled : 0.0;
+}
+
+double Trainer::Step(const Dataset& data, const std::vector<int64_t>& points) {
+  const auto t_start = Clock::now();
+  const BatchLabels labels = Labels(data, points);
+  ForwardHidden(data, points, &labels, iter_, /*through_output=*/true);
+  const double loss = SoftmaxLoss(labels);
+  DSLIDE_CHECK(std::isfinite(loss), "training diverged: non-finite loss at iteration ", iter_ + 1,
+               " (try a smaller --lr)");
+  for (int l = static_cast<int>(spec_.layers.size()) - 1; l >= 0; --l) {
+    auto t0 = Clock::now();
+    const bool need_grad = l > 0;
+    if (need_grad) grad_.LikeZero(inputs_[l]);
+    backend_->Backward(l, inputs_[l], deltas_[l], need_grad ? &grad_ : nullptr);
+    phases_.backward += Seconds(t0);
+    if (need_grad) {
+      t0 = Clock::now();
+      ScatterGrad(l - 1, grad_, segs_[l - 1], &deltas_[l - 1]);
+      phases_.comm += Seconds(t0);
+    }
+  }
+  auto t0 = Clock::now();
+  AdamStep step;
+  step.lr = static_cast<float>(cfg_.lr);
+  step.beta1 = static_cast<float>(cfg_.beta1);
+  step.beta2 = static_cast<float>(cfg_.beta2);
+  step.eps = static_cast<float>(cfg_.eps);
+  step.t = iter_ + 1;
+  for (size_t l = 0; l < spec_.layers.size(); ++l) backend_->Update(static_cast<int>(l), step, cfg_.dense_adam);
+  phases_.update += Seconds(t0);
+  ++iter_;
+  if (schedule_.Due(iter_)) {
+    t0 = Clock::now();
+    const bool rehash = cfg_.lsh.rehash_every > 0 && iter_ % cfg_.lsh.rehash_every == 0;
+    for (size_t l = 0; l < spec_.layers.size(); ++l)
+      if (!spec_.layers[l].dense()) backend_->RebuildTables(static_cast<int>(l), rehash);
+    phases_.rebuild += Seconds(t0);
+  }
+  step_ms_.push_back(Seconds(t_start) * 1e3);
+  return loss;
+}
+
+EvalResult Trainer::Evaluate(const Dataset& test, int64_t max_points, bool sampled,
+                             const std::vector<int>& ks) {
+  const auto t_start = Clock::now();
+  const PhaseTimes saved = phases_;
+  const int64_t n = max_points > 0 ? std::min(max_points, test.size()) : test.size();
+  PrecisionCounter counter(ks);
+  const int kmax = counter.max_k();
+  const int P = comm_->size();
+  const int last = static_cast<int>(spec_.layers.size()) - 1;
+  const int64_t eb = std::max<int64_t>(cfg_.batch, 64);
+  std::vector<int32_t> ids, all_ids, ranked;
+  std::vector<float> sc, all_sc;
+  std::vector<int64_t> points;
+  for (int64_t b0 = 0; b0 < n; b0 += eb) {
+    const int64_t B = std::min(eb, n - b0);
+    points.resize(B);
+    std::iota(points.begin(), points.end(), b0);
+    const int64_t stream = kEvalStreamBase + b0;
+    ForwardHidden(test, points, nullptr, stream, /*through_output=*/false);
+    if (!sampled) {
+      backend_->TopK(last, inputs_[last], kmax, &ids, &sc);
+    } else {
+      BatchRows& z = outputs_[last];
+      backend_->SelectActive(last, inputs_[last], nullptr, stream, &z);
+      backend_->Forward(last, inputs_[last], &z);
+      ids.assign(B * kmax, -1);
+      sc.assign(B * kmax, -std::numeric_limits<float>::infinity());
+      for (int64_t i = 0; i < B; ++i) {
+        std::vector<std::pair<float, int32_t>> c;
+        for (int64_t j = 0; j < z.n[i]; ++j) c.push_back({z.vals[z.off[i] + j], z.ids[z.off[i] + j]});
+        const size_t take = std::min<size_t>(kmax, c.size());
+        std::partial_sort(c.begin(), c.begin() + take, c.end(), [](const auto& a, const auto& b) {
+          return a.first != b.first ? a.first > b.first : a.second < b.second;
+        });
+        for (size_t j = 0; j < take; ++j) {
+          sc[i * kmax + j] = c[j].first;
+          ids[i * kmax + j] = c[j].second;
+        }
+      }
+    }
+    all_ids.resize(static_cast<size_t>(P) * B * kmax);
+    all_sc.resize(all_ids.size());
+    const std::vector<int64_t> counts(P, B * kmax);
+    comm_->Allgatherv(ids.data(), counts, all_ids.data(), Traffic::kEval);
+    comm_->Allgatherv(sc.data(), counts, all_sc.data(), Traffic::kEval);
+    MergeTopK(all_ids, all_sc, P, B, kmax, &ranked);
+    for (int64_t i = 0; i < B; ++i)
+      counter.Add(ranked.data() + i * kmax, kmax, test.Labels(b0 + i), test.NumLabels(b0 + i));
+  }
+  phases_ = saved;  // evaluation time is not training time
+  EvalResult r = counter.Result();
+  r.seconds = Seconds(t_start);
+  return r;
+}
+
+EvalResult Trainer::Run(const Dataset& train, const Dataset* test) {
+  const int64_t N = train.size();
+  DSLIDE_CHECK(N > 0, "the training file has no points");
+  const int64_t B = cfg_.batch;
+  const int64_t per_epoch = (N + B - 1) / B;
+  const int64_t total = cfg_.iterations > 0
+                            ? cfg_.iterations
+                            : std::max<int64_t>(1, static_cast<int64_t>(std::ceil(cfg_.epochs * per_epoch)));
+  const bool root = comm_->rank() == 0;
+  MetricsFile metrics(root ? cfg_.metrics_file : "");
+  auto base = [&](JsonObject& o) {
+    o.Add("ranks", comm_->size()).Add("threads", NumThreads()).Add("device", ToString(cfg_.device))
+        .Add("strategy", ToString(cfg_.strategy));
+  };
+  if (root) {
+    std::printf("dslide: %lld points, %lld features, %lld labels | layers", (long long)N,
+                (long long)spec_.layers[0].in_dim, (long long)spec_.layers.back().out_dim);
+    for (const auto& l : spec_.layers) std::printf(" %lld(s=%g)", (long long)l.out_dim, l.sparsity);
+    std::printf(" | %lld parameters | %d rank(s) x %d thread(s) | %lld iterations (%.2f epochs)\n",
+                (long long)spec_.NumParameters(), comm_->size(), NumThreads(), (long long)total,
+                static_cast<double>(total) / per_epoch);
+    std::fflush(stdout);
+  }
+  std::vector<int64_t> order(N), points;
+  int64_t epoch = -1, pos = N;
+  const auto t_run = Clock::now();
+  auto t_last = Clock::now();
+  int64_t iter_last = 0;
+  size_t ms_from = step_ms_.size();
+  TrafficStats comm_last = comm_->Total();
+  double loss_sum = 0;
+  int64_t loss_n = 0;
+  EvalResult last_eval;
+  auto evaluate = [&]() {
+    if (test == nullptr) return;
+    const TrafficStats before = comm_->Total();
+    last_eval = Evaluate(*test, cfg_.eval_points, cfg_.eval_sampled);
+    // Evaluation traffic is reported on its own line, not in training's per-iteration figures.
+    comm_last.bytes += comm_->Total().bytes - before.bytes;
+    comm_last.seconds += comm_->Total().seconds - before.seconds;
+    if (root) {
+      std::printf("eval  iter %lld | P@1 %.4f P@3 %.4f P@5 %.4f | %lld points in %.1fs%s\n",
+                  (long long)iter_, last_eval.At(1), last_eval.At(3), last_eval.At(5),
+                  (long long)last_eval.points, last_eval.seconds, cfg_.eval_sampled ? " (LSH-sampled)" : "");
+      std::fflush(stdout);
+      JsonObject o;
+      o.Add("iter", iter_).Add("epoch", static_cast<double>(iter_) / per_epoch)
+          .Add("p_at_1", last_eval.At(1)).Add("p_at_3", last_eval.At(3)).Add("p_at_5", last_eval.At(5))
+          .Add("eval_points", last_eval.points).Add("eval_s", last_eval.seconds);
+      base(o);
+      metrics.Write(o);
+    }
+  };
+  while (iter_ < total) {
+    if (pos >= N) {
+      ++epoch;
+      std::iota(order.begin(), order.end(), 0);
+      Rng rng(StreamSeed(cfg_.seed, kEpochStream, epoch));
+      for (int64_t i = N - 1; i > 0; --i) std::swap(order[i], order[rng.Below(i + 1)]);
+      pos = 0;
+    }
+    const int64_t b = std::min(B, N - pos);
+    points.assign(order.begin() + pos, order.begin() + pos + b);
+    pos += b;
+    loss_sum += Step(train, points);
+    ++loss_n;
+    const bool log = iter_ % cfg_.log_every == 0 || iter_ == total;
+    if (log) {
+      double rss = PeakRssMb();
+      comm_->Allreduce(&rss, 1, ReduceOp::kMax, Traffic::kControl);
+      const TrafficStats now = comm_->Total();
+      const int64_t its = iter_ - iter_last;
+      const double wall = Seconds(t_last);
+      const std::vector<double> ms(step_ms_.begin() + ms_from, step_ms_.end());
+      const double bytes = static_cast<double>(now.bytes - comm_last.bytes) / its;
+      const double comm_ms = (now.seconds - comm_last.seconds) * 1e3 / its;
+      const double sps = its * static_cast<double>(B) / wall;
+      const double loss = loss_sum / loss_n;
+      if (root) {
+        const double eta = Seconds(t_run) / iter_ * (total - iter_);
+        std::printf("iter %lld/%lld | epoch %.2f | %.0f samples/s | loss %.4f | last P@1 %s | "
+                    "%.1f ms/iter | %.0f KB sent/iter | RSS %.0f MB | ETA %s\n",
+                    (long long)iter_, (long long)total, static_cast<double>(iter_) / per_epoch, sps,
+                    loss, last_eval.points ? std::to_string(last_eval.At(1)).substr(0, 6).c_str() : "-",
+                    Median(ms), bytes / 1024, rss, FormatDuration(eta).c_str());
+        std::fflush(stdout);
+        JsonObject o;
+        o.Add("iter", iter_).Add("epoch", static_cast<double>(iter_) / per_epoch).Add("loss", loss)
+            .Add("ms_per_iter", Median(ms)).Add("samples_per_s", sps)
+            .Add("bytes_sent_per_iter", bytes).Add("comm_ms_per_iter", comm_ms)
+            .Add("peak_rss_mb", rss);
+        base(o);
+        metrics.Write(o);
+      }
+      t_last = Clock::now();
+      iter_last = iter_;
+      ms_from = step_ms_.size();
+      comm_last = comm_->Total();
+      loss_sum = 0;
+      loss_n = 0;
+    }
+    if (cfg_.eval_every > 0 && iter_ % cfg_.eval_every == 0 && iter_ < total) evaluate();
+  }
+  evaluate();
+  return last_eval;
+}
+
+EvalResult RunTraining(const TrainConfig& cfg, Communicator* comm) {
+  SetNumThreads(cfg.threads);
+  const Dataset train = ReadXc(cfg.train_file);
+  Dataset test;
+  if (!cfg.test_file.empty()) {
+    test = ReadXc(cfg.test_file);
+    DSLIDE_CHECK(test.num_features == train.num_features && test.num_labels == train.num_labels,
+                 cfg.test_file, ":1: header says ", test.num_features, " features and ",
+                 test.num_labels, " labels, the training file ", train.num_features, " and ",
+                 train.num_labels);
+  }
+  Trainer trainer(cfg, comm, MakeBackend(cfg.device, comm->rank()), train.num_features,
+                  train.num_labels);
+  return trainer.Run(train, cfg.test_file.empty() ? nullptr : &test);
+}
+
+}  // namespace dslide

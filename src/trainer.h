@@ -1,0 +1,78 @@
+// The trainer loop (DESIGN.md sections 1-3 and 5): layer-synchronous forward and backward
+// over a rank's shards, with the per-layer exchanges through the Communicator. The same loop
+// runs on 1 rank (LocalCommunicator) and P ranks (MPI), on any LayerBackend.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "communicator.h"
+#include "config.h"
+#include "dataset.h"
+#include "evaluator.h"
+#include "layer_backend.h"
+#include "model.h"
+#include "rebuild_schedule.h"
+
+namespace dslide {
+
+class Trainer {
+ public:
+  /// `comm` and the datasets must outlive the trainer. Every rank constructs it alike.
+  Trainer(const TrainConfig& cfg, Communicator* comm, std::unique_ptr<LayerBackend> backend,
+          int64_t input_dim, int64_t output_dim);
+
+  /// Collective: one optimiser step on the given training points; returns the batch's mean
+  /// loss (over points with labels), identical on every rank.
+  double Step(const Dataset& data, const std::vector<int64_t>& points);
+
+  /// Collective: P@k on the first `max_points` points of `test` (all when <= 0), exact
+  /// (every output neuron scored) or LSH-sampled.
+  EvalResult Evaluate(const Dataset& test, int64_t max_points, bool sampled,
+                      const std::vector<int>& k = {1, 3, 5});
+
+  /// Collective: the whole run of `dslide train`: iterations or epochs, progress on rank 0,
+  /// metrics lines, periodic and final evaluation. Returns the last evaluation.
+  EvalResult Run(const Dataset& train, const Dataset* test);
+
+  const ModelSpec& spec() const { return spec_; }
+  LayerBackend& backend() { return *backend_; }
+  Communicator& comm() { return *comm_; }
+  int64_t iteration() const { return iter_; }
+  const PhaseTimes& phases() const { return phases_; }
+  /// Per-iteration wall times (ms) of every step run so far.
+  const std::vector<double>& step_ms() const { return step_ms_; }
+
+ private:
+  void Gather(int layer, const BatchRows& local, BatchRows* full, std::vector<int64_t>* seg);
+  void ScatterGrad(int layer, const BatchRows& full_grad, const std::vector<int64_t>& seg,
+                   BatchRows* local_delta);
+  void ForwardHidden(const Dataset& data, const std::vector<int64_t>& points,
+                     const BatchLabels* labels, int64_t stream, bool timed);
+  double SoftmaxLoss(const BatchLabels& labels);
+
+  TrainConfig cfg_;
+  Communicator* comm_;
+  std::unique_ptr<LayerBackend> backend_;
+  ModelSpec spec_;
+  RebuildSchedule schedule_;
+  int64_t iter_ = 0;
+  PhaseTimes phases_;
+  std::vector<double> step_ms_;
+  // Per layer: its input (layer 0: the data rows), its local output / deltas, and how many
+  // entries each (rank, sample) segment of the gathered input holds.
+  std::vector<BatchRows> inputs_, outputs_, deltas_;
+  std::vector<std::vector<int64_t>> segs_;
+  BatchRows grad_;
+  std::vector<float> pack_ids_f_, pack_vals_, gathered_vals_;
+  std::vector<int32_t> pack_ids_, gathered_ids_;
+};
+
+/// Reads the training/test files, trains as configured, returns the final evaluation.
+/// The entry point of `dslide train` for any communicator.
+EvalResult RunTraining(const TrainConfig& cfg, Communicator* comm);
+
+}  // namespace dslide
