@@ -82,6 +82,8 @@ int64_t BudgetSampler::Select(const LshTables* tables, const uint32_t* buckets,
       }
       // Forced ids carry count 0 from a previous call at most; make sure they never rank.
       for (int64_t i = 0; i < k; ++i) s->count_[out[i]] = 0;
+      auto& collected = s->order_;  // every id stamped above, to undo stamps and counts
+      collected.assign(cand.begin(), cand.end());
       if (query_ == QueryStrategy::kThreshold) {
         auto keep = std::remove_if(cand.begin(), cand.end(),
                                    [&](int32_t id) { return s->count_[id] < threshold_; });
@@ -98,7 +100,11 @@ int64_t BudgetSampler::Select(const LshTables* tables, const uint32_t* buckets,
         while (hi < static_cast<int64_t>(cand.size()) && s->count_[cand[hi]] == cut) ++hi;
         SampleDown(cand.data() + lo, hi - lo, room - lo, rng);
       }
-      for (int32_t id : cand) s->count_[id] = 0;
+      for (int32_t id : collected) {
+        s->count_[id] = 0;
+        s->stamp_[id] = ep - 1;
+      }
+      for (int32_t id : cand) s->stamp_[id] = ep;
     }
     const int64_t take = std::min<int64_t>(room, cand.size());
     // Unselected candidates must not block the random fill below: unstamp them.

@@ -133,6 +133,8 @@ void AddTrainOptions(po::options_description* d, TrainConfig* c) {
      "rebuild interval growth: the t-th interval is n0*exp(lambda*t)")
     ("rehash-every", po::value(&c->lsh.rehash_every)->default_value(1000),
      "draw new hash functions every N iterations (0: never)")
+    ("lsh-mips", po::value(&c->lsh.mips)->default_value(false),
+     "index neurons by inner product (MIPS transform) rather than by angle")
     ("batch", po::value(&c->batch)->default_value(256), "batch size")
     ("lr", po::value(&c->lr)->default_value(1e-4), "Adam learning rate")
     ("beta1", po::value(&c->beta1)->default_value(0.9), "Adam beta1")

@@ -35,6 +35,7 @@ struct LshConfig {
   int64_t rebuild_n0 = 50;   ///< first table rebuild after this many iterations
   double rebuild_lambda = 0.05;  ///< interval growth: t-th interval is n0 * e^(lambda t)
   int64_t rehash_every = 1000;   ///< draw new hash functions every this many iterations (0: never)
+  bool mips = false;  ///< index rows with the MIPS (norm-completing) transform
 };
 
 /// Options of `dslide train` (and the training part of `dslide bench`).

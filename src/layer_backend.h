@@ -63,6 +63,8 @@ class LayerBackend {
   /// checkpoints and export).
   virtual void GetLayer(int layer, std::vector<float>* w, std::vector<float>* b) const = 0;
   virtual void SetLayer(int layer, const std::vector<float>& w, const std::vector<float>& b) = 0;
+  /// The accumulated (not yet applied) gradients, laid out like GetLayer.
+  virtual void GetGradient(int layer, std::vector<float>* gw, std::vector<float>* gb) const = 0;
   /// Bytes of model state held (weights, gradients, moments, tables).
   virtual size_t StateBytes() const = 0;
   virtual const char* name() const = 0;

@@ -250,8 +250,13 @@ double Trainer::SoftmaxLoss(const BatchLabels& labels) {
   return labelled ? loss / labelled : 0.0;
 }
 
-double Trainer::Step(const Dataset& data, const std::vector<int64_t>& points) {
-  const auto t_start = Clock::now();
+double Trainer::Loss(const Dataset& data, const std::vector<int64_t>& points) {
+  const BatchLabels labels = Labels(data, points);
+  ForwardHidden(data, points, &labels, iter_, /*through_output=*/true);
+  return SoftmaxLoss(labels);
+}
+
+double Trainer::ForwardBackward(const Dataset& data, const std::vector<int64_t>& points) {
   const BatchLabels labels = Labels(data, points);
   ForwardHidden(data, points, &labels, iter_, /*through_output=*/true);
   const double loss = SoftmaxLoss(labels);
@@ -269,6 +274,12 @@ double Trainer::Step(const Dataset& data, const std::vector<int64_t>& points) {
       phases_.comm += Seconds(t0);
     }
   }
+  return loss;
+}
+
+double Trainer::Step(const Dataset& data, const std::vector<int64_t>& points) {
+  const auto t_start = Clock::now();
+  const double loss = ForwardBackward(data, points);
   auto t0 = Clock::now();
   AdamStep step;
   step.lr = static_cast<float>(cfg_.lr);

@@ -28,6 +28,11 @@ class Trainer {
   /// Collective: one optimiser step on the given training points; returns the batch's mean
   /// loss (over points with labels), identical on every rank.
   double Step(const Dataset& data, const std::vector<int64_t>& points);
+  /// Collective: forward and backward without the optimiser step: gradients accumulate in
+  /// the backend. Returns the mean loss. Active sets depend on the current iteration only.
+  double ForwardBackward(const Dataset& data, const std::vector<int64_t>& points);
+  /// Collective: the mean loss of the batch with the active sets ForwardBackward would use.
+  double Loss(const Dataset& data, const std::vector<int64_t>& points);
 
   /// Collective: P@k on the first `max_points` points of `test` (all when <= 0), exact
   /// (every output neuron scored) or LSH-sampled.
@@ -43,6 +48,8 @@ class Trainer {
   Communicator& comm() { return *comm_; }
   int64_t iteration() const { return iter_; }
   const PhaseTimes& phases() const { return phases_; }
+  /// Layer l's local output (active ids, activations) of the last forward pass.
+  const BatchRows& output(int l) const { return outputs_[l]; }
   /// Per-iteration wall times (ms) of every step run so far.
   const std::vector<double>& step_ms() const { return step_ms_; }
 

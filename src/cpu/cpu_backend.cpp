@@ -57,6 +57,8 @@ struct CpuBackend::ThreadScratch {
   std::vector<uint32_t> buckets;
   std::vector<int32_t> forced, local_ids;
   std::vector<float> dense;
+  std::vector<int32_t> qids;
+  std::vector<float> qvals;
 };
 
 CpuBackend::CpuBackend() = default;
@@ -129,8 +131,19 @@ void CpuBackend::SelectActive(int layer, const BatchRows& in, const BatchLabels*
     if (ts.sampler.size() != s.local()) ts.sampler.Resize(s.local());
     ts.buckets.resize(L.hash->num_tables());
     const SparseView x = in.Row(i);
-    if (in.dense) L.hash->HashDense(x.vals, ts.buckets.data(), &ts.hash);
-    else L.hash->HashSparse(x.ids, x.vals, x.n, ts.buckets.data(), &ts.hash);
+    // Query [x, 1, 0]: the 1 meets the bias coordinate, so collisions follow w.x + b.
+    if (in.dense) {
+      ts.dense.assign(x.vals, x.vals + x.n);
+      ts.dense.resize(L.hash->dim(), 0.0f);
+      ts.dense[s.in_dim] = 1.0f;
+      L.hash->HashDense(ts.dense.data(), ts.buckets.data(), &ts.hash);
+    } else {
+      ts.qids.assign(x.ids, x.ids + x.n);
+      ts.qvals.assign(x.vals, x.vals + x.n);
+      ts.qids.push_back(static_cast<int32_t>(s.in_dim));
+      ts.qvals.push_back(1.0f);
+      L.hash->HashSparse(ts.qids.data(), ts.qvals.data(), x.n + 1, ts.buckets.data(), &ts.hash);
+    }
     ts.forced.clear();
     if (labels != nullptr) {
       const int32_t* lab = labels->Of(i);
@@ -261,25 +274,39 @@ void CpuBackend::RebuildTables(int layer, bool new_hashes) {
   if (new_hashes || !L.hash) {
     ++L.hash_version;
     L.hash = std::make_unique<LshHash>(
-        c.family, s.in_dim, c.k, c.l, c.bin_size,
+        c.family, s.in_dim + 1 + (c.mips ? 1 : 0), c.k, c.l, c.bin_size,
         StreamSeed(cfg_.seed, kHashStream, layer, L.hash_version, spec_.rank));
     L.tables = LshTables(c.l, L.hash->table_bits(), c.bucket_capacity, c.insert);
   }
   const int64_t n = s.local();
   const int nt = L.hash->num_tables();
   std::vector<uint32_t> buckets(static_cast<size_t>(nt) * n);
+  auto weight = [&](int64_t i, int64_t j) {
+    return s.input_major ? L.w[j * L.cols + i] : L.w[i * L.cols + j];
+  };
+  // Rows are indexed as [w, b] (queries are [x, 1]). With the MIPS transform (Neyshabur &
+  // Srebro, "simple-LSH") they become [w, b]/M plus sqrt(1 - |[w,b]|^2/M^2), M the shard's
+  // largest norm, so collision probability grows with the logit w.x + b itself: neurons
+  // with large logits (often the frequent labels) are retrieved instead of missed.
+  std::vector<double> norm2(n, 0.0);
+  ParallelFor(n, [&](int64_t i) {
+    double a = static_cast<double>(L.b[i]) * L.b[i];
+    for (int64_t j = 0; j < s.in_dim; ++j) a += static_cast<double>(weight(i, j)) * weight(i, j);
+    norm2[i] = a;
+  }, 1024);
+  double max_norm2 = 0.0;
+  for (double v : norm2) max_norm2 = std::max(max_norm2, v);
+  const double inv_m = c.mips && max_norm2 > 0 ? 1.0 / std::sqrt(max_norm2) : 1.0;
   ParallelFor(n, [&](int64_t i) {
     ThreadScratch& ts = *scratch_[ThreadId()];
     ts.buckets.resize(nt);
-    const float* row;
-    if (s.input_major) {
-      ts.dense.resize(s.in_dim);
-      for (int64_t j = 0; j < s.in_dim; ++j) ts.dense[j] = L.w[j * L.cols + i];
-      row = ts.dense.data();
-    } else {
-      row = L.Row(i);
-    }
-    L.hash->HashDense(row, ts.buckets.data(), &ts.hash);
+    ts.dense.resize(L.hash->dim());
+    for (int64_t j = 0; j < s.in_dim; ++j) ts.dense[j] = static_cast<float>(weight(i, j) * inv_m);
+    ts.dense[s.in_dim] = static_cast<float>(L.b[i] * inv_m);
+    if (c.mips)
+      ts.dense[s.in_dim + 1] =
+          static_cast<float>(std::sqrt(std::max(0.0, 1.0 - norm2[i] * inv_m * inv_m)));
+    L.hash->HashDense(ts.dense.data(), ts.buckets.data(), &ts.hash);
     for (int t = 0; t < nt; ++t) buckets[static_cast<size_t>(t) * n + i] = ts.buckets[t];
   }, 256);
   L.tables.Build(buckets.data(), n, StreamSeed(cfg_.seed, kHashStream, layer, ++L.rebuilds, spec_.rank));
@@ -355,6 +382,16 @@ void CpuBackend::GetLayer(int layer, std::vector<float>* w, std::vector<float>* 
     for (int64_t j = 0; j < s.in_dim; ++j)
       (*w)[i * s.in_dim + j] = s.input_major ? L.w[j * L.cols + i] : L.w[i * L.cols + j];
   *b = L.b;
+}
+
+void CpuBackend::GetGradient(int layer, std::vector<float>* gw, std::vector<float>* gb) const {
+  const Layer& L = *layers_[layer];
+  const LayerSpec& s = L.spec;
+  gw->resize(static_cast<size_t>(s.local()) * s.in_dim);
+  for (int64_t i = 0; i < s.local(); ++i)
+    for (int64_t j = 0; j < s.in_dim; ++j)
+      (*gw)[i * s.in_dim + j] = s.input_major ? L.g[j * L.cols + i] : L.g[i * L.cols + j];
+  *gb = L.gb;
 }
 
 void CpuBackend::SetLayer(int layer, const std::vector<float>& w, const std::vector<float>& b) {

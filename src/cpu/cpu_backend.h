@@ -28,6 +28,7 @@ class CpuBackend : public LayerBackend {
             std::vector<float>* scores) override;
   void GetLayer(int layer, std::vector<float>* w, std::vector<float>* b) const override;
   void SetLayer(int layer, const std::vector<float>& w, const std::vector<float>& b) override;
+  void GetGradient(int layer, std::vector<float>* gw, std::vector<float>* gb) const override;
   size_t StateBytes() const override;
   const char* name() const override { return "cpu"; }
 

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Installs what dslide needs to build on Debian bookworm (skips what is already there).
+set -euo pipefail
+pkgs=(build-essential cmake libopenmpi-dev openmpi-bin libboost-program-options-dev
+      libhdf5-dev zlib1g-dev libgtest-dev)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  SUDO=""
+  [[ $(id -u) -ne 0 ]] && SUDO="sudo"
+  echo "installing: ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi

@@ -1,0 +1,155 @@
+// Distributed trainer under mpiexec: P ranks equal 1 rank in dense mode, the counted bytes
+// equal the protocol's prediction, sampled training on P ranks matches 1 rank's P@1.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <numeric>
+
+#include "dist/mpi_communicator.h"
+#include "parallel.h"
+#include "synthetic.h"
+#include "trainer.h"
+
+namespace dslide {
+namespace {
+
+dist::MpiCommunicator* g_comm = nullptr;
+
+Dataset Small(int64_t points) {
+  GenConfig g;
+  g.features = 300;
+  g.labels = 90;
+  g.nnz = 12;
+  g.labels_per_point = 3;
+  g.points = points;
+  g.ResolveShape();
+  return GenerateSynthetic(g, 0, points);
+}
+
+std::vector<int64_t> Batch(int it, int b, int64_t n) {
+  std::vector<int64_t> pts(b);
+  for (int i = 0; i < b; ++i) pts[i] = (static_cast<int64_t>(it) * b + i) % n;
+  return pts;
+}
+
+TEST(Distributed, DenseEqualsOneRank) {
+  SetNumThreads(1);
+  const Dataset data = Small(2000);
+  TrainConfig cfg;
+  cfg.hidden = {24, 16};
+  cfg.sparsity = {1.0, 1.0, 1.0};
+  cfg.batch = 32;
+  cfg.lr = 1e-3;
+  Trainer dist_tr(cfg, g_comm, MakeBackend(Device::kCpu, 0), data.num_features, data.num_labels);
+  LocalCommunicator local;
+  Trainer one(cfg, &local, MakeBackend(Device::kCpu, 0), data.num_features, data.num_labels);
+  for (int it = 0; it < 20; ++it) {
+    const auto pts = Batch(it, cfg.batch, data.size());
+    const double lp = dist_tr.Step(data, pts);
+    const double l1 = one.Step(data, pts);
+    // Only the order of float sums differs between P ranks and 1 rank.
+    ASSERT_NEAR(lp, l1, 1e-5 * std::max(1.0, std::abs(l1))) << "iteration " << it + 1;
+  }
+  double max_diff = 0;
+  for (int l = 0; l < 3; ++l) {
+    std::vector<float> w, b, w1, b1;
+    dist_tr.backend().GetLayer(l, &w, &b);
+    one.backend().GetLayer(l, &w1, &b1);
+    const LayerSpec& s = dist_tr.spec().layers[l];
+    ASSERT_EQ(static_cast<int64_t>(w.size()), s.local() * s.in_dim);
+    for (int64_t i = 0; i < s.local(); ++i) {
+      for (int64_t j = 0; j < s.in_dim; ++j)
+        max_diff = std::max(max_diff, std::abs(double(w[i * s.in_dim + j]) - w1[(s.begin + i) * s.in_dim + j]));
+      max_diff = std::max(max_diff, std::abs(double(b[i]) - b1[s.begin + i]));
+    }
+  }
+  EXPECT_LT(max_diff, 1e-5) << "weights after 20 iterations";
+}
+
+TEST(Distributed, BytesMatchProtocol) {
+  SetNumThreads(1);
+  const Dataset data = Small(500);
+  TrainConfig cfg;
+  cfg.hidden = {16, 24};
+  cfg.sparsity = {1.0, 0.5, 0.2};
+  cfg.batch = 20;
+  Trainer tr(cfg, g_comm, MakeBackend(Device::kCpu, 0), data.num_features, data.num_labels);
+  g_comm->ResetStats();
+  tr.Step(data, Batch(0, cfg.batch, data.size()));
+  const int P = g_comm->size();
+  const int64_t B = cfg.batch;
+  const LayerSpec& h0 = tr.spec().layers[0];
+  const int64_t a1 = tr.output(1).Total();  // this rank's active entries of the sparse layer
+  const auto per_rank = g_comm->AllgatherOne(a1, Traffic::kControl);
+  const int64_t all1 = std::accumulate(per_rank.begin(), per_rank.end(), int64_t{0});
+  // Forward: dense layer values only; sparse layer counts (int64) plus ids and values.
+  const int64_t act = B * h0.local() * 4 * (P - 1) + (B * 8 + a1 * 8) * (P - 1);
+  // Backward: reduce-scatter of the sparse layer's gathered input gradient, then the dense one.
+  const int64_t grads = (all1 - a1) * 4 + (B * h0.out_dim - B * h0.local()) * 4;
+  // Softmax: max over B floats, then sums over 2B floats, each 2(P-1)/P of the buffer.
+  const int64_t soft = 2 * B * 4 * (P - 1) / P + 2 * (2 * B) * 4 * (P - 1) / P;
+  EXPECT_EQ(g_comm->Stats(Traffic::kActivations).bytes, act);
+  EXPECT_EQ(g_comm->Stats(Traffic::kInputGrads).bytes, grads);
+  EXPECT_EQ(g_comm->Stats(Traffic::kSoftmax).bytes, soft);
+  EXPECT_EQ(g_comm->Stats(Traffic::kActivations).calls, 1 + 3);
+}
+
+TEST(Distributed, SampledP1MatchesOneRankOnDelicious) {
+  const char* env = std::getenv("DSLIDE_DATA_DIR");
+  const std::string dir = (env ? std::string(env) : std::string(DSLIDE_TEST_DATA_DIR)) + "/delicious";
+  FILE* f = std::fopen((dir + "/train.txt").c_str(), "r");
+  if (!f) GTEST_SKIP() << "delicious not found in " << dir;
+  std::fclose(f);
+  SetNumThreads(1);
+  const Dataset train = ReadXc(dir + "/train.txt");
+  const Dataset test = ReadXc(dir + "/test.txt");
+  TrainConfig cfg;
+  cfg.hidden = {128};
+  cfg.sparsity = {0.1};
+  cfg.batch = 128;
+  cfg.lr = 1e-3;
+  cfg.lsh.family = HashFamily::kSrp;
+  cfg.lsh.k = 6;
+  cfg.lsh.l = 100;
+  cfg.lsh.query = QueryStrategy::kTopK;
+  Trainer dist_tr(cfg, g_comm, MakeBackend(Device::kCpu, 0), train.num_features, train.num_labels);
+  LocalCommunicator local;
+  Trainer one(cfg, &local, MakeBackend(Device::kCpu, 0), train.num_features, train.num_labels);
+  for (int it = 0; it < 500; ++it) {
+    const auto pts = Batch(it, cfg.batch, train.size());
+    dist_tr.Step(train, pts);
+    if (g_comm->rank() == 0) one.Step(train, pts);
+  }
+  const double pp = dist_tr.Evaluate(test, 0, false).At(1);
+  if (g_comm->rank() == 0) {
+    const double p1 = one.Evaluate(test, 0, false).At(1);
+    std::printf("delicious after 500 iterations: P@1 %.4f on %d ranks, %.4f on 1 rank\n", pp,
+                g_comm->size(), p1);
+    EXPECT_NEAR(pp, p1, 0.02);
+  }
+}
+
+}  // namespace
+}  // namespace dslide
+
+int main(int argc, char** argv) {
+  dslide::dist::MpiSession mpi(&argc, &argv);
+  int rc = 0;
+  {
+    dslide::dist::MpiCommunicator comm;
+    dslide::g_comm = &comm;
+    ::testing::InitGoogleTest(&argc, argv);
+    if (comm.rank() != 0) {
+      auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
+      delete listeners.Release(listeners.default_result_printer());
+    }
+    int64_t failed = RUN_ALL_TESTS() != 0 ? 1 : 0;
+    // Every rank exits alike: a failure on any rank fails the test on all.
+    comm.Allreduce(&failed, 1, dslide::ReduceOp::kMax, dslide::Traffic::kControl);
+    rc = failed ? 1 : 0;
+    if (comm.rank() == 0 && failed) std::fprintf(stderr, "a test failed on at least one rank\n");
+  }
+  mpi.Finalize();
+  return rc;
+}
