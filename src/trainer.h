@@ -58,7 +58,7 @@ class Trainer {
   void ScatterGrad(int layer, const BatchRows& full_grad, const std::vector<int64_t>& seg,
                    BatchRows* local_delta);
   void ForwardHidden(const Dataset& data, const std::vector<int64_t>& points,
-                     const BatchLabels* labels, int64_t stream, bool timed);
+                     const BatchLabels* labels, int64_t stream, bool through_output);
   double SoftmaxLoss(const BatchLabels& labels);
 
   TrainConfig cfg_;
@@ -74,7 +74,7 @@ class Trainer {
   std::vector<BatchRows> inputs_, outputs_, deltas_;
   std::vector<std::vector<int64_t>> segs_;
   BatchRows grad_;
-  std::vector<float> pack_ids_f_, pack_vals_, gathered_vals_;
+  std::vector<float> pack_vals_, gathered_vals_;
   std::vector<int32_t> pack_ids_, gathered_ids_;
 };
 

@@ -46,6 +46,10 @@ struct CpuBackend::Layer {
   int64_t hash_version = 0;
   int64_t rebuilds = 0;
 
+  /// Offset of the weight from input j to local neuron i in the storage layout.
+  size_t At(int64_t i, int64_t j) const {
+    return static_cast<size_t>(spec.input_major ? j * cols + i : i * cols + j);
+  }
   float* Row(int64_t r) { return w.data() + r * cols; }
   const float* Row(int64_t r) const { return w.data() + r * cols; }
   float* GRow(int64_t r) { return g.data() + r * cols; }
@@ -94,9 +98,7 @@ void CpuBackend::Init(const ModelSpec& spec, const TrainConfig& cfg) {
     ParallelFor(s.local(), [&](int64_t i) {
       Rng rng(StreamSeed(cfg.seed, kInitStream, li, s.begin + i));
       for (int64_t j = 0; j < s.in_dim; ++j) {
-        const float x = static_cast<float>(rng.Normal() * stddev);
-        if (s.input_major) lp->w[j * lp->cols + i] = x;
-        else lp->w[i * lp->cols + j] = x;
+        lp->w[lp->At(i, j)] = static_cast<float>(rng.Normal() * stddev);
       }
     }, 64);
     if (!s.dense()) {
@@ -281,9 +283,7 @@ void CpuBackend::RebuildTables(int layer, bool new_hashes) {
   const int64_t n = s.local();
   const int nt = L.hash->num_tables();
   std::vector<uint32_t> buckets(static_cast<size_t>(nt) * n);
-  auto weight = [&](int64_t i, int64_t j) {
-    return s.input_major ? L.w[j * L.cols + i] : L.w[i * L.cols + j];
-  };
+  auto weight = [&](int64_t i, int64_t j) { return L.w[L.At(i, j)]; };
   // Rows are indexed as [w, b] (queries are [x, 1]). With the MIPS transform (Neyshabur &
   // Srebro, "simple-LSH") they become [w, b]/M plus sqrt(1 - |[w,b]|^2/M^2), M the shard's
   // largest norm, so collision probability grows with the logit w.x + b itself: neurons
@@ -380,7 +380,7 @@ void CpuBackend::GetLayer(int layer, std::vector<float>* w, std::vector<float>* 
   w->resize(static_cast<size_t>(s.local()) * s.in_dim);
   for (int64_t i = 0; i < s.local(); ++i)
     for (int64_t j = 0; j < s.in_dim; ++j)
-      (*w)[i * s.in_dim + j] = s.input_major ? L.w[j * L.cols + i] : L.w[i * L.cols + j];
+      (*w)[i * s.in_dim + j] = L.w[L.At(i, j)];
   *b = L.b;
 }
 
@@ -390,7 +390,7 @@ void CpuBackend::GetGradient(int layer, std::vector<float>* gw, std::vector<floa
   gw->resize(static_cast<size_t>(s.local()) * s.in_dim);
   for (int64_t i = 0; i < s.local(); ++i)
     for (int64_t j = 0; j < s.in_dim; ++j)
-      (*gw)[i * s.in_dim + j] = s.input_major ? L.g[j * L.cols + i] : L.g[i * L.cols + j];
+      (*gw)[i * s.in_dim + j] = L.g[L.At(i, j)];
   *gb = L.gb;
 }
 
@@ -400,7 +400,7 @@ void CpuBackend::SetLayer(int layer, const std::vector<float>& w, const std::vec
   DSLIDE_ASSERT(static_cast<int64_t>(w.size()) == s.local() * s.in_dim && static_cast<int64_t>(b.size()) == s.local());
   for (int64_t i = 0; i < s.local(); ++i)
     for (int64_t j = 0; j < s.in_dim; ++j)
-      (s.input_major ? L.w[j * L.cols + i] : L.w[i * L.cols + j]) = w[i * s.in_dim + j];
+      L.w[L.At(i, j)] = w[i * s.in_dim + j];
   L.b = b;
 }
 
