@@ -18,7 +18,8 @@ void SampleDown(int32_t* v, int64_t n, int64_t k, Rng* rng) {
 
 int64_t BudgetSampler::Select(const LshTables* tables, const uint32_t* buckets,
                               const int32_t* forced, int64_t n_forced, int64_t budget, Rng* rng,
-                              SamplerScratch* s, int32_t* out) const {
+                              SamplerScratch* s, int32_t* out,
+                              const std::vector<int32_t>* shared) const {
   const int64_t n = s->size();
   budget = std::min(budget, n);
   if (++s->epoch_ == 0) {  // stamps wrapped: clear them once every 2^32 calls
@@ -112,7 +113,16 @@ int64_t BudgetSampler::Select(const LshTables* tables, const uint32_t* buckets,
     std::copy(cand.begin(), cand.begin() + take, out + k);
     k += take;
   }
-  if (k < budget && fill_ == FillPolicy::kRandom) {
+  if (k < budget && fill_ == FillPolicy::kBatch && shared != nullptr) {
+    for (size_t j = 0; j < shared->size() && k < budget; ++j) {
+      const int32_t id = (*shared)[j];
+      if (s->stamp_[id] != ep) {
+        s->stamp_[id] = ep;
+        out[k++] = id;
+      }
+    }
+  }
+  if (k < budget && fill_ != FillPolicy::kStop) {
     const int64_t free = n - k;
     if (budget - k > free / 2) {
       // Dense fill: scan the remaining ids and sample uniformly among them.
@@ -135,6 +145,27 @@ int64_t BudgetSampler::Select(const LshTables* tables, const uint32_t* buckets,
     }
   }
   return k;
+}
+
+void BudgetSampler::BatchFill(int64_t n, int64_t count, Rng* rng, std::vector<int32_t>* out) {
+  count = std::min(count, n);
+  out->clear();
+  if (count <= 0) return;
+  if (count > n / 2) {
+    out->resize(n);
+    std::iota(out->begin(), out->end(), 0);
+    for (int64_t i = 0; i < count; ++i) std::swap((*out)[i], (*out)[i + rng->Below(n - i)]);
+    out->resize(count);
+    return;
+  }
+  // Draw, sort, drop repeats, top up; then shuffle away the sorted order.
+  while (static_cast<int64_t>(out->size()) < count) {
+    while (static_cast<int64_t>(out->size()) < count)
+      out->push_back(static_cast<int32_t>(rng->Below(n)));
+    std::sort(out->begin(), out->end());
+    out->erase(std::unique(out->begin(), out->end()), out->end());
+  }
+  for (int64_t i = count - 1; i > 0; --i) std::swap((*out)[i], (*out)[rng->Below(i + 1)]);
 }
 
 }  // namespace dslide

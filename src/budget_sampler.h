@@ -43,10 +43,17 @@ class BudgetSampler {
   /// `tables` is null, then only filling applies) until `budget` is reached: more
   /// candidates than room are sampled down uniformly (after ranking by collision count for
   /// top-k); fewer are filled with uniform random neurons or left short (FillPolicy::kStop).
+  /// With FillPolicy::kBatch the fill takes, in order, the ids of `shared` (the batch's
+  /// common random set, see BatchFill) not already chosen, then random ids if it runs out.
   /// `out` must hold max(budget, n_forced) ids. The result has no duplicates.
   int64_t Select(const LshTables* tables, const uint32_t* buckets, const int32_t* forced,
-                 int64_t n_forced, int64_t budget, Rng* rng, SamplerScratch* s,
-                 int32_t* out) const;
+                 int64_t n_forced, int64_t budget, Rng* rng, SamplerScratch* s, int32_t* out,
+                 const std::vector<int32_t>* shared = nullptr) const;
+
+  /// The batch's common fill for FillPolicy::kBatch: min(count, n) distinct ids drawn
+  /// uniformly from [0, n), in random order (so every id is equally likely at every
+  /// position, and each sample's fill is marginally uniform).
+  static void BatchFill(int64_t n, int64_t count, Rng* rng, std::vector<int32_t>* out);
 
  private:
   QueryStrategy query_;

@@ -29,7 +29,9 @@ const char* ToString(QueryStrategy v) {
   }
   return "?";
 }
-const char* ToString(FillPolicy v) { return v == FillPolicy::kStop ? "stop" : "random"; }
+const char* ToString(FillPolicy v) {
+  return v == FillPolicy::kStop ? "stop" : v == FillPolicy::kBatch ? "batch" : "random";
+}
 const char* ToString(Strategy v) {
   switch (v) {
     case Strategy::kSparse: return "sparse";
@@ -125,8 +127,10 @@ void AddTrainOptions(po::options_description* d, TrainConfig* c) {
      "query strategy: vanilla|topk|threshold")
     ("threshold", po::value(&c->lsh.threshold)->default_value(2),
      "minimum collisions for --query threshold")
-    ("fill", po::value<std::string>()->default_value("random"),
-     "when candidates are fewer than the budget: random (fill with random neurons)|stop")
+    ("fill", po::value<std::string>()->default_value("batch"),
+     "when candidates are fewer than the budget: batch (the batch's labels on this rank, "
+     "then one uniform random set per batch and rank, shared by its samples)|random "
+     "(uniform random neurons per sample)|stop")
     ("rebuild-n0", po::value(&c->lsh.rebuild_n0)->default_value(50),
      "first table rebuild after this many iterations")
     ("rebuild-lambda", po::value(&c->lsh.rebuild_lambda)->default_value(0.05),
@@ -178,7 +182,9 @@ void FinishTrain(const po::variables_map& vm, TrainConfig* c) {
                                            {"topk", QueryStrategy::kTopK},
                                            {"threshold", QueryStrategy::kThreshold}});
   c->lsh.fill = ParseEnum<FillPolicy>("fill", vm["fill"].as<std::string>(),
-                                      {{"random", FillPolicy::kRandom}, {"stop", FillPolicy::kStop}});
+                                      {{"random", FillPolicy::kRandom},
+                                       {"batch", FillPolicy::kBatch},
+                                       {"stop", FillPolicy::kStop}});
   c->device = ParseEnum<Device>("device", vm["device"].as<std::string>(),
                                 {{"cpu", Device::kCpu}, {"gpu", Device::kGpu}});
   c->strategy = ParseEnum<Strategy>("strategy", vm["strategy"].as<std::string>(),
@@ -342,12 +348,13 @@ bool ParseBench(int argc, const char* const* argv, BenchConfig* c, std::string* 
   if (!Parse(argc, argv, d,
              "Usage: dslide bench --shape NAME [options]\n"
              "Trains on generated data of that shape and prints one JSON object.\n"
-             "Bench defaults where not given: --iterations 300 --lr 1e-3 --eval-points 1000 "
-             "--log-every 100",
+             "Bench defaults where not given: --iterations 400 --lr 1e-3 --eval-every 100 "
+             "--eval-points 1000 --log-every 100",
              &vm, help))
     return false;
   FinishTrain(vm, &c->train);
-  if (vm["iterations"].defaulted()) c->train.iterations = 300;
+  if (vm["iterations"].defaulted()) c->train.iterations = 400;
+  if (vm["eval-every"].defaulted()) c->train.eval_every = 100;
   if (vm["lr"].defaulted()) c->train.lr = 1e-3;
   if (vm["eval-points"].defaulted()) c->train.eval_points = 1000;
   if (vm["log-every"].defaulted()) c->train.log_every = 100;

@@ -10,7 +10,7 @@ namespace dslide {
 enum class HashFamily { kSrp, kWta, kDwta };
 enum class InsertPolicy { kReservoir, kFifo };
 enum class QueryStrategy { kVanilla, kTopK, kThreshold };
-enum class FillPolicy { kRandom, kStop };
+enum class FillPolicy { kRandom, kBatch, kStop };
 enum class Strategy { kSparse, kDenseModelParallel, kDataParallel };
 enum class Device { kCpu, kGpu };
 
@@ -31,7 +31,7 @@ struct LshConfig {
   InsertPolicy insert = InsertPolicy::kReservoir;
   QueryStrategy query = QueryStrategy::kVanilla;
   int threshold = 2;         ///< minimum collisions for the threshold strategy
-  FillPolicy fill = FillPolicy::kRandom;
+  FillPolicy fill = FillPolicy::kBatch;
   int64_t rebuild_n0 = 50;   ///< first table rebuild after this many iterations
   double rebuild_lambda = 0.05;  ///< interval growth: t-th interval is n0 * e^(lambda t)
   int64_t rehash_every = 1000;   ///< draw new hash functions every this many iterations (0: never)

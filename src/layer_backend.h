@@ -25,6 +25,7 @@ struct BatchLabels {
 /// Wall-clock split of a step, accumulated by the caller.
 struct PhaseTimes {
   double query = 0, forward = 0, backward = 0, update = 0, rebuild = 0, comm = 0;
+  double backward_update = 0;  // BackwardUpdate calls (a step's backward and Adam, fused)
 };
 
 class LayerBackend {
@@ -44,13 +45,20 @@ class LayerBackend {
   /// Computes out->vals for the active ids already in `out`: ReLU(Wx+b) for hidden layers,
   /// the logits Wx+b for the output layer.
   virtual void Forward(int layer, const BatchRows& in, BatchRows* out) = 0;
-  /// Accumulates the weight and bias gradients of the active neurons from `delta` (aligned
-  /// with the forward output), and, when in_grad is not null, adds this shard's partial
+  /// Records the weight and bias gradients of the active neurons from `delta` (aligned
+  /// with the forward output; one Backward per layer between Updates), and, when in_grad is not null, adds this shard's partial
   /// gradient w.r.t. the layer input into in_grad->vals (aligned with `in`).
   virtual void Backward(int layer, const BatchRows& in, const BatchRows& delta,
                         BatchRows* in_grad) = 0;
   /// Adam on the rows the batch touched (or every row with dense Adam); clears gradients.
   virtual void Update(int layer, const AdamStep& step, bool dense) = 0;
+  /// Backward, then Update of the same layer; a backend may fuse the two into one pass over
+  /// the touched rows. The input gradient uses the weights before the update.
+  virtual void BackwardUpdate(int layer, const BatchRows& in, const BatchRows& delta,
+                              BatchRows* in_grad, const AdamStep& step, bool dense) {
+    Backward(layer, in, delta, in_grad);
+    Update(layer, step, dense);
+  }
   /// Rehashes this shard's neurons into its tables (new hash functions when `new_hashes`).
   /// Local: no communication.
   virtual void RebuildTables(int layer, bool new_hashes) = 0;

@@ -257,6 +257,11 @@ double Trainer::Loss(const Dataset& data, const std::vector<int64_t>& points) {
 }
 
 double Trainer::ForwardBackward(const Dataset& data, const std::vector<int64_t>& points) {
+  return Backpropagate(data, points, nullptr);
+}
+
+double Trainer::Backpropagate(const Dataset& data, const std::vector<int64_t>& points,
+                              const AdamStep* step) {
   const BatchLabels labels = Labels(data, points);
   ForwardHidden(data, points, &labels, iter_, /*through_output=*/true);
   const double loss = SoftmaxLoss(labels);
@@ -266,8 +271,16 @@ double Trainer::ForwardBackward(const Dataset& data, const std::vector<int64_t>&
     auto t0 = Clock::now();
     const bool need_grad = l > 0;
     if (need_grad) grad_.LikeZero(inputs_[l]);
-    backend_->Backward(l, inputs_[l], deltas_[l], need_grad ? &grad_ : nullptr);
-    phases_.backward += Seconds(t0);
+    if (step != nullptr) {
+      // A layer's weights are not needed again this step once its input gradient exists,
+      // so its update may run inside the same pass.
+      backend_->BackwardUpdate(l, inputs_[l], deltas_[l], need_grad ? &grad_ : nullptr, *step,
+                               cfg_.dense_adam);
+      phases_.backward_update += Seconds(t0);
+    } else {
+      backend_->Backward(l, inputs_[l], deltas_[l], need_grad ? &grad_ : nullptr);
+      phases_.backward += Seconds(t0);
+    }
     if (need_grad) {
       t0 = Clock::now();
       ScatterGrad(l - 1, grad_, segs_[l - 1], &deltas_[l - 1]);
@@ -279,19 +292,16 @@ double Trainer::ForwardBackward(const Dataset& data, const std::vector<int64_t>&
 
 double Trainer::Step(const Dataset& data, const std::vector<int64_t>& points) {
   const auto t_start = Clock::now();
-  const double loss = ForwardBackward(data, points);
-  auto t0 = Clock::now();
   AdamStep step;
   step.lr = static_cast<float>(cfg_.lr);
   step.beta1 = static_cast<float>(cfg_.beta1);
   step.beta2 = static_cast<float>(cfg_.beta2);
   step.eps = static_cast<float>(cfg_.eps);
   step.t = iter_ + 1;
-  for (size_t l = 0; l < spec_.layers.size(); ++l) backend_->Update(static_cast<int>(l), step, cfg_.dense_adam);
-  phases_.update += Seconds(t0);
+  const double loss = Backpropagate(data, points, &step);
   ++iter_;
   if (schedule_.Due(iter_)) {
-    t0 = Clock::now();
+    const auto t0 = Clock::now();
     const bool rehash = cfg_.lsh.rehash_every > 0 && iter_ % cfg_.lsh.rehash_every == 0;
     for (size_t l = 0; l < spec_.layers.size(); ++l)
       if (!spec_.layers[l].dense()) backend_->RebuildTables(static_cast<int>(l), rehash);
@@ -393,6 +403,7 @@ EvalResult Trainer::Run(const Dataset& train, const Dataset* test) {
     if (test == nullptr) return;
     const TrafficStats before = comm_->Total();
     last_eval = Evaluate(*test, cfg_.eval_points, cfg_.eval_sampled);
+    evals_.push_back({iter_, last_eval});
     // Evaluation traffic is reported on its own line, not in training's per-iteration figures.
     comm_last.bytes += comm_->Total().bytes - before.bytes;
     comm_last.seconds += comm_->Total().seconds - before.seconds;

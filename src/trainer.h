@@ -28,8 +28,9 @@ class Trainer {
   /// Collective: one optimiser step on the given training points; returns the batch's mean
   /// loss (over points with labels), identical on every rank.
   double Step(const Dataset& data, const std::vector<int64_t>& points);
-  /// Collective: forward and backward without the optimiser step: gradients accumulate in
-  /// the backend. Returns the mean loss. Active sets depend on the current iteration only.
+  /// Collective: forward and backward without the optimiser step: the gradients wait in
+  /// the backend (GetGradient). Returns the mean loss. Active sets depend on the current
+  /// iteration only.
   double ForwardBackward(const Dataset& data, const std::vector<int64_t>& points);
   /// Collective: the mean loss of the batch with the active sets ForwardBackward would use.
   double Loss(const Dataset& data, const std::vector<int64_t>& points);
@@ -48,6 +49,8 @@ class Trainer {
   Communicator& comm() { return *comm_; }
   int64_t iteration() const { return iter_; }
   const PhaseTimes& phases() const { return phases_; }
+  /// (iteration, result) of every evaluation Run made, in order.
+  const std::vector<std::pair<int64_t, EvalResult>>& evals() const { return evals_; }
   /// Layer l's local output (active ids, activations) of the last forward pass.
   const BatchRows& output(int l) const { return outputs_[l]; }
   /// Per-iteration wall times (ms) of every step run so far.
@@ -60,6 +63,9 @@ class Trainer {
   void ForwardHidden(const Dataset& data, const std::vector<int64_t>& points,
                      const BatchLabels* labels, int64_t stream, bool through_output);
   double SoftmaxLoss(const BatchLabels& labels);
+  /// Forward, loss and backward; with `step`, each layer is updated inside its backward.
+  double Backpropagate(const Dataset& data, const std::vector<int64_t>& points,
+                       const AdamStep* step);
 
   TrainConfig cfg_;
   Communicator* comm_;
@@ -69,6 +75,7 @@ class Trainer {
   int64_t iter_ = 0;
   PhaseTimes phases_;
   std::vector<double> step_ms_;
+  std::vector<std::pair<int64_t, EvalResult>> evals_;
   // Per layer: its input (layer 0: the data rows), its local output / deltas, and how many
   // entries each (rank, sample) segment of the gathered input holds.
   std::vector<BatchRows> inputs_, outputs_, deltas_;

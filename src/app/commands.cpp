@@ -112,7 +112,14 @@ int Bench(int argc, const char* const* argv, Communicator* comm) {
   comm->ResetStats();
   const auto t_train = std::chrono::steady_clock::now();
   const EvalResult after = trainer.Run(train, &test);
-  const double wall = Seconds(t_train) - after.seconds;
+  double eval_s = 0;
+  for (const auto& e : trainer.evals()) eval_s += e.second.seconds;
+  const double wall = Seconds(t_train) - eval_s;
+  std::string curve = "[";
+  for (const auto& e : trainer.evals())
+    curve += (curve.size() > 1 ? ",[" : "[") + std::to_string(e.first) + "," +
+             std::to_string(e.second.At(1)) + "]";
+  curve += "]";
   const auto& ms = trainer.step_ms();
   const PhaseTimes& ph = trainer.phases();
   const double iters = static_cast<double>(ms.size());
@@ -128,7 +135,7 @@ int Bench(int argc, const char* const* argv, Communicator* comm) {
     constexpr double kSlideRefMs = 2020, kPytorchDenseMs = 1540;
     JsonObject phase;
     phase.Add("query", ph.query * 1e3 / iters).Add("forward", ph.forward * 1e3 / iters)
-        .Add("backward", ph.backward * 1e3 / iters).Add("update", ph.update * 1e3 / iters)
+        .Add("backward_update", ph.backward_update * 1e3 / iters)
         .Add("rebuild", ph.rebuild * 1e3 / iters).Add("comm", ph.comm * 1e3 / iters);
     JsonObject o;
     o.Add("shape", cfg.shape).Add("iterations", static_cast<int64_t>(iters)).Add("batch", tc.batch)
@@ -144,8 +151,9 @@ int Bench(int argc, const char* const* argv, Communicator* comm) {
         .Add("peak_rss_mb", rss).Add("rss_after_init_mb", init_rss)
         .Add("state_mb", static_cast<double>(trainer.backend().StateBytes()) / (1 << 20))
         .Add("p_at_1_start", before.At(1)).Add("p_at_1", after.At(1)).Add("p_at_3", after.At(3))
-        .Add("p_at_5", after.At(5)).Add("eval_points", after.points)
+        .Add("p_at_5", after.At(5)).AddRaw("p_at_1_by_iter", curve).Add("eval_points", after.points)
         .Add("most_popular_label_p_at_1", baseline)
+        .Add("p_at_1_over_baseline", baseline > 0 ? after.At(1) / baseline : 0.0)
         .Add("slide_ref_ms_per_iter", kSlideRefMs).Add("pytorch_dense_ms_per_iter", kPytorchDenseMs)
         .Add("speedup_vs_slide_ref", kSlideRefMs / mean).Add("speedup_vs_pytorch_dense", kPytorchDenseMs / mean)
         .Add("ranks", comm->size()).Add("threads", NumThreads()).Add("device", ToString(tc.device))

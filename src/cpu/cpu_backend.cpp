@@ -1,5 +1,12 @@
-// CPU kernels of the sparse layers. Races between samples on gradient rows are HOGWILD by
-// design (SLIDE section 3.2); with one thread every result is deterministic.
+// CPU kernels of the sparse layers.
+//
+// The input-major first layer accumulates its gradient rows HOGWILD over the samples of a
+// batch (SLIDE section 3.2). Row-per-neuron layers (the wide output layer) do not keep a
+// gradient matrix at all: Backward sorts the batch's (neuron, sample, delta) triples by
+// neuron, and Update walks the touched neurons once, forming each gradient row from the
+// saved layer input while the row's weights and moments are in cache. That halves the
+// memory traffic of the output layer (no gradient row is written, re-read and zeroed) and
+// has no races; results do not depend on the number of threads.
 #include "cpu/cpu_backend.h"
 
 #include <algorithm>
@@ -18,6 +25,7 @@ namespace {
 constexpr uint64_t kInitStream = 0x696e6974;
 constexpr uint64_t kSampleStream = 0x73616d70;
 constexpr uint64_t kHashStream = 0x68617368;
+constexpr uint64_t kBatchFillStream = 0x62666c6c;
 
 inline float Dot(const float* __restrict a, const float* __restrict b, int64_t n) {
   float acc = 0.0f;
@@ -25,6 +33,15 @@ inline float Dot(const float* __restrict a, const float* __restrict b, int64_t n
   for (int64_t j = 0; j < n; ++j) acc += a[j] * b[j];
   return acc;
 }
+
+/// Prefetches `floats` floats from p (a weight row: rows are visited in data-dependent
+/// order, which the hardware prefetcher cannot guess).
+inline void PrefetchRow(const float* p, int64_t floats) {
+  const char* c = reinterpret_cast<const char*>(p);
+  for (int64_t b = 0; b < floats * static_cast<int64_t>(sizeof(float)); b += 64)
+    __builtin_prefetch(c + b);
+}
+constexpr int64_t kAhead = 4;  // rows prefetched ahead in the row walks
 
 inline void Axpy(float alpha, const float* __restrict x, float* __restrict y, int64_t n) {
 #pragma omp simd
@@ -40,9 +57,19 @@ struct CpuBackend::Layer {
   std::vector<float> b, gb, mb, vb;
   std::vector<uint8_t> touched;  // per storage row
   std::vector<uint8_t> btouched;  // per neuron (bias)
+  // Row-per-neuron layers: the pending batch gradient as neuron -> (sample, delta) lists.
+  bool indexed = false;
+  bool pending = false;
+  BatchRows saved_in;             // the layer input of the pending batch
+  std::vector<int32_t> cursor;    // per neuron, zero between batches
+  std::vector<int32_t> grad_rows;  // touched local neurons, ascending
+  std::vector<int64_t> grad_off;  // grad_rows.size() + 1 offsets into ent_*
+  std::vector<int32_t> ent_sample;
+  std::vector<float> ent_delta;
   std::unique_ptr<LshHash> hash;
   LshTables tables;
   std::unique_ptr<BudgetSampler> sampler;
+  std::vector<int32_t> batch_fill;  // FillPolicy::kBatch: this batch's shared random set
   int64_t hash_version = 0;
   int64_t rebuilds = 0;
 
@@ -63,6 +90,8 @@ struct CpuBackend::ThreadScratch {
   std::vector<float> dense;
   std::vector<int32_t> qids;
   std::vector<float> qvals;
+  std::vector<float> grad;  // one gradient row
+  std::vector<float> gin;   // a private input-gradient buffer
 };
 
 CpuBackend::CpuBackend() = default;
@@ -81,17 +110,22 @@ void CpuBackend::Init(const ModelSpec& spec, const TrainConfig& cfg) {
     const LayerSpec& s = L->spec;
     L->rows = s.input_major ? s.in_dim : s.local();
     L->cols = s.input_major ? s.local() : s.in_dim;
+    L->indexed = !s.input_major;
     const size_t n = static_cast<size_t>(L->rows) * L->cols;
     L->w.resize(n);
-    L->g.assign(n, 0.0f);
     L->m.assign(n, 0.0f);
     L->v.assign(n, 0.0f);
     L->b.assign(s.local(), 0.0f);
-    L->gb.assign(s.local(), 0.0f);
     L->mb.assign(s.local(), 0.0f);
     L->vb.assign(s.local(), 0.0f);
-    L->touched.assign(L->rows, 0);
-    L->btouched.assign(s.local(), 0);
+    if (L->indexed) {
+      L->cursor.assign(s.local(), 0);
+    } else {
+      L->g.assign(n, 0.0f);
+      L->gb.assign(s.local(), 0.0f);
+      L->touched.assign(L->rows, 0);
+      L->btouched.assign(s.local(), 0);
+    }
     // Glorot-normal weights, a stream per global neuron: identical for any number of ranks.
     const double stddev = std::sqrt(2.0 / static_cast<double>(s.in_dim + s.out_dim));
     Layer* lp = L.get();
@@ -128,6 +162,26 @@ void CpuBackend::SelectActive(int layer, const BatchRows& in, const BatchLabels*
   }
   const int64_t cap = std::max(s.budget, max_labels);
   out->Strided(B, cap);
+  const bool batch_fill = cfg_.lsh.fill == FillPolicy::kBatch;
+  if (batch_fill) {
+    Rng rng(StreamSeed(cfg_.seed, kBatchFillStream, iter, (uint64_t(layer) << 32) | spec_.rank));
+    BudgetSampler::BatchFill(s.local(), s.budget, &rng, &L.batch_fill);
+    if (labels != nullptr) {
+      // In-batch negatives first: the labels this shard owns in the batch, then the random set.
+      std::vector<int32_t> own;
+      for (int32_t id : labels->ids)
+        if (id >= s.begin && id < s.end) own.push_back(static_cast<int32_t>(id - s.begin));
+      std::sort(own.begin(), own.end());
+      own.erase(std::unique(own.begin(), own.end()), own.end());
+      for (int64_t i = static_cast<int64_t>(own.size()) - 1; i > 0; --i)
+        std::swap(own[i], own[rng.Below(i + 1)]);
+      std::vector<int32_t> sorted_own = own;
+      std::sort(sorted_own.begin(), sorted_own.end());
+      for (int32_t id : L.batch_fill)
+        if (!std::binary_search(sorted_own.begin(), sorted_own.end(), id)) own.push_back(id);
+      L.batch_fill.swap(own);
+    }
+  }
   ParallelFor(B, [&](int64_t i) {
     ThreadScratch& ts = *scratch_[ThreadId()];
     if (ts.sampler.size() != s.local()) ts.sampler.Resize(s.local());
@@ -155,7 +209,8 @@ void CpuBackend::SelectActive(int layer, const BatchRows& in, const BatchLabels*
     Rng rng(StreamSeed(cfg_.seed, kSampleStream, iter, i, (uint64_t(layer) << 32) | spec_.rank));
     int32_t* ids = out->Ids(i);
     const int64_t k = L.sampler->Select(&L.tables, ts.buckets.data(), ts.forced.data(),
-                                        ts.forced.size(), s.budget, &rng, &ts.sampler, ids);
+                                        ts.forced.size(), s.budget, &rng, &ts.sampler, ids,
+                                        batch_fill ? &L.batch_fill : nullptr);
     for (int64_t j = 0; j < k; ++j) ids[j] += static_cast<int32_t>(s.begin);
     out->n[i] = k;
   }, 4);
@@ -185,6 +240,7 @@ void CpuBackend::Forward(int layer, const BatchRows& in, BatchRows* out) {
       }
     } else {
       for (int64_t k = 0; k < na; ++k) {
+        if (k + kAhead < na) PrefetchRow(L.Row(act[k + kAhead] - s.begin), L.cols);
         const int64_t r = act[k] - s.begin;
         const float* wr = L.Row(r);
         float acc;
@@ -208,53 +264,180 @@ void CpuBackend::Backward(int layer, const BatchRows& in, const BatchRows& delta
   const LayerSpec& s = L.spec;
   const int64_t B = in.samples();
   DSLIDE_ASSERT(!(s.input_major && in_grad != nullptr), "the first layer has no input gradient");
+  if (L.indexed) {
+    IndexBatch(L, in, delta);
+    // Input gradient: each touched row is read once and scattered into a private
+    // per-thread buffer aligned with `in`; the buffers are summed afterwards.
+    if (in_grad != nullptr) TouchedRows(L, &in, in_grad, nullptr);
+    return;
+  }
+  // The input-major first layer: HOGWILD over samples into the gradient rows of the
+  // sample's features.
+  const bool all = s.dense();
   ParallelFor(B, [&](int64_t i) {
     const SparseView x = in.Row(i);
     const SparseView d = delta.Row(i);
-    float* gin = in_grad ? in_grad->Vals(i) : nullptr;
-    if (s.input_major) {
-      const bool all = s.dense();
-      for (int64_t k = 0; k < d.n; ++k) {
-        const int64_t c = d.ids[k] - s.begin;
-        L.gb[c] += d.vals[k];
-        L.btouched[c] = 1;
-      }
-      for (int64_t e = 0; e < x.n; ++e) {
-        const int64_t f = x.ids[e];
-        L.touched[f] = 1;
-        float* gr = L.GRow(f);
-        if (all) {
-          Axpy(x.vals[e], d.vals, gr, d.n);
-        } else {
-          for (int64_t k = 0; k < d.n; ++k) gr[d.ids[k] - s.begin] += x.vals[e] * d.vals[k];
-        }
-      }
-      return;
-    }
     for (int64_t k = 0; k < d.n; ++k) {
-      const float dk = d.vals[k];
-      if (dk == 0.0f) continue;
-      const int64_t r = d.ids[k] - s.begin;
-      L.gb[r] += dk;
-      L.touched[r] = 1;
-      L.btouched[r] = 1;
-      float* gr = L.GRow(r);
-      const float* wr = L.Row(r);
-      if (in.dense) {
-        if (gin) Axpy(dk, wr, gin, x.n);
-        Axpy(dk, x.vals, gr, x.n);
+      const int64_t c = d.ids[k] - s.begin;
+      L.gb[c] += d.vals[k];
+      L.btouched[c] = 1;
+    }
+    for (int64_t e = 0; e < x.n; ++e) {
+      const int64_t f = x.ids[e];
+      L.touched[f] = 1;
+      float* gr = L.GRow(f);
+      if (all) {
+        Axpy(x.vals[e], d.vals, gr, d.n);
       } else {
-        for (int64_t e = 0; e < x.n; ++e) {
-          if (gin) gin[e] += dk * wr[x.ids[e]];
-          gr[x.ids[e]] += dk * x.vals[e];
-        }
+        for (int64_t k = 0; k < d.n; ++k) gr[d.ids[k] - s.begin] += x.vals[e] * d.vals[k];
       }
     }
   }, 4);
 }
 
+void CpuBackend::IndexBatch(Layer& L, const BatchRows& in, const BatchRows& delta) {
+  const LayerSpec& s = L.spec;
+  const int64_t B = in.samples();
+  DSLIDE_ASSERT(!L.pending, "Backward called twice on a layer without an Update between");
+  // Counting sort of the non-zero deltas by neuron: count, offsets in neuron order, scatter.
+  int64_t total = 0;
+  for (int64_t i = 0; i < B; ++i) {
+    const SparseView d = delta.Row(i);
+    for (int64_t k = 0; k < d.n; ++k)
+      if (d.vals[k] != 0.0f) {
+        ++L.cursor[d.ids[k] - s.begin];
+        ++total;
+      }
+  }
+  L.grad_rows.clear();
+  L.grad_off.clear();
+  int64_t o = 0;
+  for (int64_t r = 0; r < s.local(); ++r) {
+    const int32_t c = L.cursor[r];
+    if (c == 0) continue;
+    L.grad_rows.push_back(static_cast<int32_t>(r));
+    L.grad_off.push_back(o);
+    L.cursor[r] = static_cast<int32_t>(o);
+    o += c;
+  }
+  L.grad_off.push_back(o);
+  DSLIDE_ASSERT(o == total && total < std::numeric_limits<int32_t>::max());
+  L.ent_sample.resize(total);
+  L.ent_delta.resize(total);
+  for (int64_t i = 0; i < B; ++i) {
+    const SparseView d = delta.Row(i);
+    for (int64_t k = 0; k < d.n; ++k) {
+      if (d.vals[k] == 0.0f) continue;
+      const int32_t p = L.cursor[d.ids[k] - s.begin]++;
+      L.ent_sample[p] = static_cast<int32_t>(i);
+      L.ent_delta[p] = d.vals[k];
+    }
+  }
+  for (int32_t r : L.grad_rows) L.cursor[r] = 0;
+  L.saved_in = in;
+  L.pending = true;
+}
+
+void CpuBackend::InputGradRow(const Layer& L, int64_t q, const BatchRows& in, float* buf) const {
+  const float* wr = L.Row(L.grad_rows[q]);
+  for (int64_t e = L.grad_off[q]; e < L.grad_off[q + 1]; ++e) {
+    const int64_t i = L.ent_sample[e];
+    const float dk = L.ent_delta[e];
+    const SparseView x = in.Row(i);
+    float* gin = buf + in.off[i];
+    if (in.dense) {
+      Axpy(dk, wr, gin, x.n);
+    } else {
+      for (int64_t j = 0; j < x.n; ++j) gin[j] += dk * wr[x.ids[j]];
+    }
+  }
+}
+
+void CpuBackend::ApplyRow(Layer& L, int64_t r, int64_t q, const AdamStep& step) {
+  ThreadScratch& ts = *scratch_[ThreadId()];
+  ts.grad.resize(L.cols);
+  float gb = 0.0f;
+  if (q >= 0) {
+    GradientRow(L, q, ts.grad.data(), &gb);
+  } else {
+    std::fill(ts.grad.begin(), ts.grad.end(), 0.0f);
+  }
+  const size_t o = static_cast<size_t>(r) * L.cols;
+  AdamUpdate(step, L.cols, L.w.data() + o, ts.grad.data(), L.m.data() + o, L.v.data() + o);
+  AdamUpdate(step, 1, &L.b[r], &gb, &L.mb[r], &L.vb[r]);
+}
+
+void CpuBackend::TouchedRows(Layer& L, const BatchRows* in, BatchRows* in_grad,
+                             const AdamStep* step) {
+  const int threads = NumThreads();
+  const size_t width = in_grad ? in_grad->vals.size() : 0;
+  if (in_grad)
+    for (int t = 0; t < threads; ++t) scratch_[t]->gin.assign(width, 0.0f);
+  const int64_t nrows = static_cast<int64_t>(L.grad_rows.size());
+  constexpr int64_t kChunk = 256;
+  ParallelFor((nrows + kChunk - 1) / kChunk, [&](int64_t c) {
+    const int64_t q0 = c * kChunk, q1 = std::min(nrows, q0 + kChunk);
+    float* buf = in_grad ? scratch_[ThreadId()]->gin.data() : nullptr;
+    for (int64_t q = q0; q < q1; ++q) {
+      if (q + kAhead < q1) {
+        const size_t o = static_cast<size_t>(L.grad_rows[q + kAhead]) * L.cols;
+        PrefetchRow(L.w.data() + o, L.cols);
+        if (step) {
+          PrefetchRow(L.m.data() + o, L.cols);
+          PrefetchRow(L.v.data() + o, L.cols);
+        }
+      }
+      if (buf) InputGradRow(L, q, *in, buf);  // before the row changes
+      if (step) ApplyRow(L, L.grad_rows[q], q, *step);
+    }
+  });
+  if (in_grad) {
+    ParallelFor(static_cast<int64_t>(width), [&](int64_t j) {
+      float acc = 0.0f;
+      for (int t = 0; t < threads; ++t) acc += scratch_[t]->gin[j];
+      in_grad->vals[j] += acc;
+    }, 4096);
+  }
+}
+
+void CpuBackend::BackwardUpdate(int layer, const BatchRows& in, const BatchRows& delta,
+                                BatchRows* in_grad, const AdamStep& step, bool dense) {
+  Layer& L = *layers_[layer];
+  if (!L.indexed || dense) {
+    Backward(layer, in, delta, in_grad);
+    Update(layer, step, dense);
+    return;
+  }
+  // One pass over the touched rows: the input gradient from the old row, then Adam.
+  IndexBatch(L, in, delta);
+  TouchedRows(L, &in, in_grad, &step);
+  L.pending = false;
+}
+
+/// The pending gradient of local neuron grad_rows[q] into g (cols floats) and its bias
+/// gradient into *gb.
+void CpuBackend::GradientRow(const Layer& L, int64_t q, float* g, float* gb) const {
+  std::fill(g, g + L.cols, 0.0f);
+  float sb = 0.0f;
+  for (int64_t e = L.grad_off[q]; e < L.grad_off[q + 1]; ++e) {
+    const float dk = L.ent_delta[e];
+    const SparseView x = L.saved_in.Row(L.ent_sample[e]);
+    sb += dk;
+    if (L.saved_in.dense) {
+      Axpy(dk, x.vals, g, x.n);
+    } else {
+      for (int64_t j = 0; j < x.n; ++j) g[x.ids[j]] += dk * x.vals[j];
+    }
+  }
+  *gb = sb;
+}
+
 void CpuBackend::Update(int layer, const AdamStep& step, bool dense) {
   Layer& L = *layers_[layer];
+  if (L.indexed) {
+    UpdateIndexed(L, step, dense);
+    return;
+  }
   ParallelFor(L.rows, [&](int64_t r) {
     if (!dense && !L.touched[r]) return;
     const size_t o = static_cast<size_t>(r) * L.cols;
@@ -266,6 +449,22 @@ void CpuBackend::Update(int layer, const AdamStep& step, bool dense) {
     AdamUpdate(step, 1, &L.b[i], &L.gb[i], &L.mb[i], &L.vb[i]);
     L.btouched[i] = 0;
   }
+}
+
+void CpuBackend::UpdateIndexed(Layer& L, const AdamStep& step, bool dense) {
+  if (!dense) {
+    if (L.pending) TouchedRows(L, nullptr, nullptr, &step);
+  } else {
+    ParallelFor(L.spec.local(), [&](int64_t r) {
+      int64_t q = -1;
+      if (L.pending) {
+        auto it = std::lower_bound(L.grad_rows.begin(), L.grad_rows.end(), static_cast<int32_t>(r));
+        if (it != L.grad_rows.end() && *it == r) q = it - L.grad_rows.begin();
+      }
+      ApplyRow(L, r, q, step);
+    }, 256);
+  }
+  L.pending = false;
 }
 
 void CpuBackend::RebuildTables(int layer, bool new_hashes) {
@@ -387,7 +586,16 @@ void CpuBackend::GetLayer(int layer, std::vector<float>* w, std::vector<float>* 
 void CpuBackend::GetGradient(int layer, std::vector<float>* gw, std::vector<float>* gb) const {
   const Layer& L = *layers_[layer];
   const LayerSpec& s = L.spec;
-  gw->resize(static_cast<size_t>(s.local()) * s.in_dim);
+  gw->assign(static_cast<size_t>(s.local()) * s.in_dim, 0.0f);
+  if (L.indexed) {
+    gb->assign(s.local(), 0.0f);
+    if (!L.pending) return;
+    for (size_t q = 0; q < L.grad_rows.size(); ++q) {
+      const int64_t r = L.grad_rows[q];
+      GradientRow(L, static_cast<int64_t>(q), gw->data() + r * s.in_dim, &(*gb)[r]);
+    }
+    return;
+  }
   for (int64_t i = 0; i < s.local(); ++i)
     for (int64_t j = 0; j < s.in_dim; ++j)
       (*gw)[i * s.in_dim + j] = L.g[L.At(i, j)];
@@ -408,7 +616,8 @@ size_t CpuBackend::StateBytes() const {
   size_t bytes = 0;
   for (const auto& L : layers_) {
     bytes += (L->w.size() + L->g.size() + L->m.size() + L->v.size()) * sizeof(float);
-    bytes += (L->b.size() * 4) * sizeof(float) + L->touched.size() + L->btouched.size();
+    bytes += (L->b.size() + L->gb.size() + L->mb.size() + L->vb.size()) * sizeof(float);
+    bytes += L->touched.size() + L->btouched.size() + L->cursor.size() * sizeof(int32_t);
     bytes += L->tables.MemoryBytes();
   }
   return bytes;

@@ -1,5 +1,6 @@
-// The OpenMP implementation of the layer backend: HOGWILD over the samples of a batch,
-// contiguous row-major weights, lazy Adam over touched rows.
+// The OpenMP implementation of the layer backend: contiguous weights (input-major first
+// layer, row per neuron elsewhere), HOGWILD over samples in the first layer, gradients of
+// row-per-neuron layers formed per touched neuron inside the lazy Adam pass.
 #pragma once
 
 #include <memory>
@@ -23,6 +24,8 @@ class CpuBackend : public LayerBackend {
   void Backward(int layer, const BatchRows& in, const BatchRows& delta,
                 BatchRows* in_grad) override;
   void Update(int layer, const AdamStep& step, bool dense) override;
+  void BackwardUpdate(int layer, const BatchRows& in, const BatchRows& delta, BatchRows* in_grad,
+                      const AdamStep& step, bool dense) override;
   void RebuildTables(int layer, bool new_hashes) override;
   void TopK(int layer, const BatchRows& in, int k, std::vector<int32_t>* ids,
             std::vector<float>* scores) override;
@@ -35,6 +38,13 @@ class CpuBackend : public LayerBackend {
  private:
   struct Layer;
   struct ThreadScratch;
+  // Row-per-neuron layers (see cpu_backend.cpp).
+  void IndexBatch(Layer& L, const BatchRows& in, const BatchRows& delta);
+  void TouchedRows(Layer& L, const BatchRows* in, BatchRows* in_grad, const AdamStep* step);
+  void InputGradRow(const Layer& L, int64_t q, const BatchRows& in, float* buf) const;
+  void ApplyRow(Layer& L, int64_t r, int64_t q, const AdamStep& step);
+  void UpdateIndexed(Layer& L, const AdamStep& step, bool dense);
+  void GradientRow(const Layer& L, int64_t q, float* g, float* gb) const;
   std::vector<std::unique_ptr<Layer>> layers_;
   std::vector<std::unique_ptr<ThreadScratch>> scratch_;
   ModelSpec spec_;

@@ -103,5 +103,50 @@ TEST(BudgetSampler, TopKPrefersMoreCollisions) {
   }
 }
 
+/// Chi-square statistic of observed counts against a uniform expectation.
+double ChiSquare(const std::vector<int64_t>& counts, double expected) {
+  double x2 = 0;
+  for (int64_t c : counts) x2 += (c - expected) * (c - expected) / expected;
+  return x2;
+}
+
+TEST(BudgetSampler, BatchFillIsDistinctAndUniform) {
+  // Both code paths (sparse draw for count <= n/2, partial shuffle above). 49 degrees of
+  // freedom: the 0.999 quantile of chi-square is 85.4.
+  for (int64_t count : {10, 40}) {
+    const int64_t n = 50, trials = 20000;
+    std::vector<int64_t> member(n, 0), first(n, 0);
+    Rng rng(count);
+    std::vector<int32_t> fill;
+    for (int64_t t = 0; t < trials; ++t) {
+      BudgetSampler::BatchFill(n, count, &rng, &fill);
+      ASSERT_EQ(static_cast<int64_t>(fill.size()), count);
+      CheckSet(fill, count, n);
+      for (int32_t id : fill) ++member[id];
+      ++first[fill[0]];
+    }
+    EXPECT_LT(ChiSquare(member, static_cast<double>(trials) * count / n), 85.4) << "count " << count;
+    EXPECT_LT(ChiSquare(first, static_cast<double>(trials) / n), 85.4) << "count " << count;
+  }
+}
+
+TEST(BudgetSampler, BatchPolicyTakesTheSharedSetInOrder) {
+  BudgetSampler sampler(QueryStrategy::kVanilla, 1, FillPolicy::kBatch);
+  SamplerScratch scratch(100);
+  Rng rng(3);
+  const std::vector<int32_t> shared = {3, 7, 9, 11, 2, 40};
+  const int32_t forced = 9;
+  std::vector<int32_t> out(4);
+  ASSERT_EQ(sampler.Select(nullptr, nullptr, &forced, 1, 4, &rng, &scratch, out.data(), &shared), 4);
+  EXPECT_EQ(out, (std::vector<int32_t>{9, 3, 7, 11}));
+  // A shared set shorter than the room is topped up with random ids: still the exact budget.
+  const std::vector<int32_t> short_set = {1, 2};
+  out.resize(30);
+  ASSERT_EQ(sampler.Select(nullptr, nullptr, nullptr, 0, 30, &rng, &scratch, out.data(), &short_set), 30);
+  EXPECT_EQ(out[0], 1);
+  EXPECT_EQ(out[1], 2);
+  CheckSet(out, 30, 100);
+}
+
 }  // namespace
 }  // namespace dslide

@@ -3,8 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <numeric>
+#include <set>
 
 #include "communicator.h"
+#include "layer_backend.h"
+#include "rng.h"
 #include "parallel.h"
 #include "synthetic.h"
 #include "trainer.h"
@@ -79,6 +82,97 @@ TEST(Trainer, OneThreadIsDeterministic) {
   const auto a = Losses(15), b = Losses(15);
   EXPECT_EQ(a, b);
   EXPECT_LT(a.back(), a.front());
+}
+
+/// A dense batch of B rows of width w with values from `rng`.
+BatchRows DenseRows(int64_t B, int64_t w, Rng* rng) {
+  BatchRows r;
+  for (int64_t i = 0; i < B; ++i) {
+    r.off.push_back(i * w);
+    r.n.push_back(w);
+    for (int64_t j = 0; j < w; ++j) {
+      r.ids.push_back(static_cast<int32_t>(j));
+      r.vals.push_back(static_cast<float>(rng->Uniform()));
+    }
+  }
+  r.dense = true;
+  r.width = w;
+  return r;
+}
+
+TEST(CpuBackend, FusedBackwardUpdateEqualsBackwardThenUpdate) {
+  SetNumThreads(2);
+  TrainConfig cfg;
+  cfg.hidden = {16};
+  cfg.sparsity = {1.0, 0.2};
+  const ModelSpec spec = ModelSpec::Make(30, cfg.hidden, 200, cfg.sparsity, 0, 1);
+  auto a = MakeBackend(Device::kCpu, 0), b = MakeBackend(Device::kCpu, 0);
+  a->Init(spec, cfg);
+  b->Init(spec, cfg);
+  Rng rng(11);
+  const BatchRows in = DenseRows(24, 16, &rng);
+  BatchLabels labels;
+  for (int64_t i = 0; i < 24; ++i) {
+    labels.ids.push_back(static_cast<int32_t>(rng.Below(200)));
+    labels.off.push_back(static_cast<int64_t>(labels.ids.size()));
+  }
+  BatchRows out_a, out_b;
+  a->SelectActive(1, in, &labels, 5, &out_a);
+  b->SelectActive(1, in, &labels, 5, &out_b);
+  ASSERT_EQ(out_a.ids, out_b.ids);
+  BatchRows delta = out_a;
+  for (auto& v : delta.vals) v = rng.Uniform() < 0.2 ? 0.0f : static_cast<float>(rng.Uniform() - 0.5);
+  AdamStep step;
+  step.lr = 0.01f;
+  for (int rep = 0; rep < 3; ++rep) {
+    step.t = rep + 1;
+    BatchRows ga, gb;
+    ga.LikeZero(in);
+    gb.LikeZero(in);
+    a->Backward(1, in, delta, &ga);
+    a->Update(1, step, false);
+    b->BackwardUpdate(1, in, delta, &gb, step, false);
+    for (size_t j = 0; j < ga.vals.size(); ++j) EXPECT_NEAR(ga.vals[j], gb.vals[j], 1e-6) << j;
+  }
+  std::vector<float> wa, ba, wb, bb;
+  a->GetLayer(1, &wa, &ba);
+  b->GetLayer(1, &wb, &bb);
+  EXPECT_EQ(wa, wb);
+  EXPECT_EQ(ba, bb);
+}
+
+TEST(CpuBackend, BatchFillMakesTheBatchLabelsNegativesOfEverySample) {
+  SetNumThreads(2);
+  TrainConfig cfg;
+  cfg.hidden = {16};
+  cfg.sparsity = {1.0, 0.1};  // budget 100 of 1000
+  cfg.lsh.fill = FillPolicy::kBatch;
+  const ModelSpec spec = ModelSpec::Make(30, cfg.hidden, 1000, cfg.sparsity, 0, 1);
+  auto be = MakeBackend(Device::kCpu, 0);
+  be->Init(spec, cfg);
+  Rng rng(5);
+  const BatchRows in = DenseRows(32, 16, &rng);
+  BatchLabels labels;
+  std::set<int32_t> all;
+  for (int64_t i = 0; i < 32; ++i) {
+    const int32_t l = static_cast<int32_t>(rng.Below(1000));
+    labels.ids.push_back(l);
+    labels.off.push_back(static_cast<int64_t>(labels.ids.size()));
+    all.insert(l);
+  }
+  BatchRows out;
+  be->SelectActive(1, in, &labels, 0, &out);
+  std::set<int32_t> union_ids;
+  for (int64_t i = 0; i < 32; ++i) {
+    ASSERT_EQ(out.n[i], 100);
+    const std::set<int32_t> act(out.Ids(i), out.Ids(i) + out.n[i]);
+    ASSERT_EQ(act.size(), 100u);
+    EXPECT_TRUE(act.count(*labels.Of(i)));
+    for (int32_t l : all) EXPECT_TRUE(act.count(l)) << "sample " << i << " lacks batch label " << l;
+    union_ids.insert(act.begin(), act.end());
+  }
+  // Shared fill: the whole batch touches about one budget of neurons, not 32 budgets.
+  EXPECT_LT(union_ids.size(), 200u);
 }
 
 }  // namespace
