@@ -347,7 +347,8 @@ bool ParseBench(int argc, const char* const* argv, BenchConfig* c, std::string* 
   po::variables_map vm;
   if (!Parse(argc, argv, d,
              "Usage: dslide bench --shape NAME [options]\n"
-             "Trains on generated data of that shape and prints one JSON object.\n"
+             "Trains on generated data of that shape (or on --train/--test files) and prints "
+             "one JSON object.\n"
              "Bench defaults where not given: --iterations 400 --lr 1e-3 --eval-every 100 "
              "--eval-points 1000 --log-every 100",
              &vm, help))
@@ -358,7 +359,11 @@ bool ParseBench(int argc, const char* const* argv, BenchConfig* c, std::string* 
   if (vm["lr"].defaulted()) c->train.lr = 1e-3;
   if (vm["eval-points"].defaulted()) c->train.eval_points = 1000;
   if (vm["log-every"].defaulted()) c->train.log_every = 100;
-  c->train.train_file = "(generated)";
+  if (c->train.train_file.empty()) {
+    c->train.train_file = "(generated)";
+  } else {
+    DSLIDE_CHECK(!c->train.test_file.empty(), "option --test is required with --train");
+  }
   c->train.Validate();
   return true;
 }

@@ -87,17 +87,18 @@ Dataset GenerateSynthetic(const GenConfig& cfg, int64_t first_index, int64_t n) 
   return d;
 }
 
-double MostPopularLabelP1(const Dataset& train, const Dataset& test) {
+double MostPopularLabelP1(const Dataset& train, const Dataset& test, int64_t max_points) {
   std::vector<int64_t> count(train.num_labels, 0);
   for (int32_t l : train.labels) ++count[l];
   const int32_t best =
       static_cast<int32_t>(std::max_element(count.begin(), count.end()) - count.begin());
+  const int64_t n = max_points > 0 ? std::min(max_points, test.size()) : test.size();
   int64_t hits = 0;
-  for (int64_t i = 0; i < test.size(); ++i) {
+  for (int64_t i = 0; i < n; ++i) {
     const int32_t* l = test.Labels(i);
     hits += std::binary_search(l, l + test.NumLabels(i), best) ? 1 : 0;
   }
-  return test.size() ? static_cast<double>(hits) / test.size() : 0.0;
+  return n ? static_cast<double>(hits) / n : 0.0;
 }
 
 }  // namespace dslide

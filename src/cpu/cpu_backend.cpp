@@ -221,6 +221,22 @@ void CpuBackend::Forward(int layer, const BatchRows& in, BatchRows* out) {
   const LayerSpec& s = L.spec;
   const int64_t B = in.samples();
   const bool relu = !s.is_output;
+  if (!s.input_major && s.dense() && in.dense) {
+    // Every neuron active over dense inputs: a row block meets every sample while in cache.
+    constexpr int64_t kRows = 32;
+    ParallelFor((s.local() + kRows - 1) / kRows, [&](int64_t blk) {
+      const int64_t r0 = blk * kRows, r1 = std::min(s.local(), r0 + kRows);
+      for (int64_t i = 0; i < B; ++i) {
+        const SparseView x = in.Row(i);
+        float* z = out->Vals(i);
+        for (int64_t r = r0; r < r1; ++r) {
+          const float v = Dot(L.Row(r), x.vals, x.n) + L.b[r];
+          z[r] = relu && v < 0.0f ? 0.0f : v;
+        }
+      }
+    });
+    return;
+  }
   ParallelFor(B, [&](int64_t i) {
     const SparseView x = in.Row(i);
     const int32_t* act = out->Ids(i);
@@ -400,12 +416,58 @@ void CpuBackend::TouchedRows(Layer& L, const BatchRows* in, BatchRows* in_grad,
   }
 }
 
+void CpuBackend::DenseBackwardUpdate(Layer& L, const BatchRows& in, const BatchRows& delta,
+                                     BatchRows* in_grad, const AdamStep& step) {
+  // Every neuron active: walk row blocks; each row gathers its deltas over the batch (a
+  // cache line per sample for the block), forms its gradient, adds its input-gradient
+  // share from the old weights, then takes its Adam step.
+  const int64_t B = in.samples();
+  const int threads = NumThreads();
+  const size_t width = in_grad ? in_grad->vals.size() : 0;
+  if (in_grad)
+    for (int t = 0; t < threads; ++t) scratch_[t]->gin.assign(width, 0.0f);
+  constexpr int64_t kRows = 16;
+  const int64_t n = L.spec.local();
+  ParallelFor((n + kRows - 1) / kRows, [&](int64_t blk) {
+    ThreadScratch& ts = *scratch_[ThreadId()];
+    const int64_t r0 = blk * kRows, r1 = std::min(n, r0 + kRows);
+    ts.grad.resize(L.cols);
+    for (int64_t r = r0; r < r1; ++r) {
+      std::fill(ts.grad.begin(), ts.grad.end(), 0.0f);
+      float gb = 0.0f;
+      float* wr = L.Row(r);
+      for (int64_t i = 0; i < B; ++i) {
+        const float dk = delta.vals[delta.off[i] + r];
+        if (dk == 0.0f) continue;
+        const SparseView x = in.Row(i);
+        gb += dk;
+        Axpy(dk, x.vals, ts.grad.data(), x.n);
+        if (in_grad) Axpy(dk, wr, ts.gin.data() + in.off[i], x.n);
+      }
+      const size_t o = static_cast<size_t>(r) * L.cols;
+      AdamUpdate(step, L.cols, wr, ts.grad.data(), L.m.data() + o, L.v.data() + o);
+      AdamUpdate(step, 1, &L.b[r], &gb, &L.mb[r], &L.vb[r]);
+    }
+  });
+  if (in_grad) {
+    ParallelFor(static_cast<int64_t>(width), [&](int64_t j) {
+      float acc = 0.0f;
+      for (int t = 0; t < threads; ++t) acc += scratch_[t]->gin[j];
+      in_grad->vals[j] += acc;
+    }, 4096);
+  }
+}
+
 void CpuBackend::BackwardUpdate(int layer, const BatchRows& in, const BatchRows& delta,
                                 BatchRows* in_grad, const AdamStep& step, bool dense) {
   Layer& L = *layers_[layer];
   if (!L.indexed || dense) {
     Backward(layer, in, delta, in_grad);
     Update(layer, step, dense);
+    return;
+  }
+  if (L.spec.dense() && in.dense) {
+    DenseBackwardUpdate(L, in, delta, in_grad, step);
     return;
   }
   // One pass over the touched rows: the input gradient from the old row, then Adam.

@@ -44,6 +44,8 @@ class CpuBackend : public LayerBackend {
   void InputGradRow(const Layer& L, int64_t q, const BatchRows& in, float* buf) const;
   void ApplyRow(Layer& L, int64_t r, int64_t q, const AdamStep& step);
   void UpdateIndexed(Layer& L, const AdamStep& step, bool dense);
+  void DenseBackwardUpdate(Layer& L, const BatchRows& in, const BatchRows& delta,
+                           BatchRows* in_grad, const AdamStep& step);
   void GradientRow(const Layer& L, int64_t q, float* g, float* gb) const;
   std::vector<std::unique_ptr<Layer>> layers_;
   std::vector<std::unique_ptr<ThreadScratch>> scratch_;
