@@ -11,6 +11,7 @@
 #include <numeric>
 
 #include "error.h"
+#include "fault.h"
 #include "metrics.h"
 #include "parallel.h"
 #include "rng.h"
@@ -432,7 +433,9 @@ EvalResult Trainer::Run(const Dataset& train, const Dataset* test) {
       metrics.Write(o);
     }
   };
+  const FaultPlan fault = FaultPlan::FromEnv();
   while (iter_ < total) {
+    fault.MaybeFire(comm_->rank(), iter_ + 1);
     if (pos >= N) {
       ++epoch;
       std::iota(order.begin(), order.end(), 0);

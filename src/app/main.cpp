@@ -4,6 +4,7 @@
 #include <cstring>
 #include <exception>
 #include <memory>
+#include <new>
 #include <string>
 
 #include "app/commands.h"
@@ -53,6 +54,11 @@ int main(int argc, char** argv) {
     comm.reset();
     if (mpi) mpi->Finalize();
     return rc;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "[rank %d] dslide error: out of memory (an allocation failed)\n", rank);
+    std::fflush(stderr);
+    if (mpi && size > 1) dist::MpiSession::Abort(1);
+    return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "[rank %d] dslide error: %s\n", rank, e.what());
     std::fflush(stderr);

@@ -1,0 +1,26 @@
+// Fault injection for the failure tests: DSLIDE_FAULT=KIND:RANK:ITER makes rank RANK fail
+// at the start of training iteration ITER (1-based). KIND is
+//   throw  an exception (as a bad record or a failed check would),
+//   oom    an allocation that cannot be satisfied (std::bad_alloc),
+//   kill   SIGKILL to itself (a crashed or OOM-killed node).
+// Unset, it costs one comparison per iteration.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace dslide {
+
+struct FaultPlan {
+  enum class Kind { kNone, kThrow, kOom, kKill };
+  Kind kind = Kind::kNone;
+  int rank = -1;
+  int64_t iter = -1;
+
+  /// Parses DSLIDE_FAULT from the environment; a malformed value is an error naming it.
+  static FaultPlan FromEnv();
+  /// Fires the fault when (rank, iter) match.
+  void MaybeFire(int rank, int64_t iter) const;
+};
+
+}  // namespace dslide
