@@ -163,7 +163,10 @@ int Bench(int argc, const char* const* argv, Communicator* comm) {
         .Add("ms_per_iter_mean", mean)
         .Add("samples_per_s", iters * tc.batch / wall)
         .AddRaw("phase_ms", phase.str())
+        .Add("parameters", trainer.spec().NumParameters())
         .Add("bytes_sent_per_iter", static_cast<double>(tot.bytes - eval_bytes) / iters)
+        // A Horovod-style step all-reduces one fp32 gradient per parameter.
+        .Add("dense_allreduce_bytes", 4.0 * static_cast<double>(trainer.spec().NumParameters()))
         .Add("comm_ms_per_iter", (tot.seconds - comm->Stats(Traffic::kEval).seconds) * 1e3 / iters)
         .Add("peak_rss_mb", rss).Add("rss_after_init_mb", init_rss)
         .Add("state_mb", static_cast<double>(trainer.backend().StateBytes()) / (1 << 20))
