@@ -245,8 +245,6 @@ void TrainConfig::Validate() const {
   DSLIDE_CHECK(checkpoint_dir.empty() && resume_dir.empty(),
                "options --checkpoint-dir/--resume: checkpoints are not implemented in this "
                "version");
-  DSLIDE_CHECK(strategy == Strategy::kSparse || strategy == Strategy::kDenseModelParallel,
-               "option --strategy: data-parallel is not implemented in this version");
 }
 
 void GenConfig::ResolveShape() {

@@ -73,6 +73,13 @@ class LayerBackend {
   virtual void SetLayer(int layer, const std::vector<float>& w, const std::vector<float>& b) = 0;
   /// The accumulated (not yet applied) gradients, laid out like GetLayer.
   virtual void GetGradient(int layer, std::vector<float>* gw, std::vector<float>* gb) const = 0;
+  /// Data parallelism (identical full replicas): the pending gradient of a layer in the
+  /// backend's own storage order (GradientSize(layer) weights, then one per neuron for the
+  /// biases), and Adam on every parameter with such a gradient (averaged over replicas);
+  /// ApplyGradient also discards the pending gradient.
+  virtual int64_t GradientSize(int layer) const = 0;
+  virtual void ExportGradient(int layer, float* out) const = 0;
+  virtual void ApplyGradient(int layer, const float* grad, const AdamStep& step) = 0;
   /// Bytes of model state held (weights, gradients, moments, tables).
   virtual size_t StateBytes() const = 0;
   virtual const char* name() const = 0;

@@ -64,10 +64,12 @@ Trainer::Trainer(const TrainConfig& cfg, Communicator* comm, std::unique_ptr<Lay
                  int64_t input_dim, int64_t output_dim)
     : cfg_(cfg),
       comm_(comm),
+      model_comm_(cfg.strategy == Strategy::kDataParallel ? &replica_comm_ : comm),
       backend_(std::move(backend)),
       schedule_(cfg.lsh.rebuild_n0, cfg.lsh.rebuild_lambda) {
   spec_ = ModelSpec::Make(input_dim, cfg.hidden, output_dim,
-                          cfg.LayerSparsity(cfg.hidden.size() + 1), comm->rank(), comm->size());
+                          cfg.LayerSparsity(cfg.hidden.size() + 1), model_comm_->rank(),
+                          model_comm_->size());
   backend_->Init(spec_, cfg_);
   const size_t n = spec_.layers.size();
   inputs_.resize(n);
@@ -79,7 +81,7 @@ Trainer::Trainer(const TrainConfig& cfg, Communicator* comm, std::unique_ptr<Lay
 void Trainer::Gather(int layer, const BatchRows& local, BatchRows* full,
                      std::vector<int64_t>* seg) {
   const LayerSpec& s = spec_.layers[layer];
-  const int P = comm_->size();
+  const int P = model_comm_->size();
   const int64_t B = local.samples();
   seg->assign(static_cast<size_t>(P) * B, 0);
   if (s.dense()) {
@@ -89,13 +91,13 @@ void Trainer::Gather(int layer, const BatchRows& local, BatchRows* full,
       std::fill(seg->begin() + r * B, seg->begin() + (r + 1) * B, w);
     }
   } else {
-    comm_->Allgatherv(local.n.data(), std::vector<int64_t>(P, B), seg->data(), Traffic::kActivations);
+    model_comm_->Allgatherv(local.n.data(), std::vector<int64_t>(P, B), seg->data(), Traffic::kActivations);
   }
   std::vector<int64_t> rank_total(P, 0);
   for (int r = 0; r < P; ++r)
     for (int64_t i = 0; i < B; ++i) rank_total[r] += (*seg)[r * B + i];
   // Pack this rank's snapshot sample-major.
-  const int64_t mine = rank_total[comm_->rank()];
+  const int64_t mine = rank_total[model_comm_->rank()];
   pack_vals_.resize(mine);
   pack_ids_.resize(s.dense() ? 0 : mine);
   for (int64_t i = 0, o = 0; i < B; ++i) {
@@ -108,10 +110,10 @@ void Trainer::Gather(int layer, const BatchRows& local, BatchRows* full,
   }
   const int64_t total = std::accumulate(rank_total.begin(), rank_total.end(), int64_t{0});
   gathered_vals_.resize(total);
-  comm_->Allgatherv(pack_vals_.data(), rank_total, gathered_vals_.data(), Traffic::kActivations);
+  model_comm_->Allgatherv(pack_vals_.data(), rank_total, gathered_vals_.data(), Traffic::kActivations);
   if (!s.dense()) {
     gathered_ids_.resize(total);
-    comm_->Allgatherv(pack_ids_.data(), rank_total, gathered_ids_.data(), Traffic::kActivations);
+    model_comm_->Allgatherv(pack_ids_.data(), rank_total, gathered_ids_.data(), Traffic::kActivations);
   }
   // Regroup per sample: sample i's row is rank 0's segment, then rank 1's, ...
   full->off.resize(B);
@@ -147,7 +149,7 @@ void Trainer::Gather(int layer, const BatchRows& local, BatchRows* full,
 
 void Trainer::ScatterGrad(int layer, const BatchRows& full_grad, const std::vector<int64_t>& seg,
                           BatchRows* local_delta) {
-  const int P = comm_->size();
+  const int P = model_comm_->size();
   const int64_t B = full_grad.samples();
   std::vector<int64_t> rank_total(P, 0), dst(P, 0);
   for (int r = 0; r < P; ++r)
@@ -165,8 +167,8 @@ void Trainer::ScatterGrad(int layer, const BatchRows& full_grad, const std::vect
       dst[r] += c;
     }
   }
-  gathered_vals_.resize(rank_total[comm_->rank()]);
-  comm_->ReduceScatterSum(pack_vals_.data(), rank_total, gathered_vals_.data(), Traffic::kInputGrads);
+  gathered_vals_.resize(rank_total[model_comm_->rank()]);
+  model_comm_->ReduceScatterSum(pack_vals_.data(), rank_total, gathered_vals_.data(), Traffic::kInputGrads);
   // Back into the strided layout of this layer's local output, times ReLU'.
   const BatchRows& act = outputs_[layer];
   local_delta->LikeZero(act);
@@ -211,7 +213,7 @@ double Trainer::SoftmaxLoss(const BatchLabels& labels) {
     mx[i] = m;
   }, 8);
   auto t0 = Clock::now();
-  comm_->Allreduce(mx.data(), B, ReduceOp::kMax, Traffic::kSoftmax);
+  model_comm_->Allreduce(mx.data(), B, ReduceOp::kMax, Traffic::kSoftmax);
   phases_.comm += Seconds(t0);
   // One pass: d holds exp(z - max) of every active entry; the label terms are summed apart.
   BatchRows& d = deltas_[last];
@@ -234,7 +236,7 @@ double Trainer::SoftmaxLoss(const BatchLabels& labels) {
     red[B + i] = static_cast<float>(lab);
   }, 8);
   t0 = Clock::now();
-  comm_->Allreduce(red.data(), 2 * B, ReduceOp::kSum, Traffic::kSoftmax);
+  model_comm_->Allreduce(red.data(), 2 * B, ReduceOp::kSum, Traffic::kSoftmax);
   phases_.comm += Seconds(t0);
   double loss = 0;
   int64_t labelled = 0;
@@ -311,7 +313,9 @@ double Trainer::Step(const Dataset& data, const std::vector<int64_t>& points) {
   step.beta2 = static_cast<float>(cfg_.beta2);
   step.eps = static_cast<float>(cfg_.eps);
   step.t = iter_ + 1;
-  const double loss = Backpropagate(data, points, &step);
+  const double loss = cfg_.strategy == Strategy::kDataParallel
+                          ? DataParallelStep(data, points, step)
+                          : Backpropagate(data, points, &step);
   ++iter_;
   if (schedule_.Due(iter_)) {
     const auto t0 = Clock::now();
@@ -324,6 +328,39 @@ double Trainer::Step(const Dataset& data, const std::vector<int64_t>& points) {
   return loss;
 }
 
+double Trainer::DataParallelStep(const Dataset& data, const std::vector<int64_t>& points,
+                                  const AdamStep& step) {
+  // Horovod's algorithm: each replica takes its slice of the global batch, then one
+  // all-reduce over a fused buffer of every gradient, then the same update everywhere.
+  const int P = comm_->size(), r = comm_->rank();
+  const int64_t B = static_cast<int64_t>(points.size());
+  const int64_t b0 = B * r / P, b1 = B * (r + 1) / P;
+  const std::vector<int64_t> mine(points.begin() + b0, points.begin() + b1);
+  double loss = mine.empty() ? 0.0 : Backpropagate(data, mine, nullptr);
+  auto t0 = Clock::now();
+  const int n = static_cast<int>(spec_.layers.size());
+  std::vector<int64_t> at(n + 1, 0);
+  for (int l = 0; l < n; ++l) at[l + 1] = at[l] + backend_->GradientSize(l);
+  fused_.resize(at[n]);
+  for (int l = 0; l < n; ++l) {
+    if (mine.empty()) std::fill(fused_.begin() + at[l], fused_.begin() + at[l + 1], 0.0f);
+    else backend_->ExportGradient(l, fused_.data() + at[l]);
+  }
+  // Each slice's gradient is a mean over its points: weight it by its share of the batch.
+  const float share = static_cast<float>(b1 - b0) / static_cast<float>(B);
+  ParallelFor(at[n], [&](int64_t j) { fused_[j] *= share; }, 1 << 16);
+  phases_.backward += Seconds(t0);
+  t0 = Clock::now();
+  comm_->Allreduce(fused_.data(), at[n], ReduceOp::kSum, Traffic::kGradients);
+  phases_.comm += Seconds(t0);
+  t0 = Clock::now();
+  for (int l = 0; l < n; ++l) backend_->ApplyGradient(l, fused_.data() + at[l], step);
+  phases_.update += Seconds(t0);
+  double weighted = loss * static_cast<double>(b1 - b0);
+  comm_->Allreduce(&weighted, 1, ReduceOp::kSum, Traffic::kControl);
+  return weighted / static_cast<double>(B);
+}
+
 EvalResult Trainer::Evaluate(const Dataset& test, int64_t max_points, bool sampled,
                              const std::vector<int>& ks) {
   const auto t_start = Clock::now();
@@ -331,7 +368,7 @@ EvalResult Trainer::Evaluate(const Dataset& test, int64_t max_points, bool sampl
   const int64_t n = max_points > 0 ? std::min(max_points, test.size()) : test.size();
   PrecisionCounter counter(ks);
   const int kmax = counter.max_k();
-  const int P = comm_->size();
+  const int P = model_comm_->size();
   const int last = static_cast<int>(spec_.layers.size()) - 1;
   const int64_t eb = std::max<int64_t>(cfg_.batch, 64);
   std::vector<int32_t> ids, all_ids, ranked;
@@ -367,8 +404,8 @@ EvalResult Trainer::Evaluate(const Dataset& test, int64_t max_points, bool sampl
     all_ids.resize(static_cast<size_t>(P) * B * kmax);
     all_sc.resize(all_ids.size());
     const std::vector<int64_t> counts(P, B * kmax);
-    comm_->Allgatherv(ids.data(), counts, all_ids.data(), Traffic::kEval);
-    comm_->Allgatherv(sc.data(), counts, all_sc.data(), Traffic::kEval);
+    model_comm_->Allgatherv(ids.data(), counts, all_ids.data(), Traffic::kEval);
+    model_comm_->Allgatherv(sc.data(), counts, all_sc.data(), Traffic::kEval);
     MergeTopK(all_ids, all_sc, P, B, kmax, &ranked);
     for (int64_t i = 0; i < B; ++i)
       counter.Add(ranked.data() + i * kmax, kmax, test.Labels(b0 + i), test.NumLabels(b0 + i));

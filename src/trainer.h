@@ -66,9 +66,13 @@ class Trainer {
   /// Forward, loss and backward; with `step`, each layer is updated inside its backward.
   double Backpropagate(const Dataset& data, const std::vector<int64_t>& points,
                        const AdamStep* step);
+  double DataParallelStep(const Dataset& data, const std::vector<int64_t>& points,
+                          const AdamStep& step);
 
   TrainConfig cfg_;
-  Communicator* comm_;
+  Communicator* comm_;              // every rank: progress, metrics, data-parallel all-reduce
+  LocalCommunicator replica_comm_;  // data-parallel: each rank holds the whole model
+  Communicator* model_comm_;        // the ranks that share one model (comm_ or replica_comm_)
   std::unique_ptr<LayerBackend> backend_;
   ModelSpec spec_;
   RebuildSchedule schedule_;
@@ -83,6 +87,7 @@ class Trainer {
   BatchRows grad_;
   std::vector<float> pack_vals_, gathered_vals_;
   std::vector<int32_t> pack_ids_, gathered_ids_;
+  std::vector<float> fused_;  // data-parallel gradient buffer
 };
 
 /// Reads the training/test files, trains as configured, returns the final evaluation.

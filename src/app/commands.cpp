@@ -151,6 +151,7 @@ int Bench(int argc, const char* const* argv, Communicator* comm) {
     constexpr double kSlideRefRssMb = 18.9 * 1024, kPytorchDenseRssMb = 6.0 * 1024;
     JsonObject phase;
     phase.Add("query", ph.query * 1e3 / iters).Add("forward", ph.forward * 1e3 / iters)
+        .Add("backward", ph.backward * 1e3 / iters).Add("update", ph.update * 1e3 / iters)
         .Add("backward_update", ph.backward_update * 1e3 / iters)
         .Add("rebuild", ph.rebuild * 1e3 / iters).Add("comm", ph.comm * 1e3 / iters);
     JsonObject o;

@@ -60,6 +60,8 @@ struct CpuBackend::Layer {
   // Row-per-neuron layers: the pending batch gradient as neuron -> (sample, delta) lists.
   bool indexed = false;
   bool pending = false;
+  bool dense_pending = false;     // the pending gradient is in dense_g / dense_gb
+  std::vector<float> dense_g, dense_gb;
   BatchRows saved_in;             // the layer input of the pending batch
   std::vector<int32_t> cursor;    // per neuron, zero between batches
   std::vector<int32_t> grad_rows;  // touched local neurons, ascending
@@ -280,6 +282,10 @@ void CpuBackend::Backward(int layer, const BatchRows& in, const BatchRows& delta
   const LayerSpec& s = L.spec;
   const int64_t B = in.samples();
   DSLIDE_ASSERT(!(s.input_major && in_grad != nullptr), "the first layer has no input gradient");
+  if (L.indexed && s.dense() && in.dense) {
+    DenseRows(L, in, delta, in_grad, nullptr);
+    return;
+  }
   if (L.indexed) {
     IndexBatch(L, in, delta);
     // Input gradient: each touched row is read once and scattered into a private
@@ -416,11 +422,18 @@ void CpuBackend::TouchedRows(Layer& L, const BatchRows* in, BatchRows* in_grad,
   }
 }
 
-void CpuBackend::DenseBackwardUpdate(Layer& L, const BatchRows& in, const BatchRows& delta,
-                                     BatchRows* in_grad, const AdamStep& step) {
+void CpuBackend::DenseRows(Layer& L, const BatchRows& in, const BatchRows& delta,
+                           BatchRows* in_grad, const AdamStep* step) {
   // Every neuron active: walk row blocks; each row gathers its deltas over the batch (a
   // cache line per sample for the block), forms its gradient, adds its input-gradient
-  // share from the old weights, then takes its Adam step.
+  // share from the old weights, then takes its Adam step (with `step`) or keeps the
+  // gradient in dense_g (without).
+  DSLIDE_ASSERT(!L.pending, "Backward called twice on a layer without an Update between");
+  if (step == nullptr) {
+    L.dense_g.resize(static_cast<size_t>(L.rows) * L.cols);
+    L.dense_gb.resize(L.spec.local());
+    L.pending = L.dense_pending = true;
+  }
   const int64_t B = in.samples();
   const int threads = NumThreads();
   const size_t width = in_grad ? in_grad->vals.size() : 0;
@@ -433,7 +446,8 @@ void CpuBackend::DenseBackwardUpdate(Layer& L, const BatchRows& in, const BatchR
     const int64_t r0 = blk * kRows, r1 = std::min(n, r0 + kRows);
     ts.grad.resize(L.cols);
     for (int64_t r = r0; r < r1; ++r) {
-      std::fill(ts.grad.begin(), ts.grad.end(), 0.0f);
+      float* g = step ? ts.grad.data() : L.dense_g.data() + static_cast<size_t>(r) * L.cols;
+      std::fill(g, g + L.cols, 0.0f);
       float gb = 0.0f;
       float* wr = L.Row(r);
       for (int64_t i = 0; i < B; ++i) {
@@ -441,12 +455,16 @@ void CpuBackend::DenseBackwardUpdate(Layer& L, const BatchRows& in, const BatchR
         if (dk == 0.0f) continue;
         const SparseView x = in.Row(i);
         gb += dk;
-        Axpy(dk, x.vals, ts.grad.data(), x.n);
+        Axpy(dk, x.vals, g, x.n);
         if (in_grad) Axpy(dk, wr, ts.gin.data() + in.off[i], x.n);
       }
+      if (step == nullptr) {
+        L.dense_gb[r] = gb;
+        continue;
+      }
       const size_t o = static_cast<size_t>(r) * L.cols;
-      AdamUpdate(step, L.cols, wr, ts.grad.data(), L.m.data() + o, L.v.data() + o);
-      AdamUpdate(step, 1, &L.b[r], &gb, &L.mb[r], &L.vb[r]);
+      AdamUpdate(*step, L.cols, wr, g, L.m.data() + o, L.v.data() + o);
+      AdamUpdate(*step, 1, &L.b[r], &gb, &L.mb[r], &L.vb[r]);
     }
   });
   if (in_grad) {
@@ -467,7 +485,7 @@ void CpuBackend::BackwardUpdate(int layer, const BatchRows& in, const BatchRows&
     return;
   }
   if (L.spec.dense() && in.dense) {
-    DenseBackwardUpdate(L, in, delta, in_grad, step);
+    DenseRows(L, in, delta, in_grad, &step);
     return;
   }
   // One pass over the touched rows: the input gradient from the old row, then Adam.
@@ -514,6 +532,11 @@ void CpuBackend::Update(int layer, const AdamStep& step, bool dense) {
 }
 
 void CpuBackend::UpdateIndexed(Layer& L, const AdamStep& step, bool dense) {
+  if (L.dense_pending) {
+    ApplyGradient(L, L.dense_g.data(), L.dense_gb.data(), step);
+    L.pending = L.dense_pending = false;
+    return;
+  }
   if (!dense) {
     if (L.pending) TouchedRows(L, nullptr, nullptr, &step);
   } else {
@@ -651,6 +674,11 @@ void CpuBackend::GetGradient(int layer, std::vector<float>* gw, std::vector<floa
   gw->assign(static_cast<size_t>(s.local()) * s.in_dim, 0.0f);
   if (L.indexed) {
     gb->assign(s.local(), 0.0f);
+    if (L.dense_pending) {
+      std::copy(L.dense_g.begin(), L.dense_g.end(), gw->begin());
+      *gb = L.dense_gb;
+      return;
+    }
     if (!L.pending) return;
     for (size_t q = 0; q < L.grad_rows.size(); ++q) {
       const int64_t r = L.grad_rows[q];
@@ -674,12 +702,66 @@ void CpuBackend::SetLayer(int layer, const std::vector<float>& w, const std::vec
   L.b = b;
 }
 
+int64_t CpuBackend::GradientSize(int layer) const {
+  const Layer& L = *layers_[layer];
+  return L.rows * L.cols + L.spec.local();
+}
+
+void CpuBackend::ExportGradient(int layer, float* out) const {
+  const Layer& L = *layers_[layer];
+  const size_t nw = static_cast<size_t>(L.rows) * L.cols;
+  float* ob = out + nw;
+  if (!L.indexed) {
+    std::copy(L.g.begin(), L.g.end(), out);
+    std::copy(L.gb.begin(), L.gb.end(), ob);
+  } else if (L.dense_pending) {
+    std::copy(L.dense_g.begin(), L.dense_g.end(), out);
+    std::copy(L.dense_gb.begin(), L.dense_gb.end(), ob);
+  } else {
+    std::fill(out, out + nw + L.spec.local(), 0.0f);
+    if (!L.pending) return;
+    ParallelFor(static_cast<int64_t>(L.grad_rows.size()), [&](int64_t q) {
+      const int64_t r = L.grad_rows[q];
+      GradientRow(L, q, out + r * L.cols, ob + r);
+    }, 64);
+  }
+}
+
+void CpuBackend::ApplyGradient(int layer, const float* grad, const AdamStep& step) {
+  Layer& L = *layers_[layer];
+  ApplyGradient(L, grad, grad + static_cast<size_t>(L.rows) * L.cols, step);
+  if (!L.indexed) {
+    std::fill(L.g.begin(), L.g.end(), 0.0f);
+    std::fill(L.gb.begin(), L.gb.end(), 0.0f);
+    std::fill(L.touched.begin(), L.touched.end(), 0);
+    std::fill(L.btouched.begin(), L.btouched.end(), 0);
+  }
+  L.pending = L.dense_pending = false;
+  L.grad_rows.clear();
+  L.grad_off.clear();
+}
+
+void CpuBackend::ApplyGradient(Layer& L, const float* gw, const float* gb, const AdamStep& step) {
+  // Every storage row and bias takes a step (dense Adam), from a copy of its gradient.
+  ParallelFor(L.rows, [&](int64_t r) {
+    ThreadScratch& ts = *scratch_[ThreadId()];
+    const size_t o = static_cast<size_t>(r) * L.cols;
+    ts.grad.assign(gw + o, gw + o + L.cols);
+    AdamUpdate(step, L.cols, L.w.data() + o, ts.grad.data(), L.m.data() + o, L.v.data() + o);
+  }, 256);
+  for (int64_t i = 0; i < L.spec.local(); ++i) {
+    float g = gb[i];
+    AdamUpdate(step, 1, &L.b[i], &g, &L.mb[i], &L.vb[i]);
+  }
+}
+
 size_t CpuBackend::StateBytes() const {
   size_t bytes = 0;
   for (const auto& L : layers_) {
     bytes += (L->w.size() + L->g.size() + L->m.size() + L->v.size()) * sizeof(float);
     bytes += (L->b.size() + L->gb.size() + L->mb.size() + L->vb.size()) * sizeof(float);
     bytes += L->touched.size() + L->btouched.size() + L->cursor.size() * sizeof(int32_t);
+    bytes += (L->dense_g.size() + L->dense_gb.size()) * sizeof(float);
     bytes += L->tables.MemoryBytes();
   }
   return bytes;

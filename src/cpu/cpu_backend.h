@@ -32,6 +32,9 @@ class CpuBackend : public LayerBackend {
   void GetLayer(int layer, std::vector<float>* w, std::vector<float>* b) const override;
   void SetLayer(int layer, const std::vector<float>& w, const std::vector<float>& b) override;
   void GetGradient(int layer, std::vector<float>* gw, std::vector<float>* gb) const override;
+  int64_t GradientSize(int layer) const override;
+  void ExportGradient(int layer, float* out) const override;
+  void ApplyGradient(int layer, const float* grad, const AdamStep& step) override;
   size_t StateBytes() const override;
   const char* name() const override { return "cpu"; }
 
@@ -44,8 +47,9 @@ class CpuBackend : public LayerBackend {
   void InputGradRow(const Layer& L, int64_t q, const BatchRows& in, float* buf) const;
   void ApplyRow(Layer& L, int64_t r, int64_t q, const AdamStep& step);
   void UpdateIndexed(Layer& L, const AdamStep& step, bool dense);
-  void DenseBackwardUpdate(Layer& L, const BatchRows& in, const BatchRows& delta,
-                           BatchRows* in_grad, const AdamStep& step);
+  void ApplyGradient(Layer& L, const float* gw, const float* gb, const AdamStep& step);
+  void DenseRows(Layer& L, const BatchRows& in, const BatchRows& delta, BatchRows* in_grad,
+                 const AdamStep* step);
   void GradientRow(const Layer& L, int64_t q, float* g, float* gb) const;
   std::vector<std::unique_ptr<Layer>> layers_;
   std::vector<std::unique_ptr<ThreadScratch>> scratch_;
