@@ -340,7 +340,8 @@ bool ParseBench(int argc, const char* const* argv, BenchConfig* c, std::string* 
   d.add_options()("shape", po::value(&c->shape)->default_value("amazon-670k"),
                   "data shape to generate")(
       "points", po::value(&c->points)->default_value(0), "training points to generate (0: shape default)")(
-      "data-dir", po::value(&c->data_dir), "cache generated data here (reused when present)");
+      "features", po::value(&c->features)->default_value(0), "input dimension (0: the shape's)")(
+      "labels", po::value(&c->labels)->default_value(0), "output labels (0: the shape's)");
   AddTrainOptions(&d, &c->train);
   po::variables_map vm;
   if (!Parse(argc, argv, d,

@@ -95,7 +95,8 @@ struct BenchConfig {
   std::string shape = "amazon-670k";
   int64_t points = 0;
   TrainConfig train;
-  std::string data_dir;  ///< where generated data is cached ("" = temporary directory)
+  int64_t features = 0;  ///< 0: the shape's
+  int64_t labels = 0;    ///< 0: the shape's
 };
 
 /// Parses argv of one subcommand (argv[0] is the subcommand name). Returns false and fills

@@ -100,6 +100,8 @@ int Bench(int argc, const char* const* argv, Communicator* comm) {
     GenConfig gen;
     gen.shape = cfg.shape;
     gen.points = cfg.points;
+    gen.features = cfg.features;
+    gen.labels = cfg.labels;
     gen.seed = cfg.train.seed;
     gen.ResolveShape();
     gen.test_points = std::min<int64_t>(gen.test_points, std::max<int64_t>(cfg.train.eval_points, 1));
