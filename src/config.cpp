@@ -165,15 +165,25 @@ void AddTrainOptions(po::options_description* d, TrainConfig* c) {
     ("checkpoint-dir", po::value(&c->checkpoint_dir), "checkpoint directory")
     ("checkpoint-every", po::value(&c->checkpoint_every)->default_value(0),
      "checkpoint every N iterations (0: never)")
-    ("resume", po::value(&c->resume_dir), "resume from this checkpoint directory");
+    ("keep-checkpoints", po::value(&c->keep_checkpoints)->default_value(3),
+     "checkpoints kept in --checkpoint-dir (the newest)")
+    ("resume", po::value(&c->resume_dir),
+     "resume from the newest checkpoint in this directory (any number of ranks)");
 }
+
+}  // namespace
+
+HashFamily ParseHashFamily(const std::string& name) {
+  return ParseEnum<HashFamily>(
+      "hash", name, {{"dwta", HashFamily::kDwta}, {"srp", HashFamily::kSrp}, {"wta", HashFamily::kWta}});
+}
+
+namespace {
 
 void FinishTrain(const po::variables_map& vm, TrainConfig* c) {
   c->hidden = ParseList<int64_t>("hidden", vm["hidden"].as<std::string>());
   c->sparsity = ParseList<double>("sparsity", vm["sparsity"].as<std::string>());
-  c->lsh.family = ParseEnum<HashFamily>(
-      "hash", vm["hash"].as<std::string>(),
-      {{"dwta", HashFamily::kDwta}, {"srp", HashFamily::kSrp}, {"wta", HashFamily::kWta}});
+  c->lsh.family = ParseHashFamily(vm["hash"].as<std::string>());
   c->lsh.insert = ParseEnum<InsertPolicy>(
       "insert", vm["insert"].as<std::string>(),
       {{"reservoir", InsertPolicy::kReservoir}, {"fifo", InsertPolicy::kFifo}});
@@ -242,9 +252,7 @@ void TrainConfig::Validate() const {
   DSLIDE_CHECK(checkpoint_every >= 0, "option --checkpoint-every: must be >= 0");
   DSLIDE_CHECK(checkpoint_every == 0 || !checkpoint_dir.empty(),
                "option --checkpoint-every needs --checkpoint-dir");
-  DSLIDE_CHECK(checkpoint_dir.empty() && resume_dir.empty(),
-               "options --checkpoint-dir/--resume: checkpoints are not implemented in this "
-               "version");
+  DSLIDE_CHECK(keep_checkpoints >= 1, "option --keep-checkpoints: must be >= 1");
 }
 
 void GenConfig::ResolveShape() {
@@ -325,13 +333,20 @@ bool ParseEval(int argc, const char* const* argv, EvalConfig* c, std::string* he
   po::options_description d("eval options");
   d.add_options()("model", po::value(&c->model_dir), "model (checkpoint) directory")(
       "test", po::value(&c->test_file), "test file")(
-      "k", po::value<std::string>()->default_value("1,3,5"), "precision cut-offs");
+      "k", po::value<std::string>()->default_value("1,3,5"), "precision cut-offs")(
+      "points", po::value(&c->points)->default_value(0), "evaluate the first N test points (0: all)")(
+      "threads", po::value(&c->threads)->default_value(0), "OpenMP threads per rank (0: default)");
   po::variables_map vm;
-  if (!Parse(argc, argv, d, "Usage: dslide eval --model DIR --test FILE [--k 1,3,5]", &vm, help))
+  if (!Parse(argc, argv, d,
+             "Usage: dslide eval --model DIR --test FILE [options]\n"
+             "Exact P@k of the newest checkpoint in DIR (written by any number of ranks) on FILE.",
+             &vm, help))
     return false;
   c->k = ParseList<int>("k", vm["k"].as<std::string>());
   DSLIDE_CHECK(!c->model_dir.empty(), "option --model is required");
   DSLIDE_CHECK(!c->test_file.empty(), "option --test is required");
+  DSLIDE_CHECK(c->points >= 0, "option --points: must be >= 0");
+  DSLIDE_CHECK(c->threads >= 0, "option --threads: must be >= 0");
   return true;
 }
 

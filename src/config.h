@@ -15,6 +15,8 @@ enum class Strategy { kSparse, kDenseModelParallel, kDataParallel };
 enum class Device { kCpu, kGpu };
 
 const char* ToString(HashFamily v);
+/// "dwta" | "srp" | "wta"; throws dslide::Error naming option --hash otherwise.
+HashFamily ParseHashFamily(const std::string& name);
 const char* ToString(InsertPolicy v);
 const char* ToString(QueryStrategy v);
 const char* ToString(FillPolicy v);
@@ -63,6 +65,7 @@ struct TrainConfig {
   std::string checkpoint_dir;
   int64_t checkpoint_every = 0;
   std::string resume_dir;
+  int keep_checkpoints = 3;
 
   /// Per-layer sparsity for `num_layers` layers (hidden..., output), expanded from `sparsity`.
   std::vector<double> LayerSparsity(size_t num_layers) const;
@@ -88,6 +91,8 @@ struct GenConfig {
 struct EvalConfig {
   std::string model_dir, test_file;
   std::vector<int> k{1, 3, 5};
+  int64_t points = 0;  ///< 0: every test point
+  int threads = 0;
 };
 
 /// Options of `dslide bench`.

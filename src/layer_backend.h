@@ -28,6 +28,18 @@ struct PhaseTimes {
   double backward_update = 0;  // BackwardUpdate calls (a step's backward and Adam, fused)
 };
 
+/// What a checkpoint keeps of one layer's shard, rows per neuron (local x in_dim).
+struct LayerState {
+  std::vector<float> w, b, m, v, mb, vb;
+  int64_t hash_version = 0;  ///< how many times hash functions were drawn
+  int64_t rebuilds = 0;      ///< how many times the tables were built
+  /// The LSH tables (LshTables::Export); empty for a dense layer, or to have LoadLayer
+  /// rebuild them from the weights (after resharding).
+  std::vector<uint32_t> table_offsets;
+  std::vector<int32_t> table_ids;
+  std::vector<int64_t> table_sizes;
+};
+
 class LayerBackend {
  public:
   virtual ~LayerBackend() = default;
@@ -80,6 +92,10 @@ class LayerBackend {
   virtual int64_t GradientSize(int layer) const = 0;
   virtual void ExportGradient(int layer, float* out) const = 0;
   virtual void ApplyGradient(int layer, const float* grad, const AdamStep& step) = 0;
+  /// Checkpoints: the whole state of a layer's shard, and its restoration. Pending
+  /// gradients are not part of it (checkpoints are taken between steps).
+  virtual void SaveLayer(int layer, LayerState* state) const = 0;
+  virtual void LoadLayer(int layer, const LayerState& state) = 0;
   /// Bytes of model state held (weights, gradients, moments, tables).
   virtual size_t StateBytes() const = 0;
   virtual const char* name() const = 0;

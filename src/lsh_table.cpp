@@ -44,6 +44,45 @@ void LshTables::Build(const uint32_t* buckets, int64_t n, uint64_t seed) {
   }
 }
 
+void LshTables::Export(std::vector<uint32_t>* offsets, std::vector<int32_t>* ids,
+                       std::vector<int64_t>* sizes) const {
+  offsets->clear();
+  ids->clear();
+  sizes->clear();
+  for (const auto& t : tables_) {
+    offsets->insert(offsets->end(), t.offsets.begin(), t.offsets.end());
+    ids->insert(ids->end(), t.ids.begin(), t.ids.end());
+    sizes->push_back(static_cast<int64_t>(t.ids.size()));
+  }
+}
+
+void LshTables::Import(const std::vector<uint32_t>& offsets, const std::vector<int32_t>& ids,
+                       const std::vector<int64_t>& sizes, int64_t n) {
+  const size_t nb = (size_t{1} << table_bits_) + 1;
+  DSLIDE_CHECK(sizes.size() == tables_.size() && offsets.size() == nb * tables_.size(),
+               "LSH tables in the checkpoint do not match the configuration (", sizes.size(),
+               " tables of ", offsets.size() / std::max<size_t>(sizes.size(), 1), " offsets, expected ",
+               tables_.size(), " of ", nb, ")");
+  size_t id_at = 0;
+  for (size_t t = 0; t < tables_.size(); ++t) {
+    Table& tab = tables_[t];
+    tab.offsets.assign(offsets.begin() + t * nb, offsets.begin() + (t + 1) * nb);
+    DSLIDE_CHECK(sizes[t] >= 0 && id_at + sizes[t] <= ids.size() && tab.offsets[0] == 0 &&
+                     tab.offsets[nb - 1] == static_cast<uint64_t>(sizes[t]),
+                 "LSH table ", t, " in the checkpoint is inconsistent");
+    for (size_t b = 1; b < nb; ++b)
+      DSLIDE_CHECK(tab.offsets[b] >= tab.offsets[b - 1] &&
+                       tab.offsets[b] - tab.offsets[b - 1] <= static_cast<uint32_t>(capacity_),
+                   "LSH table ", t, " in the checkpoint has a malformed bucket ", b - 1);
+    tab.ids.assign(ids.begin() + id_at, ids.begin() + id_at + sizes[t]);
+    for (int32_t id : tab.ids)
+      DSLIDE_CHECK(id >= 0 && id < n, "LSH table ", t, " in the checkpoint names neuron ", id,
+                   " outside the shard's ", n);
+    id_at += sizes[t];
+  }
+  DSLIDE_CHECK(id_at == ids.size(), "LSH tables in the checkpoint have trailing ids");
+}
+
 size_t LshTables::MemoryBytes() const {
   size_t b = 0;
   for (const auto& t : tables_) b += t.offsets.capacity() * 4 + t.ids.capacity() * 4;

@@ -34,6 +34,15 @@ class LshTables {
   int capacity() const { return capacity_; }
   size_t MemoryBytes() const;
 
+  /// The tables as flat arrays (for checkpoints): per table its 2^bits + 1 offsets, then
+  /// its ids; `sizes` holds each table's id count.
+  void Export(std::vector<uint32_t>* offsets, std::vector<int32_t>* ids,
+              std::vector<int64_t>* sizes) const;
+  /// Restores what Export wrote (same number of tables and bits); throws dslide::Error on
+  /// inconsistent arrays.
+  void Import(const std::vector<uint32_t>& offsets, const std::vector<int32_t>& ids,
+              const std::vector<int64_t>& sizes, int64_t n);
+
  private:
   struct Table {
     std::vector<uint32_t> offsets;  ///< 2^bits + 1

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <limits>
 #include <numeric>
 
@@ -361,6 +362,89 @@ double Trainer::DataParallelStep(const Dataset& data, const std::vector<int64_t>
   return weighted / static_cast<double>(B);
 }
 
+namespace {
+std::string HashText(const LshConfig& c) {
+  return std::string(ToString(c.family)) + " K=" + std::to_string(c.k) + " L=" + std::to_string(c.l) +
+         " bin=" + std::to_string(c.bin_size) + " bucket=" + std::to_string(c.bucket_capacity);
+}
+}  // namespace
+
+void Trainer::SaveCheckpoint(const std::string& dir, int64_t epoch, int64_t pos, int keep) {
+  const std::string folder = CheckpointFolder(dir, iter_), tmp = folder + ".tmp";
+  int64_t ok = 1;
+  if (comm_->rank() == 0) {
+    std::error_code ec;
+    std::filesystem::remove_all(tmp, ec);
+    std::filesystem::create_directories(tmp, ec);
+    ok = ec ? 0 : 1;
+  }
+  comm_->Allreduce(&ok, 1, ReduceOp::kMin, Traffic::kControl);
+  DSLIDE_CHECK(ok == 1, "cannot create the checkpoint folder ", tmp);
+  // Data parallelism: the replicas are identical, rank 0 writes the one shard.
+  if (cfg_.strategy != Strategy::kDataParallel || comm_->rank() == 0) {
+    std::vector<LayerState> layers(spec_.layers.size());
+    for (size_t l = 0; l < layers.size(); ++l) backend_->SaveLayer(static_cast<int>(l), &layers[l]);
+    WriteShard(tmp, model_comm_->rank(), spec_, layers);
+  }
+  if (comm_->rank() == 0) {
+    CheckpointMeta m;
+    m.iter = iter_;
+    m.epoch = epoch;
+    m.pos = pos;
+    m.ranks = model_comm_->size();
+    m.input_dim = spec_.layers[0].in_dim;
+    for (const auto& l : spec_.layers) {
+      m.out_dims.push_back(l.out_dim);
+      m.sparsity.push_back(l.sparsity);
+    }
+    m.seed = cfg_.seed;
+    m.batch = cfg_.batch;
+    m.hash = HashText(cfg_.lsh);
+    m.hash_family = ToString(cfg_.lsh.family);
+    m.hash_k = cfg_.lsh.k;
+    m.hash_l = cfg_.lsh.l;
+    m.hash_bin = cfg_.lsh.bin_size;
+    m.hash_bucket = cfg_.lsh.bucket_capacity;
+    m.strategy = ToString(cfg_.strategy);
+    WriteMeta(tmp, m);
+  }
+  comm_->Allreduce(&ok, 1, ReduceOp::kMin, Traffic::kControl);  // every shard is written
+  if (comm_->rank() == 0) {
+    std::error_code ec;
+    std::filesystem::remove_all(folder, ec);
+    std::filesystem::rename(tmp, folder, ec);
+    ok = ec ? 0 : 1;
+    if (ok) PruneCheckpoints(dir, keep);
+  }
+  comm_->Allreduce(&ok, 1, ReduceOp::kMin, Traffic::kControl);
+  DSLIDE_CHECK(ok == 1, "cannot rename ", tmp, " to ", folder);
+}
+
+CheckpointMeta Trainer::LoadCheckpoint(const std::string& folder) {
+  const CheckpointMeta m = ReadMeta(folder);
+  const std::string file = folder + "/meta.h5";
+  DSLIDE_CHECK(m.input_dim == spec_.layers[0].in_dim && m.out_dims.size() == spec_.layers.size(), file,
+               ": the checkpoint's network (", m.input_dim, " inputs, ", m.out_dims.size(),
+               " layers) does not match this one (", spec_.layers[0].in_dim, " inputs, ",
+               spec_.layers.size(), " layers)");
+  for (size_t l = 0; l < spec_.layers.size(); ++l) {
+    DSLIDE_CHECK(m.out_dims[l] == spec_.layers[l].out_dim, file, ": layer ", l, " has ", m.out_dims[l],
+                 " neurons in the checkpoint, ", spec_.layers[l].out_dim, " here (--hidden, data)");
+    DSLIDE_CHECK(m.sparsity[l] == spec_.layers[l].sparsity, file, ": layer ", l, " sparsity ",
+                 m.sparsity[l], " in the checkpoint, ", spec_.layers[l].sparsity, " here (--sparsity)");
+  }
+  DSLIDE_CHECK(m.seed == cfg_.seed, file, ": --seed ", cfg_.seed, " differs from the checkpoint's ", m.seed);
+  DSLIDE_CHECK(m.batch == cfg_.batch, file, ": --batch ", cfg_.batch, " differs from the checkpoint's ", m.batch);
+  DSLIDE_CHECK(m.hash == HashText(cfg_.lsh), file, ": LSH settings '", HashText(cfg_.lsh),
+               "' differ from the checkpoint's '", m.hash, "'");
+  for (size_t l = 0; l < spec_.layers.size(); ++l)
+    backend_->LoadLayer(static_cast<int>(l), ReadLayer(folder, m, spec_.layers[l], static_cast<int>(l)));
+  iter_ = m.iter;
+  schedule_.Reset();
+  for (int64_t i = 1; i <= iter_; ++i) schedule_.Due(i);
+  return m;
+}
+
 EvalResult Trainer::Evaluate(const Dataset& test, int64_t max_points, bool sampled,
                              const std::vector<int>& ks) {
   const auto t_start = Clock::now();
@@ -470,14 +554,33 @@ EvalResult Trainer::Run(const Dataset& train, const Dataset* test) {
       metrics.Write(o);
     }
   };
+  auto shuffle = [&](int64_t e) {
+    std::iota(order.begin(), order.end(), 0);
+    Rng rng(StreamSeed(cfg_.seed, kEpochStream, e));
+    for (int64_t i = N - 1; i > 0; --i) std::swap(order[i], order[rng.Below(i + 1)]);
+  };
+  if (!cfg_.resume_dir.empty()) {
+    const std::string folder = LatestCheckpoint(cfg_.resume_dir);
+    DSLIDE_CHECK(!folder.empty(), "option --resume: no complete checkpoint in ", cfg_.resume_dir);
+    const CheckpointMeta m = LoadCheckpoint(folder);
+    DSLIDE_CHECK(m.pos <= N, folder, ": data position ", m.pos, " is beyond the ", N,
+                 " training points (a different --train file?)");
+    epoch = m.epoch;
+    pos = m.pos;
+    if (epoch >= 0) shuffle(epoch);
+    if (root) {
+      std::printf("resumed from %s at iteration %lld (epoch %lld, point %lld)\n", folder.c_str(),
+                  (long long)iter_, (long long)epoch, (long long)pos);
+      std::fflush(stdout);
+    }
+  }
+  const int64_t iter_start = iter_;
+  iter_last = iter_;
   const FaultPlan fault = FaultPlan::FromEnv();
   while (iter_ < total) {
     fault.MaybeFire(comm_->rank(), iter_ + 1);
     if (pos >= N) {
-      ++epoch;
-      std::iota(order.begin(), order.end(), 0);
-      Rng rng(StreamSeed(cfg_.seed, kEpochStream, epoch));
-      for (int64_t i = N - 1; i > 0; --i) std::swap(order[i], order[rng.Below(i + 1)]);
+      shuffle(++epoch);
       pos = 0;
     }
     const int64_t b = std::min(B, N - pos);
@@ -498,7 +601,7 @@ EvalResult Trainer::Run(const Dataset& train, const Dataset* test) {
       const double sps = its * static_cast<double>(B) / wall;
       const double loss = loss_sum / loss_n;
       if (root) {
-        const double eta = Seconds(t_run) / iter_ * (total - iter_);
+        const double eta = Seconds(t_run) / (iter_ - iter_start) * (total - iter_);
         std::printf("iter %lld/%lld | epoch %.2f | %.0f samples/s | loss %.4f | last P@1 %s | "
                     "%.1f ms/iter | %.0f KB sent/iter | RSS %.0f MB | ETA %s\n",
                     (long long)iter_, (long long)total, static_cast<double>(iter_) / per_epoch, sps,
@@ -520,6 +623,8 @@ EvalResult Trainer::Run(const Dataset& train, const Dataset* test) {
       loss_sum = 0;
       loss_n = 0;
     }
+    if (cfg_.checkpoint_every > 0 && iter_ % cfg_.checkpoint_every == 0)
+      SaveCheckpoint(cfg_.checkpoint_dir, epoch, pos, cfg_.keep_checkpoints);
     if (cfg_.eval_every > 0 && iter_ % cfg_.eval_every == 0 && iter_ < total) evaluate();
   }
   evaluate();

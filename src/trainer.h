@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint.h"
 #include "communicator.h"
 #include "config.h"
 #include "dataset.h"
@@ -49,6 +50,14 @@ class Trainer {
   Communicator& comm() { return *comm_; }
   int64_t iteration() const { return iter_; }
   const PhaseTimes& phases() const { return phases_; }
+  /// Collective: writes a checkpoint of the current state to
+  /// CheckpointFolder(dir, iter) (via a .tmp folder), recording the data position
+  /// (epoch, pos), and prunes dir to the newest `keep`.
+  void SaveCheckpoint(const std::string& dir, int64_t epoch, int64_t pos, int keep);
+  /// Collective: restores a checkpoint folder written by any number of ranks; returns its
+  /// metadata (iteration, data position). Throws when it does not fit this configuration.
+  CheckpointMeta LoadCheckpoint(const std::string& folder);
+
   /// (iteration, result) of every evaluation Run made, in order.
   const std::vector<std::pair<int64_t, EvalResult>>& evals() const { return evals_; }
   /// Layer l's local output (active ids, activations) of the last forward pass.

@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 
+#include "checkpoint.h"
 #include "config.h"
 #include "error.h"
 #include "metrics.h"
@@ -72,9 +74,39 @@ int Eval(int argc, const char* const* argv, Communicator* comm) {
     if (Root(comm)) std::printf("%s", help.c_str());
     return 0;
   }
-  throw Error("dslide eval --model " + cfg.model_dir +
-              ": loading saved models needs checkpoints, which this version does not write yet; "
-              "use dslide train --test FILE to evaluate after training");
+  SetNumThreads(cfg.threads);
+  const std::string folder = std::filesystem::exists(cfg.model_dir + "/meta.h5")
+                                 ? cfg.model_dir
+                                 : LatestCheckpoint(cfg.model_dir);
+  DSLIDE_CHECK(!folder.empty(), "option --model: no complete checkpoint in ", cfg.model_dir);
+  const CheckpointMeta meta = ReadMeta(folder);
+  const Dataset test = ReadXc(cfg.test_file);
+  DSLIDE_CHECK(test.num_features == meta.input_dim && test.num_labels == meta.out_dims.back(),
+               cfg.test_file, ": ", test.num_features, " features and ", test.num_labels,
+               " labels, the model has ", meta.input_dim, " inputs and ", meta.out_dims.back(),
+               " outputs");
+  // The network as the checkpoint describes it, sharded over this job's ranks.
+  TrainConfig tc;
+  tc.hidden.assign(meta.out_dims.begin(), meta.out_dims.end() - 1);
+  tc.sparsity = meta.sparsity;
+  tc.seed = meta.seed;
+  tc.batch = static_cast<int>(meta.batch);
+  tc.lsh.family = ParseHashFamily(meta.hash_family);
+  tc.lsh.k = static_cast<int>(meta.hash_k);
+  tc.lsh.l = static_cast<int>(meta.hash_l);
+  tc.lsh.bin_size = static_cast<int>(meta.hash_bin);
+  tc.lsh.bucket_capacity = static_cast<int>(meta.hash_bucket);
+  Trainer trainer(tc, comm, MakeBackend(tc.device, comm->rank()), meta.input_dim, meta.out_dims.back());
+  trainer.LoadCheckpoint(folder);
+  const EvalResult r = trainer.Evaluate(test, cfg.points, /*sampled=*/false, cfg.k);
+  if (Root(comm)) {
+    std::printf("eval %s (iteration %lld, written by %d rank(s)) on %d rank(s):", folder.c_str(),
+                (long long)meta.iter, meta.ranks, comm->size());
+    for (int k : cfg.k) std::printf(" P@%d %.4f", k, r.At(k));
+    std::printf(" | %lld points in %.1fs\n", (long long)r.points, r.seconds);
+    std::fflush(stdout);
+  }
+  return 0;
 }
 
 int Bench(int argc, const char* const* argv, Communicator* comm) {

@@ -3,10 +3,13 @@
 // The input-major first layer accumulates its gradient rows HOGWILD over the samples of a
 // batch (SLIDE section 3.2). Row-per-neuron layers (the wide output layer) do not keep a
 // gradient matrix at all: Backward sorts the batch's (neuron, sample, delta) triples by
-// neuron, and Update walks the touched neurons once, forming each gradient row from the
-// saved layer input while the row's weights and moments are in cache. That halves the
-// memory traffic of the output layer (no gradient row is written, re-read and zeroed) and
-// has no races; results do not depend on the number of threads.
+// neuron, and one pass over the touched neurons (fused with Adam by BackwardUpdate) reads
+// each row once: its share of the input gradient from the old weights, then its gradient
+// from the saved layer input and its Adam step while the row is in cache. That halves the
+// memory traffic of the output layer (no gradient row is written, re-read and zeroed).
+// Weight gradients there have no races and do not depend on the thread count; input
+// gradients are summed from per-thread partials. Layers with every neuron active walk row
+// blocks instead (DenseRows). With one thread every result is deterministic.
 #include "cpu/cpu_backend.h"
 
 #include <algorithm>
@@ -389,12 +392,21 @@ void CpuBackend::ApplyRow(Layer& L, int64_t r, int64_t q, const AdamStep& step) 
   AdamUpdate(step, 1, &L.b[r], &gb, &L.mb[r], &L.vb[r]);
 }
 
+void CpuBackend::ClearInputGrads(size_t width) {
+  for (auto& ts : scratch_) ts->gin.assign(width, 0.0f);
+}
+
+void CpuBackend::AddInputGrads(BatchRows* in_grad) const {
+  ParallelFor(static_cast<int64_t>(in_grad->vals.size()), [&](int64_t j) {
+    float acc = 0.0f;
+    for (const auto& ts : scratch_) acc += ts->gin[j];
+    in_grad->vals[j] += acc;
+  }, 4096);
+}
+
 void CpuBackend::TouchedRows(Layer& L, const BatchRows* in, BatchRows* in_grad,
                              const AdamStep* step) {
-  const int threads = NumThreads();
-  const size_t width = in_grad ? in_grad->vals.size() : 0;
-  if (in_grad)
-    for (int t = 0; t < threads; ++t) scratch_[t]->gin.assign(width, 0.0f);
+  if (in_grad) ClearInputGrads(in_grad->vals.size());
   const int64_t nrows = static_cast<int64_t>(L.grad_rows.size());
   constexpr int64_t kChunk = 256;
   ParallelFor((nrows + kChunk - 1) / kChunk, [&](int64_t c) {
@@ -413,13 +425,7 @@ void CpuBackend::TouchedRows(Layer& L, const BatchRows* in, BatchRows* in_grad,
       if (step) ApplyRow(L, L.grad_rows[q], q, *step);
     }
   });
-  if (in_grad) {
-    ParallelFor(static_cast<int64_t>(width), [&](int64_t j) {
-      float acc = 0.0f;
-      for (int t = 0; t < threads; ++t) acc += scratch_[t]->gin[j];
-      in_grad->vals[j] += acc;
-    }, 4096);
-  }
+  if (in_grad) AddInputGrads(in_grad);
 }
 
 void CpuBackend::DenseRows(Layer& L, const BatchRows& in, const BatchRows& delta,
@@ -435,10 +441,7 @@ void CpuBackend::DenseRows(Layer& L, const BatchRows& in, const BatchRows& delta
     L.pending = L.dense_pending = true;
   }
   const int64_t B = in.samples();
-  const int threads = NumThreads();
-  const size_t width = in_grad ? in_grad->vals.size() : 0;
-  if (in_grad)
-    for (int t = 0; t < threads; ++t) scratch_[t]->gin.assign(width, 0.0f);
+  if (in_grad) ClearInputGrads(in_grad->vals.size());
   constexpr int64_t kRows = 16;
   const int64_t n = L.spec.local();
   ParallelFor((n + kRows - 1) / kRows, [&](int64_t blk) {
@@ -467,13 +470,7 @@ void CpuBackend::DenseRows(Layer& L, const BatchRows& in, const BatchRows& delta
       AdamUpdate(*step, 1, &L.b[r], &gb, &L.mb[r], &L.vb[r]);
     }
   });
-  if (in_grad) {
-    ParallelFor(static_cast<int64_t>(width), [&](int64_t j) {
-      float acc = 0.0f;
-      for (int t = 0; t < threads; ++t) acc += scratch_[t]->gin[j];
-      in_grad->vals[j] += acc;
-    }, 4096);
-  }
+  if (in_grad) AddInputGrads(in_grad);
 }
 
 void CpuBackend::BackwardUpdate(int layer, const BatchRows& in, const BatchRows& delta,
@@ -559,10 +556,7 @@ void CpuBackend::RebuildTables(int layer, bool new_hashes) {
   const LshConfig& c = cfg_.lsh;
   if (new_hashes || !L.hash) {
     ++L.hash_version;
-    L.hash = std::make_unique<LshHash>(
-        c.family, s.in_dim + 1 + (c.mips ? 1 : 0), c.k, c.l, c.bin_size,
-        StreamSeed(cfg_.seed, kHashStream, layer, L.hash_version, spec_.rank));
-    L.tables = LshTables(c.l, L.hash->table_bits(), c.bucket_capacity, c.insert);
+    MakeHash(layer);
   }
   const int64_t n = s.local();
   const int nt = L.hash->num_tables();
@@ -594,6 +588,67 @@ void CpuBackend::RebuildTables(int layer, bool new_hashes) {
     for (int t = 0; t < nt; ++t) buckets[static_cast<size_t>(t) * n + i] = ts.buckets[t];
   }, 256);
   L.tables.Build(buckets.data(), n, StreamSeed(cfg_.seed, kHashStream, layer, ++L.rebuilds, spec_.rank));
+}
+
+void CpuBackend::MakeHash(int layer) {
+  Layer& L = *layers_[layer];
+  const LshConfig& c = cfg_.lsh;
+  L.hash = std::make_unique<LshHash>(
+      c.family, L.spec.in_dim + 1 + (c.mips ? 1 : 0), c.k, c.l, c.bin_size,
+      StreamSeed(cfg_.seed, kHashStream, layer, L.hash_version, spec_.rank));
+  L.tables = LshTables(c.l, L.hash->table_bits(), c.bucket_capacity, c.insert);
+}
+
+void CpuBackend::SaveLayer(int layer, LayerState* st) const {
+  const Layer& L = *layers_[layer];
+  const LayerSpec& s = L.spec;
+  DSLIDE_ASSERT(!L.pending, "checkpoint with a pending gradient");
+  GetLayer(layer, &st->w, &st->b);
+  const size_t n = static_cast<size_t>(s.local()) * s.in_dim;
+  st->m.resize(n);
+  st->v.resize(n);
+  for (int64_t i = 0; i < s.local(); ++i)
+    for (int64_t j = 0; j < s.in_dim; ++j) {
+      st->m[i * s.in_dim + j] = L.m[L.At(i, j)];
+      st->v[i * s.in_dim + j] = L.v[L.At(i, j)];
+    }
+  st->mb = L.mb;
+  st->vb = L.vb;
+  st->hash_version = L.hash_version;
+  st->rebuilds = L.rebuilds;
+  st->table_offsets.clear();
+  st->table_ids.clear();
+  st->table_sizes.clear();
+  if (!s.dense()) L.tables.Export(&st->table_offsets, &st->table_ids, &st->table_sizes);
+}
+
+void CpuBackend::LoadLayer(int layer, const LayerState& st) {
+  Layer& L = *layers_[layer];
+  const LayerSpec& s = L.spec;
+  const size_t n = static_cast<size_t>(s.local()) * s.in_dim;
+  DSLIDE_CHECK(st.w.size() == n && st.m.size() == n && st.v.size() == n &&
+                   static_cast<int64_t>(st.b.size()) == s.local() && st.mb.size() == st.b.size() &&
+                   st.vb.size() == st.b.size(),
+               "layer ", layer, ": the checkpoint's arrays do not match the shard (", s.local(),
+               " x ", s.in_dim, ")");
+  SetLayer(layer, st.w, st.b);
+  for (int64_t i = 0; i < s.local(); ++i)
+    for (int64_t j = 0; j < s.in_dim; ++j) {
+      L.m[L.At(i, j)] = st.m[i * s.in_dim + j];
+      L.v[L.At(i, j)] = st.v[i * s.in_dim + j];
+    }
+  L.mb = st.mb;
+  L.vb = st.vb;
+  if (s.dense()) return;
+  L.hash_version = std::max<int64_t>(st.hash_version, 1);
+  MakeHash(layer);
+  if (!st.table_sizes.empty()) {
+    L.tables.Import(st.table_offsets, st.table_ids, st.table_sizes, s.local());
+    L.rebuilds = st.rebuilds;
+  } else {
+    L.rebuilds = st.rebuilds - 1;  // RebuildTables counts this build again
+    RebuildTables(layer, /*new_hashes=*/false);
+  }
 }
 
 void CpuBackend::TopK(int layer, const BatchRows& in, int k, std::vector<int32_t>* ids,

@@ -27,6 +27,8 @@ class CpuBackend : public LayerBackend {
   void BackwardUpdate(int layer, const BatchRows& in, const BatchRows& delta, BatchRows* in_grad,
                       const AdamStep& step, bool dense) override;
   void RebuildTables(int layer, bool new_hashes) override;
+  /// Draws the hash functions of version L.hash_version and empties the tables.
+  void MakeHash(int layer);
   void TopK(int layer, const BatchRows& in, int k, std::vector<int32_t>* ids,
             std::vector<float>* scores) override;
   void GetLayer(int layer, std::vector<float>* w, std::vector<float>* b) const override;
@@ -35,13 +37,18 @@ class CpuBackend : public LayerBackend {
   int64_t GradientSize(int layer) const override;
   void ExportGradient(int layer, float* out) const override;
   void ApplyGradient(int layer, const float* grad, const AdamStep& step) override;
+  void SaveLayer(int layer, LayerState* state) const override;
+  void LoadLayer(int layer, const LayerState& state) override;
   size_t StateBytes() const override;
   const char* name() const override { return "cpu"; }
 
  private:
   struct Layer;
   struct ThreadScratch;
-  // Row-per-neuron layers (see cpu_backend.cpp).
+  // Row-per-neuron layers (see cpu_backend.cpp). Input gradients go to per-thread buffers
+  // (ClearInputGrads), summed into the caller's rows at the end (AddInputGrads).
+  void ClearInputGrads(size_t width);
+  void AddInputGrads(BatchRows* in_grad) const;
   void IndexBatch(Layer& L, const BatchRows& in, const BatchRows& delta);
   void TouchedRows(Layer& L, const BatchRows* in, BatchRows* in_grad, const AdamStep* step);
   void InputGradRow(const Layer& L, int64_t q, const BatchRows& in, float* buf) const;

@@ -1,0 +1,336 @@
+// HDF5 checkpoint files (C API). Every call is checked; the library's own error printing is
+// off, and failures become dslide::Error naming the file and what was being read or written.
+#include "checkpoint.h"
+
+#include <hdf5.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+
+#include "error.h"
+
+namespace dslide {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kPrefix = "ckpt-";
+constexpr const char* kTmp = ".tmp";
+
+/// Owns an HDF5 handle; closes it with the matching function.
+class Handle {
+ public:
+  Handle(hid_t id, herr_t (*close)(hid_t)) : id_(id), close_(close) {}
+  ~Handle() {
+    if (id_ >= 0) close_(id_);
+  }
+  Handle(Handle&& o) noexcept : id_(o.id_), close_(o.close_) { o.id_ = -1; }
+  Handle(const Handle&) = delete;
+  Handle& operator=(const Handle&) = delete;
+  hid_t get() const { return id_; }
+  bool ok() const { return id_ >= 0; }
+
+ private:
+  hid_t id_;
+  herr_t (*close_)(hid_t);
+};
+
+void QuietHdf5() {
+  static const bool once = [] {
+    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+    return true;
+  }();
+  (void)once;
+}
+
+template <class T>
+hid_t Type();
+template <> hid_t Type<float>() { return H5T_NATIVE_FLOAT; }
+template <> hid_t Type<double>() { return H5T_NATIVE_DOUBLE; }
+template <> hid_t Type<int32_t>() { return H5T_NATIVE_INT32; }
+template <> hid_t Type<uint32_t>() { return H5T_NATIVE_UINT32; }
+template <> hid_t Type<int64_t>() { return H5T_NATIVE_INT64; }
+template <> hid_t Type<uint64_t>() { return H5T_NATIVE_UINT64; }
+
+/// A 1-D (cols == 0) or 2-D dataset, chunked with Fletcher-32 checksums.
+template <class T>
+void WriteArray(hid_t loc, const std::string& file, const std::string& name, const T* data,
+                hsize_t rows, hsize_t cols = 0) {
+  const int rank = cols ? 2 : 1;
+  const hsize_t dims[2] = {rows, cols};
+  Handle space(H5Screate_simple(rank, dims, nullptr), H5Sclose);
+  Handle plist(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
+  if (rows > 0) {
+    const hsize_t per_row = cols ? cols : 1;
+    const hsize_t chunk_rows = std::max<hsize_t>(1, std::min<hsize_t>(rows, (hsize_t{1} << 20) / per_row));
+    const hsize_t chunk[2] = {chunk_rows, cols};
+    H5Pset_chunk(plist.get(), rank, chunk);
+    H5Pset_fletcher32(plist.get());
+  }
+  Handle ds(H5Dcreate2(loc, name.c_str(), Type<T>(), space.get(), H5P_DEFAULT, plist.get(), H5P_DEFAULT),
+            H5Dclose);
+  DSLIDE_CHECK(ds.ok() && (rows == 0 || H5Dwrite(ds.get(), Type<T>(), H5S_ALL, H5S_ALL, H5P_DEFAULT, data) >= 0),
+               file, ": cannot write dataset '", name, "'");
+}
+
+template <class T>
+void WriteVector(hid_t loc, const std::string& file, const std::string& name, const std::vector<T>& v) {
+  WriteArray(loc, file, name, v.data(), v.size());
+}
+
+/// Rows [row0, row0 + rows) of a dataset (all of it when rows < 0) into out.
+template <class T>
+void ReadRows(hid_t loc, const std::string& file, const std::string& name, int64_t row0, int64_t rows,
+              std::vector<T>* out, int64_t* cols_out = nullptr) {
+  Handle ds(H5Dopen2(loc, name.c_str(), H5P_DEFAULT), H5Dclose);
+  DSLIDE_CHECK(ds.ok(), file, ": dataset '", name, "' is missing");
+  Handle space(H5Dget_space(ds.get()), H5Sclose);
+  hsize_t dims[2] = {0, 0};
+  const int rank = H5Sget_simple_extent_ndims(space.get());
+  DSLIDE_CHECK(rank == 1 || rank == 2, file, ": dataset '", name, "' has ", rank, " dimensions");
+  H5Sget_simple_extent_dims(space.get(), dims, nullptr);
+  const hsize_t cols = rank == 2 ? dims[1] : 1;
+  if (cols_out) *cols_out = static_cast<int64_t>(cols);
+  if (rows < 0) {
+    row0 = 0;
+    rows = static_cast<int64_t>(dims[0]);
+  }
+  DSLIDE_CHECK(row0 >= 0 && static_cast<hsize_t>(row0 + rows) <= dims[0], file, ": dataset '", name,
+               "' has ", dims[0], " rows, rows ", row0, "..", row0 + rows, " were asked for");
+  out->resize(static_cast<size_t>(rows) * cols);
+  if (rows == 0) return;
+  const hsize_t start[2] = {static_cast<hsize_t>(row0), 0}, count[2] = {static_cast<hsize_t>(rows), cols};
+  H5Sselect_hyperslab(space.get(), H5S_SELECT_SET, start, nullptr, count, nullptr);
+  Handle mem(H5Screate_simple(rank, count, nullptr), H5Sclose);
+  DSLIDE_CHECK(H5Dread(ds.get(), Type<T>(), mem.get(), space.get(), H5P_DEFAULT, out->data()) >= 0,
+               file, ": dataset '", name, "' is unreadable (truncated or corrupted: checksum or I/O error)");
+}
+
+template <class T>
+void WriteAttr(hid_t loc, const std::string& file, const char* name, T value) {
+  Handle space(H5Screate(H5S_SCALAR), H5Sclose);
+  Handle a(H5Acreate2(loc, name, Type<T>(), space.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+  DSLIDE_CHECK(a.ok() && H5Awrite(a.get(), Type<T>(), &value) >= 0, file, ": cannot write attribute '", name, "'");
+}
+
+template <class T>
+T ReadAttr(hid_t loc, const std::string& file, const char* name) {
+  Handle a(H5Aopen(loc, name, H5P_DEFAULT), H5Aclose);
+  T value{};
+  DSLIDE_CHECK(a.ok() && H5Aread(a.get(), Type<T>(), &value) >= 0, file, ": attribute '", name,
+               "' is missing or unreadable");
+  return value;
+}
+
+void WriteString(hid_t loc, const std::string& file, const char* name, const std::string& s) {
+  Handle type(H5Tcopy(H5T_C_S1), H5Tclose);
+  H5Tset_size(type.get(), std::max<size_t>(1, s.size()));
+  Handle space(H5Screate(H5S_SCALAR), H5Sclose);
+  Handle a(H5Acreate2(loc, name, type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+  const std::string padded = s.empty() ? std::string(1, '\0') : s;
+  DSLIDE_CHECK(a.ok() && H5Awrite(a.get(), type.get(), padded.data()) >= 0, file,
+               ": cannot write attribute '", name, "'");
+}
+
+std::string ReadString(hid_t loc, const std::string& file, const char* name) {
+  Handle a(H5Aopen(loc, name, H5P_DEFAULT), H5Aclose);
+  DSLIDE_CHECK(a.ok(), file, ": attribute '", name, "' is missing");
+  Handle type(H5Aget_type(a.get()), H5Tclose);
+  const size_t n = H5Tget_size(type.get());
+  DSLIDE_CHECK(H5Tget_class(type.get()) == H5T_STRING && n > 0 && n < (1 << 20), file,
+               ": attribute '", name, "' is not a string");
+  std::string s(n, '\0');
+  Handle mem(H5Tcopy(H5T_C_S1), H5Tclose);
+  H5Tset_size(mem.get(), n);
+  DSLIDE_CHECK(H5Aread(a.get(), mem.get(), s.data()) >= 0, file, ": attribute '", name, "' is unreadable");
+  s.resize(std::strlen(s.c_str()));
+  return s;
+}
+
+Handle OpenFile(const std::string& file) {
+  QuietHdf5();
+  DSLIDE_CHECK(fs::exists(file), file, ": checkpoint file is missing");
+  Handle f(H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
+  DSLIDE_CHECK(f.ok(), file, ": not a readable HDF5 checkpoint (truncated or corrupted)");
+  return f;
+}
+
+Handle CreateFile(const std::string& file) {
+  QuietHdf5();
+  Handle f(H5Fcreate(file.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
+  DSLIDE_CHECK(f.ok(), file, ": cannot create the checkpoint file");
+  return f;
+}
+
+std::string ShardFile(const std::string& folder, int rank) {
+  char name[32];
+  std::snprintf(name, sizeof name, "rank-%05d.h5", rank);
+  return folder + "/" + name;
+}
+
+std::vector<std::string> Complete(const std::string& dir) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (e.is_directory() && name.rfind(kPrefix, 0) == 0 && name.find(kTmp) == std::string::npos &&
+        fs::exists(e.path() / "meta.h5"))
+      out.push_back(e.path().string());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace
+
+std::string CheckpointFolder(const std::string& dir, int64_t iter) {
+  char name[40];
+  std::snprintf(name, sizeof name, "%s%012lld", kPrefix, static_cast<long long>(iter));
+  return dir + "/" + name;
+}
+
+std::string LatestCheckpoint(const std::string& dir) {
+  const auto all = Complete(dir);
+  return all.empty() ? "" : all.back();
+}
+
+void PruneCheckpoints(const std::string& dir, int keep) {
+  const auto all = Complete(dir);
+  for (size_t i = 0; i + keep < all.size(); ++i) fs::remove_all(all[i]);
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string p = e.path().string();
+    if (p.size() > 4 && p.compare(p.size() - 4, 4, kTmp) == 0 && !all.empty() &&
+        p.substr(0, p.size() - 4) < all.back())
+      fs::remove_all(e.path());
+  }
+}
+
+void WriteMeta(const std::string& folder, const CheckpointMeta& m) {
+  const std::string file = folder + "/meta.h5";
+  Handle f = CreateFile(file);
+  const hid_t g = f.get();
+  WriteAttr(g, file, "format_version", int64_t{1});
+  WriteAttr(g, file, "iter", m.iter);
+  WriteAttr(g, file, "epoch", m.epoch);
+  WriteAttr(g, file, "pos", m.pos);
+  WriteAttr(g, file, "ranks", static_cast<int64_t>(m.ranks));
+  WriteAttr(g, file, "input_dim", m.input_dim);
+  WriteAttr(g, file, "seed", m.seed);
+  WriteAttr(g, file, "batch", m.batch);
+  WriteString(g, file, "hash", m.hash);
+  WriteString(g, file, "strategy", m.strategy);
+  WriteString(g, file, "hash_family", m.hash_family);
+  WriteAttr(g, file, "hash_k", m.hash_k);
+  WriteAttr(g, file, "hash_l", m.hash_l);
+  WriteAttr(g, file, "hash_bin", m.hash_bin);
+  WriteAttr(g, file, "hash_bucket", m.hash_bucket);
+  WriteVector(g, file, "out_dims", m.out_dims);
+  WriteVector(g, file, "sparsity", m.sparsity);
+}
+
+CheckpointMeta ReadMeta(const std::string& folder) {
+  const std::string file = folder + "/meta.h5";
+  Handle f = OpenFile(file);
+  const hid_t g = f.get();
+  CheckpointMeta m;
+  DSLIDE_CHECK(ReadAttr<int64_t>(g, file, "format_version") == 1, file, ": unknown format version");
+  m.iter = ReadAttr<int64_t>(g, file, "iter");
+  m.epoch = ReadAttr<int64_t>(g, file, "epoch");
+  m.pos = ReadAttr<int64_t>(g, file, "pos");
+  m.ranks = static_cast<int>(ReadAttr<int64_t>(g, file, "ranks"));
+  m.input_dim = ReadAttr<int64_t>(g, file, "input_dim");
+  m.seed = ReadAttr<uint64_t>(g, file, "seed");
+  m.batch = ReadAttr<int64_t>(g, file, "batch");
+  m.hash = ReadString(g, file, "hash");
+  m.strategy = ReadString(g, file, "strategy");
+  m.hash_family = ReadString(g, file, "hash_family");
+  m.hash_k = ReadAttr<int64_t>(g, file, "hash_k");
+  m.hash_l = ReadAttr<int64_t>(g, file, "hash_l");
+  m.hash_bin = ReadAttr<int64_t>(g, file, "hash_bin");
+  m.hash_bucket = ReadAttr<int64_t>(g, file, "hash_bucket");
+  ReadRows(g, file, "out_dims", 0, -1, &m.out_dims);
+  ReadRows(g, file, "sparsity", 0, -1, &m.sparsity);
+  DSLIDE_CHECK(m.ranks >= 1 && m.iter >= 0 && m.pos >= 0 && m.input_dim > 0 && !m.out_dims.empty() &&
+                   m.sparsity.size() == m.out_dims.size(),
+               file, ": inconsistent metadata");
+  return m;
+}
+
+void WriteShard(const std::string& folder, int rank, const ModelSpec& spec,
+                const std::vector<LayerState>& layers) {
+  const std::string file = ShardFile(folder, rank);
+  Handle f = CreateFile(file);
+  for (size_t l = 0; l < layers.size(); ++l) {
+    const LayerSpec& s = spec.layers[l];
+    const LayerState& st = layers[l];
+    const std::string name = "layer" + std::to_string(l);
+    Handle g(H5Gcreate2(f.get(), name.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
+    DSLIDE_CHECK(g.ok(), file, ": cannot create group ", name);
+    WriteAttr(g.get(), file, "begin", s.begin);
+    WriteAttr(g.get(), file, "end", s.end);
+    WriteAttr(g.get(), file, "hash_version", st.hash_version);
+    WriteAttr(g.get(), file, "rebuilds", st.rebuilds);
+    const hsize_t n = static_cast<hsize_t>(s.local()), d = static_cast<hsize_t>(s.in_dim);
+    WriteArray(g.get(), file, "w", st.w.data(), n, d);
+    WriteArray(g.get(), file, "m", st.m.data(), n, d);
+    WriteArray(g.get(), file, "v", st.v.data(), n, d);
+    WriteVector(g.get(), file, "b", st.b);
+    WriteVector(g.get(), file, "mb", st.mb);
+    WriteVector(g.get(), file, "vb", st.vb);
+    WriteVector(g.get(), file, "table_offsets", st.table_offsets);
+    WriteVector(g.get(), file, "table_ids", st.table_ids);
+    WriteVector(g.get(), file, "table_sizes", st.table_sizes);
+  }
+  DSLIDE_CHECK(H5Fflush(f.get(), H5F_SCOPE_LOCAL) >= 0, file, ": cannot flush");
+}
+
+LayerState ReadLayer(const std::string& folder, const CheckpointMeta& meta, const LayerSpec& spec,
+                     int layer) {
+  LayerState st;
+  const int64_t n = spec.local(), d = spec.in_dim;
+  st.w.resize(n * d);
+  st.m.resize(n * d);
+  st.v.resize(n * d);
+  st.b.resize(n);
+  st.mb.resize(n);
+  st.vb.resize(n);
+  const std::string name = "layer" + std::to_string(layer);
+  std::vector<float> buf;
+  for (int r = 0; r < meta.ranks; ++r) {
+    const int64_t b0 = ModelSpec::BlockBegin(spec.out_dim, r, meta.ranks);
+    const int64_t b1 = ModelSpec::BlockBegin(spec.out_dim, r + 1, meta.ranks);
+    const int64_t lo = std::max(b0, spec.begin), hi = std::min(b1, spec.end);
+    if (lo >= hi) continue;
+    const std::string file = ShardFile(folder, r);
+    Handle f = OpenFile(file);
+    Handle g(H5Gopen2(f.get(), name.c_str(), H5P_DEFAULT), H5Gclose);
+    DSLIDE_CHECK(g.ok(), file, ": group ", name, " is missing");
+    DSLIDE_CHECK(ReadAttr<int64_t>(g.get(), file, "begin") == b0 && ReadAttr<int64_t>(g.get(), file, "end") == b1,
+                 file, ": ", name, " does not hold neurons [", b0, ", ", b1, ") as its metadata says");
+    const int64_t at = lo - spec.begin, rows = hi - lo, first = lo - b0;
+    int64_t cols = 0;
+    for (auto [ds, dst] : {std::pair<const char*, std::vector<float>*>{"w", &st.w}, {"m", &st.m}, {"v", &st.v}}) {
+      ReadRows(g.get(), file, ds, first, rows, &buf, &cols);
+      DSLIDE_CHECK(cols == d, file, ": ", name, "/", ds, " has ", cols, " columns, expected ", d);
+      std::copy(buf.begin(), buf.end(), dst->begin() + at * d);
+    }
+    for (auto [ds, dst] : {std::pair<const char*, std::vector<float>*>{"b", &st.b}, {"mb", &st.mb}, {"vb", &st.vb}}) {
+      ReadRows(g.get(), file, ds, first, rows, &buf);
+      std::copy(buf.begin(), buf.end(), dst->begin() + at);
+    }
+    st.hash_version = std::max(st.hash_version, ReadAttr<int64_t>(g.get(), file, "hash_version"));
+    st.rebuilds = std::max(st.rebuilds, ReadAttr<int64_t>(g.get(), file, "rebuilds"));
+    if (b0 == spec.begin && b1 == spec.end) {  // the same shard: keep its tables
+      ReadRows(g.get(), file, "table_offsets", 0, -1, &st.table_offsets);
+      ReadRows(g.get(), file, "table_ids", 0, -1, &st.table_ids);
+      ReadRows(g.get(), file, "table_sizes", 0, -1, &st.table_sizes);
+    }
+  }
+  return st;
+}
+
+}  // namespace dslide

@@ -1,0 +1,55 @@
+// Checkpoints in HDF5: a folder per checkpoint, DIR/ckpt-<iteration>/, with meta.h5 (rank
+// 0: configuration, layer sizes, ranks, data position) and rank-<r>.h5 per rank (its shard
+// of every layer: weights, biases, Adam moments, hash version, rebuild count and LSH
+// tables). Datasets carry Fletcher-32 checksums, so corrupted data is detected on reading.
+// A checkpoint is written under ckpt-<iteration>.tmp and renamed when every rank is done:
+// a crash mid-write leaves the previous checkpoints intact.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "layer_backend.h"
+#include "model.h"
+
+namespace dslide {
+
+struct CheckpointMeta {
+  int64_t iter = 0;   ///< finished iterations
+  int64_t epoch = 0;  ///< the epoch whose shuffled order is being read
+  int64_t pos = 0;    ///< the next point of that order
+  int ranks = 1;      ///< shards written
+  int64_t input_dim = 0;
+  std::vector<int64_t> out_dims;  ///< per layer
+  std::vector<double> sparsity;   ///< per layer
+  uint64_t seed = 0;
+  int64_t batch = 0;
+  std::string hash;  ///< LSH family, K, L, bin size, bucket capacity, as text
+  std::string hash_family;
+  int64_t hash_k = 0, hash_l = 0, hash_bin = 0, hash_bucket = 0;
+  std::string strategy;
+};
+
+/// DIR/ckpt-<iter> (zero-padded, so names sort by iteration).
+std::string CheckpointFolder(const std::string& dir, int64_t iter);
+/// The newest complete checkpoint folder in dir ("" when there is none).
+std::string LatestCheckpoint(const std::string& dir);
+/// Removes all but the newest `keep` complete checkpoints and any leftover .tmp folders
+/// older than the newest complete one.
+void PruneCheckpoints(const std::string& dir, int keep);
+
+void WriteMeta(const std::string& folder, const CheckpointMeta& meta);
+/// Throws dslide::Error naming the file when it is missing, truncated or corrupted.
+CheckpointMeta ReadMeta(const std::string& folder);
+
+/// This rank's shard of every layer to folder/rank-<rank>.h5.
+void WriteShard(const std::string& folder, int rank, const ModelSpec& spec,
+                const std::vector<LayerState>& layers);
+/// The state of `spec`'s block of layer `layer` (its neurons [begin, end)), read from the
+/// shards of a checkpoint written by meta.ranks ranks: any number of ranks can load any
+/// checkpoint. LSH tables are restored only when the block is exactly one old shard.
+LayerState ReadLayer(const std::string& folder, const CheckpointMeta& meta, const LayerSpec& spec,
+                     int layer);
+
+}  // namespace dslide

@@ -1,0 +1,81 @@
+# Checkpoints through the command line and MPI: a checkpoint written by 4 ranks evaluates
+# to the same P@1 on 2 and 1 rank(s), one written by 1 rank the same on 3 ranks; training
+# resumes on a different number of ranks (4 -> 2 -> 1); a rank killed mid-run ends the job,
+# and resuming from the last checkpoint completes it.
+file(REMOVE_RECURSE ${WORK})
+file(MAKE_DIRECTORY ${WORK})
+separate_arguments(flags UNIX_COMMAND "${MPIFLAGS}")
+function(run expect_ok np)
+  if(np EQUAL 1)
+    set(cmd ${DSLIDE} ${ARGN})
+  else()
+    set(cmd ${MPIEXEC} -n ${np} ${flags} -x OMP_NUM_THREADS=1 -x DSLIDE_FAULT ${DSLIDE} ${ARGN})
+  endif()
+  execute_process(COMMAND ${cmd} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 300)
+  set(OUT "${out}${err}" PARENT_SCOPE)
+  if(rc MATCHES "timeout")
+    message(FATAL_ERROR "hung: ${cmd}\n${out}${err}")
+  endif()
+  if(expect_ok AND NOT rc EQUAL 0)
+    message(FATAL_ERROR "failed (${rc}): ${cmd}\n${out}${err}")
+  elseif(NOT expect_ok AND rc EQUAL 0)
+    message(FATAL_ERROR "should have failed: ${cmd}\n${out}${err}")
+  endif()
+endfunction()
+function(p_at_1 var)
+  if(NOT OUT MATCHES "P@1 ([0-9.]+)")
+    message(FATAL_ERROR "no P@1 in:\n${OUT}")
+  endif()
+  set(${var} ${CMAKE_MATCH_1} PARENT_SCOPE)
+endfunction()
+
+set(ENV{DSLIDE_FAULT} "")
+run(TRUE 1 gen --points 3000 --features 800 --labels 300 --nnz 15 --out ${WORK}/syn)
+set(data --train ${WORK}/syn.train.txt --test ${WORK}/syn.test.txt --hidden 32 --sparsity 0.1
+    --lr 1e-3 --batch 64 --log-every 10)
+
+# 4 ranks train and checkpoint; eval on 4, 2, 1 ranks.
+run(TRUE 4 train ${data} --iterations 30 --checkpoint-dir ${WORK}/d4 --checkpoint-every 30)
+p_at_1(train4)
+foreach(np 4 2 1)
+  run(TRUE ${np} eval --model ${WORK}/d4 --test ${WORK}/syn.test.txt)
+  p_at_1(p)
+  message(STATUS "4-rank checkpoint on ${np} rank(s): P@1 ${p} (training's final: ${train4})")
+  if(NOT p STREQUAL train4)
+    message(FATAL_ERROR "P@1 ${p} on ${np} rank(s) differs from ${train4}")
+  endif()
+endforeach()
+
+# 1 rank trains; eval on 3 ranks.
+run(TRUE 1 train ${data} --iterations 20 --checkpoint-dir ${WORK}/d1 --checkpoint-every 20 --threads 1)
+p_at_1(train1)
+run(TRUE 3 eval --model ${WORK}/d1 --test ${WORK}/syn.test.txt)
+p_at_1(p)
+message(STATUS "1-rank checkpoint on 3 ranks: P@1 ${p} (training's final: ${train1})")
+if(NOT p STREQUAL train1)
+  message(FATAL_ERROR "P@1 ${p} on 3 ranks differs from ${train1}")
+endif()
+
+# Training resumes across rank counts: 4 -> 2 -> 1.
+run(TRUE 2 train ${data} --iterations 40 --resume ${WORK}/d4 --checkpoint-dir ${WORK}/d2 --checkpoint-every 40)
+if(NOT OUT MATCHES "resumed from [^\n]*ckpt-0+30 at iteration 30")
+  message(FATAL_ERROR "2 ranks did not resume the 4-rank checkpoint:\n${OUT}")
+endif()
+run(TRUE 1 train ${data} --iterations 50 --resume ${WORK}/d2)
+if(NOT OUT MATCHES "resumed from [^\n]*ckpt-0+40 at iteration 40" OR NOT OUT MATCHES "iter 50/50")
+  message(FATAL_ERROR "1 rank did not resume the 2-rank checkpoint to the end:\n${OUT}")
+endif()
+
+# A rank killed at iteration 25 of 40, checkpoints every 10: the job ends with a message;
+# resuming from the last checkpoint (iteration 20) completes it.
+set(ENV{DSLIDE_FAULT} "kill:1:25")
+run(FALSE 2 train ${data} --iterations 40 --checkpoint-dir ${WORK}/dk --checkpoint-every 10)
+if(NOT OUT MATCHES "rank 1[^\n]*signal 9")
+  message(FATAL_ERROR "no message naming the killed rank:\n${OUT}")
+endif()
+set(ENV{DSLIDE_FAULT} "")
+run(TRUE 2 train ${data} --iterations 40 --checkpoint-dir ${WORK}/dk --checkpoint-every 10 --resume ${WORK}/dk)
+if(NOT OUT MATCHES "resumed from [^\n]*ckpt-0+20 at iteration 20" OR NOT OUT MATCHES "iter 40/40")
+  message(FATAL_ERROR "the killed run did not resume from iteration 20 to the end:\n${OUT}")
+endif()
+message(STATUS "killed at iteration 25, resumed from 20, finished 40")

@@ -1,0 +1,189 @@
+// Checkpoints: every stored field survives a round trip, a resumed run's losses equal the
+// uninterrupted run's (one thread, fixed seed), damaged files are rejected with a message.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+
+#include "checkpoint.h"
+#include "communicator.h"
+#include "error.h"
+#include "parallel.h"
+#include "synthetic.h"
+#include "test_util.h"
+#include "trainer.h"
+
+namespace dslide {
+namespace {
+
+struct Fixture {
+  Dataset data;
+  TrainConfig cfg;
+  Fixture() {
+    GenConfig g;
+    g.features = 400;
+    g.labels = 300;
+    g.nnz = 12;
+    g.labels_per_point = 3;
+    g.points = 1500;
+    g.ResolveShape();
+    data = GenerateSynthetic(g, 0, g.points);
+    cfg.hidden = {24};
+    cfg.sparsity = {0.1};
+    cfg.batch = 32;
+    cfg.lr = 1e-3;
+    cfg.lsh.rebuild_n0 = 4;    // tables rebuilt before and after the checkpoint
+    cfg.lsh.rehash_every = 4;  // and new hash functions
+  }
+  std::vector<int64_t> Batch(int64_t it) const {
+    std::vector<int64_t> p(cfg.batch);
+    for (int64_t i = 0; i < cfg.batch; ++i) p[i] = (it * cfg.batch + i) % data.size();
+    return p;
+  }
+  std::unique_ptr<Trainer> Make(Communicator* comm) const {
+    return std::make_unique<Trainer>(cfg, comm, MakeBackend(Device::kCpu, 0), data.num_features,
+                                     data.num_labels);
+  }
+};
+
+std::string Dir(const std::string& name) {
+  const std::string d = testing::TmpPath(name);
+  std::filesystem::remove_all(d);
+  std::filesystem::create_directories(d);
+  return d;
+}
+
+TEST(Checkpoint, EveryFieldRoundTrips) {
+  SetNumThreads(1);
+  Fixture s;
+  LocalCommunicator comm;
+  auto a = s.Make(&comm);
+  for (int64_t it = 0; it < 13; ++it) a->Step(s.data, s.Batch(it));
+  const std::string dir = Dir("ckpt_roundtrip");
+  a->SaveCheckpoint(dir, 2, 77, 3);
+  const std::string folder = LatestCheckpoint(dir);
+  ASSERT_EQ(folder, CheckpointFolder(dir, 13));
+  auto b = s.Make(&comm);
+  const CheckpointMeta m = b->LoadCheckpoint(folder);
+  EXPECT_EQ(m.iter, 13);
+  EXPECT_EQ(m.epoch, 2);
+  EXPECT_EQ(m.pos, 77);
+  EXPECT_EQ(m.ranks, 1);
+  EXPECT_EQ(b->iteration(), 13);
+  for (int l = 0; l < 2; ++l) {
+    LayerState x, y;
+    a->backend().SaveLayer(l, &x);
+    b->backend().SaveLayer(l, &y);
+    EXPECT_EQ(x.w, y.w) << "layer " << l;
+    EXPECT_EQ(x.b, y.b);
+    EXPECT_EQ(x.m, y.m);
+    EXPECT_EQ(x.v, y.v);
+    EXPECT_EQ(x.mb, y.mb);
+    EXPECT_EQ(x.vb, y.vb);
+    EXPECT_EQ(x.hash_version, y.hash_version);
+    EXPECT_EQ(x.rebuilds, y.rebuilds);
+    EXPECT_EQ(x.table_offsets, y.table_offsets);
+    EXPECT_EQ(x.table_ids, y.table_ids);
+    EXPECT_EQ(x.table_sizes, y.table_sizes);
+  }
+  LayerState out;
+  a->backend().SaveLayer(1, &out);
+  EXPECT_GT(out.hash_version, 1) << "the test should cover a rehash";
+  EXPECT_GT(out.rebuilds, 1) << "the test should cover a rebuild";
+}
+
+TEST(Checkpoint, ResumedLossesEqualUninterrupted) {
+  SetNumThreads(1);
+  Fixture s;
+  LocalCommunicator comm;
+  auto full = s.Make(&comm);
+  std::vector<double> expect;
+  for (int64_t it = 0; it < 24; ++it) expect.push_back(full->Step(s.data, s.Batch(it)));
+  const std::string dir = Dir("ckpt_resume");
+  {
+    auto first = s.Make(&comm);
+    for (int64_t it = 0; it < 11; ++it) first->Step(s.data, s.Batch(it));
+    first->SaveCheckpoint(dir, 0, 0, 3);
+  }
+  auto resumed = s.Make(&comm);
+  resumed->LoadCheckpoint(LatestCheckpoint(dir));
+  for (int64_t it = 11; it < 24; ++it)
+    EXPECT_EQ(resumed->Step(s.data, s.Batch(it)), expect[it]) << "iteration " << it + 1;
+}
+
+TEST(Checkpoint, KeepsTheNewestAndIgnoresUnfinished) {
+  SetNumThreads(1);
+  Fixture s;
+  LocalCommunicator comm;
+  auto a = s.Make(&comm);
+  const std::string dir = Dir("ckpt_keep");
+  for (int64_t it = 0; it < 5; ++it) {
+    a->Step(s.data, s.Batch(it));
+    a->SaveCheckpoint(dir, 0, 0, 2);
+  }
+  std::filesystem::create_directories(CheckpointFolder(dir, 99) + ".tmp");  // a crash mid-write
+  int complete = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    complete += e.path().string().find(".tmp") == std::string::npos;
+  EXPECT_EQ(complete, 2);
+  EXPECT_EQ(LatestCheckpoint(dir), CheckpointFolder(dir, 5));
+}
+
+TEST(Checkpoint, DamagedFilesAreRejected) {
+  SetNumThreads(1);
+  Fixture s;
+  LocalCommunicator comm;
+  auto a = s.Make(&comm);
+  a->Step(s.data, s.Batch(0));
+  const std::string dir = Dir("ckpt_damage");
+  a->SaveCheckpoint(dir, 0, 0, 1);
+  const std::string folder = LatestCheckpoint(dir), shard = folder + "/rank-00000.h5";
+  const auto size = std::filesystem::file_size(shard);
+  auto expect_error = [&](const std::string& what, const std::string& needle) {
+    auto b = s.Make(&comm);
+    try {
+      b->LoadCheckpoint(folder);
+      ADD_FAILURE() << what << ": accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << what << ": " << e.what();
+    }
+  };
+  // A flipped byte in the weights: the dataset checksum fails.
+  {
+    std::vector<char> bytes(size);
+    std::ifstream(shard, std::ios::binary).read(bytes.data(), size);
+    const std::vector<char> saved = bytes;
+    LayerState st;
+    a->backend().SaveLayer(1, &st);
+    const float probe = st.w[st.w.size() / 2];
+    const char* p = reinterpret_cast<const char*>(&probe);
+    auto it = std::search(bytes.begin(), bytes.end(), p, p + 4);
+    ASSERT_NE(it, bytes.end());
+    *it ^= 0x5a;
+    std::ofstream(shard, std::ios::binary | std::ios::trunc).write(bytes.data(), size);
+    expect_error("corrupted", "rank-00000.h5");
+    std::ofstream(shard, std::ios::binary | std::ios::trunc).write(saved.data(), size);
+  }
+  // Truncated to half.
+  std::filesystem::resize_file(shard, size / 2);
+  expect_error("truncated", "rank-00000.h5");
+  // Missing.
+  std::filesystem::remove(shard);
+  expect_error("missing", "missing");
+  // A different network.
+  a->Step(s.data, s.Batch(1));
+  a->SaveCheckpoint(dir, 0, 0, 1);
+  Fixture other;
+  other.cfg.hidden = {16};
+  auto c = other.Make(&comm);
+  try {
+    c->LoadCheckpoint(LatestCheckpoint(dir));
+    ADD_FAILURE() << "a checkpoint of another network was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--hidden"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace dslide
