@@ -3,21 +3,25 @@
 
 namespace dslide {
 
-void AdamUpdate(const AdamStep& s, int64_t n, float* __restrict w, float* __restrict g,
+bool AdamUpdate(const AdamStep& s, int64_t n, float* __restrict w, float* __restrict g,
                 float* __restrict m, float* __restrict v) {
   const float b1 = s.beta1, b2 = s.beta2, c1 = 1.0f - b1, c2 = 1.0f - b2;
   const float inv_bias1 = 1.0f / s.bias1(), inv_bias2 = 1.0f / s.bias2();
   const float lr = s.lr, eps = s.eps;
-#pragma omp simd
+  float check = 0.0f;  // becomes NaN when any new weight is NaN or infinite (inf * 0)
+#pragma omp simd reduction(+ : check)
   for (int64_t i = 0; i < n; ++i) {
     const float gi = g[i];
     const float mi = b1 * m[i] + c1 * gi;
     const float vi = b2 * v[i] + c2 * gi * gi;
     m[i] = mi;
     v[i] = vi;
-    w[i] -= lr * (mi * inv_bias1) / (std::sqrt(vi * inv_bias2) + eps);
+    const float wi = w[i] - lr * (mi * inv_bias1) / (std::sqrt(vi * inv_bias2) + eps);
+    w[i] = wi;
+    check += wi * 0.0f;
     g[i] = 0.0f;
   }
+  return check == 0.0f;
 }
 
 }  // namespace dslide

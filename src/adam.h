@@ -16,6 +16,7 @@ struct AdamStep {
 
 /// Updates n parameters w with gradients g (then zeroes g) and moments m, v:
 /// m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;  w -= lr * (m/bias1) / (sqrt(v/bias2) + eps).
-void AdamUpdate(const AdamStep& s, int64_t n, float* w, float* g, float* m, float* v);
+/// Returns false when an updated parameter is NaN or infinite.
+bool AdamUpdate(const AdamStep& s, int64_t n, float* w, float* g, float* m, float* v);
 
 }  // namespace dslide

@@ -92,6 +92,9 @@ class LayerBackend {
   virtual int64_t GradientSize(int layer) const = 0;
   virtual void ExportGradient(int layer, float* out) const = 0;
   virtual void ApplyGradient(int layer, const float* grad, const AdamStep& step) = 0;
+  /// True when an update of the layer produced a NaN or infinite parameter since the last
+  /// call (then clears the flag).
+  virtual bool TakeNonFinite(int layer) = 0;
   /// Checkpoints: the whole state of a layer's shard, and its restoration. Pending
   /// gradients are not part of it (checkpoints are taken between steps).
   virtual void SaveLayer(int layer, LayerState* state) const = 0;

@@ -281,8 +281,20 @@ double Trainer::Backpropagate(const Dataset& data, const std::vector<int64_t>& p
   const BatchLabels labels = Labels(data, points);
   ForwardHidden(data, points, &labels, iter_, /*through_output=*/true);
   const double loss = SoftmaxLoss(labels);
-  DSLIDE_CHECK(std::isfinite(loss), "training diverged: non-finite loss at iteration ", iter_ + 1,
-               " (try a smaller --lr)");
+  if (!std::isfinite(loss)) {
+    // Name the first layer whose activations went bad (on this rank's shard).
+    int bad = -1;
+    for (size_t l = 0; l < outputs_.size() && bad < 0; ++l)
+      for (int64_t i = 0; i < outputs_[l].samples() && bad < 0; ++i)
+        for (int64_t j = 0; j < outputs_[l].n[i]; ++j)
+          if (!std::isfinite(outputs_[l].vals[outputs_[l].off[i] + j])) {
+            bad = static_cast<int>(l);
+            break;
+          }
+    DSLIDE_CHECK(false, "training diverged: non-finite loss at iteration ", iter_ + 1,
+                 bad >= 0 ? " (layer " + std::to_string(bad) + " has NaN or infinite activations)" : "",
+                 " (try a smaller --lr)");
+  }
   for (int l = static_cast<int>(spec_.layers.size()) - 1; l >= 0; --l) {
     auto t0 = Clock::now();
     const bool need_grad = l > 0;
@@ -318,6 +330,9 @@ double Trainer::Step(const Dataset& data, const std::vector<int64_t>& points) {
                           ? DataParallelStep(data, points, step)
                           : Backpropagate(data, points, &step);
   ++iter_;
+  for (size_t l = 0; l < spec_.layers.size(); ++l)
+    DSLIDE_CHECK(!backend_->TakeNonFinite(static_cast<int>(l)), "training diverged: layer ", l,
+                 " has NaN or infinite weights after iteration ", iter_, " (try a smaller --lr)");
   if (schedule_.Due(iter_)) {
     const auto t0 = Clock::now();
     const bool rehash = cfg_.lsh.rehash_every > 0 && iter_ % cfg_.lsh.rehash_every == 0;

@@ -13,6 +13,7 @@
 #include "cpu/cpu_backend.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -64,6 +65,7 @@ struct CpuBackend::Layer {
   bool indexed = false;
   bool pending = false;
   bool dense_pending = false;     // the pending gradient is in dense_g / dense_gb
+  std::atomic<bool> nonfinite{false};  // an update produced NaN or inf
   std::vector<float> dense_g, dense_gb;
   BatchRows saved_in;             // the layer input of the pending batch
   std::vector<int32_t> cursor;    // per neuron, zero between batches
@@ -388,8 +390,8 @@ void CpuBackend::ApplyRow(Layer& L, int64_t r, int64_t q, const AdamStep& step) 
     std::fill(ts.grad.begin(), ts.grad.end(), 0.0f);
   }
   const size_t o = static_cast<size_t>(r) * L.cols;
-  AdamUpdate(step, L.cols, L.w.data() + o, ts.grad.data(), L.m.data() + o, L.v.data() + o);
-  AdamUpdate(step, 1, &L.b[r], &gb, &L.mb[r], &L.vb[r]);
+  Adam(L, step, L.cols, L.w.data() + o, ts.grad.data(), L.m.data() + o, L.v.data() + o);
+  Adam(L, step, 1, &L.b[r], &gb, &L.mb[r], &L.vb[r]);
 }
 
 void CpuBackend::ClearInputGrads(size_t width) {
@@ -466,8 +468,8 @@ void CpuBackend::DenseRows(Layer& L, const BatchRows& in, const BatchRows& delta
         continue;
       }
       const size_t o = static_cast<size_t>(r) * L.cols;
-      AdamUpdate(*step, L.cols, wr, g, L.m.data() + o, L.v.data() + o);
-      AdamUpdate(*step, 1, &L.b[r], &gb, &L.mb[r], &L.vb[r]);
+      Adam(L, *step, L.cols, wr, g, L.m.data() + o, L.v.data() + o);
+      Adam(L, *step, 1, &L.b[r], &gb, &L.mb[r], &L.vb[r]);
     }
   });
   if (in_grad) AddInputGrads(in_grad);
@@ -518,12 +520,12 @@ void CpuBackend::Update(int layer, const AdamStep& step, bool dense) {
   ParallelFor(L.rows, [&](int64_t r) {
     if (!dense && !L.touched[r]) return;
     const size_t o = static_cast<size_t>(r) * L.cols;
-    AdamUpdate(step, L.cols, L.w.data() + o, L.g.data() + o, L.m.data() + o, L.v.data() + o);
+    Adam(L, step, L.cols, L.w.data() + o, L.g.data() + o, L.m.data() + o, L.v.data() + o);
     L.touched[r] = 0;
   }, 256);
   for (int64_t i = 0; i < L.spec.local(); ++i) {
     if (!dense && !L.btouched[i]) continue;
-    AdamUpdate(step, 1, &L.b[i], &L.gb[i], &L.mb[i], &L.vb[i]);
+    Adam(L, step, 1, &L.b[i], &L.gb[i], &L.mb[i], &L.vb[i]);
     L.btouched[i] = 0;
   }
 }
@@ -597,6 +599,15 @@ void CpuBackend::MakeHash(int layer) {
       c.family, L.spec.in_dim + 1 + (c.mips ? 1 : 0), c.k, c.l, c.bin_size,
       StreamSeed(cfg_.seed, kHashStream, layer, L.hash_version, spec_.rank));
   L.tables = LshTables(c.l, L.hash->table_bits(), c.bucket_capacity, c.insert);
+}
+
+void CpuBackend::Adam(Layer& L, const AdamStep& step, int64_t n, float* w, float* g, float* m,
+                      float* v) {
+  if (!AdamUpdate(step, n, w, g, m, v)) L.nonfinite.store(true, std::memory_order_relaxed);
+}
+
+bool CpuBackend::TakeNonFinite(int layer) {
+  return layers_[layer]->nonfinite.exchange(false);
 }
 
 void CpuBackend::SaveLayer(int layer, LayerState* st) const {
@@ -802,11 +813,11 @@ void CpuBackend::ApplyGradient(Layer& L, const float* gw, const float* gb, const
     ThreadScratch& ts = *scratch_[ThreadId()];
     const size_t o = static_cast<size_t>(r) * L.cols;
     ts.grad.assign(gw + o, gw + o + L.cols);
-    AdamUpdate(step, L.cols, L.w.data() + o, ts.grad.data(), L.m.data() + o, L.v.data() + o);
+    Adam(L, step, L.cols, L.w.data() + o, ts.grad.data(), L.m.data() + o, L.v.data() + o);
   }, 256);
   for (int64_t i = 0; i < L.spec.local(); ++i) {
     float g = gb[i];
-    AdamUpdate(step, 1, &L.b[i], &g, &L.mb[i], &L.vb[i]);
+    Adam(L, step, 1, &L.b[i], &g, &L.mb[i], &L.vb[i]);
   }
 }
 

@@ -37,6 +37,7 @@ class CpuBackend : public LayerBackend {
   int64_t GradientSize(int layer) const override;
   void ExportGradient(int layer, float* out) const override;
   void ApplyGradient(int layer, const float* grad, const AdamStep& step) override;
+  bool TakeNonFinite(int layer) override;
   void SaveLayer(int layer, LayerState* state) const override;
   void LoadLayer(int layer, const LayerState& state) override;
   size_t StateBytes() const override;
@@ -54,6 +55,8 @@ class CpuBackend : public LayerBackend {
   void InputGradRow(const Layer& L, int64_t q, const BatchRows& in, float* buf) const;
   void ApplyRow(Layer& L, int64_t r, int64_t q, const AdamStep& step);
   void UpdateIndexed(Layer& L, const AdamStep& step, bool dense);
+  /// AdamUpdate, recording a non-finite result in the layer.
+  void Adam(Layer& L, const AdamStep& step, int64_t n, float* w, float* g, float* m, float* v);
   void ApplyGradient(Layer& L, const float* gw, const float* gb, const AdamStep& step);
   void DenseRows(Layer& L, const BatchRows& in, const BatchRows& delta, BatchRows* in_grad,
                  const AdamStep* step);

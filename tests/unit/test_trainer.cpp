@@ -4,8 +4,10 @@
 
 #include <numeric>
 #include <set>
+#include <limits>
 
 #include "communicator.h"
+#include "error.h"
 #include "layer_backend.h"
 #include "rng.h"
 #include "parallel.h"
@@ -146,6 +148,34 @@ TEST_P(FusedUpdate, EqualsBackwardThenUpdate) {
 }
 
 INSTANTIATE_TEST_SUITE_P(CpuBackend, FusedUpdate, ::testing::Values(0.2, 1.0));
+
+TEST(Trainer, NonFiniteWeightsStopTrainingNamingLayerAndIteration) {
+  SetNumThreads(1);
+  const GenConfig g = SmallShape();
+  const Dataset train = GenerateSynthetic(g, 0, 500);
+  TrainConfig cfg;
+  cfg.hidden = {16};
+  cfg.sparsity = {0.2};
+  cfg.lr = 1e-3;
+  LocalCommunicator comm;
+  Trainer tr(cfg, &comm, MakeBackend(Device::kCpu, 0), train.num_features, train.num_labels);
+  std::vector<int64_t> pts(64);
+  std::iota(pts.begin(), pts.end(), 0);
+  tr.Step(train, pts);
+  // A NaN written into the output layer's weights poisons its next update.
+  std::vector<float> w, b;
+  tr.backend().GetLayer(1, &w, &b);
+  std::fill(w.begin(), w.end(), std::numeric_limits<float>::quiet_NaN());
+  tr.backend().SetLayer(1, w, b);
+  try {
+    tr.Step(train, pts);
+    ADD_FAILURE() << "training went on with NaN weights";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("layer 1"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("iteration 2"), std::string::npos) << msg;
+  }
+}
 
 TEST(CpuBackend, BatchFillMakesTheBatchLabelsNegativesOfEverySample) {
   SetNumThreads(2);
