@@ -333,4 +333,38 @@ LayerState ReadLayer(const std::string& folder, const CheckpointMeta& meta, cons
   return st;
 }
 
+int64_t ExportModel(const std::string& folder, const std::string& out_file) {
+  const CheckpointMeta meta = ReadMeta(folder);
+  Handle f = CreateFile(out_file);
+  const hid_t g = f.get();
+  const int n = static_cast<int>(meta.out_dims.size());
+  WriteAttr(g, out_file, "input_dim", meta.input_dim);
+  WriteAttr(g, out_file, "layers", static_cast<int64_t>(n));
+  WriteAttr(g, out_file, "iteration", meta.iter);
+  std::string act;
+  for (int l = 0; l < n; ++l) act += l + 1 < n ? "relu, " : "softmax";
+  WriteString(g, out_file, "activation", act);
+  WriteString(g, out_file, "lsh", meta.hash);
+  WriteVector(g, out_file, "layer_sizes", meta.out_dims);
+  WriteVector(g, out_file, "sparsity", meta.sparsity);
+  int64_t params = 0, in_dim = meta.input_dim;
+  for (int l = 0; l < n; ++l) {
+    LayerSpec s;  // the whole layer as one block
+    s.in_dim = in_dim;
+    s.out_dim = meta.out_dims[l];
+    s.begin = 0;
+    s.end = s.out_dim;
+    const LayerState st = ReadLayer(folder, meta, s, l);
+    const std::string name = "layer" + std::to_string(l);
+    Handle grp(H5Gcreate2(g, name.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
+    DSLIDE_CHECK(grp.ok(), out_file, ": cannot create group ", name);
+    WriteArray(grp.get(), out_file, "weights", st.w.data(), s.out_dim, s.in_dim);
+    WriteVector(grp.get(), out_file, "biases", st.b);
+    params += s.out_dim * (s.in_dim + 1);
+    in_dim = s.out_dim;
+  }
+  DSLIDE_CHECK(H5Fflush(g, H5F_SCOPE_LOCAL) >= 0, out_file, ": cannot flush");
+  return params;
+}
+
 }  // namespace dslide

@@ -52,4 +52,10 @@ void WriteShard(const std::string& folder, int rank, const ModelSpec& spec,
 LayerState ReadLayer(const std::string& folder, const CheckpointMeta& meta, const LayerSpec& spec,
                      int layer);
 
+/// Writes the model of a checkpoint (any number of ranks) as plain HDF5 for other tools:
+/// /layer<l>/weights (out x in, row per neuron), /layer<l>/biases (out), and on the root
+/// group the attributes input_dim, layers, iteration, activation ("relu, ..., softmax")
+/// and the LSH settings. Returns the number of parameters written.
+int64_t ExportModel(const std::string& folder, const std::string& out_file);
+
 }  // namespace dslide

@@ -350,6 +350,36 @@ bool ParseEval(int argc, const char* const* argv, EvalConfig* c, std::string* he
   return true;
 }
 
+bool ParseExport(int argc, const char* const* argv, ExportConfig* c, std::string* help) {
+  po::options_description d("export options");
+  d.add_options()("model", po::value(&c->model_dir), "checkpoint directory (its newest checkpoint)")(
+      "out", po::value(&c->out), "HDF5 file to write");
+  po::variables_map vm;
+  if (!Parse(argc, argv, d,
+             "Usage: dslide export --model DIR --out FILE.h5\n"
+             "Writes the newest checkpoint's model as plain HDF5 (see README: Export).",
+             &vm, help))
+    return false;
+  DSLIDE_CHECK(!c->model_dir.empty(), "option --model is required");
+  DSLIDE_CHECK(!c->out.empty(), "option --out is required");
+  return true;
+}
+
+bool ParseConvert(int argc, const char* const* argv, ConvertConfig* c, std::string* help) {
+  po::options_description d("convert options");
+  d.add_options()("in", po::value(&c->in), "XC text file (plain or gzip)")(
+      "out", po::value(&c->out), "binary dataset to write (train/eval read it like text)");
+  po::variables_map vm;
+  if (!Parse(argc, argv, d,
+             "Usage: dslide convert --in FILE.txt --out FILE.dsb\n"
+             "Converts XC text to dslide's binary dataset and prints both load times.",
+             &vm, help))
+    return false;
+  DSLIDE_CHECK(!c->in.empty(), "option --in is required");
+  DSLIDE_CHECK(!c->out.empty(), "option --out is required");
+  return true;
+}
+
 bool ParseBench(int argc, const char* const* argv, BenchConfig* c, std::string* help) {
   po::options_description d("bench options");
   d.add_options()("shape", po::value(&c->shape)->default_value("amazon-670k"),

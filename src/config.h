@@ -95,6 +95,14 @@ struct EvalConfig {
   int threads = 0;
 };
 
+/// Options of `dslide export` and `dslide convert`.
+struct ExportConfig {
+  std::string model_dir, out;
+};
+struct ConvertConfig {
+  std::string in, out;
+};
+
 /// Options of `dslide bench`.
 struct BenchConfig {
   std::string shape = "amazon-670k";
@@ -109,6 +117,8 @@ struct BenchConfig {
 bool ParseTrain(int argc, const char* const* argv, TrainConfig* cfg, std::string* help);
 bool ParseGen(int argc, const char* const* argv, GenConfig* cfg, std::string* help);
 bool ParseEval(int argc, const char* const* argv, EvalConfig* cfg, std::string* help);
+bool ParseExport(int argc, const char* const* argv, ExportConfig* cfg, std::string* help);
+bool ParseConvert(int argc, const char* const* argv, ConvertConfig* cfg, std::string* help);
 bool ParseBench(int argc, const char* const* argv, BenchConfig* cfg, std::string* help);
 
 }  // namespace dslide

@@ -38,9 +38,20 @@ struct Dataset {
   Dataset Head(int64_t n) const;
 };
 
-/// Reads an XC text file, plain or gzip-compressed (detected from content). Every malformed
-/// input throws dslide::Error naming the file and the 1-based line.
+/// Reads an XC text file, plain or gzip-compressed, or a binary dataset written by
+/// WriteBinary (each detected from content). Every malformed input throws dslide::Error
+/// naming the file and, for text, the 1-based line.
 Dataset ReadXc(const std::string& path);
+
+/// The binary form `dslide convert` writes: the CSR arrays as they are in memory behind a
+/// header ("DSLIDEB1", points, features, labels, non-zeros, label entries), then a CRC-32
+/// of all that precedes it.
+void WriteBinary(const Dataset& data, const std::string& path);
+/// Reads WriteBinary's format; truncation, a checksum mismatch or inconsistent arrays
+/// throw dslide::Error naming the file.
+Dataset ReadBinary(const std::string& path);
+/// True when the file starts with the binary format's magic.
+bool IsBinaryDataset(const std::string& path);
 
 /// Writes an XC text file (plain).
 void WriteXc(const Dataset& data, const std::string& path);

@@ -109,6 +109,47 @@ int Eval(int argc, const char* const* argv, Communicator* comm) {
   return 0;
 }
 
+int Export(int argc, const char* const* argv, Communicator* comm) {
+  ExportConfig cfg;
+  std::string help;
+  if (!ParseExport(argc, argv, &cfg, &help)) {
+    if (Root(comm)) std::printf("%s", help.c_str());
+    return 0;
+  }
+  if (!Root(comm)) return 0;
+  const std::string folder = std::filesystem::exists(cfg.model_dir + "/meta.h5")
+                                 ? cfg.model_dir
+                                 : LatestCheckpoint(cfg.model_dir);
+  DSLIDE_CHECK(!folder.empty(), "option --model: no complete checkpoint in ", cfg.model_dir);
+  const int64_t params = ExportModel(folder, cfg.out);
+  std::printf("export: %s -> %s (%lld parameters)\n", folder.c_str(), cfg.out.c_str(), (long long)params);
+  return 0;
+}
+
+int Convert(int argc, const char* const* argv, Communicator* comm) {
+  ConvertConfig cfg;
+  std::string help;
+  if (!ParseConvert(argc, argv, &cfg, &help)) {
+    if (Root(comm)) std::printf("%s", help.c_str());
+    return 0;
+  }
+  if (!Root(comm)) return 0;
+  auto t0 = std::chrono::steady_clock::now();
+  const Dataset text = ReadXc(cfg.in);
+  const double text_s = Seconds(t0);
+  WriteBinary(text, cfg.out);
+  t0 = std::chrono::steady_clock::now();
+  const Dataset bin = ReadXc(cfg.out);
+  const double bin_s = Seconds(t0);
+  DSLIDE_CHECK(bin.size() == text.size() && bin.feat_ids == text.feat_ids && bin.feat_vals == text.feat_vals &&
+                   bin.labels == text.labels && bin.label_off == text.label_off,
+               cfg.out, ": read back differs from ", cfg.in);
+  std::printf("convert: %s -> %s | %lld points | text read %.3f s, binary load %.3f s: %.1fx faster\n",
+              cfg.in.c_str(), cfg.out.c_str(), (long long)text.size(), text_s, bin_s,
+              text_s / std::max(bin_s, 1e-9));
+  return 0;
+}
+
 int Bench(int argc, const char* const* argv, Communicator* comm) {
   BenchConfig cfg;
   std::string help;

@@ -9,5 +9,7 @@ int Gen(int argc, const char* const* argv, Communicator* comm);
 int Train(int argc, const char* const* argv, Communicator* comm);
 int Eval(int argc, const char* const* argv, Communicator* comm);
 int Bench(int argc, const char* const* argv, Communicator* comm);
+int Export(int argc, const char* const* argv, Communicator* comm);
+int Convert(int argc, const char* const* argv, Communicator* comm);
 
 }  // namespace dslide::app

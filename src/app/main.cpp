@@ -17,10 +17,12 @@ constexpr const char* kUsage =
     "dslide: distributed SLIDE, sparse training of very wide networks\n"
     "\n"
     "Usage: dslide COMMAND [options]      (COMMAND --help for its options)\n"
-    "  gen    write synthetic XC data of a paper's shape\n"
-    "  train  train (and evaluate) a network; under mpirun the model is sharded over ranks\n"
-    "  eval   evaluate a saved model\n"
-    "  bench  train on generated data and print one JSON object of figures\n";
+    "  gen      write synthetic XC data of a paper's shape\n"
+    "  train    train (and evaluate) a network; under mpirun the model is sharded over ranks\n"
+    "  eval     evaluate a checkpoint (on any number of ranks)\n"
+    "  bench    train on generated data and print one JSON object of figures\n"
+    "  export   write a checkpoint's model as plain HDF5\n"
+    "  convert  turn XC text into a binary dataset that loads faster\n";
 
 }  // namespace
 
@@ -50,7 +52,9 @@ int main(int argc, char** argv) {
     else if (cmd == "train") rc = app::Train(nsub, sub, comm.get());
     else if (cmd == "eval") rc = app::Eval(nsub, sub, comm.get());
     else if (cmd == "bench") rc = app::Bench(nsub, sub, comm.get());
-    else throw Error("unknown command '" + cmd + "' (expected gen, train, eval or bench)");
+    else if (cmd == "export") rc = app::Export(nsub, sub, comm.get());
+    else if (cmd == "convert") rc = app::Convert(nsub, sub, comm.get());
+    else throw Error("unknown command '" + cmd + "' (expected gen, train, eval, bench, export or convert)");
     comm.reset();
     if (mpi) mpi->Finalize();
     return rc;

@@ -1,6 +1,7 @@
 // Checkpoints: every stored field survives a round trip, a resumed run's losses equal the
 // uninterrupted run's (one thread, fixed seed), damaged files are rejected with a message.
 #include <gtest/gtest.h>
+#include <hdf5.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -182,6 +183,48 @@ TEST(Checkpoint, DamagedFilesAreRejected) {
     ADD_FAILURE() << "a checkpoint of another network was accepted";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("--hidden"), std::string::npos) << e.what();
+  }
+}
+
+/// A float dataset of an exported file, read with the plain HDF5 API as other tools would.
+std::vector<float> ReadPlain(const std::string& file, const std::string& name, hsize_t* rows, hsize_t* cols) {
+  const hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  EXPECT_GE(f, 0) << file;
+  const hid_t ds = H5Dopen2(f, name.c_str(), H5P_DEFAULT);
+  EXPECT_GE(ds, 0) << name;
+  const hid_t sp = H5Dget_space(ds);
+  hsize_t dims[2] = {0, 1};
+  const int nd = H5Sget_simple_extent_dims(sp, dims, nullptr);
+  *rows = dims[0];
+  *cols = nd == 2 ? dims[1] : 1;
+  std::vector<float> v(*rows * *cols);
+  EXPECT_GE(H5Dread(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()), 0);
+  H5Sclose(sp);
+  H5Dclose(ds);
+  H5Fclose(f);
+  return v;
+}
+
+TEST(Checkpoint, ExportIsPlainHdf5WithEveryLayer) {
+  SetNumThreads(1);
+  Fixture s;
+  LocalCommunicator comm;
+  auto a = s.Make(&comm);
+  for (int64_t it = 0; it < 3; ++it) a->Step(s.data, s.Batch(it));
+  const std::string dir = Dir("ckpt_export");
+  a->SaveCheckpoint(dir, 0, 0, 1);
+  const std::string out = testing::TmpPath("exported.h5");
+  const int64_t params = ExportModel(LatestCheckpoint(dir), out);
+  EXPECT_EQ(params, a->spec().NumParameters());
+  for (int l = 0; l < 2; ++l) {
+    std::vector<float> w, b;
+    a->backend().GetLayer(l, &w, &b);
+    hsize_t rows = 0, cols = 0;
+    const auto ew = ReadPlain(out, "layer" + std::to_string(l) + "/weights", &rows, &cols);
+    EXPECT_EQ(rows, static_cast<hsize_t>(a->spec().layers[l].out_dim));
+    EXPECT_EQ(cols, static_cast<hsize_t>(a->spec().layers[l].in_dim));
+    EXPECT_EQ(ew, w) << "layer " << l;
+    EXPECT_EQ(ReadPlain(out, "layer" + std::to_string(l) + "/biases", &rows, &cols), b);
   }
 }
 

@@ -1,6 +1,10 @@
 // The XC reader accepts valid files (plain and gzip) and rejects every malformed input with
 // the file and line.
 #include <gtest/gtest.h>
+
+#include <cstring>
+#include <fstream>
+#include <iterator>
 #include <zlib.h>
 
 #include "dataset.h"
@@ -104,6 +108,56 @@ TEST(Dataset, WriteReadRoundTrip) {
   EXPECT_EQ(r.feat_vals, d.feat_vals);
   EXPECT_EQ(r.labels, d.labels);
   EXPECT_EQ(r.label_off, d.label_off);
+}
+
+Dataset Sample() {
+  Dataset d;
+  d.num_features = 10;
+  d.num_labels = 7;
+  d.Add({1, 4, 9}, {0.5f, -2.0f, 3.25f}, {0, 6});
+  d.Add({}, {}, {});
+  d.Add({0}, {1.0f}, {3});
+  return d;
+}
+
+TEST(Dataset, BinaryRoundTripIsDetectedByContent) {
+  const Dataset d = Sample();
+  const std::string p = testing::TmpPath("sample.dsb");
+  WriteBinary(d, p);
+  EXPECT_TRUE(IsBinaryDataset(p));
+  const Dataset r = ReadXc(p);  // the same entry point as text
+  EXPECT_EQ(r.num_features, d.num_features);
+  EXPECT_EQ(r.num_labels, d.num_labels);
+  EXPECT_EQ(r.feat_off, d.feat_off);
+  EXPECT_EQ(r.feat_ids, d.feat_ids);
+  EXPECT_EQ(r.feat_vals, d.feat_vals);
+  EXPECT_EQ(r.label_off, d.label_off);
+  EXPECT_EQ(r.labels, d.labels);
+}
+
+TEST(Dataset, DamagedBinaryIsRejectedNamingTheFile) {
+  const std::string p = testing::TmpPath("damaged.dsb");
+  WriteBinary(Sample(), p);
+  std::string bytes;
+  {
+    std::ifstream in(p, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  auto check = [&](const std::string& content, const std::string& needle) {
+    std::ofstream(p, std::ios::binary | std::ios::trunc) << content;
+    const std::string msg = ErrorOf(p);
+    EXPECT_NE(msg.find(p), std::string::npos) << msg;
+    EXPECT_NE(msg.find(needle), std::string::npos) << msg;
+  };
+  std::string flipped = bytes;
+  flipped[60] ^= 0x10;  // inside the arrays
+  check(flipped, "checksum mismatch");
+  check(bytes.substr(0, bytes.size() - 9), "truncated");
+  check(bytes + "x", "trailing");
+  std::string huge = bytes;
+  const int64_t points = int64_t{1} << 40;
+  std::memcpy(&huge[8], &points, 8);  // a header that would allocate terabytes
+  check(huge, "corrupted header");
 }
 
 }  // namespace
