@@ -8,7 +8,9 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <memory>
 
+#include "checksum.h"
 #include "error.h"
 
 namespace dslide {
@@ -150,9 +152,34 @@ std::string ReadString(hid_t loc, const std::string& file, const char* name) {
   return s;
 }
 
+/// Sidecar FILE.sum: "<size> <checksum hex>" of a finished checkpoint file. Verified before
+/// HDF5 parses the file, so a damaged file never reaches the library.
+void WriteSidecar(const std::string& file) {
+  const FileSum s = SumFile(file);
+  std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen((file + ".sum").c_str(), "w"), &std::fclose);
+  DSLIDE_CHECK(f != nullptr, file, ".sum: cannot write");
+  std::fprintf(f.get(), "%lld %016llx\n", static_cast<long long>(s.size), static_cast<unsigned long long>(s.sum));
+  DSLIDE_CHECK(std::fflush(f.get()) == 0, file, ".sum: write failed");
+}
+
+void VerifySidecar(const std::string& file) {
+  long long size = -1;
+  unsigned long long sum = 0;
+  {
+    std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen((file + ".sum").c_str(), "r"), &std::fclose);
+    DSLIDE_CHECK(f != nullptr, file, ".sum: checksum file is missing (an unfinished checkpoint?)");
+    DSLIDE_CHECK(std::fscanf(f.get(), "%lld %llx", &size, &sum) == 2 && size >= 0, file,
+                 ".sum: malformed checksum file");
+  }
+  const FileSum s = SumFile(file);
+  DSLIDE_CHECK(s.size == size, file, ": ", s.size, " bytes, ", size, " were written (truncated or corrupted)");
+  DSLIDE_CHECK(s.sum == sum, file, ": checksum mismatch (corrupted)");
+}
+
 Handle OpenFile(const std::string& file) {
   QuietHdf5();
   DSLIDE_CHECK(fs::exists(file), file, ": checkpoint file is missing");
+  VerifySidecar(file);
   Handle f(H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
   DSLIDE_CHECK(f.ok(), file, ": not a readable HDF5 checkpoint (truncated or corrupted)");
   return f;
@@ -211,25 +238,28 @@ void PruneCheckpoints(const std::string& dir, int keep) {
 
 void WriteMeta(const std::string& folder, const CheckpointMeta& m) {
   const std::string file = folder + "/meta.h5";
-  Handle f = CreateFile(file);
-  const hid_t g = f.get();
-  WriteAttr(g, file, "format_version", int64_t{1});
-  WriteAttr(g, file, "iter", m.iter);
-  WriteAttr(g, file, "epoch", m.epoch);
-  WriteAttr(g, file, "pos", m.pos);
-  WriteAttr(g, file, "ranks", static_cast<int64_t>(m.ranks));
-  WriteAttr(g, file, "input_dim", m.input_dim);
-  WriteAttr(g, file, "seed", m.seed);
-  WriteAttr(g, file, "batch", m.batch);
-  WriteString(g, file, "hash", m.hash);
-  WriteString(g, file, "strategy", m.strategy);
-  WriteString(g, file, "hash_family", m.hash_family);
-  WriteAttr(g, file, "hash_k", m.hash_k);
-  WriteAttr(g, file, "hash_l", m.hash_l);
-  WriteAttr(g, file, "hash_bin", m.hash_bin);
-  WriteAttr(g, file, "hash_bucket", m.hash_bucket);
-  WriteVector(g, file, "out_dims", m.out_dims);
-  WriteVector(g, file, "sparsity", m.sparsity);
+  {  // the file is closed before its checksum is taken
+    Handle f = CreateFile(file);
+    const hid_t g = f.get();
+    WriteAttr(g, file, "format_version", int64_t{1});
+    WriteAttr(g, file, "iter", m.iter);
+    WriteAttr(g, file, "epoch", m.epoch);
+    WriteAttr(g, file, "pos", m.pos);
+    WriteAttr(g, file, "ranks", static_cast<int64_t>(m.ranks));
+    WriteAttr(g, file, "input_dim", m.input_dim);
+    WriteAttr(g, file, "seed", m.seed);
+    WriteAttr(g, file, "batch", m.batch);
+    WriteString(g, file, "hash", m.hash);
+    WriteString(g, file, "strategy", m.strategy);
+    WriteString(g, file, "hash_family", m.hash_family);
+    WriteAttr(g, file, "hash_k", m.hash_k);
+    WriteAttr(g, file, "hash_l", m.hash_l);
+    WriteAttr(g, file, "hash_bin", m.hash_bin);
+    WriteAttr(g, file, "hash_bucket", m.hash_bucket);
+    WriteVector(g, file, "out_dims", m.out_dims);
+    WriteVector(g, file, "sparsity", m.sparsity);
+  }
+  WriteSidecar(file);
 }
 
 CheckpointMeta ReadMeta(const std::string& folder) {
@@ -263,29 +293,32 @@ CheckpointMeta ReadMeta(const std::string& folder) {
 void WriteShard(const std::string& folder, int rank, const ModelSpec& spec,
                 const std::vector<LayerState>& layers) {
   const std::string file = ShardFile(folder, rank);
-  Handle f = CreateFile(file);
-  for (size_t l = 0; l < layers.size(); ++l) {
-    const LayerSpec& s = spec.layers[l];
-    const LayerState& st = layers[l];
-    const std::string name = "layer" + std::to_string(l);
-    Handle g(H5Gcreate2(f.get(), name.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
-    DSLIDE_CHECK(g.ok(), file, ": cannot create group ", name);
-    WriteAttr(g.get(), file, "begin", s.begin);
-    WriteAttr(g.get(), file, "end", s.end);
-    WriteAttr(g.get(), file, "hash_version", st.hash_version);
-    WriteAttr(g.get(), file, "rebuilds", st.rebuilds);
-    const hsize_t n = static_cast<hsize_t>(s.local()), d = static_cast<hsize_t>(s.in_dim);
-    WriteArray(g.get(), file, "w", st.w.data(), n, d);
-    WriteArray(g.get(), file, "m", st.m.data(), n, d);
-    WriteArray(g.get(), file, "v", st.v.data(), n, d);
-    WriteVector(g.get(), file, "b", st.b);
-    WriteVector(g.get(), file, "mb", st.mb);
-    WriteVector(g.get(), file, "vb", st.vb);
-    WriteVector(g.get(), file, "table_offsets", st.table_offsets);
-    WriteVector(g.get(), file, "table_ids", st.table_ids);
-    WriteVector(g.get(), file, "table_sizes", st.table_sizes);
+  {  // the file is closed before its checksum is taken
+    Handle f = CreateFile(file);
+    for (size_t l = 0; l < layers.size(); ++l) {
+      const LayerSpec& s = spec.layers[l];
+      const LayerState& st = layers[l];
+      const std::string name = "layer" + std::to_string(l);
+      Handle g(H5Gcreate2(f.get(), name.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
+      DSLIDE_CHECK(g.ok(), file, ": cannot create group ", name);
+      WriteAttr(g.get(), file, "begin", s.begin);
+      WriteAttr(g.get(), file, "end", s.end);
+      WriteAttr(g.get(), file, "hash_version", st.hash_version);
+      WriteAttr(g.get(), file, "rebuilds", st.rebuilds);
+      const hsize_t n = static_cast<hsize_t>(s.local()), d = static_cast<hsize_t>(s.in_dim);
+      WriteArray(g.get(), file, "w", st.w.data(), n, d);
+      WriteArray(g.get(), file, "m", st.m.data(), n, d);
+      WriteArray(g.get(), file, "v", st.v.data(), n, d);
+      WriteVector(g.get(), file, "b", st.b);
+      WriteVector(g.get(), file, "mb", st.mb);
+      WriteVector(g.get(), file, "vb", st.vb);
+      WriteVector(g.get(), file, "table_offsets", st.table_offsets);
+      WriteVector(g.get(), file, "table_ids", st.table_ids);
+      WriteVector(g.get(), file, "table_sizes", st.table_sizes);
   }
   DSLIDE_CHECK(H5Fflush(f.get(), H5F_SCOPE_LOCAL) >= 0, file, ": cannot flush");
+  }
+  WriteSidecar(file);
 }
 
 LayerState ReadLayer(const std::string& folder, const CheckpointMeta& meta, const LayerSpec& spec,

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "checksum.h"
 #include "error.h"
 
 namespace dslide {
@@ -102,47 +103,6 @@ bool ParseIndex(const char*& p, int64_t* out) {
 namespace {
 constexpr char kMagic[8] = {'D', 'S', 'L', 'I', 'D', 'E', 'B', '1'};
 
-/// A 64-bit checksum over a byte stream, four independent multiply-xor lanes over 32-byte
-/// blocks (several GB/s: loading must stay far faster than parsing text). Detects
-/// corruption, not tampering.
-class Checksum {
- public:
-  void Add(const void* data, size_t bytes) {
-    const auto* p = static_cast<const unsigned char*>(data);
-    while (bytes > 0) {
-      if (fill_ == 0 && bytes >= 32) {
-        const size_t blocks = bytes / 32;
-        for (size_t b = 0; b < blocks; ++b) Block(p + 32 * b);
-        p += 32 * blocks;
-        bytes -= 32 * blocks;
-        continue;
-      }
-      buf_[fill_++] = *p++;
-      --bytes;
-      if (fill_ == 32) {
-        Block(buf_);
-        fill_ = 0;
-      }
-    }
-  }
-  uint64_t Final() const {
-    uint64_t h = lanes_[0] ^ (lanes_[1] << 17 | lanes_[1] >> 47) ^ (lanes_[2] << 31 | lanes_[2] >> 33) ^
-                 (lanes_[3] << 47 | lanes_[3] >> 17);
-    for (size_t i = 0; i < fill_; ++i) h = (h ^ buf_[i]) * kMul;
-    return (h ^ (h >> 29)) * kMul;
-  }
-
- private:
-  static constexpr uint64_t kMul = 0x9E3779B97F4A7C15ull;
-  void Block(const unsigned char* p) {
-    uint64_t w[4];
-    std::memcpy(w, p, 32);
-    for (int k = 0; k < 4; ++k) lanes_[k] = (lanes_[k] ^ w[k]) * kMul;
-  }
-  uint64_t lanes_[4] = {1, 2, 3, 4};
-  unsigned char buf_[32] = {};
-  size_t fill_ = 0;
-};
 }  // namespace
 
 bool IsBinaryDataset(const std::string& path) {
@@ -265,8 +225,11 @@ Dataset ReadXc(const std::string& path) {
     d.num_features = v[1];
     d.num_labels = v[2];
   }
-  d.feat_off.reserve(points + 1);
-  d.label_off.reserve(points + 1);
+  // The header is not trusted for memory: a count of billions in a short file must end in
+  // "fewer points than the header says", not in an allocation of gigabytes.
+  const int64_t reserve = std::min<int64_t>(points, int64_t{1} << 20) + 1;
+  d.feat_off.reserve(reserve);
+  d.label_off.reserve(reserve);
   std::vector<int32_t> fids, lbls, sorted;
   std::vector<float> fvals;
   while (in.Next(&line)) {

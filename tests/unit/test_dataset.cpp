@@ -120,6 +120,14 @@ Dataset Sample() {
   return d;
 }
 
+TEST(Dataset, HugeHeaderCountIsAnErrorNotAnAllocation) {
+  // Found by fuzz_xc_reader: the header's count was used to reserve memory up front.
+  const std::string p = testing::WriteFile("huge_count.txt", "4000000000 10 5\n1 3:0.5\n");
+  const std::string msg = ErrorOf(p);
+  EXPECT_NE(msg.find("huge_count.txt:"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("the header says 4000000000"), std::string::npos) << msg;
+}
+
 TEST(Dataset, BinaryRoundTripIsDetectedByContent) {
   const Dataset d = Sample();
   const std::string p = testing::TmpPath("sample.dsb");
