@@ -224,6 +224,12 @@ std::string LatestCheckpoint(const std::string& dir) {
   return all.empty() ? "" : all.back();
 }
 
+std::string ResolveCheckpoint(const std::string& path, const char* option) {
+  const std::string folder = fs::exists(path + "/meta.h5") ? path : LatestCheckpoint(path);
+  DSLIDE_CHECK(!folder.empty(), "option ", option, ": no complete checkpoint in ", path);
+  return folder;
+}
+
 void PruneCheckpoints(const std::string& dir, int keep) {
   const auto all = Complete(dir);
   for (size_t i = 0; i + keep < all.size(); ++i) fs::remove_all(all[i]);

@@ -35,6 +35,9 @@ struct CheckpointMeta {
 std::string CheckpointFolder(const std::string& dir, int64_t iter);
 /// The newest complete checkpoint folder in dir ("" when there is none).
 std::string LatestCheckpoint(const std::string& dir);
+/// `path` itself when it is a checkpoint folder, else the newest checkpoint in it; throws
+/// dslide::Error naming `option` and the path when there is none.
+std::string ResolveCheckpoint(const std::string& path, const char* option);
 /// Removes all but the newest `keep` complete checkpoints and any leftover .tmp folders
 /// older than the newest complete one.
 void PruneCheckpoints(const std::string& dir, int keep);

@@ -575,8 +575,7 @@ EvalResult Trainer::Run(const Dataset& train, const Dataset* test) {
     for (int64_t i = N - 1; i > 0; --i) std::swap(order[i], order[rng.Below(i + 1)]);
   };
   if (!cfg_.resume_dir.empty()) {
-    const std::string folder = LatestCheckpoint(cfg_.resume_dir);
-    DSLIDE_CHECK(!folder.empty(), "option --resume: no complete checkpoint in ", cfg_.resume_dir);
+    const std::string folder = ResolveCheckpoint(cfg_.resume_dir, "--resume");
     const CheckpointMeta m = LoadCheckpoint(folder);
     DSLIDE_CHECK(m.pos <= N, folder, ": data position ", m.pos, " is beyond the ", N,
                  " training points (a different --train file?)");

@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <filesystem>
 
 #include "checkpoint.h"
 #include "config.h"
@@ -75,10 +74,7 @@ int Eval(int argc, const char* const* argv, Communicator* comm) {
     return 0;
   }
   SetNumThreads(cfg.threads);
-  const std::string folder = std::filesystem::exists(cfg.model_dir + "/meta.h5")
-                                 ? cfg.model_dir
-                                 : LatestCheckpoint(cfg.model_dir);
-  DSLIDE_CHECK(!folder.empty(), "option --model: no complete checkpoint in ", cfg.model_dir);
+  const std::string folder = ResolveCheckpoint(cfg.model_dir, "--model");
   const CheckpointMeta meta = ReadMeta(folder);
   const Dataset test = ReadXc(cfg.test_file);
   DSLIDE_CHECK(test.num_features == meta.input_dim && test.num_labels == meta.out_dims.back(),
@@ -117,10 +113,7 @@ int Export(int argc, const char* const* argv, Communicator* comm) {
     return 0;
   }
   if (!Root(comm)) return 0;
-  const std::string folder = std::filesystem::exists(cfg.model_dir + "/meta.h5")
-                                 ? cfg.model_dir
-                                 : LatestCheckpoint(cfg.model_dir);
-  DSLIDE_CHECK(!folder.empty(), "option --model: no complete checkpoint in ", cfg.model_dir);
+  const std::string folder = ResolveCheckpoint(cfg.model_dir, "--model");
   const int64_t params = ExportModel(folder, cfg.out);
   std::printf("export: %s -> %s (%lld parameters)\n", folder.c_str(), cfg.out.c_str(), (long long)params);
   return 0;
