@@ -34,6 +34,12 @@ struct Fixture {
     cfg.sparsity = {0.1};
     cfg.batch = 32;
     cfg.lr = 1e-3;
+    // Coarse SimHash tables with top-k queries: the candidates (not the random fill) decide
+    // the active sets, so restored tables matter to the resumed losses.
+    cfg.lsh.family = HashFamily::kSrp;
+    cfg.lsh.k = 3;
+    cfg.lsh.l = 8;
+    cfg.lsh.query = QueryStrategy::kTopK;
     cfg.lsh.rebuild_n0 = 4;    // tables rebuilt before and after the checkpoint
     cfg.lsh.rehash_every = 4;  // and new hash functions
   }
