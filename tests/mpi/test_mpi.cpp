@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <numeric>
 
+#include "../test_presets.h"
 #include "dist/mpi_communicator.h"
 #include "parallel.h"
 #include "synthetic.h"
@@ -151,10 +152,7 @@ TEST(Distributed, SampledP1MatchesOneRankOnDelicious) {
   cfg.sparsity = {0.1};
   cfg.batch = 128;
   cfg.lr = 1e-3;
-  cfg.lsh.family = HashFamily::kSrp;
-  cfg.lsh.k = 6;
-  cfg.lsh.l = 100;
-  cfg.lsh.query = QueryStrategy::kTopK;
+  testing::UseSimHashTopK(&cfg.lsh);
   Trainer dist_tr(cfg, g_comm, MakeBackend(Device::kCpu, 0), train.num_features, train.num_labels);
   LocalCommunicator local;
   Trainer one(cfg, &local, MakeBackend(Device::kCpu, 0), train.num_features, train.num_labels);

@@ -4,6 +4,7 @@
 
 #include <cstdio>
 
+#include "../test_presets.h"
 #include "communicator.h"
 #include "parallel.h"
 #include "test_util.h"
@@ -25,10 +26,7 @@ Run Train(const std::string& dir, double sparsity) {
   cfg.sparsity = {sparsity};
   cfg.batch = 128;
   cfg.lr = 1e-3;
-  cfg.lsh.family = HashFamily::kSrp;
-  cfg.lsh.k = 6;
-  cfg.lsh.l = 100;
-  cfg.lsh.query = QueryStrategy::kTopK;
+  testing::UseSimHashTopK(&cfg.lsh);
   LocalCommunicator comm;
   Trainer tr(cfg, &comm, MakeBackend(Device::kCpu, 0), train.num_features, train.num_labels);
   const int64_t per_epoch = (train.size() + cfg.batch - 1) / cfg.batch;

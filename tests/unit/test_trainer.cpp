@@ -6,6 +6,7 @@
 #include <set>
 #include <limits>
 
+#include "../test_presets.h"
 #include "communicator.h"
 #include "error.h"
 #include "layer_backend.h"
@@ -39,10 +40,7 @@ TEST(Trainer, GeneratedDataIsLearnable) {
   cfg.sparsity = {0.05};
   cfg.lr = 1e-3;
   cfg.batch = 128;
-  cfg.lsh.family = HashFamily::kSrp;
-  cfg.lsh.k = 6;
-  cfg.lsh.l = 100;
-  cfg.lsh.query = QueryStrategy::kTopK;
+  testing::UseSimHashTopK(&cfg.lsh);
   LocalCommunicator comm;
   Trainer tr(cfg, &comm, MakeBackend(Device::kCpu, 0), train.num_features, train.num_labels);
   std::vector<int64_t> pts(cfg.batch);
