@@ -255,7 +255,6 @@ void WriteMeta(const std::string& folder, const CheckpointMeta& m) {
     WriteAttr(g, file, "input_dim", m.input_dim);
     WriteAttr(g, file, "seed", m.seed);
     WriteAttr(g, file, "batch", m.batch);
-    WriteString(g, file, "hash", m.hash);
     WriteString(g, file, "strategy", m.strategy);
     WriteString(g, file, "hash_family", m.hash_family);
     WriteAttr(g, file, "hash_k", m.hash_k);
@@ -281,7 +280,6 @@ CheckpointMeta ReadMeta(const std::string& folder) {
   m.input_dim = ReadAttr<int64_t>(g, file, "input_dim");
   m.seed = ReadAttr<uint64_t>(g, file, "seed");
   m.batch = ReadAttr<int64_t>(g, file, "batch");
-  m.hash = ReadString(g, file, "hash");
   m.strategy = ReadString(g, file, "strategy");
   m.hash_family = ReadString(g, file, "hash_family");
   m.hash_k = ReadAttr<int64_t>(g, file, "hash_k");
@@ -383,7 +381,7 @@ int64_t ExportModel(const std::string& folder, const std::string& out_file) {
   std::string act;
   for (int l = 0; l < n; ++l) act += l + 1 < n ? "relu, " : "softmax";
   WriteString(g, out_file, "activation", act);
-  WriteString(g, out_file, "lsh", meta.hash);
+  WriteString(g, out_file, "lsh", meta.LshText());
   WriteVector(g, out_file, "layer_sizes", meta.out_dims);
   WriteVector(g, out_file, "sparsity", meta.sparsity);
   int64_t params = 0, in_dim = meta.input_dim;

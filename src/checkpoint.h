@@ -25,10 +25,17 @@ struct CheckpointMeta {
   std::vector<double> sparsity;   ///< per layer
   uint64_t seed = 0;
   int64_t batch = 0;
-  std::string hash;  ///< LSH family, K, L, bin size, bucket capacity, as text
-  std::string hash_family;
+  std::string hash_family;  ///< LSH family, K, L, bin size, bucket capacity
   int64_t hash_k = 0, hash_l = 0, hash_bin = 0, hash_bucket = 0;
   std::string strategy;
+
+  /// The LSH settings as one line of text (DescribeLsh).
+  std::string LshText() const { return DescribeLsh(hash_family, hash_k, hash_l, hash_bin, hash_bucket); }
+  static std::string DescribeLsh(const std::string& family, int64_t k, int64_t l, int64_t bin,
+                                 int64_t bucket) {
+    return family + " K=" + std::to_string(k) + " L=" + std::to_string(l) + " bin=" +
+           std::to_string(bin) + " bucket=" + std::to_string(bucket);
+  }
 };
 
 /// DIR/ckpt-<iter> (zero-padded, so names sort by iteration).

@@ -36,6 +36,12 @@ struct Dataset {
            const std::vector<int32_t>& lbls);
   /// The first n points (or all if n <= 0 or n >= size()).
   Dataset Head(int64_t n) const;
+  /// Same sizes and the same arrays.
+  bool operator==(const Dataset& o) const {
+    return num_features == o.num_features && num_labels == o.num_labels && feat_off == o.feat_off &&
+           feat_ids == o.feat_ids && feat_vals == o.feat_vals && label_off == o.label_off &&
+           labels == o.labels;
+  }
 };
 
 /// Reads an XC text file, plain or gzip-compressed, or a binary dataset written by

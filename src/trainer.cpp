@@ -377,13 +377,6 @@ double Trainer::DataParallelStep(const Dataset& data, const std::vector<int64_t>
   return weighted / static_cast<double>(B);
 }
 
-namespace {
-std::string HashText(const LshConfig& c) {
-  return std::string(ToString(c.family)) + " K=" + std::to_string(c.k) + " L=" + std::to_string(c.l) +
-         " bin=" + std::to_string(c.bin_size) + " bucket=" + std::to_string(c.bucket_capacity);
-}
-}  // namespace
-
 void Trainer::SaveCheckpoint(const std::string& dir, int64_t epoch, int64_t pos, int keep) {
   const std::string folder = CheckpointFolder(dir, iter_), tmp = folder + ".tmp";
   int64_t ok = 1;
@@ -414,7 +407,6 @@ void Trainer::SaveCheckpoint(const std::string& dir, int64_t epoch, int64_t pos,
     }
     m.seed = cfg_.seed;
     m.batch = cfg_.batch;
-    m.hash = HashText(cfg_.lsh);
     m.hash_family = ToString(cfg_.lsh.family);
     m.hash_k = cfg_.lsh.k;
     m.hash_l = cfg_.lsh.l;
@@ -450,8 +442,11 @@ CheckpointMeta Trainer::LoadCheckpoint(const std::string& folder) {
   }
   DSLIDE_CHECK(m.seed == cfg_.seed, file, ": --seed ", cfg_.seed, " differs from the checkpoint's ", m.seed);
   DSLIDE_CHECK(m.batch == cfg_.batch, file, ": --batch ", cfg_.batch, " differs from the checkpoint's ", m.batch);
-  DSLIDE_CHECK(m.hash == HashText(cfg_.lsh), file, ": LSH settings '", HashText(cfg_.lsh),
-               "' differ from the checkpoint's '", m.hash, "'");
+  const LshConfig& c = cfg_.lsh;
+  const std::string lsh =
+      CheckpointMeta::DescribeLsh(ToString(c.family), c.k, c.l, c.bin_size, c.bucket_capacity);
+  DSLIDE_CHECK(m.LshText() == lsh, file, ": LSH settings '", lsh, "' differ from the checkpoint's '",
+               m.LshText(), "'");
   for (size_t l = 0; l < spec_.layers.size(); ++l)
     backend_->LoadLayer(static_cast<int>(l), ReadLayer(folder, m, spec_.layers[l], static_cast<int>(l)));
   iter_ = m.iter;

@@ -141,9 +141,7 @@ int Convert(int argc, const char* const* argv, Communicator* comm) {
     bin = ReadXc(cfg.out);
     bin_s = std::min(bin_s, Seconds(t0));
   }
-  DSLIDE_CHECK(bin.size() == text.size() && bin.feat_ids == text.feat_ids && bin.feat_vals == text.feat_vals &&
-                   bin.labels == text.labels && bin.label_off == text.label_off,
-               cfg.out, ": read back differs from ", cfg.in);
+  DSLIDE_CHECK(bin == text, cfg.out, ": read back differs from ", cfg.in);
   std::printf("convert: %s -> %s | %lld points | text read %.3f s, binary load %.3f s (best of 3): "
               "%.1fx faster\n",
               cfg.in.c_str(), cfg.out.c_str(), (long long)text.size(), text_s, bin_s,

@@ -87,6 +87,16 @@ struct CpuBackend::Layer {
   float* Row(int64_t r) { return w.data() + r * cols; }
   const float* Row(int64_t r) const { return w.data() + r * cols; }
   float* GRow(int64_t r) { return g.data() + r * cols; }
+  /// A weight-shaped array in storage order -> row per neuron (local x in_dim), and back.
+  void ToRows(const std::vector<float>& storage, std::vector<float>* rows) const {
+    rows->resize(static_cast<size_t>(spec.local()) * spec.in_dim);
+    for (int64_t i = 0; i < spec.local(); ++i)
+      for (int64_t j = 0; j < spec.in_dim; ++j) (*rows)[i * spec.in_dim + j] = storage[At(i, j)];
+  }
+  void FromRows(const std::vector<float>& rows, std::vector<float>* storage) const {
+    for (int64_t i = 0; i < spec.local(); ++i)
+      for (int64_t j = 0; j < spec.in_dim; ++j) (*storage)[At(i, j)] = rows[i * spec.in_dim + j];
+  }
 };
 
 struct CpuBackend::ThreadScratch {
@@ -614,15 +624,10 @@ void CpuBackend::SaveLayer(int layer, LayerState* st) const {
   const Layer& L = *layers_[layer];
   const LayerSpec& s = L.spec;
   DSLIDE_ASSERT(!L.pending, "checkpoint with a pending gradient");
-  GetLayer(layer, &st->w, &st->b);
-  const size_t n = static_cast<size_t>(s.local()) * s.in_dim;
-  st->m.resize(n);
-  st->v.resize(n);
-  for (int64_t i = 0; i < s.local(); ++i)
-    for (int64_t j = 0; j < s.in_dim; ++j) {
-      st->m[i * s.in_dim + j] = L.m[L.At(i, j)];
-      st->v[i * s.in_dim + j] = L.v[L.At(i, j)];
-    }
+  L.ToRows(L.w, &st->w);
+  L.ToRows(L.m, &st->m);
+  L.ToRows(L.v, &st->v);
+  st->b = L.b;
   st->mb = L.mb;
   st->vb = L.vb;
   st->hash_version = L.hash_version;
@@ -642,12 +647,10 @@ void CpuBackend::LoadLayer(int layer, const LayerState& st) {
                    st.vb.size() == st.b.size(),
                "layer ", layer, ": the checkpoint's arrays do not match the shard (", s.local(),
                " x ", s.in_dim, ")");
-  SetLayer(layer, st.w, st.b);
-  for (int64_t i = 0; i < s.local(); ++i)
-    for (int64_t j = 0; j < s.in_dim; ++j) {
-      L.m[L.At(i, j)] = st.m[i * s.in_dim + j];
-      L.v[L.At(i, j)] = st.v[i * s.in_dim + j];
-    }
+  L.FromRows(st.w, &L.w);
+  L.FromRows(st.m, &L.m);
+  L.FromRows(st.v, &L.v);
+  L.b = st.b;
   L.mb = st.mb;
   L.vb = st.vb;
   if (s.dense()) return;
@@ -726,45 +729,30 @@ void CpuBackend::TopK(int layer, const BatchRows& in, int k, std::vector<int32_t
 
 void CpuBackend::GetLayer(int layer, std::vector<float>* w, std::vector<float>* b) const {
   const Layer& L = *layers_[layer];
-  const LayerSpec& s = L.spec;
-  w->resize(static_cast<size_t>(s.local()) * s.in_dim);
-  for (int64_t i = 0; i < s.local(); ++i)
-    for (int64_t j = 0; j < s.in_dim; ++j)
-      (*w)[i * s.in_dim + j] = L.w[L.At(i, j)];
+  L.ToRows(L.w, w);
   *b = L.b;
 }
 
 void CpuBackend::GetGradient(int layer, std::vector<float>* gw, std::vector<float>* gb) const {
   const Layer& L = *layers_[layer];
-  const LayerSpec& s = L.spec;
-  gw->assign(static_cast<size_t>(s.local()) * s.in_dim, 0.0f);
-  if (L.indexed) {
-    gb->assign(s.local(), 0.0f);
-    if (L.dense_pending) {
-      std::copy(L.dense_g.begin(), L.dense_g.end(), gw->begin());
-      *gb = L.dense_gb;
-      return;
-    }
-    if (!L.pending) return;
-    for (size_t q = 0; q < L.grad_rows.size(); ++q) {
-      const int64_t r = L.grad_rows[q];
-      GradientRow(L, static_cast<int64_t>(q), gw->data() + r * s.in_dim, &(*gb)[r]);
-    }
+  if (!L.indexed) {
+    L.ToRows(L.g, gw);
+    *gb = L.gb;
     return;
   }
-  for (int64_t i = 0; i < s.local(); ++i)
-    for (int64_t j = 0; j < s.in_dim; ++j)
-      (*gw)[i * s.in_dim + j] = L.g[L.At(i, j)];
-  *gb = L.gb;
+  // Row-per-neuron storage: the exported gradient is already in GetLayer's layout.
+  std::vector<float> flat(GradientSize(layer));
+  ExportGradient(layer, flat.data());
+  const size_t nw = flat.size() - L.spec.local();
+  gw->assign(flat.begin(), flat.begin() + nw);
+  gb->assign(flat.begin() + nw, flat.end());
 }
 
 void CpuBackend::SetLayer(int layer, const std::vector<float>& w, const std::vector<float>& b) {
   Layer& L = *layers_[layer];
   const LayerSpec& s = L.spec;
   DSLIDE_ASSERT(static_cast<int64_t>(w.size()) == s.local() * s.in_dim && static_cast<int64_t>(b.size()) == s.local());
-  for (int64_t i = 0; i < s.local(); ++i)
-    for (int64_t j = 0; j < s.in_dim; ++j)
-      L.w[L.At(i, j)] = w[i * s.in_dim + j];
+  L.FromRows(w, &L.w);
   L.b = b;
 }
 

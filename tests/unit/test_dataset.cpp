@@ -94,22 +94,6 @@ TEST(Dataset, MissingFileNamed) {
   EXPECT_NE(msg.find("cannot open"), std::string::npos) << msg;
 }
 
-TEST(Dataset, WriteReadRoundTrip) {
-  Dataset d;
-  d.num_features = 10;
-  d.num_labels = 7;
-  d.Add({1, 4, 9}, {0.5f, -2.0f, 3.25f}, {0, 6});
-  d.Add({}, {}, {});
-  d.Add({0}, {1.0f}, {3});
-  const std::string p = testing::TmpPath("roundtrip.txt");
-  WriteXc(d, p);
-  const Dataset r = ReadXc(p);
-  EXPECT_EQ(r.feat_ids, d.feat_ids);
-  EXPECT_EQ(r.feat_vals, d.feat_vals);
-  EXPECT_EQ(r.labels, d.labels);
-  EXPECT_EQ(r.label_off, d.label_off);
-}
-
 Dataset Sample() {
   Dataset d;
   d.num_features = 10;
@@ -118,6 +102,24 @@ Dataset Sample() {
   d.Add({}, {}, {});
   d.Add({0}, {1.0f}, {3});
   return d;
+}
+
+/// Every field of two datasets is equal.
+void ExpectSame(const Dataset& r, const Dataset& d) {
+  EXPECT_EQ(r.num_features, d.num_features);
+  EXPECT_EQ(r.num_labels, d.num_labels);
+  EXPECT_EQ(r.feat_off, d.feat_off);
+  EXPECT_EQ(r.feat_ids, d.feat_ids);
+  EXPECT_EQ(r.feat_vals, d.feat_vals);
+  EXPECT_EQ(r.label_off, d.label_off);
+  EXPECT_EQ(r.labels, d.labels);
+}
+
+TEST(Dataset, WriteReadRoundTrip) {
+  const Dataset d = Sample();
+  const std::string p = testing::TmpPath("roundtrip.txt");
+  WriteXc(d, p);
+  ExpectSame(ReadXc(p), d);
 }
 
 TEST(Dataset, HugeHeaderCountIsAnErrorNotAnAllocation) {
@@ -133,14 +135,7 @@ TEST(Dataset, BinaryRoundTripIsDetectedByContent) {
   const std::string p = testing::TmpPath("sample.dsb");
   WriteBinary(d, p);
   EXPECT_TRUE(IsBinaryDataset(p));
-  const Dataset r = ReadXc(p);  // the same entry point as text
-  EXPECT_EQ(r.num_features, d.num_features);
-  EXPECT_EQ(r.num_labels, d.num_labels);
-  EXPECT_EQ(r.feat_off, d.feat_off);
-  EXPECT_EQ(r.feat_ids, d.feat_ids);
-  EXPECT_EQ(r.feat_vals, d.feat_vals);
-  EXPECT_EQ(r.label_off, d.label_off);
-  EXPECT_EQ(r.labels, d.labels);
+  ExpectSame(ReadXc(p), d);  // the same entry point as text
 }
 
 TEST(Dataset, DamagedBinaryIsRejectedNamingTheFile) {
