@@ -325,49 +325,69 @@ void WriteShard(const std::string& folder, int rank, const ModelSpec& spec,
   WriteSidecar(file);
 }
 
-LayerState ReadLayer(const std::string& folder, const CheckpointMeta& meta, const LayerSpec& spec,
-                     int layer) {
-  LayerState st;
-  const int64_t n = spec.local(), d = spec.in_dim;
-  st.w.resize(n * d);
-  st.m.resize(n * d);
-  st.v.resize(n * d);
-  st.b.resize(n);
-  st.mb.resize(n);
-  st.vb.resize(n);
-  const std::string name = "layer" + std::to_string(layer);
-  std::vector<float> buf;
-  for (int r = 0; r < meta.ranks; ++r) {
-    const int64_t b0 = ModelSpec::BlockBegin(spec.out_dim, r, meta.ranks);
-    const int64_t b1 = ModelSpec::BlockBegin(spec.out_dim, r + 1, meta.ranks);
-    const int64_t lo = std::max(b0, spec.begin), hi = std::min(b1, spec.end);
-    if (lo >= hi) continue;
-    const std::string file = ShardFile(folder, r);
-    Handle f = OpenFile(file);
-    Handle g(H5Gopen2(f.get(), name.c_str(), H5P_DEFAULT), H5Gclose);
-    DSLIDE_CHECK(g.ok(), file, ": group ", name, " is missing");
-    DSLIDE_CHECK(ReadAttr<int64_t>(g.get(), file, "begin") == b0 && ReadAttr<int64_t>(g.get(), file, "end") == b1,
-                 file, ": ", name, " does not hold neurons [", b0, ", ", b1, ") as its metadata says");
-    const int64_t at = lo - spec.begin, rows = hi - lo, first = lo - b0;
-    int64_t cols = 0;
-    for (auto [ds, dst] : {std::pair<const char*, std::vector<float>*>{"w", &st.w}, {"m", &st.m}, {"v", &st.v}}) {
-      ReadRows(g.get(), file, ds, first, rows, &buf, &cols);
-      DSLIDE_CHECK(cols == d, file, ": ", name, "/", ds, " has ", cols, " columns, expected ", d);
-      std::copy(buf.begin(), buf.end(), dst->begin() + at * d);
-    }
-    for (auto [ds, dst] : {std::pair<const char*, std::vector<float>*>{"b", &st.b}, {"mb", &st.mb}, {"vb", &st.vb}}) {
-      ReadRows(g.get(), file, ds, first, rows, &buf);
-      std::copy(buf.begin(), buf.end(), dst->begin() + at);
-    }
-    st.hash_version = std::max(st.hash_version, ReadAttr<int64_t>(g.get(), file, "hash_version"));
-    st.rebuilds = std::max(st.rebuilds, ReadAttr<int64_t>(g.get(), file, "rebuilds"));
-    if (b0 == spec.begin && b1 == spec.end) {  // the same shard: keep its tables
-      ReadRows(g.get(), file, "table_offsets", 0, -1, &st.table_offsets);
-      ReadRows(g.get(), file, "table_ids", 0, -1, &st.table_ids);
-      ReadRows(g.get(), file, "table_sizes", 0, -1, &st.table_sizes);
+std::vector<LayerState> ReadLayers(const std::string& folder, const CheckpointMeta& meta,
+                                   const std::vector<LayerSpec>& specs, bool weights_only) {
+  DSLIDE_CHECK(specs.size() <= meta.out_dims.size(), folder, ": the checkpoint has ",
+               meta.out_dims.size(), " layers, ", specs.size(), " were asked for");
+  std::vector<LayerState> states(specs.size());
+  for (size_t l = 0; l < specs.size(); ++l) {
+    const int64_t n = specs[l].local(), d = specs[l].in_dim;
+    LayerState& st = states[l];
+    st.w.resize(n * d);
+    st.b.resize(n);
+    if (!weights_only) {
+      st.m.resize(n * d);
+      st.v.resize(n * d);
+      st.mb.resize(n);
+      st.vb.resize(n);
     }
   }
-  return st;
+  std::vector<float> buf;
+  // Each old shard file is opened (and its checksum verified) once for all layers.
+  for (int r = 0; r < meta.ranks; ++r) {
+    const std::string file = ShardFile(folder, r);
+    std::unique_ptr<Handle> f;
+    for (size_t l = 0; l < specs.size(); ++l) {
+      const LayerSpec& spec = specs[l];
+      LayerState& st = states[l];
+      const int64_t b0 = ModelSpec::BlockBegin(spec.out_dim, r, meta.ranks);
+      const int64_t b1 = ModelSpec::BlockBegin(spec.out_dim, r + 1, meta.ranks);
+      const int64_t lo = std::max(b0, spec.begin), hi = std::min(b1, spec.end);
+      if (lo >= hi) continue;
+      if (!f) f = std::make_unique<Handle>(OpenFile(file));
+      const std::string name = "layer" + std::to_string(l);
+      Handle g(H5Gopen2(f->get(), name.c_str(), H5P_DEFAULT), H5Gclose);
+      DSLIDE_CHECK(g.ok(), file, ": group ", name, " is missing");
+      DSLIDE_CHECK(ReadAttr<int64_t>(g.get(), file, "begin") == b0 && ReadAttr<int64_t>(g.get(), file, "end") == b1,
+                   file, ": ", name, " does not hold neurons [", b0, ", ", b1, ") as its metadata says");
+      const int64_t at = lo - spec.begin, rows = hi - lo, first = lo - b0, d = spec.in_dim;
+      int64_t cols = 0;
+      using Field = std::pair<const char*, std::vector<float>*>;
+      const std::vector<Field> matrices = weights_only
+          ? std::vector<Field>{{"w", &st.w}}
+          : std::vector<Field>{{"w", &st.w}, {"m", &st.m}, {"v", &st.v}};
+      const std::vector<Field> vectors = weights_only
+          ? std::vector<Field>{{"b", &st.b}}
+          : std::vector<Field>{{"b", &st.b}, {"mb", &st.mb}, {"vb", &st.vb}};
+      for (const auto& [ds, dst] : matrices) {
+        ReadRows(g.get(), file, ds, first, rows, &buf, &cols);
+        DSLIDE_CHECK(cols == d, file, ": ", name, "/", ds, " has ", cols, " columns, expected ", d);
+        std::copy(buf.begin(), buf.end(), dst->begin() + at * d);
+      }
+      for (const auto& [ds, dst] : vectors) {
+        ReadRows(g.get(), file, ds, first, rows, &buf);
+        std::copy(buf.begin(), buf.end(), dst->begin() + at);
+      }
+      st.hash_version = std::max(st.hash_version, ReadAttr<int64_t>(g.get(), file, "hash_version"));
+      st.rebuilds = std::max(st.rebuilds, ReadAttr<int64_t>(g.get(), file, "rebuilds"));
+      if (!weights_only && b0 == spec.begin && b1 == spec.end) {  // the same shard: keep its tables
+        ReadRows(g.get(), file, "table_offsets", 0, -1, &st.table_offsets);
+        ReadRows(g.get(), file, "table_ids", 0, -1, &st.table_ids);
+        ReadRows(g.get(), file, "table_sizes", 0, -1, &st.table_sizes);
+      }
+    }
+  }
+  return states;
 }
 
 int64_t ExportModel(const std::string& folder, const std::string& out_file) {
@@ -384,21 +404,23 @@ int64_t ExportModel(const std::string& folder, const std::string& out_file) {
   WriteString(g, out_file, "lsh", meta.LshText());
   WriteVector(g, out_file, "layer_sizes", meta.out_dims);
   WriteVector(g, out_file, "sparsity", meta.sparsity);
-  int64_t params = 0, in_dim = meta.input_dim;
+  std::vector<LayerSpec> specs(n);  // each layer whole, as one block
   for (int l = 0; l < n; ++l) {
-    LayerSpec s;  // the whole layer as one block
-    s.in_dim = in_dim;
-    s.out_dim = meta.out_dims[l];
-    s.begin = 0;
-    s.end = s.out_dim;
-    const LayerState st = ReadLayer(folder, meta, s, l);
+    specs[l].in_dim = l == 0 ? meta.input_dim : meta.out_dims[l - 1];
+    specs[l].out_dim = meta.out_dims[l];
+    specs[l].begin = 0;
+    specs[l].end = specs[l].out_dim;
+  }
+  const std::vector<LayerState> states = ReadLayers(folder, meta, specs, /*weights_only=*/true);
+  int64_t params = 0;
+  for (int l = 0; l < n; ++l) {
+    const LayerSpec& s = specs[l];
     const std::string name = "layer" + std::to_string(l);
     Handle grp(H5Gcreate2(g, name.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
     DSLIDE_CHECK(grp.ok(), out_file, ": cannot create group ", name);
-    WriteArray(grp.get(), out_file, "weights", st.w.data(), s.out_dim, s.in_dim);
-    WriteVector(grp.get(), out_file, "biases", st.b);
+    WriteArray(grp.get(), out_file, "weights", states[l].w.data(), s.out_dim, s.in_dim);
+    WriteVector(grp.get(), out_file, "biases", states[l].b);
     params += s.out_dim * (s.in_dim + 1);
-    in_dim = s.out_dim;
   }
   DSLIDE_CHECK(H5Fflush(g, H5F_SCOPE_LOCAL) >= 0, out_file, ": cannot flush");
   return params;

@@ -56,11 +56,13 @@ CheckpointMeta ReadMeta(const std::string& folder);
 /// This rank's shard of every layer to folder/rank-<rank>.h5.
 void WriteShard(const std::string& folder, int rank, const ModelSpec& spec,
                 const std::vector<LayerState>& layers);
-/// The state of `spec`'s block of layer `layer` (its neurons [begin, end)), read from the
-/// shards of a checkpoint written by meta.ranks ranks: any number of ranks can load any
-/// checkpoint. LSH tables are restored only when the block is exactly one old shard.
-LayerState ReadLayer(const std::string& folder, const CheckpointMeta& meta, const LayerSpec& spec,
-                     int layer);
+/// The state of each spec's block (layer l: its neurons [begin, end)) for the first
+/// specs.size() layers, read from the shards of a checkpoint written by meta.ranks ranks:
+/// any number of ranks can load any checkpoint. Each shard file is opened once. LSH tables
+/// are restored only when a block is exactly one old shard. With `weights_only`, moments
+/// and tables are not read (m, v, mb, vb stay empty).
+std::vector<LayerState> ReadLayers(const std::string& folder, const CheckpointMeta& meta,
+                                   const std::vector<LayerSpec>& specs, bool weights_only = false);
 
 /// Writes the model of a checkpoint (any number of ranks) as plain HDF5 for other tools:
 /// /layer<l>/weights (out x in, row per neuron), /layer<l>/biases (out), and on the root

@@ -447,8 +447,8 @@ CheckpointMeta Trainer::LoadCheckpoint(const std::string& folder) {
       CheckpointMeta::DescribeLsh(ToString(c.family), c.k, c.l, c.bin_size, c.bucket_capacity);
   DSLIDE_CHECK(m.LshText() == lsh, file, ": LSH settings '", lsh, "' differ from the checkpoint's '",
                m.LshText(), "'");
-  for (size_t l = 0; l < spec_.layers.size(); ++l)
-    backend_->LoadLayer(static_cast<int>(l), ReadLayer(folder, m, spec_.layers[l], static_cast<int>(l)));
+  const std::vector<LayerState> states = ReadLayers(folder, m, spec_.layers);
+  for (size_t l = 0; l < states.size(); ++l) backend_->LoadLayer(static_cast<int>(l), states[l]);
   iter_ = m.iter;
   schedule_.Reset();
   for (int64_t i = 1; i <= iter_; ++i) schedule_.Due(i);

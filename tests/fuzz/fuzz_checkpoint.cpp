@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "checkpoint.h"
 #include "error.h"
@@ -42,12 +43,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       meta.ranks = 1;
       meta.input_dim = 8;
       meta.out_dims = {4, 6};
-      dslide::LayerSpec s;
-      s.in_dim = 4;
-      s.out_dim = 6;
-      s.begin = 0;
-      s.end = 6;
-      dslide::ReadLayer(folder, meta, s, 1);
+      std::vector<dslide::LayerSpec> specs(2);
+      specs[0].in_dim = 8;
+      specs[0].out_dim = 4;
+      specs[1].in_dim = 4;
+      specs[1].out_dim = 6;
+      for (auto& s : specs) s.end = s.out_dim;
+      dslide::ReadLayers(folder, meta, specs);
     }
   } catch (const dslide::Error&) {
   }
