@@ -24,6 +24,7 @@ class SamplerScratch {
 
  private:
   friend class BudgetSampler;
+  friend struct CpuMarks;
   std::vector<uint32_t> stamp_;
   std::vector<uint16_t> count_;
   std::vector<int32_t> cand_;

@@ -85,111 +85,46 @@ LshHash::LshHash(HashFamily family, int64_t dim, int k, int l, int bin_size, uin
   table_bits_ = std::min(k_ * bits_per_hash_, kMaxTableBits);
 }
 
-void LshHash::Combine(const int32_t* raw, uint32_t* buckets) const {
-  const bool fold = k_ * bits_per_hash_ > kMaxTableBits;
-  for (int t = 0; t < l_; ++t) {
-    uint64_t code = 0;
-    for (int j = 0; j < k_; ++j)
-      code = fold ? Mix64(code ^ static_cast<uint64_t>(raw[t * k_ + j]) ^ (uint64_t(j) << 40))
-                  : (code << bits_per_hash_) | static_cast<uint64_t>(raw[t * k_ + j]);
-    buckets[t] = static_cast<uint32_t>(code & ((uint64_t{1} << table_bits_) - 1));
-  }
-}
-
-void LshHash::Densify(int32_t* arg) const {
-  // Empty bins (arg < 0) borrow the value of another hash chosen by a universal hash of
-  // (hash id, attempt): the densification of Chen & Shrivastava, "Densified WTA".
-  for (int h = 0; h < num_hashes_; ++h) {
-    if (arg[h] >= 0) continue;
-    int32_t v = 0;
-    for (uint64_t attempt = 1; attempt <= 100; ++attempt) {
-      const int h2 = static_cast<int>(Mix64(seed_ ^ (uint64_t(h) << 20) ^ attempt) % num_hashes_);
-      if (arg[h2] >= 0 && (arg[h2] & (1 << 30)) == 0) {
-        v = arg[h2];
-        break;
-      }
-    }
-    arg[h] = v | (1 << 30);  // mark as borrowed so chains never borrow a borrowed value
-  }
-  for (int h = 0; h < num_hashes_; ++h) arg[h] &= ~(1 << 30);
+HashView LshHash::View() const {
+  HashView h;
+  h.family = family_ == HashFamily::kSrp ? HashView::kSrp
+             : family_ == HashFamily::kWta ? HashView::kWta : HashView::kDwta;
+  h.dim = dim_;
+  h.k = k_;
+  h.l = l_;
+  h.bin_size = bin_size_;
+  h.bits_per_hash = bits_per_hash_;
+  h.table_bits = table_bits_;
+  h.num_hashes = num_hashes_;
+  h.max_table_bits = kMaxTableBits;
+  h.seed = seed_;
+  h.proj_off = proj_off_.data();
+  h.proj_idx = proj_idx_.data();
+  h.proj_sign = proj_sign_.data();
+  h.inv_off = inv_off_.data();
+  h.inv_hash = inv_hash_.data();
+  h.inv_sign = inv_sign_.data();
+  h.bins = bins_.data();
+  return h;
 }
 
 void LshHash::HashSparse(const int32_t* ids, const float* vals, int64_t n, uint32_t* buckets,
                          Scratch* s) const {
-  s->arg.assign(num_hashes_, -1);
-  if (family_ == HashFamily::kSrp) {
-    s->acc.assign(num_hashes_, 0.0f);
-    for (int64_t e = 0; e < n; ++e) {
-      const float v = vals[e];
-      for (int64_t p = inv_off_[ids[e]]; p < inv_off_[ids[e] + 1]; ++p)
-        s->acc[inv_hash_[p]] += inv_sign_[p] * v;
-    }
-    for (int h = 0; h < num_hashes_; ++h) s->arg[h] = s->acc[h] >= 0 ? 1 : 0;
-  } else {
-    // Only non-zeros take part; WTA on a sparse input treats the missing coordinates as
-    // zeros, DWTA as absent (then densifies).
-    s->acc.assign(num_hashes_, -std::numeric_limits<float>::infinity());
-    for (int64_t e = 0; e < n; ++e) {
-      const float v = vals[e];
-      if (v == 0.0f) continue;
-      for (int64_t p = inv_off_[ids[e]]; p < inv_off_[ids[e] + 1]; ++p) {
-        const int h = inv_hash_[p] / bin_size_;
-        if (v > s->acc[h]) {
-          s->acc[h] = v;
-          s->arg[h] = inv_hash_[p] % bin_size_;
-        }
-      }
-    }
-    if (family_ == HashFamily::kWta) {
-      // A bin whose non-zeros are all negative (or absent) has its max at a zero coordinate.
-      for (int h = 0; h < num_hashes_; ++h) {
-        if (s->acc[h] > 0) continue;
-        const int32_t* bin = &bins_[static_cast<size_t>(h) * bin_size_];
-        int zero_pos = -1;
-        for (int p = 0; p < bin_size_ && zero_pos < 0; ++p) {
-          const int32_t* it = std::lower_bound(ids, ids + n, bin[p]);
-          if (it == ids + n || *it != bin[p] || vals[it - ids] == 0.0f) zero_pos = p;
-        }
-        if (zero_pos >= 0) s->arg[h] = zero_pos;
-        if (s->arg[h] < 0) s->arg[h] = 0;
-      }
-    } else {
-      Densify(s->arg.data());
-    }
-  }
-  Combine(s->arg.data(), buckets);
+  s->arg.resize(num_hashes_);
+  s->acc.resize(num_hashes_);
+  const HashView h = View();
+  HashRawSparse(h, ids, vals, n, s->acc.data(), s->arg.data());
+  HashCombine(h, s->arg.data(), buckets);
 }
 
-void LshHash::RawDense(const float* x, std::vector<int32_t>* out, Scratch* s) const {
-  out->assign(num_hashes_, -1);
-  if (family_ == HashFamily::kSrp) {
-    for (int h = 0; h < num_hashes_; ++h) {
-      float acc = 0;
-      for (int64_t e = proj_off_[h]; e < proj_off_[h + 1]; ++e) acc += proj_sign_[e] * x[proj_idx_[e]];
-      (*out)[h] = acc >= 0 ? 1 : 0;
-    }
-    return;
-  }
-  for (int h = 0; h < num_hashes_; ++h) {
-    const int32_t* bin = &bins_[static_cast<size_t>(h) * bin_size_];
-    float best = -std::numeric_limits<float>::infinity();
-    int arg = -1;
-    for (int p = 0; p < bin_size_; ++p) {
-      const float v = x[bin[p]];
-      if (family_ == HashFamily::kDwta && v == 0.0f) continue;
-      if (v > best) {
-        best = v;
-        arg = p;
-      }
-    }
-    (*out)[h] = arg;
-  }
-  if (family_ == HashFamily::kDwta) Densify(out->data());
+void LshHash::RawDense(const float* x, std::vector<int32_t>* out, Scratch*) const {
+  out->resize(num_hashes_);
+  HashRawDense(View(), [x](int64_t j) { return x[j]; }, out->data());
 }
 
 void LshHash::HashDense(const float* x, uint32_t* buckets, Scratch* s) const {
   RawDense(x, &s->arg, s);
-  Combine(s->arg.data(), buckets);
+  HashCombine(View(), s->arg.data(), buckets);
 }
 
 }  // namespace dslide

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "config.h"
+#include "lsh_kernels.h"
 
 namespace dslide {
 
@@ -37,9 +38,14 @@ class LshHash {
   /// Raw per-function hash values (K*L of them), for tests of collision probability.
   void RawDense(const float* x, std::vector<int32_t>* out, Scratch* scratch) const;
 
+  /// The functions as plain arrays (for the shared kernels of lsh_kernels.h).
+  HashView View() const;
+  /// Sizes of the arrays behind View() (for copying them to a device).
+  size_t proj_size() const { return proj_idx_.size(); }
+  size_t inv_size() const { return inv_hash_.size(); }
+  size_t bins_size() const { return bins_.size(); }
+
  private:
-  void Combine(const int32_t* raw, uint32_t* buckets) const;
-  void Densify(int32_t* arg) const;
 
   HashFamily family_;
   int64_t dim_;

@@ -5,6 +5,7 @@
 
 #include "error.h"
 #include "rng.h"
+#include "select_kernel.h"
 
 namespace dslide {
 
@@ -17,29 +18,31 @@ LshTables::LshTables(int num_tables, int table_bits, int bucket_capacity, Insert
 void LshTables::Build(const uint32_t* buckets, int64_t n, uint64_t seed) {
   const int L = static_cast<int>(tables_.size());
   const size_t nb = size_t{1} << table_bits_;
+  const bool fifo = policy_ == InsertPolicy::kFifo;
 #pragma omp parallel for schedule(dynamic, 1)
   for (int t = 0; t < L; ++t) {
     Table& tab = tables_[t];
-    std::vector<uint32_t> seen(nb, 0);
-    for (int64_t i = 0; i < n; ++i) ++seen[buckets[t * n + i]];
+    const uint32_t* bt = buckets + t * n;
+    // Stable counting sort of the items by bucket, then each bucket takes its items in
+    // increasing id with its own random stream (so buckets can be filled in parallel, the
+    // way the GPU backend does it, with the same result).
+    std::vector<uint32_t> start(nb + 1, 0);
+    for (int64_t i = 0; i < n; ++i) ++start[bt[i] + 1];
+    for (size_t b = 0; b < nb; ++b) start[b + 1] += start[b];
+    std::vector<int32_t> items(n);
+    {
+      std::vector<uint32_t> pos(start.begin(), start.end() - 1);
+      for (int64_t i = 0; i < n; ++i) items[pos[bt[i]]++] = static_cast<int32_t>(i);
+    }
     tab.offsets.assign(nb + 1, 0);
     for (size_t b = 0; b < nb; ++b)
-      tab.offsets[b + 1] = tab.offsets[b] + std::min<uint32_t>(seen[b], capacity_);
+      tab.offsets[b + 1] = tab.offsets[b] + std::min<uint32_t>(start[b + 1] - start[b], capacity_);
     tab.ids.assign(tab.offsets[nb], -1);
-    std::fill(seen.begin(), seen.end(), 0);
-    Rng rng(StreamSeed(seed, 0x7461626c65, t));
-    for (int64_t i = 0; i < n; ++i) {
-      const uint32_t b = buckets[t * n + i];
-      const uint32_t k = seen[b]++;  // items already offered to this bucket
-      int32_t* slots = tab.ids.data() + tab.offsets[b];
-      if (k < static_cast<uint32_t>(capacity_)) {
-        slots[k] = static_cast<int32_t>(i);
-      } else if (policy_ == InsertPolicy::kFifo) {
-        slots[k % capacity_] = static_cast<int32_t>(i);  // overwrite the oldest
-      } else {
-        const uint64_t j = rng.Below(uint64_t{k} + 1);  // keep with probability cap/(k+1)
-        if (j < static_cast<uint64_t>(capacity_)) slots[j] = static_cast<int32_t>(i);
-      }
+    for (size_t b = 0; b < nb; ++b) {
+      const uint32_t c = start[b + 1] - start[b];
+      if (c == 0) continue;
+      FillBucket(items.data() + start[b], c, capacity_, fifo,
+                 BucketSeed(seed, t, static_cast<uint32_t>(b)), tab.ids.data() + tab.offsets[b]);
     }
   }
 }

@@ -17,8 +17,9 @@ class LshTables {
   /// Rebuilds every table from scratch. `buckets` is L x n, table-major: the bucket of item
   /// i in table t is buckets[t * n + i]. Items are inserted in increasing id; a full bucket
   /// keeps a uniform sample (reservoir, Vitter's algorithm R: the n-th item replaces a random
-  /// slot with probability capacity/n) or the newest items (FIFO). Parallel over tables;
-  /// deterministic for a given seed.
+  /// slot with probability capacity/n) or the newest items (FIFO), with a random stream per
+  /// (table, bucket) (BucketSeed), so the GPU backend builds the same tables. Parallel over
+  /// tables; deterministic for a given seed.
   void Build(const uint32_t* buckets, int64_t n, uint64_t seed);
 
   struct Bucket {

@@ -5,10 +5,12 @@
 #include <cmath>
 #include <cstdint>
 
+#include "hd.h"
+
 namespace dslide {
 
 /// SplitMix64 finaliser: a good 64-bit mix, used to derive independent stream seeds.
-inline uint64_t Mix64(uint64_t x) {
+DSLIDE_HD inline uint64_t Mix64(uint64_t x) {
   x += 0x9E3779B97F4A7C15ULL;
   x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
   x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
@@ -16,7 +18,7 @@ inline uint64_t Mix64(uint64_t x) {
 }
 
 /// Derives a seed from a base seed and up to four indices.
-inline uint64_t StreamSeed(uint64_t seed, uint64_t a, uint64_t b = 0, uint64_t c = 0,
+DSLIDE_HD inline uint64_t StreamSeed(uint64_t seed, uint64_t a, uint64_t b = 0, uint64_t c = 0,
                            uint64_t d = 0) {
   return Mix64(Mix64(Mix64(Mix64(seed ^ Mix64(a)) ^ b) ^ Mix64(c)) ^ d);
 }
@@ -24,14 +26,14 @@ inline uint64_t StreamSeed(uint64_t seed, uint64_t a, uint64_t b = 0, uint64_t c
 /// xoshiro256** generator. Not thread safe; one per thread or per stream.
 class Rng {
  public:
-  explicit Rng(uint64_t seed = 1) { Seed(seed); }
-  void Seed(uint64_t seed) {
+  DSLIDE_HD explicit Rng(uint64_t seed = 1) { Seed(seed); }
+  DSLIDE_HD void Seed(uint64_t seed) {
     for (auto& s : s_) {
       seed = Mix64(seed);
       s = seed;
     }
   }
-  uint64_t Next() {
+  DSLIDE_HD uint64_t Next() {
     const uint64_t result = Rotl(s_[1] * 5, 7) * 9;
     const uint64_t t = s_[1] << 17;
     s_[2] ^= s_[0];
@@ -43,8 +45,12 @@ class Rng {
     return result;
   }
   /// Uniform integer in [0, n), n > 0 (Lemire's multiply-shift; bias below 2^-32 for n < 2^32).
-  uint64_t Below(uint64_t n) {
+  DSLIDE_HD uint64_t Below(uint64_t n) {
+#if defined(__CUDA_ARCH__)
+    return __umul64hi(Next(), n);
+#else
     return static_cast<uint64_t>((static_cast<unsigned __int128>(Next()) * n) >> 64);
+#endif
   }
   /// Uniform float in [0, 1).
   double Uniform() { return static_cast<double>(Next() >> 11) * 0x1.0p-53; }
@@ -57,7 +63,7 @@ class Rng {
   }
 
  private:
-  static uint64_t Rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+  DSLIDE_HD static uint64_t Rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
   uint64_t s_[4];
 };
 

@@ -1,0 +1,191 @@
+// Budget selection and bucket filling as templates over their storage, shared by the CPU
+// backend (stamp arrays over the shard, see BudgetSampler) and the CUDA kernels (a small
+// per-sample hash set), so both backends choose the same active neurons from the same
+// tables and random streams.
+#pragma once
+
+#include <cstdint>
+
+#include "config.h"
+#include "hd.h"
+#include "rng.h"
+
+namespace dslide {
+
+/// Moves a uniform random subset of size k of v[0..n) to its front (partial Fisher-Yates).
+DSLIDE_HD inline void SampleDown(int32_t* v, int64_t n, int64_t k, Rng* rng) {
+  for (int64_t i = 0; i < k; ++i) {
+    const int64_t j = i + static_cast<int64_t>(rng->Below(n - i));
+    const int32_t t = v[i];
+    v[i] = v[j];
+    v[j] = t;
+  }
+}
+
+/// The random stream of bucket b of table t in a table build seeded with `seed`.
+DSLIDE_HD inline uint64_t BucketSeed(uint64_t seed, int t, uint32_t b) {
+  return StreamSeed(seed, 0x7461626c65, static_cast<uint64_t>(t), b);
+}
+
+/// Offers items[0..count) (increasing ids) to a bucket of `capacity` slots: a full bucket
+/// keeps a uniform sample (reservoir, Vitter's algorithm R: the k-th item replaces a random
+/// slot with probability capacity/(k+1)) or the newest items (FIFO). Writes
+/// min(count, capacity) slots.
+DSLIDE_HD inline void FillBucket(const int32_t* items, int64_t count, int capacity, bool fifo,
+                                 uint64_t seed, int32_t* slots) {
+  if (count <= capacity || fifo) {
+    for (int64_t k = 0; k < count; ++k) slots[k % capacity] = items[k];
+    return;
+  }
+  Rng rng(seed);  // seeded only for buckets that overflow
+  for (int64_t k = 0; k < count; ++k) {
+    const int32_t i = items[k];
+    if (k < capacity) {
+      slots[k] = i;
+    } else if (fifo) {
+      slots[k % capacity] = i;  // overwrite the oldest
+    } else {
+      const uint64_t j = rng.Below(static_cast<uint64_t>(k) + 1);
+      if (j < static_cast<uint64_t>(capacity)) slots[j] = i;
+    }
+  }
+}
+
+/// Writes the active local ids of one sample to `out` and returns how many: the `forced`
+/// ids first (always kept), then candidates from the sample's bucket in each table until
+/// `budget` is reached (vanilla: tables in random order; top-k: by collision count, the tie
+/// at the cut sampled uniformly; threshold: >= threshold collisions, sampled down), then the
+/// batch's shared fill `shared` (FillPolicy::kBatch), then uniform random ids unless the
+/// fill policy is kStop. No id repeats.
+///
+/// Tables: num_tables() and Get(t, bucket) -> {ids, size}. Marks, the per-call state over
+/// the shard's n = marks.size() ids: BeginCall(), Stamped/Stamp/Unstamp(id),
+/// Count/SetCount/AddCount(id), SortByCount(v, n) (count descending, then id ascending),
+/// and arrays Cand() (room for every candidate, and for n ids when 2 * budget > n),
+/// Order() (num_tables()).
+template <class Tables, class Marks>
+DSLIDE_HD int64_t SelectIds(QueryStrategy query, int threshold, FillPolicy fill,
+                            const Tables* tables, const uint32_t* buckets, const int32_t* forced,
+                            int64_t n_forced, int64_t budget, Rng* rng, Marks& s, int32_t* out,
+                            const int32_t* shared, int64_t n_shared) {
+  const int64_t n = s.size();
+  if (budget > n) budget = n;
+  s.BeginCall();
+  int64_t k = 0;
+  for (int64_t i = 0; i < n_forced; ++i) {
+    if (!s.Stamped(forced[i])) {
+      s.Stamp(forced[i]);
+      out[k++] = forced[i];
+    }
+  }
+  if (k >= budget) return k;
+  const int64_t room = budget - k;
+
+  // Every neuron is wanted: no need to look at tables.
+  if (budget == n) {
+    for (int32_t i = 0; i < n; ++i)
+      if (!s.Stamped(i)) out[k++] = i;
+    return k;
+  }
+
+  int32_t* cand = s.Cand();
+  int64_t nc = 0;
+  if (tables != nullptr) {
+    const int L = tables->num_tables();
+    if (query == QueryStrategy::kVanilla) {
+      // Tables in random order, whole tables at a time, until the budget is met.
+      int32_t* order = s.Order();
+      for (int i = 0; i < L; ++i) order[i] = i;
+      for (int i = L - 1; i > 0; --i) {
+        const int j = static_cast<int>(rng->Below(i + 1));
+        const int32_t t = order[i];
+        order[i] = order[j];
+        order[j] = t;
+      }
+      for (int i = 0; i < L && nc < room; ++i) {
+        const auto b = tables->Get(order[i], buckets[order[i]]);
+        for (int32_t j = 0; j < b.size; ++j) {
+          const int32_t id = b.ids[j];
+          if (!s.Stamped(id)) {
+            s.Stamp(id);
+            cand[nc++] = id;
+          }
+        }
+      }
+      if (nc > room) SampleDown(cand, nc, room, rng);
+      for (int64_t i = room; i < nc; ++i) s.Unstamp(cand[i]);  // must not block the fill
+    } else {
+      // Count collisions over all tables (forced ids are stamped already and not counted).
+      for (int t = 0; t < L; ++t) {
+        const auto b = tables->Get(t, buckets[t]);
+        for (int32_t j = 0; j < b.size; ++j) {
+          const int32_t id = b.ids[j];
+          if (!s.Stamped(id)) {
+            s.Stamp(id);
+            s.SetCount(id, 1);
+            cand[nc++] = id;
+          } else if (s.Count(id) > 0) {
+            s.AddCount(id);
+          }
+        }
+      }
+      for (int64_t i = 0; i < k; ++i) s.SetCount(out[i], 0);
+      // Only the chosen candidates stay stamped (below); the others must not block the fill.
+      for (int64_t i = 0; i < nc; ++i) s.Unstamp(cand[i]);
+      if (query == QueryStrategy::kThreshold) {
+        int64_t kept = 0;
+        for (int64_t i = 0; i < nc; ++i)
+          if (s.Count(cand[i]) >= threshold) cand[kept++] = cand[i];
+        nc = kept;
+        if (nc > room) SampleDown(cand, nc, room, rng);
+      } else if (nc > room) {
+        // Top-k: sort by count; the tied group at the cut is sampled uniformly.
+        s.SortByCount(cand, nc);
+        const int cut = s.Count(cand[room - 1]);
+        int64_t lo = room - 1, hi = room;
+        while (lo > 0 && s.Count(cand[lo - 1]) == cut) --lo;
+        while (hi < nc && s.Count(cand[hi]) == cut) ++hi;
+        SampleDown(cand + lo, hi - lo, room - lo, rng);
+      }
+      const int64_t take = nc < room ? nc : room;
+      for (int64_t i = 0; i < take; ++i) s.Stamp(cand[i]);
+    }
+    const int64_t take = nc < room ? nc : room;
+    for (int64_t i = 0; i < take; ++i) out[k + i] = cand[i];
+    k += take;
+  }
+  if (k < budget && fill == FillPolicy::kBatch) {
+    for (int64_t j = 0; j < n_shared && k < budget; ++j) {
+      const int32_t id = shared[j];
+      if (!s.Stamped(id)) {
+        s.Stamp(id);
+        out[k++] = id;
+      }
+    }
+  }
+  if (k < budget && fill != FillPolicy::kStop) {
+    const int64_t free = n - k;
+    if (budget - k > free / 2) {
+      // Dense fill: scan the remaining ids and sample uniformly among them.
+      int32_t* rest = s.Cand();
+      int64_t nr = 0;
+      for (int32_t i = 0; i < n; ++i)
+        if (!s.Stamped(i)) rest[nr++] = i;
+      const int64_t need = budget - k;
+      SampleDown(rest, nr, need, rng);
+      for (int64_t i = 0; i < need; ++i) out[k + i] = rest[i];
+      k += need;
+    } else {
+      while (k < budget) {
+        const int32_t id = static_cast<int32_t>(rng->Below(n));
+        if (!s.Stamped(id)) {
+          s.Stamp(id);
+          out[k++] = id;
+        }
+      }
+    }
+  }
+  return k;
+}
+
+}  // namespace dslide
