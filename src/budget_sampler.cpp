@@ -76,4 +76,24 @@ void BudgetSampler::BatchFill(int64_t n, int64_t count, Rng* rng, std::vector<in
   for (int64_t i = count - 1; i > 0; --i) std::swap((*out)[i], (*out)[rng->Below(i + 1)]);
 }
 
+void BudgetSampler::BatchList(int64_t begin, int64_t end, int64_t budget,
+                              const std::vector<int32_t>* labels, Rng* rng,
+                              std::vector<int32_t>* out) {
+  BatchFill(end - begin, budget, rng, out);
+  if (labels == nullptr) return;
+  // In-batch negatives first: the labels this shard owns in the batch, then the random set.
+  std::vector<int32_t> own;
+  for (int32_t id : *labels)
+    if (id >= begin && id < end) own.push_back(static_cast<int32_t>(id - begin));
+  std::sort(own.begin(), own.end());
+  own.erase(std::unique(own.begin(), own.end()), own.end());
+  for (int64_t i = static_cast<int64_t>(own.size()) - 1; i > 0; --i)
+    std::swap(own[i], own[rng->Below(i + 1)]);
+  std::vector<int32_t> sorted_own = own;
+  std::sort(sorted_own.begin(), sorted_own.end());
+  for (int32_t id : *out)
+    if (!std::binary_search(sorted_own.begin(), sorted_own.end(), id)) own.push_back(id);
+  out->swap(own);
+}
+
 }  // namespace dslide

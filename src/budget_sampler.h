@@ -56,6 +56,12 @@ class BudgetSampler {
   /// position, and each sample's fill is marginally uniform).
   static void BatchFill(int64_t n, int64_t count, Rng* rng, std::vector<int32_t>* out);
 
+  /// The shared list of FillPolicy::kBatch for a shard [begin, end) of n neurons: the
+  /// batch's labels that the shard owns (local ids, in random order; skipped when
+  /// `labels` is null), then a BatchFill of `budget` ids not already listed.
+  static void BatchList(int64_t begin, int64_t end, int64_t budget,
+                        const std::vector<int32_t>* labels, Rng* rng, std::vector<int32_t>* out);
+
  private:
   QueryStrategy query_;
   int threshold_;

@@ -18,18 +18,15 @@
 #include <cstring>
 #include <limits>
 
+#include "backend_streams.h"
 #include "error.h"
+#include "layer_layout.h"
 #include "parallel.h"
 #include "rng.h"
 
 namespace dslide::cpu {
 
 namespace {
-
-constexpr uint64_t kInitStream = 0x696e6974;
-constexpr uint64_t kSampleStream = 0x73616d70;
-constexpr uint64_t kHashStream = 0x68617368;
-constexpr uint64_t kBatchFillStream = 0x62666c6c;
 
 inline float Dot(const float* __restrict a, const float* __restrict b, int64_t n) {
   float acc = 0.0f;
@@ -81,21 +78,15 @@ struct CpuBackend::Layer {
   int64_t rebuilds = 0;
 
   /// Offset of the weight from input j to local neuron i in the storage layout.
-  size_t At(int64_t i, int64_t j) const {
-    return static_cast<size_t>(spec.input_major ? j * cols + i : i * cols + j);
-  }
+  size_t At(int64_t i, int64_t j) const { return WeightAt(spec, i, j); }
   float* Row(int64_t r) { return w.data() + r * cols; }
   const float* Row(int64_t r) const { return w.data() + r * cols; }
   float* GRow(int64_t r) { return g.data() + r * cols; }
-  /// A weight-shaped array in storage order -> row per neuron (local x in_dim), and back.
   void ToRows(const std::vector<float>& storage, std::vector<float>* rows) const {
-    rows->resize(static_cast<size_t>(spec.local()) * spec.in_dim);
-    for (int64_t i = 0; i < spec.local(); ++i)
-      for (int64_t j = 0; j < spec.in_dim; ++j) (*rows)[i * spec.in_dim + j] = storage[At(i, j)];
+    StorageToRows(spec, storage, rows);
   }
   void FromRows(const std::vector<float>& rows, std::vector<float>* storage) const {
-    for (int64_t i = 0; i < spec.local(); ++i)
-      for (int64_t j = 0; j < spec.in_dim; ++j) (*storage)[At(i, j)] = rows[i * spec.in_dim + j];
+    RowsToStorage(spec, rows, storage);
   }
 };
 
@@ -143,15 +134,7 @@ void CpuBackend::Init(const ModelSpec& spec, const TrainConfig& cfg) {
       L->touched.assign(L->rows, 0);
       L->btouched.assign(s.local(), 0);
     }
-    // Glorot-normal weights, a stream per global neuron: identical for any number of ranks.
-    const double stddev = std::sqrt(2.0 / static_cast<double>(s.in_dim + s.out_dim));
-    Layer* lp = L.get();
-    ParallelFor(s.local(), [&](int64_t i) {
-      Rng rng(StreamSeed(cfg.seed, kInitStream, li, s.begin + i));
-      for (int64_t j = 0; j < s.in_dim; ++j) {
-        lp->w[lp->At(i, j)] = static_cast<float>(rng.Normal() * stddev);
-      }
-    }, 64);
+    InitialWeights(s, li, cfg.seed, L->w.data());
     if (!s.dense()) {
       L->sampler = std::make_unique<BudgetSampler>(cfg.lsh.query, cfg.lsh.threshold, cfg.lsh.fill);
     }
@@ -181,23 +164,9 @@ void CpuBackend::SelectActive(int layer, const BatchRows& in, const BatchLabels*
   out->Strided(B, cap);
   const bool batch_fill = cfg_.lsh.fill == FillPolicy::kBatch;
   if (batch_fill) {
-    Rng rng(StreamSeed(cfg_.seed, kBatchFillStream, iter, (uint64_t(layer) << 32) | spec_.rank));
-    BudgetSampler::BatchFill(s.local(), s.budget, &rng, &L.batch_fill);
-    if (labels != nullptr) {
-      // In-batch negatives first: the labels this shard owns in the batch, then the random set.
-      std::vector<int32_t> own;
-      for (int32_t id : labels->ids)
-        if (id >= s.begin && id < s.end) own.push_back(static_cast<int32_t>(id - s.begin));
-      std::sort(own.begin(), own.end());
-      own.erase(std::unique(own.begin(), own.end()), own.end());
-      for (int64_t i = static_cast<int64_t>(own.size()) - 1; i > 0; --i)
-        std::swap(own[i], own[rng.Below(i + 1)]);
-      std::vector<int32_t> sorted_own = own;
-      std::sort(sorted_own.begin(), sorted_own.end());
-      for (int32_t id : L.batch_fill)
-        if (!std::binary_search(sorted_own.begin(), sorted_own.end(), id)) own.push_back(id);
-      L.batch_fill.swap(own);
-    }
+    Rng rng(StreamSeed(cfg_.seed, streams::kBatchFill, iter, (uint64_t(layer) << 32) | spec_.rank));
+    BudgetSampler::BatchList(s.begin, s.end, s.budget, labels ? &labels->ids : nullptr, &rng,
+                             &L.batch_fill);
   }
   ParallelFor(B, [&](int64_t i) {
     ThreadScratch& ts = *scratch_[ThreadId()];
@@ -223,7 +192,7 @@ void CpuBackend::SelectActive(int layer, const BatchRows& in, const BatchLabels*
       for (int64_t j = 0; j < labels->Count(i); ++j)
         if (lab[j] >= s.begin && lab[j] < s.end) ts.forced.push_back(static_cast<int32_t>(lab[j] - s.begin));
     }
-    Rng rng(StreamSeed(cfg_.seed, kSampleStream, iter, i, (uint64_t(layer) << 32) | spec_.rank));
+    Rng rng(StreamSeed(cfg_.seed, streams::kSample, iter, i, (uint64_t(layer) << 32) | spec_.rank));
     int32_t* ids = out->Ids(i);
     const int64_t k = L.sampler->Select(&L.tables, ts.buckets.data(), ts.forced.data(),
                                         ts.forced.size(), s.budget, &rng, &ts.sampler, ids,
@@ -599,7 +568,7 @@ void CpuBackend::RebuildTables(int layer, bool new_hashes) {
     L.hash->HashDense(ts.dense.data(), ts.buckets.data(), &ts.hash);
     for (int t = 0; t < nt; ++t) buckets[static_cast<size_t>(t) * n + i] = ts.buckets[t];
   }, 256);
-  L.tables.Build(buckets.data(), n, StreamSeed(cfg_.seed, kHashStream, layer, ++L.rebuilds, spec_.rank));
+  L.tables.Build(buckets.data(), n, StreamSeed(cfg_.seed, streams::kHash, layer, ++L.rebuilds, spec_.rank));
 }
 
 void CpuBackend::MakeHash(int layer) {
@@ -607,7 +576,7 @@ void CpuBackend::MakeHash(int layer) {
   const LshConfig& c = cfg_.lsh;
   L.hash = std::make_unique<LshHash>(
       c.family, L.spec.in_dim + 1 + (c.mips ? 1 : 0), c.k, c.l, c.bin_size,
-      StreamSeed(cfg_.seed, kHashStream, layer, L.hash_version, spec_.rank));
+      StreamSeed(cfg_.seed, streams::kHash, layer, L.hash_version, spec_.rank));
   L.tables = LshTables(c.l, L.hash->table_bits(), c.bucket_capacity, c.insert);
 }
 

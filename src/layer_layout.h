@@ -1,0 +1,25 @@
+// Storage layouts of a layer's weights, shared by the backends: a row per neuron
+// (local x in_dim), or a row per input feature (in_dim x local) for the input-major first
+// layer; and the initial weights, a function of (seed, layer, global neuron) only.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "model.h"
+
+namespace dslide {
+
+/// Offset of the weight from input j to local neuron i in the layer's storage layout.
+inline size_t WeightAt(const LayerSpec& s, int64_t i, int64_t j) {
+  return static_cast<size_t>(s.input_major ? j * s.local() + i : i * s.in_dim + j);
+}
+/// A weight-shaped array in storage order -> row per neuron (local x in_dim), and back.
+void StorageToRows(const LayerSpec& s, const std::vector<float>& storage, std::vector<float>* rows);
+void RowsToStorage(const LayerSpec& s, const std::vector<float>& rows, std::vector<float>* storage);
+/// Glorot-normal weights of layer `layer` in storage order (local * in_dim floats); a
+/// random stream per global neuron, so any number of ranks starts from the same model.
+void InitialWeights(const LayerSpec& s, size_t layer, uint64_t seed, float* storage);
+
+}  // namespace dslide
