@@ -1,24 +1,26 @@
 // The one place that knows which backends were built (CUDA or not).
 #include "cpu/cpu_backend.h"
 #include "error.h"
+#include "gpu/device_choice.h"
 #include "layer_backend.h"
 #ifdef DSLIDE_WITH_CUDA
+#include "gpu/gpu_backend.h"
 #include "gpu/gpu_device.h"
 #endif
 
 namespace dslide {
 
-std::unique_ptr<LayerBackend> MakeBackend(Device device, int local_rank) {
+std::unique_ptr<LayerBackend> MakeBackend(Device device, int rank, int gpus_per_node) {
   if (device == Device::kCpu) return std::make_unique<cpu::CpuBackend>();
 #ifdef DSLIDE_WITH_CUDA
-  const int devices = gpu::DeviceCount();
-  DSLIDE_CHECK(devices > 0, "--device gpu: no CUDA device is visible (",
-               gpu::DeviceError(), ")");
-  throw Error(detail::Concat("--device gpu: ", devices,
-                             " CUDA device(s) found, but the GPU layer backend is not "
-                             "implemented in this version; use --device cpu"));
+  const int local = gpu::LocalRankFromEnv(rank);
+  const int local_size = std::max(gpu::LocalSizeFromEnv(), 1);
+  const int visible = gpu::DeviceCount();
+  return gpu::MakeGpuBackend(
+      gpu::ChooseDevice(local, local_size, gpus_per_node, visible, gpu::DeviceError()));
 #else
-  (void)local_rank;
+  (void)rank;
+  (void)gpus_per_node;
   throw Error("--device gpu: this dslide was built without CUDA (configure with -DDSLIDE_CUDA=ON)");
 #endif
 }

@@ -159,6 +159,8 @@ void AddTrainOptions(po::options_description* d, TrainConfig* c) {
     ("threads", po::value(&c->threads)->default_value(0), "OpenMP threads per rank (0: default)")
     ("seed", po::value(&c->seed)->default_value(1), "random seed")
     ("device", po::value<std::string>()->default_value("cpu"), "cpu|gpu")
+    ("gpus-per-node", po::value(&c->gpus_per_node)->default_value(0),
+     "--device gpu: local rank r uses GPU r % N of the visible ones (0: one rank per GPU)")
     ("strategy", po::value<std::string>()->default_value("sparse"),
      "sparse|dense-model-parallel|data-parallel")
     ("metrics", po::value(&c->metrics_file), "write JSON lines metrics to this file")
@@ -234,6 +236,7 @@ void TrainConfig::Validate() const {
                    (lsh.bin_size & (lsh.bin_size - 1)) == 0,
                "option --bin-size: must be a power of two in [2, 256], got ", lsh.bin_size);
   DSLIDE_CHECK(lsh.threshold >= 1, "option --threshold: must be >= 1");
+  DSLIDE_CHECK(gpus_per_node >= 0, "option --gpus-per-node: must be >= 0, got ", gpus_per_node);
   DSLIDE_CHECK(lsh.rebuild_n0 >= 1, "option --rebuild-n0: must be >= 1");
   DSLIDE_CHECK(lsh.rebuild_lambda >= 0 && lsh.rebuild_lambda < 10,
                "option --rebuild-lambda: must be in [0, 10)");

@@ -60,6 +60,7 @@ struct TrainConfig {
   int threads = 0;          ///< 0: OpenMP default
   uint64_t seed = 1;
   Device device = Device::kCpu;
+  int gpus_per_node = 0;    ///< --device gpu: GPUs shared by a node's ranks (0: one rank per GPU)
   Strategy strategy = Strategy::kSparse;
   std::string metrics_file;
   std::string checkpoint_dir;

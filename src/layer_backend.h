@@ -104,8 +104,10 @@ class LayerBackend {
   virtual const char* name() const = 0;
 };
 
-/// The backend for cfg.device: "cpu", or "gpu" where built with CUDA and a device exists.
-/// Throws dslide::Error with the reason otherwise. The only place that branches on CUDA.
-std::unique_ptr<LayerBackend> MakeBackend(Device device, int local_rank);
+/// The backend for cfg.device: "cpu", or "gpu" where built with CUDA and a device exists,
+/// on the GPU of this rank's local rank (gpu::ChooseDevice; `rank` when the launcher does
+/// not say). Throws dslide::Error with the reason otherwise. The only place that branches
+/// on CUDA.
+std::unique_ptr<LayerBackend> MakeBackend(Device device, int rank, int gpus_per_node = 0);
 
 }  // namespace dslide

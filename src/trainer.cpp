@@ -651,7 +651,7 @@ EvalResult RunTraining(const TrainConfig& cfg, Communicator* comm) {
                  test.num_labels, " labels, the training file ", train.num_features, " and ",
                  train.num_labels);
   }
-  Trainer trainer(cfg, comm, MakeBackend(cfg.device, comm->rank()), train.num_features,
+  Trainer trainer(cfg, comm, MakeBackend(cfg.device, comm->rank(), cfg.gpus_per_node), train.num_features,
                   train.num_labels);
   return trainer.Run(train, cfg.test_file.empty() ? nullptr : &test);
 }

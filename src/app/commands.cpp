@@ -92,7 +92,7 @@ int Eval(int argc, const char* const* argv, Communicator* comm) {
   tc.lsh.l = static_cast<int>(meta.hash_l);
   tc.lsh.bin_size = static_cast<int>(meta.hash_bin);
   tc.lsh.bucket_capacity = static_cast<int>(meta.hash_bucket);
-  Trainer trainer(tc, comm, MakeBackend(tc.device, comm->rank()), meta.input_dim, meta.out_dims.back());
+  Trainer trainer(tc, comm, MakeBackend(tc.device, comm->rank(), tc.gpus_per_node), meta.input_dim, meta.out_dims.back());
   trainer.LoadCheckpoint(folder);
   const EvalResult r = trainer.Evaluate(test, cfg.points, /*sampled=*/false, cfg.k);
   if (Root(comm)) {
@@ -193,7 +193,7 @@ int Bench(int argc, const char* const* argv, Communicator* comm) {
     std::fflush(stdout);
   }
   TrainConfig tc = cfg.train;
-  Trainer trainer(tc, comm, MakeBackend(tc.device, comm->rank()), train.num_features,
+  Trainer trainer(tc, comm, MakeBackend(tc.device, comm->rank(), tc.gpus_per_node), train.num_features,
                   train.num_labels);
   const double init_rss = PeakRssMb();
   const EvalResult before = trainer.Evaluate(test, tc.eval_points, tc.eval_sampled);

@@ -4,10 +4,14 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <numeric>
 
 #include "../test_presets.h"
 #include "dist/mpi_communicator.h"
+#ifdef DSLIDE_WITH_CUDA
+#include "gpu/gpu_device.h"
+#endif
 #include "parallel.h"
 #include "synthetic.h"
 #include "trainer.h"
@@ -66,6 +70,41 @@ TEST(Distributed, DenseEqualsOneRank) {
     }
   }
   EXPECT_LT(max_diff, 1e-5) << "weights after 20 iterations";
+}
+
+TEST(Distributed, GpuDenseEqualsCpu) {
+  // The GPU backend inside the same distributed step: P ranks sharing one GPU equal the
+  // P-rank CPU run in dense mode.
+#ifndef DSLIDE_WITH_CUDA
+  GTEST_SKIP() << "built without CUDA";
+#else
+  if (gpu::DeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
+  SetNumThreads(1);
+  const Dataset data = Small(2000);
+  TrainConfig cfg;
+  cfg.hidden = {24, 16};
+  cfg.sparsity = {1.0, 1.0, 1.0};
+  cfg.batch = 32;
+  cfg.lr = 1e-3;
+  Trainer on_gpu(cfg, g_comm, MakeBackend(Device::kGpu, g_comm->rank(), /*gpus_per_node=*/1),
+                 data.num_features, data.num_labels);
+  Trainer on_cpu(cfg, g_comm, MakeBackend(Device::kCpu, 0), data.num_features, data.num_labels);
+  for (int it = 0; it < 20; ++it) {
+    const auto pts = Batch(it, cfg.batch, data.size());
+    const double lg = on_gpu.Step(data, pts);
+    const double lc = on_cpu.Step(data, pts);
+    ASSERT_NEAR(lg, lc, 1e-4 * std::max(1.0, std::abs(lc))) << "iteration " << it + 1;
+  }
+  for (int l = 0; l < 3; ++l) {
+    std::vector<float> w, b, wc, bc;
+    on_gpu.backend().GetLayer(l, &w, &b);
+    on_cpu.backend().GetLayer(l, &wc, &bc);
+    ASSERT_EQ(w.size(), wc.size());
+    double d = 0;
+    for (size_t i = 0; i < w.size(); ++i) d = std::max(d, std::abs(double(w[i]) - wc[i]));
+    EXPECT_LT(d, 1e-4) << "weights of layer " << l << " after 20 iterations";
+  }
+#endif
 }
 
 TEST(Distributed, DataParallelEqualsOneRank) {
@@ -176,6 +215,15 @@ TEST(Distributed, SampledP1MatchesOneRankOnDelicious) {
 int main(int argc, char** argv) {
   dslide::dist::MpiSession mpi(&argc, &argv);
   int rc = 0;
+  bool have_gpu = false;
+#ifdef DSLIDE_WITH_CUDA
+  have_gpu = dslide::gpu::DeviceCount() > 0;
+#endif
+  if (std::getenv("DSLIDE_TEST_GPU_ONLY") != nullptr && !have_gpu) {
+    // The GPU-only run: reported as skipped by ctest (SKIP_RETURN_CODE 77) without a device.
+    mpi.Finalize();
+    return 77;
+  }
   {
     dslide::dist::MpiCommunicator comm;
     dslide::g_comm = &comm;

@@ -2,10 +2,12 @@
 // files are read and the command line wins over them.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <vector>
 
 #include "config.h"
 #include "error.h"
+#include "gpu/device_choice.h"
 #include "test_util.h"
 
 namespace dslide {
@@ -84,6 +86,58 @@ TEST(Config, GenShapes) {
   EXPECT_EQ(g.points, 10);
   const char* bad[] = {"gen", "--shape", "imagenet", "--out", "x"};
   EXPECT_THROW(ParseGen(5, bad, &g, &help), Error);
+}
+
+}  // namespace
+}  // namespace dslide
+
+namespace dslide {
+namespace {
+
+TEST(DeviceChoice, OneRankPerGpuByLocalRank) {
+  EXPECT_EQ(gpu::ChooseDevice(0, 4, 0, 4, "ok"), 0);
+  EXPECT_EQ(gpu::ChooseDevice(3, 4, 0, 4, "ok"), 3);
+  // --gpus-per-node shares on purpose: local rank r -> r % N.
+  EXPECT_EQ(gpu::ChooseDevice(3, 4, 2, 4, "ok"), 1);
+  EXPECT_EQ(gpu::ChooseDevice(1, 2, 1, 1, "ok"), 0);
+}
+
+TEST(DeviceChoice, ClearErrors) {
+  try {
+    gpu::ChooseDevice(0, 1, 0, 0, "no CUDA-capable device is detected");
+    FAIL() << "no device accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no CUDA-capable device is detected"), std::string::npos);
+  }
+  try {
+    gpu::ChooseDevice(2, 3, 0, 2, "ok");
+    FAIL() << "3 ranks on 2 GPUs accepted without --gpus-per-node";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--gpus-per-node 2"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(gpu::ChooseDevice(0, 1, 4, 2, "ok"), Error);
+}
+
+TEST(DeviceChoice, LocalRankFromLauncher) {
+  unsetenv("OMPI_COMM_WORLD_LOCAL_RANK");
+  unsetenv("MPI_LOCALRANKID");
+  unsetenv("SLURM_LOCALID");
+  EXPECT_EQ(gpu::LocalRankFromEnv(5), 5);
+  setenv("SLURM_LOCALID", "2", 1);
+  EXPECT_EQ(gpu::LocalRankFromEnv(5), 2);
+  setenv("OMPI_COMM_WORLD_LOCAL_RANK", "1", 1);
+  EXPECT_EQ(gpu::LocalRankFromEnv(5), 1);
+  setenv("OMPI_COMM_WORLD_LOCAL_RANK", "x", 1);
+  EXPECT_EQ(gpu::LocalRankFromEnv(5), 2);
+  unsetenv("OMPI_COMM_WORLD_LOCAL_RANK");
+  unsetenv("SLURM_LOCALID");
+}
+
+TEST(DeviceChoice, GpusPerNodeOption) {
+  TrainConfig c;
+  std::string help;
+  const char* argv[] = {"train", "--train", "x.txt", "--gpus-per-node", "-1"};
+  EXPECT_THROW(ParseTrain(5, argv, &c, &help), Error);
 }
 
 }  // namespace

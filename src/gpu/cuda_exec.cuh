@@ -1,0 +1,141 @@
+// The CUDA executor of the GPU backend: device arrays, a grid-stride launch of a kernel
+// body over [0, n), radix sort and scan (Thrust/CUB), all on one stream per backend thread.
+// Host->device copies go through a pinned staging buffer, device->host copies into one.
+#pragma once
+
+#include <cuda_runtime.h>
+#include <thrust/execution_policy.h>
+#include <thrust/scan.h>
+#include <thrust/sort.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "error.h"
+
+namespace dslide::gpu {
+
+#define DSLIDE_CUDA_CHECK(call)                                                          \
+  do {                                                                                   \
+    const cudaError_t err_ = (call);                                                     \
+    if (err_ != cudaSuccess)                                                             \
+      throw ::dslide::Error(::dslide::detail::Concat("CUDA error in ", #call, ": ",      \
+                                                     cudaGetErrorString(err_)));         \
+  } while (0)
+
+template <class F>
+__global__ void ForKernel(int64_t n, F f) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x)
+    f(i);
+}
+
+/// Pinned host memory that grows on demand (staging for copies).
+class Pinned {
+ public:
+  ~Pinned() {
+    if (p_) cudaFreeHost(p_);
+  }
+  void* Get(size_t bytes) {
+    if (bytes > cap_) {
+      if (p_) cudaFreeHost(p_);
+      p_ = nullptr;
+      cap_ = 0;
+      DSLIDE_CUDA_CHECK(cudaMallocHost(&p_, bytes));
+      cap_ = bytes;
+    }
+    return p_;
+  }
+
+ private:
+  void* p_ = nullptr;
+  size_t cap_ = 0;
+};
+
+struct CudaExec {
+  static constexpr const char* kName = "gpu";
+
+  static cudaStream_t& Stream() {
+    static thread_local cudaStream_t s = nullptr;
+    return s;
+  }
+  static Pinned& Staging() {
+    static thread_local Pinned p;
+    return p;
+  }
+
+  template <class T>
+  class Buffer {
+   public:
+    Buffer() = default;
+    Buffer(const Buffer&) = delete;
+    Buffer& operator=(const Buffer&) = delete;
+    ~Buffer() {
+      if (p_) cudaFree(p_);
+    }
+    void Resize(size_t n) {
+      if (n > cap_) {
+        if (p_) cudaFree(p_);
+        p_ = nullptr;
+        cap_ = 0;
+        const cudaError_t err = cudaMalloc(&p_, n * sizeof(T));
+        if (err != cudaSuccess) {
+          cudaGetLastError();
+          throw Error(detail::Concat("GPU out of memory: allocating ", n * sizeof(T) >> 20,
+                                     " MiB failed (", cudaGetErrorString(err), ")"));
+        }
+        cap_ = n;
+      }
+      n_ = n;
+    }
+    size_t size() const { return n_; }
+    T* data() { return p_; }
+    const T* data() const { return p_; }
+    void Upload(const T* h, size_t n) {
+      Resize(n);
+      if (n == 0) return;
+      // Through pinned memory: the copy runs at full bus speed, asynchronously to the host
+      // until the staging buffer is needed again.
+      void* stage = Staging().Get(n * sizeof(T));
+      DSLIDE_CUDA_CHECK(cudaStreamSynchronize(Stream()));
+      std::memcpy(stage, h, n * sizeof(T));
+      DSLIDE_CUDA_CHECK(cudaMemcpyAsync(p_, stage, n * sizeof(T), cudaMemcpyHostToDevice, Stream()));
+    }
+    void Download(T* h, size_t n) const {
+      if (n == 0) return;
+      void* stage = Staging().Get(n * sizeof(T));
+      DSLIDE_CUDA_CHECK(cudaMemcpyAsync(stage, p_, n * sizeof(T), cudaMemcpyDeviceToHost, Stream()));
+      DSLIDE_CUDA_CHECK(cudaStreamSynchronize(Stream()));
+      std::memcpy(h, stage, n * sizeof(T));
+    }
+    T Get(size_t i) const {
+      T v;
+      DSLIDE_CUDA_CHECK(cudaMemcpyAsync(&v, p_ + i, sizeof(T), cudaMemcpyDeviceToHost, Stream()));
+      DSLIDE_CUDA_CHECK(cudaStreamSynchronize(Stream()));
+      return v;
+    }
+    size_t bytes() const { return cap_ * sizeof(T); }
+
+   private:
+    T* p_ = nullptr;
+    size_t n_ = 0, cap_ = 0;
+  };
+
+  template <class F>
+  static void For(int64_t n, const F& f) {
+    if (n <= 0) return;
+    constexpr int kThreads = 256;
+    const int64_t blocks = std::min<int64_t>((n + kThreads - 1) / kThreads, int64_t{1} << 20);
+    ForKernel<<<static_cast<unsigned>(blocks), kThreads, 0, Stream()>>>(n, f);
+    DSLIDE_CUDA_CHECK(cudaGetLastError());
+  }
+  static void SortKeys(uint64_t* keys, int64_t n) {
+    if (n > 1) thrust::sort(thrust::cuda::par.on(Stream()), keys, keys + n);
+  }
+  static void ExclusiveScan(const uint32_t* in, uint32_t* out, int64_t n) {
+    if (n > 0) thrust::exclusive_scan(thrust::cuda::par.on(Stream()), in, in + n, out, uint32_t{0});
+  }
+  static void Sync() { DSLIDE_CUDA_CHECK(cudaStreamSynchronize(Stream())); }
+};
+
+}  // namespace dslide::gpu

@@ -1,0 +1,15 @@
+// The GPU backend instantiated on the CUDA executor.
+#include "gpu/cuda_exec.cuh"
+#include "gpu/gpu_backend.h"
+#include "gpu/gpu_backend_impl.h"
+
+namespace dslide::gpu {
+
+std::unique_ptr<LayerBackend> MakeGpuBackend(int device) {
+  DSLIDE_CUDA_CHECK(cudaSetDevice(device));
+  if (CudaExec::Stream() == nullptr)
+    DSLIDE_CUDA_CHECK(cudaStreamCreateWithFlags(&CudaExec::Stream(), cudaStreamNonBlocking));
+  return std::make_unique<GpuBackendT<CudaExec>>();
+}
+
+}  // namespace dslide::gpu

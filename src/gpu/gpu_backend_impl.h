@@ -1,0 +1,1109 @@
+// The GPU layer backend, written once over an executor X (CudaExec on a device, HostExec
+// for the tests on machines without one):
+//   X::Buffer<T>  device array: Resize, data, size, Upload(host, n), Download(host, n), bytes
+//   X::For(n, f)  runs f(i) for i in [0, n) (a CUDA grid over i)
+//   X::SortKeys, X::ExclusiveScan, X::Sync
+// Kernel bodies are DSLIDE_HD lambdas over raw pointers and never touch `this`.
+//
+// Per layer the device holds weights, biases, Adam moments, the LSH functions and tables.
+// The layer input of a step is uploaded once as CSR (samples' ids and values) and, for
+// row-per-neuron layers, also as a dense B x in_dim matrix so that the kernels read it with
+// contiguous loads. The kernels:
+//   query: one thread per sample hashes [x, 1] and runs SelectIds over the tables with a
+//     per-sample hash set (DeviceMarks) in place of the CPU's stamp arrays;
+//   forward: one thread per (sample, active neuron);
+//   backward, row-per-neuron layers: the input gradient per (sample, input entry) from the
+//     old weights; the (neuron, sample, delta) entries sorted by neuron; then one thread per
+//     (touched neuron, input coordinate) forms the weight gradient and applies Adam;
+//   backward, input-major first layer: atomics into gradient rows, Adam on touched rows;
+//   rebuild: one thread per neuron hashes its [w, b] row, a radix sort by (table, bucket,
+//     neuron), and one thread per bucket fills it (FillBucket, the CPU's own code).
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <vector>
+
+#include "backend_streams.h"
+#include "budget_sampler.h"
+#include "error.h"
+#include "hd.h"
+#include "layer_backend.h"
+#include "layer_layout.h"
+#include "lsh_hash.h"
+#include "lsh_kernels.h"
+#include "select_kernel.h"
+
+namespace dslide::gpu {
+
+DSLIDE_HD inline void AtomicAddF(float* p, float v) {
+#if defined(__CUDA_ARCH__)
+  atomicAdd(p, v);
+#else
+  *p += v;  // HostExec runs kernel bodies one at a time
+#endif
+}
+
+DSLIDE_HD inline bool Finite(float v) {
+#if defined(__CUDA_ARCH__)
+  return isfinite(v);
+#else
+  return std::isfinite(v);
+#endif
+}
+
+/// Adam's constants of one step (AdamStep with the bias corrections folded in).
+struct AdamConsts {
+  float lr, b1, b2, c1, c2, inv_bias1, inv_bias2, eps;
+  static AdamConsts Of(const AdamStep& s) {
+    return {s.lr, s.beta1, s.beta2, 1.0f - s.beta1, 1.0f - s.beta2, 1.0f / s.bias1(),
+            1.0f / s.bias2(), s.eps};
+  }
+};
+
+/// One parameter's Adam step (the formula of AdamUpdate); raises *bad on a non-finite result.
+DSLIDE_HD inline void AdamOne(const AdamConsts& a, float g, float* w, float* m, float* v,
+                              uint32_t* bad) {
+  const float mi = a.b1 * *m + a.c1 * g;
+  const float vi = a.b2 * *v + a.c2 * g * g;
+  *m = mi;
+  *v = vi;
+  const float wi = *w - a.lr * (mi * a.inv_bias1) / (sqrtf(vi * a.inv_bias2) + a.eps);
+  *w = wi;
+  if (!Finite(wi)) *bad = 1;
+}
+
+/// The LSH tables of a shard on the device: per table 2^bits + 1 offsets (relative to the
+/// table's first id, the layout of LshTables::Export) and the ids of all tables.
+struct TablesView {
+  const uint32_t* off = nullptr;
+  const int64_t* base = nullptr;  // L + 1
+  const int32_t* ids = nullptr;
+  int L = 0;
+  int64_t nb = 0;
+  struct Bucket {
+    const int32_t* ids;
+    int32_t size;
+  };
+  DSLIDE_HD int num_tables() const { return L; }
+  DSLIDE_HD Bucket Get(int t, uint32_t b) const {
+    const uint32_t* o = off + t * (nb + 1);
+    return {ids + base[t] + o[b], static_cast<int32_t>(o[b + 1] - o[b])};
+  }
+};
+
+/// SelectIds' marks for one sample: an open-addressing hash set of the ids seen in a call
+/// (load at most 1/2), cleared before the call.
+struct DeviceMarks {
+  int64_t n = 0;
+  int32_t* keys = nullptr;  // -1: empty
+  int32_t* counts = nullptr;
+  uint8_t* stamps = nullptr;
+  uint32_t mask = 0;
+  int32_t* cand = nullptr;
+  int32_t* order = nullptr;
+
+  DSLIDE_HD int64_t size() const { return n; }
+  DSLIDE_HD void BeginCall() {}
+  DSLIDE_HD int64_t Find(int32_t id) const {
+    uint32_t h = (static_cast<uint32_t>(id) * 2654435761u) & mask;
+    while (keys[h] != -1) {
+      if (keys[h] == id) return h;
+      h = (h + 1) & mask;
+    }
+    return -1;
+  }
+  DSLIDE_HD int64_t Insert(int32_t id) {
+    uint32_t h = (static_cast<uint32_t>(id) * 2654435761u) & mask;
+    while (keys[h] != -1) {
+      if (keys[h] == id) return h;
+      h = (h + 1) & mask;
+    }
+    keys[h] = id;
+    counts[h] = 0;
+    stamps[h] = 0;
+    return h;
+  }
+  DSLIDE_HD bool Stamped(int32_t id) const {
+    const int64_t f = Find(id);
+    return f >= 0 && stamps[f] != 0;
+  }
+  DSLIDE_HD void Stamp(int32_t id) { stamps[Insert(id)] = 1; }
+  DSLIDE_HD void Unstamp(int32_t id) {
+    const int64_t f = Find(id);
+    if (f >= 0) stamps[f] = 0;
+  }
+  DSLIDE_HD int Count(int32_t id) const {
+    const int64_t f = Find(id);
+    return f >= 0 ? counts[f] : 0;
+  }
+  DSLIDE_HD void SetCount(int32_t id, int c) { counts[Insert(id)] = c; }
+  DSLIDE_HD void AddCount(int32_t id) { ++counts[Insert(id)]; }
+  DSLIDE_HD bool Before(int32_t a, int32_t b) const {
+    const int ca = Count(a), cb = Count(b);
+    return ca != cb ? ca > cb : a < b;
+  }
+  /// Heap sort (in place, no allocation) by count descending, then id ascending.
+  DSLIDE_HD void SortByCount(int32_t* v, int64_t n_) const {
+    auto sift = [&](int64_t root, int64_t end) {
+      while (2 * root + 1 < end) {
+        int64_t c = 2 * root + 1;
+        if (c + 1 < end && Before(v[c], v[c + 1])) ++c;
+        if (!Before(v[root], v[c])) return;
+        const int32_t t = v[root];
+        v[root] = v[c];
+        v[c] = t;
+        root = c;
+      }
+    };
+    for (int64_t i = n_ / 2 - 1; i >= 0; --i) sift(i, n_);
+    for (int64_t e = n_ - 1; e > 0; --e) {
+      const int32_t t = v[0];
+      v[0] = v[e];
+      v[e] = t;
+      sift(0, e);
+    }
+  }
+  DSLIDE_HD int32_t* Cand() { return cand; }
+  DSLIDE_HD int32_t* Order() { return order; }
+};
+
+template <class X>
+class GpuBackendT : public LayerBackend {
+ public:
+  template <class T>
+  using Buf = typename X::template Buffer<T>;
+
+  /// A batch of rows on the device: CSR plus, for row-per-neuron layers, a dense copy.
+  struct DevRows {
+    int64_t B = 0, cap = 0;  // padded layout: row i at i * cap
+    Buf<int64_t> n;
+    Buf<int32_t> ids;
+    Buf<float> vals;
+  };
+
+  struct Layer {
+    LayerSpec spec;
+    int64_t rows = 0, cols = 0;
+    Buf<float> w, m, v, b, mb, vb;
+    Buf<float> g, gb;                 // input-major layer: gradient rows
+    Buf<uint8_t> touched, btouched;   // input-major layer
+    Buf<uint32_t> bad;                // 1 element: an update produced NaN or inf
+    // Row-per-neuron layers: the pending batch gradient.
+    bool pending = false;
+    int64_t nq = 0, nent = 0, saved_b = 0;
+    Buf<float> x;                     // the pending batch's input, B x in_dim
+    Buf<uint64_t> keys;
+    Buf<uint32_t> flags, qidx;
+    Buf<int32_t> qrow, rowq, ent_sample;
+    Buf<int64_t> qoff;
+    Buf<float> ent_delta;
+    // LSH.
+    std::unique_ptr<LshHash> hash;
+    Buf<int64_t> proj_off, inv_off;
+    Buf<int32_t> proj_idx, inv_hash, bins;
+    Buf<int8_t> proj_sign, inv_sign;
+    HashView dhash;
+    Buf<uint32_t> toff;
+    Buf<int64_t> tbase;
+    Buf<int32_t> tids;
+    int64_t hash_version = 0, rebuilds = 0;
+    std::vector<int64_t> host_base;  // L + 1
+  };
+
+  void Init(const ModelSpec& spec, const TrainConfig& cfg) override {
+    spec_ = spec;
+    cfg_ = cfg;
+    layers_.clear();
+    for (size_t li = 0; li < spec.layers.size(); ++li) {
+      auto L = std::make_unique<Layer>();
+      L->spec = spec.layers[li];
+      const LayerSpec& s = L->spec;
+      L->rows = s.input_major ? s.in_dim : s.local();
+      L->cols = s.input_major ? s.local() : s.in_dim;
+      const size_t n = static_cast<size_t>(L->rows) * L->cols;
+      std::vector<float> host(n);
+      InitialWeights(s, li, cfg.seed, host.data());
+      L->w.Upload(host.data(), n);
+      Zeros(&L->m, n);
+      Zeros(&L->v, n);
+      Zeros(&L->b, s.local());
+      Zeros(&L->mb, s.local());
+      Zeros(&L->vb, s.local());
+      Zeros(&L->bad, 1);
+      if (s.input_major) {
+        Zeros(&L->g, n);
+        Zeros(&L->gb, s.local());
+        Zeros(&L->touched, L->rows);
+        Zeros(&L->btouched, s.local());
+      } else {
+        L->rowq.Resize(s.local());
+        Fill(L->rowq.data(), s.local(), int32_t{-1});
+      }
+      layers_.push_back(std::move(L));
+      if (!s.dense()) RebuildTables(static_cast<int>(li), /*new_hashes=*/true);
+    }
+  }
+
+  // ---- small helpers (public: CUDA lambdas may not sit in private members) ----
+  template <class T>
+  static void Fill(T* p, int64_t n, T value) {
+    X::For(n, [=] DSLIDE_HD(int64_t i) { p[i] = value; });
+  }
+  template <class T>
+  static void Zeros(Buf<T>* b, size_t n) {
+    b->Resize(n);
+    Fill(b->data(), static_cast<int64_t>(n), T{});
+  }
+  template <class T>
+  static T Fetch(const Buf<T>& b, size_t at) {
+    return b.Get(at);
+  }
+
+  /// Uploads host rows in a padded layout of max_i n[i] per row.
+  static void Upload(const BatchRows& in, DevRows* d) {
+    d->B = in.samples();
+    d->cap = 1;
+    for (int64_t i = 0; i < d->B; ++i) d->cap = std::max(d->cap, in.n[i]);
+    std::vector<int32_t> ids(d->B * d->cap, 0);
+    std::vector<float> vals(d->B * d->cap, 0.0f);
+    for (int64_t i = 0; i < d->B; ++i) {
+      const int64_t o = in.off[i];
+      if (!in.ids.empty())
+        std::copy(in.ids.begin() + o, in.ids.begin() + o + in.n[i], ids.begin() + i * d->cap);
+      if (!in.vals.empty())
+        std::copy(in.vals.begin() + o, in.vals.begin() + o + in.n[i], vals.begin() + i * d->cap);
+    }
+    d->n.Upload(in.n.data(), d->B);
+    d->ids.Upload(ids.data(), ids.size());
+    d->vals.Upload(vals.data(), vals.size());
+  }
+
+  /// The rows as a dense B x width matrix (ids index the columns; dense rows are 0..n-1).
+  static void Densify(const DevRows& d, bool dense_rows, int64_t width, Buf<float>* out) {
+    const int64_t B = d.B, cap = d.cap;
+    Zeros(out, static_cast<size_t>(B * width));
+    float* o = out->data();
+    const int64_t* n = d.n.data();
+    const int32_t* ids = d.ids.data();
+    const float* vals = d.vals.data();
+    X::For(B * cap, [=] DSLIDE_HD(int64_t t) {
+      const int64_t i = t / cap, e = t % cap;
+      if (e >= n[i]) return;
+      const int64_t col = dense_rows ? e : ids[t];
+      o[i * width + col] = vals[t];
+    });
+  }
+
+  void SelectActive(int layer, const BatchRows& in, const BatchLabels* labels, int64_t iter,
+                    BatchRows* out) override {
+    Layer& L = *layers_[layer];
+    const LayerSpec& s = L.spec;
+    const int64_t B = in.samples();
+    if (s.dense()) {
+      out->Strided(B, s.local());
+      for (int64_t i = 0; i < B; ++i) {
+        int32_t* ids = out->Ids(i);
+        for (int64_t j = 0; j < s.local(); ++j) ids[j] = static_cast<int32_t>(s.begin + j);
+        out->n[i] = s.local();
+      }
+      return;
+    }
+    // Host side: the forced ids (labels this shard owns) and the batch's shared fill.
+    std::vector<int64_t> foff(B + 1, 0);
+    std::vector<int32_t> forced;
+    int64_t max_forced = 0;
+    for (int64_t i = 0; i < B; ++i) {
+      if (labels != nullptr) {
+        const int32_t* lab = labels->Of(i);
+        for (int64_t j = 0; j < labels->Count(i); ++j)
+          if (lab[j] >= s.begin && lab[j] < s.end) forced.push_back(static_cast<int32_t>(lab[j] - s.begin));
+        max_forced = std::max(max_forced, labels->Count(i));
+      }
+      foff[i + 1] = static_cast<int64_t>(forced.size());
+    }
+    std::vector<int32_t> shared;
+    const bool batch_fill = cfg_.lsh.fill == FillPolicy::kBatch;
+    if (batch_fill) {
+      Rng rng(StreamSeed(cfg_.seed, streams::kBatchFill, iter, (uint64_t(layer) << 32) | spec_.rank));
+      BudgetSampler::BatchList(s.begin, s.end, s.budget, labels ? &labels->ids : nullptr, &rng, &shared);
+    }
+    const int64_t cap = std::max(s.budget, max_forced);
+    out->Strided(B, cap);
+
+    // Device side: per-sample scratch.
+    const int64_t n = s.local();
+    const int L_ = static_cast<int>(cfg_.lsh.l);
+    const int64_t nh = L.dhash.num_hashes;
+    const int64_t cand_cap =
+        std::max<int64_t>(static_cast<int64_t>(L_) * cfg_.lsh.bucket_capacity, 2 * s.budget > n ? n : 0);
+    int64_t set = 1;
+    while (set < 2 * (max_forced + static_cast<int64_t>(L_) * cfg_.lsh.bucket_capacity + s.budget) + 2) set *= 2;
+    DevRows q;
+    QueryRows(in, s.in_dim, &q);
+    forced_off_.Upload(foff.data(), foff.size());
+    forced_ids_.Upload(forced.empty() ? nullptr : forced.data(), forced.size());
+    shared_.Upload(shared.empty() ? nullptr : shared.data(), shared.size());
+    acc_.Resize(B * nh);
+    arg_.Resize(B * nh);
+    bkt_.Resize(B * L_);
+    set_keys_.Resize(B * set);
+    set_counts_.Resize(B * set);
+    set_stamps_.Resize(B * set);
+    cand_.Resize(B * cand_cap);
+    order_.Resize(B * L_);
+    act_ids_.Resize(B * cap);
+    act_n_.Resize(B);
+    Fill(set_keys_.data(), B * set, int32_t{-1});
+
+    const HashView h = L.dhash;
+    const TablesView tv = Tables(L);
+    const bool dense_in = in.dense;
+    const int64_t in_dim = s.in_dim, qcap = q.cap, begin = s.begin, budget = s.budget;
+    const int64_t* qn = q.n.data();
+    const int32_t* qids = q.ids.data();
+    const float* qvals = q.vals.data();
+    float* acc = acc_.data();
+    int32_t* arg = arg_.data();
+    uint32_t* bkt = bkt_.data();
+    int32_t* keys = set_keys_.data();
+    int32_t* counts = set_counts_.data();
+    uint8_t* stamps = set_stamps_.data();
+    int32_t* cand = cand_.data();
+    int32_t* order = order_.data();
+    int32_t* act = act_ids_.data();
+    int64_t* act_n = act_n_.data();
+    const int64_t* fo = forced_off_.data();
+    const int32_t* fi = forced_ids_.data();
+    const int32_t* sh = shared_.data();
+    const int64_t nsh = static_cast<int64_t>(shared.size());
+    const QueryStrategy query = cfg_.lsh.query;
+    const int threshold = cfg_.lsh.threshold;
+    const FillPolicy fill = cfg_.lsh.fill;
+    const uint64_t seed = cfg_.seed;
+    const uint64_t lane = (uint64_t(layer) << 32) | spec_.rank;
+    X::For(B, [=] DSLIDE_HD(int64_t i) {
+      // Query [x, 1, 0]: the 1 meets the bias coordinate, so collisions follow w.x + b.
+      int32_t* a = arg + i * nh;
+      if (dense_in) {
+        const float* xv = qvals + i * qcap;
+        const int64_t xn = qn[i];
+        HashRawDense(h, [=](int64_t j) { return j < xn ? xv[j] : (j == in_dim ? 1.0f : 0.0f); }, a);
+      } else {
+        HashRawSparse(h, qids + i * qcap, qvals + i * qcap, qn[i], acc + i * nh, a);
+      }
+      HashCombine(h, a, bkt + i * L_);
+      DeviceMarks mk;
+      mk.n = n;
+      mk.keys = keys + i * set;
+      mk.counts = counts + i * set;
+      mk.stamps = stamps + i * set;
+      mk.mask = static_cast<uint32_t>(set - 1);
+      mk.cand = cand + i * cand_cap;
+      mk.order = order + i * L_;
+      Rng rng(StreamSeed(seed, streams::kSample, iter, i, lane));
+      int32_t* o = act + i * cap;
+      const int64_t k = SelectIds(query, threshold, fill, &tv, bkt + i * L_, fi + fo[i],
+                                  fo[i + 1] - fo[i], budget, &rng, mk, o, sh, nsh);
+      for (int64_t j = 0; j < k; ++j) o[j] += static_cast<int32_t>(begin);
+      act_n[i] = k;
+    });
+    act_ids_.Download(out->ids.data(), B * cap);
+    act_n_.Download(out->n.data(), B);
+  }
+
+  /// The query rows of a layer input: the rows themselves for dense inputs (the bias
+  /// coordinate is added by the kernel), else each row with the coordinate (in_dim, 1).
+  static void QueryRows(const BatchRows& in, int64_t in_dim, DevRows* q) {
+    if (in.dense) {
+      Upload(in, q);
+      return;
+    }
+    BatchRows r;
+    r.Strided(in.samples(), 0);
+    r.off.assign(in.samples(), 0);
+    int64_t total = 0;
+    for (int64_t i = 0; i < in.samples(); ++i) {
+      r.off[i] = total;
+      r.n[i] = in.n[i] + 1;
+      total += r.n[i];
+    }
+    r.ids.resize(total);
+    r.vals.resize(total);
+    for (int64_t i = 0; i < in.samples(); ++i) {
+      const SparseView x = in.Row(i);
+      std::copy(x.ids, x.ids + x.n, r.ids.begin() + r.off[i]);
+      std::copy(x.vals, x.vals + x.n, r.vals.begin() + r.off[i]);
+      r.ids[r.off[i] + x.n] = static_cast<int32_t>(in_dim);
+      r.vals[r.off[i] + x.n] = 1.0f;
+    }
+    Upload(r, q);
+  }
+
+  TablesView Tables(Layer& L) const {
+    TablesView tv;
+    tv.off = L.toff.data();
+    tv.base = L.tbase.data();
+    tv.ids = L.tids.data();
+    tv.L = L.hash ? L.hash->num_tables() : 0;
+    tv.nb = int64_t{1} << (L.hash ? L.hash->table_bits() : 0);
+    return tv;
+  }
+
+  void Forward(int layer, const BatchRows& in, BatchRows* out) override {
+    Layer& L = *layers_[layer];
+    const LayerSpec& s = L.spec;
+    Upload(in, &in_);
+    Upload(*out, &act_);
+    const int64_t B = in_.B, acap = act_.cap, icap = in_.cap, cols = L.cols, begin = s.begin;
+    const bool relu = !s.is_output;
+    const int64_t* an = act_.n.data();
+    const int32_t* aid = act_.ids.data();
+    const float* w = L.w.data();
+    const float* bias = L.b.data();
+    float* z = act_.vals.data();
+    if (s.input_major) {
+      const int64_t* xn = in_.n.data();
+      const int32_t* xid = in_.ids.data();
+      const float* xv = in_.vals.data();
+      X::For(B * acap, [=] DSLIDE_HD(int64_t t) {
+        const int64_t i = t / acap, k = t % acap;
+        if (k >= an[i]) return;
+        const int64_t c = aid[t] - begin;
+        float sum = bias[c];
+        for (int64_t e = 0; e < xn[i]; ++e) sum += xv[i * icap + e] * w[xid[i * icap + e] * cols + c];
+        z[t] = relu && sum < 0.0f ? 0.0f : sum;
+      });
+    } else {
+      Densify(in_, in.dense, s.in_dim, &xd_);
+      const float* x = xd_.data();
+      X::For(B * acap, [=] DSLIDE_HD(int64_t t) {
+        const int64_t i = t / acap, k = t % acap;
+        if (k >= an[i]) return;
+        const int64_t r = aid[t] - begin;
+        const float* wr = w + r * cols;
+        const float* xr = x + i * cols;
+        float sum = 0.0f;
+        for (int64_t j = 0; j < cols; ++j) sum += wr[j] * xr[j];
+        sum += bias[r];
+        z[t] = relu && sum < 0.0f ? 0.0f : sum;
+      });
+    }
+    std::vector<float> zh(B * acap);
+    act_.vals.Download(zh.data(), zh.size());
+    for (int64_t i = 0; i < B; ++i)
+      std::copy(zh.begin() + i * acap, zh.begin() + i * acap + out->n[i], out->vals.begin() + out->off[i]);
+  }
+
+  void Backward(int layer, const BatchRows& in, const BatchRows& delta, BatchRows* in_grad) override {
+    Layer& L = *layers_[layer];
+    DSLIDE_ASSERT(!(L.spec.input_major && in_grad != nullptr), "the first layer has no input gradient");
+    if (L.spec.input_major) {
+      FirstLayerGradient(L, in, delta);
+      return;
+    }
+    IndexBatch(L, in, delta, in_grad);
+  }
+
+  void Update(int layer, const AdamStep& step, bool dense) override {
+    Layer& L = *layers_[layer];
+    if (L.spec.input_major) {
+      FirstLayerUpdate(L, AdamConsts::Of(step), dense);
+      return;
+    }
+    RowUpdate(L, AdamConsts::Of(step), dense);
+  }
+
+  void BackwardUpdate(int layer, const BatchRows& in, const BatchRows& delta, BatchRows* in_grad,
+                      const AdamStep& step, bool dense) override {
+    // The input gradient is formed from the old weights before the update kernel runs.
+    Backward(layer, in, delta, in_grad);
+    Update(layer, step, dense);
+  }
+
+  /// Input-major layer: gradient rows of the batch's features, by atomics.
+  void FirstLayerGradient(Layer& L, const BatchRows& in, const BatchRows& delta) {
+    Upload(in, &in_);
+    Upload(delta, &act_);
+    const int64_t B = in_.B, icap = in_.cap, dcap = act_.cap, cols = L.cols, begin = L.spec.begin;
+    const int64_t* xn = in_.n.data();
+    const int32_t* xid = in_.ids.data();
+    const float* xv = in_.vals.data();
+    const int64_t* dn = act_.n.data();
+    const int32_t* did = act_.ids.data();
+    const float* dv = act_.vals.data();
+    float* g = L.g.data();
+    float* gb = L.gb.data();
+    uint8_t* touched = L.touched.data();
+    uint8_t* btouched = L.btouched.data();
+    X::For(B * icap, [=] DSLIDE_HD(int64_t t) {
+      if (t % icap < xn[t / icap]) touched[xid[t]] = 1;
+    });
+    X::For(B * dcap, [=] DSLIDE_HD(int64_t t) {
+      const int64_t i = t / dcap, k = t % dcap;
+      if (k >= dn[i]) return;
+      const int64_t c = did[t] - begin;
+      const float d = dv[t];
+      AtomicAddF(gb + c, d);
+      btouched[c] = 1;
+      for (int64_t e = 0; e < xn[i]; ++e) AtomicAddF(g + xid[i * icap + e] * cols + c, xv[i * icap + e] * d);
+    });
+  }
+
+  void FirstLayerUpdate(Layer& L, const AdamConsts& a, bool dense) {
+    const int64_t cols = L.cols;
+    float* w = L.w.data();
+    float* g = L.g.data();
+    float* m = L.m.data();
+    float* v = L.v.data();
+    float* b = L.b.data();
+    float* gb = L.gb.data();
+    float* mb = L.mb.data();
+    float* vb = L.vb.data();
+    uint8_t* touched = L.touched.data();
+    uint8_t* btouched = L.btouched.data();
+    uint32_t* bad = L.bad.data();
+    X::For(L.rows * cols, [=] DSLIDE_HD(int64_t t) {
+      if (!dense && !touched[t / cols]) return;
+      AdamOne(a, g[t], w + t, m + t, v + t, bad);
+      g[t] = 0.0f;
+    });
+    X::For(L.rows, [=] DSLIDE_HD(int64_t r) { touched[r] = 0; });
+    X::For(L.spec.local(), [=] DSLIDE_HD(int64_t c) {
+      if (!dense && !btouched[c]) return;
+      AdamOne(a, gb[c], b + c, mb + c, vb + c, bad);
+      gb[c] = 0.0f;
+      btouched[c] = 0;
+    });
+  }
+
+  /// Row-per-neuron layer: saves the input, sorts the non-zero deltas by neuron and, with
+  /// in_grad, adds this shard's input gradient (from the current weights).
+  void IndexBatch(Layer& L, const BatchRows& in, const BatchRows& delta, BatchRows* in_grad) {
+    const LayerSpec& s = L.spec;
+    DSLIDE_ASSERT(!L.pending, "Backward called twice on a layer without an Update between");
+    Upload(in, &in_);
+    Upload(delta, &act_);
+    Densify(in_, in.dense, s.in_dim, &L.x);
+    L.saved_b = in_.B;
+    const int64_t B = in_.B, dcap = act_.cap, icap = in_.cap, cols = L.cols, begin = s.begin;
+    const int64_t* dn = act_.n.data();
+    const int32_t* did = act_.ids.data();
+    const float* dv = act_.vals.data();
+    const float* w = L.w.data();
+    if (in_grad != nullptr) {
+      const int64_t* xn = in_.n.data();
+      const int32_t* xid = in_.ids.data();
+      const bool dense_in = in.dense;
+      gin_.Resize(B * icap);
+      float* gin = gin_.data();
+      X::For(B * icap, [=] DSLIDE_HD(int64_t t) {
+        const int64_t i = t / icap, e = t % icap;
+        if (e >= xn[i]) return;
+        const int64_t col = dense_in ? e : xid[t];
+        float sum = 0.0f;
+        for (int64_t k = 0; k < dn[i]; ++k) {
+          const float d = dv[i * dcap + k];
+          if (d != 0.0f) sum += d * w[(did[i * dcap + k] - begin) * cols + col];
+        }
+        gin[t] = sum;
+      });
+      std::vector<float> h(B * icap);
+      gin_.Download(h.data(), h.size());
+      for (int64_t i = 0; i < B; ++i) {
+        float* o = in_grad->Vals(i);
+        for (int64_t e = 0; e < in.n[i]; ++e) o[e] += h[i * icap + e];
+      }
+    }
+    // (local neuron, position) keys of the non-zero deltas; the rest sort to the end.
+    int64_t nent = 0;
+    for (int64_t i = 0; i < B; ++i)
+      for (int64_t k = 0; k < delta.n[i]; ++k) nent += delta.vals[delta.off[i] + k] != 0.0f;
+    L.keys.Resize(B * dcap);
+    uint64_t* keys = L.keys.data();
+    X::For(B * dcap, [=] DSLIDE_HD(int64_t t) {
+      const int64_t i = t / dcap, k = t % dcap;
+      keys[t] = k < dn[i] && dv[t] != 0.0f
+                    ? (static_cast<uint64_t>(did[t] - begin) << 32) | static_cast<uint64_t>(t)
+                    : ~uint64_t{0};
+    });
+    DSLIDE_CHECK(B * dcap < (int64_t{1} << 32), "batch too large for the GPU backend's index");
+    X::SortKeys(keys, B * dcap);
+    // Runs of equal neurons -> touched rows q with their entry ranges.
+    L.flags.Resize(nent + 1);
+    L.qidx.Resize(nent + 1);
+    uint32_t* flags = L.flags.data();
+    X::For(nent + 1, [=] DSLIDE_HD(int64_t e) {
+      flags[e] = e < nent && (e == 0 || (keys[e] >> 32) != (keys[e - 1] >> 32)) ? 1u : 0u;
+    });
+    X::ExclusiveScan(flags, L.qidx.data(), nent + 1);
+    const int64_t nq = Fetch(L.qidx, nent);
+    L.qrow.Resize(nq + 1);
+    L.qoff.Resize(nq + 1);
+    L.ent_sample.Resize(nent + 1);
+    L.ent_delta.Resize(nent + 1);
+    const uint32_t* qidx = L.qidx.data();
+    int32_t* qrow = L.qrow.data();
+    int64_t* qoff = L.qoff.data();
+    int32_t* rowq = L.rowq.data();
+    int32_t* es = L.ent_sample.data();
+    float* ed = L.ent_delta.data();
+    X::For(nent + 1, [=] DSLIDE_HD(int64_t e) {
+      if (e == nent) {
+        qoff[nq] = nent;
+        return;
+      }
+      const uint64_t pos = keys[e] & 0xffffffffu;
+      es[e] = static_cast<int32_t>(pos / dcap);
+      ed[e] = dv[pos];
+      if (flags[e]) {
+        const int32_t r = static_cast<int32_t>(keys[e] >> 32);
+        qrow[qidx[e]] = r;
+        qoff[qidx[e]] = e;
+        rowq[r] = static_cast<int32_t>(qidx[e]);
+      }
+    });
+    L.nq = nq;
+    L.nent = nent;
+    L.pending = true;
+  }
+
+  /// Row-per-neuron layer: the pending gradient of every touched row (or of every row with
+  /// `dense`) formed from the saved input, and Adam on it.
+  void RowUpdate(Layer& L, const AdamConsts& a, bool dense) {
+    const int64_t cols = L.cols, nq = L.pending ? L.nq : 0;
+    const bool pending = L.pending;
+    float* w = L.w.data();
+    float* m = L.m.data();
+    float* v = L.v.data();
+    float* b = L.b.data();
+    float* mb = L.mb.data();
+    float* vb = L.vb.data();
+    uint32_t* bad = L.bad.data();
+    const float* x = L.x.data();
+    const int32_t* qrow = L.qrow.data();
+    const int64_t* qoff = L.qoff.data();
+    int32_t* rowq = L.rowq.data();
+    const int32_t* es = L.ent_sample.data();
+    const float* ed = L.ent_delta.data();
+    const int64_t n = dense ? L.spec.local() : nq;
+    X::For(n * cols, [=] DSLIDE_HD(int64_t t) {
+      const int64_t at = t / cols, j = t % cols;
+      const int64_t q = dense ? (pending ? rowq[at] : -1) : at;
+      const int64_t r = dense ? at : qrow[at];
+      float gw = 0.0f, gbias = 0.0f;
+      if (q >= 0) {
+        for (int64_t e = qoff[q]; e < qoff[q + 1]; ++e) {
+          gw += ed[e] * x[static_cast<int64_t>(es[e]) * cols + j];
+          gbias += ed[e];
+        }
+      }
+      AdamOne(a, gw, w + r * cols + j, m + r * cols + j, v + r * cols + j, bad);
+      if (j == 0) AdamOne(a, gbias, b + r, mb + r, vb + r, bad);
+    });
+    ClearPending(L);
+  }
+
+  void ClearPending(Layer& L) {
+    if (L.pending) {
+      int32_t* rowq = L.rowq.data();
+      const int32_t* qrow = L.qrow.data();
+      X::For(L.nq, [=] DSLIDE_HD(int64_t q) { rowq[qrow[q]] = -1; });
+    }
+    L.pending = false;
+  }
+
+  void RebuildTables(int layer, bool new_hashes) override {
+    Layer& L = *layers_[layer];
+    const LayerSpec& s = L.spec;
+    if (s.dense()) return;
+    const LshConfig& c = cfg_.lsh;
+    if (new_hashes || !L.hash) {
+      ++L.hash_version;
+      MakeHash(layer);
+    }
+    const int64_t n = s.local(), in_dim = s.in_dim;
+    const bool im = s.input_major;
+    const float* w = L.w.data();
+    const float* b = L.b.data();
+    norm2_.Resize(n);
+    double* norm2 = norm2_.data();
+    X::For(n, [=] DSLIDE_HD(int64_t i) {
+      double a = static_cast<double>(b[i]) * b[i];
+      for (int64_t j = 0; j < in_dim; ++j) {
+        const double wij = w[im ? j * n + i : i * in_dim + j];
+        a += wij * wij;
+      }
+      norm2[i] = a;
+    });
+    std::vector<double> hn(n);
+    norm2_.Download(hn.data(), n);
+    double max_norm2 = 0.0;
+    for (double v : hn) max_norm2 = std::max(max_norm2, v);
+    const double inv_m = c.mips && max_norm2 > 0 ? 1.0 / std::sqrt(max_norm2) : 1.0;
+    const bool mips = c.mips;
+    const HashView h = L.dhash;
+    const int nt = h.l, bits = h.table_bits;
+    const int64_t nh = h.num_hashes, nb = int64_t{1} << bits;
+    DSLIDE_CHECK(static_cast<uint64_t>(nt) << bits <= (uint64_t{1} << 32),
+                 "the GPU backend needs L * 2^bits <= 2^32 (L=", nt, ", bits=", bits, ")");
+    // Hash the rows [w, b] (MIPS-transformed), a chunk of neurons at a time.
+    L.keys.Resize(static_cast<size_t>(nt) * n);
+    uint64_t* keys = L.keys.data();
+    const int64_t chunk = std::min<int64_t>(n, 65536);
+    arg_.Resize(chunk * nh);
+    int32_t* arg = arg_.data();
+    for (int64_t c0 = 0; c0 < n; c0 += chunk) {
+      const int64_t c1 = std::min(n, c0 + chunk);
+      X::For(c1 - c0, [=] DSLIDE_HD(int64_t u) {
+        const int64_t i = c0 + u;
+        int32_t* a = arg + u * nh;
+        HashRawDense(h, [=](int64_t j) -> float {
+          if (j < in_dim) return static_cast<float>(w[im ? j * n + i : i * in_dim + j] * inv_m);
+          if (j == in_dim) return static_cast<float>(b[i] * inv_m);
+          const double rest = 1.0 - norm2[i] * inv_m * inv_m;
+          return mips ? static_cast<float>(sqrt(rest > 0.0 ? rest : 0.0)) : 0.0f;
+        }, a);
+        uint32_t bp[64];  // bucket ids of up to 64 tables at a time
+        for (int t0 = 0; t0 < nt; t0 += 64) {
+          HashView part = h;
+          part.l = nt - t0 < 64 ? nt - t0 : 64;
+          HashCombine(part, a + static_cast<int64_t>(t0) * h.k, bp);
+          for (int t = 0; t < part.l; ++t)
+            keys[static_cast<int64_t>(t0 + t) * n + i] =
+                ((static_cast<uint64_t>(t0 + t) << bits | bp[t]) << 32) | static_cast<uint64_t>(i);
+        }
+      });
+    }
+    const int64_t N = static_cast<int64_t>(nt) * n;
+    X::SortKeys(keys, N);
+    // Run of each (table, bucket), capped sizes, and their offsets.
+    run_start_.Resize(nt * nb);
+    run_end_.Resize(nt * nb);
+    Fill(run_start_.data(), nt * nb, uint32_t{0});
+    Fill(run_end_.data(), nt * nb, uint32_t{0});
+    uint32_t* rs = run_start_.data();
+    uint32_t* re = run_end_.data();
+    items_.Resize(N);
+    int32_t* items = items_.data();
+    X::For(N, [=] DSLIDE_HD(int64_t p) {
+      const uint64_t tb = keys[p] >> 32;
+      items[p] = static_cast<int32_t>(keys[p] & 0xffffffffu);
+      if (p == 0 || (keys[p - 1] >> 32) != tb) rs[tb] = static_cast<uint32_t>(p);
+      if (p == N - 1 || (keys[p + 1] >> 32) != tb) re[tb] = static_cast<uint32_t>(p + 1);
+    });
+    const int cap = c.bucket_capacity;
+    sizes_.Resize(nt * nb + 1);
+    uint32_t* sz = sizes_.data();
+    X::For(nt * nb + 1, [=] DSLIDE_HD(int64_t u) {
+      const uint32_t cnt = u < nt * nb ? re[u] - rs[u] : 0u;
+      sz[u] = cnt < static_cast<uint32_t>(cap) ? cnt : static_cast<uint32_t>(cap);
+    });
+    gpos_.Resize(nt * nb + 1);
+    X::ExclusiveScan(sz, gpos_.data(), nt * nb + 1);
+    const uint32_t* gp = gpos_.data();
+    const int64_t total = Fetch(gpos_, nt * nb);
+    L.tids.Resize(std::max<int64_t>(total, 1));
+    L.toff.Resize(nt * (nb + 1));
+    L.tbase.Resize(nt + 1);
+    int32_t* tids = L.tids.data();
+    uint32_t* toff = L.toff.data();
+    int64_t* tbase = L.tbase.data();
+    const bool fifo = c.insert == InsertPolicy::kFifo;
+    const uint64_t bseed = StreamSeed(cfg_.seed, streams::kHash, layer, ++L.rebuilds, spec_.rank);
+    X::For(nt * (nb + 1), [=] DSLIDE_HD(int64_t u) {
+      const int64_t t = u / (nb + 1), bb = u % (nb + 1);
+      toff[u] = gp[t * nb + bb] - gp[t * nb];
+      if (bb == 0) tbase[t] = gp[t * nb];
+      if (t == nt - 1 && bb == nb) tbase[nt] = gp[nt * nb];
+      if (bb == nb) return;
+      const int64_t tb = t * nb + bb;
+      const int64_t count = static_cast<int64_t>(re[tb]) - rs[tb];
+      if (count > 0)
+        FillBucket(items + rs[tb], count, cap, fifo, BucketSeed(bseed, static_cast<int>(t), static_cast<uint32_t>(bb)),
+                   tids + gp[tb]);
+    });
+    L.host_base.resize(nt + 1);
+    L.tbase.Download(L.host_base.data(), nt + 1);
+  }
+
+  /// Draws the hash functions of version L.hash_version and copies them to the device.
+  void MakeHash(int layer) {
+    Layer& L = *layers_[layer];
+    const LshConfig& c = cfg_.lsh;
+    L.hash = std::make_unique<LshHash>(
+        c.family, L.spec.in_dim + 1 + (c.mips ? 1 : 0), c.k, c.l, c.bin_size,
+        StreamSeed(cfg_.seed, streams::kHash, layer, L.hash_version, spec_.rank));
+    const HashView hv = L.hash->View();
+    const int64_t nh = hv.num_hashes, dim = hv.dim;
+    const bool srp = hv.family == HashView::kSrp;
+    L.proj_off.Upload(hv.proj_off, srp ? nh + 1 : 0);
+    L.proj_idx.Upload(hv.proj_idx, L.hash->proj_size());
+    L.proj_sign.Upload(hv.proj_sign, L.hash->proj_size());
+    L.inv_off.Upload(hv.inv_off, dim + 1);
+    L.inv_hash.Upload(hv.inv_hash, L.hash->inv_size());
+    L.inv_sign.Upload(hv.inv_sign, srp ? L.hash->inv_size() : 0);
+    L.bins.Upload(hv.bins, L.hash->bins_size());
+    L.dhash = hv;
+    L.dhash.proj_off = L.proj_off.data();
+    L.dhash.proj_idx = L.proj_idx.data();
+    L.dhash.proj_sign = L.proj_sign.data();
+    L.dhash.inv_off = L.inv_off.data();
+    L.dhash.inv_hash = L.inv_hash.data();
+    L.dhash.inv_sign = L.inv_sign.data();
+    L.dhash.bins = L.bins.data();
+    DSLIDE_CHECK(hv.l <= 64 * 1024, "too many tables");
+  }
+
+  void TopK(int layer, const BatchRows& in, int k, std::vector<int32_t>* ids,
+            std::vector<float>* scores) override {
+    Layer& L = *layers_[layer];
+    const LayerSpec& s = L.spec;
+    DSLIDE_ASSERT(!s.input_major, "exact top-k needs a row-per-neuron output layer");
+    DSLIDE_CHECK(k >= 1 && k <= kMaxTopK, "top-k on the GPU supports k <= ", kMaxTopK, ", got ", k);
+    Upload(in, &in_);
+    Densify(in_, in.dense, s.in_dim, &xd_);
+    const int64_t B = in_.B, n = s.local(), cols = L.cols, begin = s.begin;
+    const int64_t nseg = (n + kTopKSegment - 1) / kTopKSegment;
+    topk_ids_.Resize(B * nseg * k);
+    topk_sc_.Resize(B * nseg * k);
+    int32_t* oid = topk_ids_.data();
+    float* osc = topk_sc_.data();
+    const float* x = xd_.data();
+    const float* w = L.w.data();
+    const float* bias = L.b.data();
+    X::For(B * nseg, [=] DSLIDE_HD(int64_t t) {
+      const int64_t i = t / nseg, sg = t % nseg;
+      float sc[kMaxTopK];
+      int32_t id[kMaxTopK];
+      for (int j = 0; j < k; ++j) {
+        sc[j] = -HUGE_VALF;
+        id[j] = -1;
+      }
+      const int64_t r1 = (sg + 1) * kTopKSegment < n ? (sg + 1) * kTopKSegment : n;
+      for (int64_t r = sg * kTopKSegment; r < r1; ++r) {
+        float z = 0.0f;
+        for (int64_t j = 0; j < cols; ++j) z += w[r * cols + j] * x[i * cols + j];
+        z += bias[r];
+        if (z <= sc[k - 1]) continue;
+        int p = k - 1;
+        while (p > 0 && sc[p - 1] < z) {
+          sc[p] = sc[p - 1];
+          id[p] = id[p - 1];
+          --p;
+        }
+        sc[p] = z;
+        id[p] = static_cast<int32_t>(begin + r);
+      }
+      for (int j = 0; j < k; ++j) {
+        oid[t * k + j] = id[j];
+        osc[t * k + j] = sc[j];
+      }
+    });
+    std::vector<int32_t> hid(B * nseg * k);
+    std::vector<float> hsc(B * nseg * k);
+    topk_ids_.Download(hid.data(), hid.size());
+    topk_sc_.Download(hsc.data(), hsc.size());
+    ids->assign(B * k, -1);
+    scores->assign(B * k, -std::numeric_limits<float>::infinity());
+    std::vector<std::pair<float, int32_t>> all;
+    for (int64_t i = 0; i < B; ++i) {
+      all.clear();
+      for (int64_t j = 0; j < nseg * k; ++j)
+        if (hid[i * nseg * k + j] >= 0) all.push_back({hsc[i * nseg * k + j], hid[i * nseg * k + j]});
+      std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) {
+        return a.first != b.first ? a.first > b.first : a.second < b.second;
+      });
+      for (int j = 0; j < k && j < static_cast<int>(all.size()); ++j) {
+        (*scores)[i * k + j] = all[j].first;
+        (*ids)[i * k + j] = all[j].second;
+      }
+    }
+  }
+
+  void GetLayer(int layer, std::vector<float>* w, std::vector<float>* b) const override {
+    const Layer& L = *layers_[layer];
+    StorageToRows(L.spec, Host(L.w), w);
+    *b = Host(L.b);
+  }
+  void SetLayer(int layer, const std::vector<float>& w, const std::vector<float>& b) override {
+    Layer& L = *layers_[layer];
+    DSLIDE_ASSERT(static_cast<int64_t>(w.size()) == L.spec.local() * L.spec.in_dim &&
+                  static_cast<int64_t>(b.size()) == L.spec.local());
+    std::vector<float> st;
+    RowsToStorage(L.spec, w, &st);
+    L.w.Upload(st.data(), st.size());
+    L.b.Upload(b.data(), b.size());
+  }
+  void GetGradient(int layer, std::vector<float>* gw, std::vector<float>* gb) const override {
+    const Layer& L = *layers_[layer];
+    std::vector<float> flat(GradientSize(layer));
+    ExportGradient(layer, flat.data());
+    const size_t nw = flat.size() - L.spec.local();
+    std::vector<float> st(flat.begin(), flat.begin() + nw);
+    StorageToRows(L.spec, st, gw);
+    gb->assign(flat.begin() + nw, flat.end());
+  }
+  int64_t GradientSize(int layer) const override {
+    const Layer& L = *layers_[layer];
+    return L.rows * L.cols + L.spec.local();
+  }
+  void ExportGradient(int layer, float* out) const override {
+    const Layer& L = *layers_[layer];
+    const size_t nw = static_cast<size_t>(L.rows) * L.cols;
+    if (L.spec.input_major) {
+      L.g.Download(out, nw);
+      L.gb.Download(out + nw, L.spec.local());
+      return;
+    }
+    std::fill(out, out + nw + L.spec.local(), 0.0f);
+    if (!L.pending) return;
+    Buf<float> dg;
+    Zeros(&dg, nw + L.spec.local());
+    float* g = dg.data();
+    const int64_t cols = L.cols;
+    const float* x = L.x.data();
+    const int32_t* qrow = L.qrow.data();
+    const int64_t* qoff = L.qoff.data();
+    const int32_t* es = L.ent_sample.data();
+    const float* ed = L.ent_delta.data();
+    X::For(L.nq * cols, [=] DSLIDE_HD(int64_t t) {
+      const int64_t q = t / cols, j = t % cols, r = qrow[q];
+      float gw = 0.0f, gbias = 0.0f;
+      for (int64_t e = qoff[q]; e < qoff[q + 1]; ++e) {
+        gw += ed[e] * x[static_cast<int64_t>(es[e]) * cols + j];
+        gbias += ed[e];
+      }
+      g[r * cols + j] = gw;
+      if (j == 0) g[nw + r] = gbias;
+    });
+    dg.Download(out, nw + L.spec.local());
+  }
+  void ApplyGradient(int layer, const float* grad, const AdamStep& step) override {
+    Layer& L = *layers_[layer];
+    const size_t nw = static_cast<size_t>(L.rows) * L.cols;
+    grad_.Upload(grad, nw + L.spec.local());
+    const float* g = grad_.data();
+    const AdamConsts a = AdamConsts::Of(step);
+    float* w = L.w.data();
+    float* m = L.m.data();
+    float* v = L.v.data();
+    float* b = L.b.data();
+    float* mb = L.mb.data();
+    float* vb = L.vb.data();
+    uint32_t* bad = L.bad.data();
+    X::For(static_cast<int64_t>(nw), [=] DSLIDE_HD(int64_t t) { AdamOne(a, g[t], w + t, m + t, v + t, bad); });
+    X::For(L.spec.local(), [=] DSLIDE_HD(int64_t c) { AdamOne(a, g[nw + c], b + c, mb + c, vb + c, bad); });
+    if (L.spec.input_major) {
+      Fill(L.g.data(), static_cast<int64_t>(nw), 0.0f);
+      Fill(L.gb.data(), L.spec.local(), 0.0f);
+      Fill(L.touched.data(), L.rows, uint8_t{0});
+      Fill(L.btouched.data(), L.spec.local(), uint8_t{0});
+    }
+    ClearPending(L);
+  }
+  bool TakeNonFinite(int layer) override {
+    Layer& L = *layers_[layer];
+    const bool bad = Fetch(L.bad, 0) != 0;
+    Fill(L.bad.data(), 1, uint32_t{0});
+    return bad;
+  }
+  void SaveLayer(int layer, LayerState* st) const override {
+    const Layer& L = *layers_[layer];
+    const LayerSpec& s = L.spec;
+    DSLIDE_ASSERT(!L.pending, "checkpoint with a pending gradient");
+    StorageToRows(s, Host(L.w), &st->w);
+    StorageToRows(s, Host(L.m), &st->m);
+    StorageToRows(s, Host(L.v), &st->v);
+    st->b = Host(L.b);
+    st->mb = Host(L.mb);
+    st->vb = Host(L.vb);
+    st->hash_version = L.hash_version;
+    st->rebuilds = L.rebuilds;
+    st->table_offsets.clear();
+    st->table_ids.clear();
+    st->table_sizes.clear();
+    if (s.dense()) return;
+    st->table_offsets = Host(L.toff);
+    st->table_ids = Host(L.tids);
+    st->table_ids.resize(L.host_base.back());
+    for (size_t t = 0; t + 1 < L.host_base.size(); ++t)
+      st->table_sizes.push_back(L.host_base[t + 1] - L.host_base[t]);
+  }
+  void LoadLayer(int layer, const LayerState& st) override {
+    Layer& L = *layers_[layer];
+    const LayerSpec& s = L.spec;
+    const size_t n = static_cast<size_t>(s.local()) * s.in_dim;
+    DSLIDE_CHECK(st.w.size() == n && st.m.size() == n && st.v.size() == n &&
+                     static_cast<int64_t>(st.b.size()) == s.local() && st.mb.size() == st.b.size() &&
+                     st.vb.size() == st.b.size(),
+                 "layer ", layer, ": the checkpoint's arrays do not match the shard (", s.local(),
+                 " x ", s.in_dim, ")");
+    std::vector<float> tmp;
+    RowsToStorage(s, st.w, &tmp);
+    L.w.Upload(tmp.data(), n);
+    RowsToStorage(s, st.m, &tmp);
+    L.m.Upload(tmp.data(), n);
+    RowsToStorage(s, st.v, &tmp);
+    L.v.Upload(tmp.data(), n);
+    L.b.Upload(st.b.data(), st.b.size());
+    L.mb.Upload(st.mb.data(), st.mb.size());
+    L.vb.Upload(st.vb.data(), st.vb.size());
+    if (s.dense()) return;
+    L.hash_version = std::max<int64_t>(st.hash_version, 1);
+    MakeHash(layer);
+    if (st.table_sizes.empty()) {
+      L.rebuilds = st.rebuilds - 1;  // RebuildTables counts this build again
+      RebuildTables(layer, /*new_hashes=*/false);
+      return;
+    }
+    // Validate through LshTables::Import (the CPU's checks), then copy.
+    LshTables check(cfg_.lsh.l, L.hash->table_bits(), cfg_.lsh.bucket_capacity, cfg_.lsh.insert);
+    check.Import(st.table_offsets, st.table_ids, st.table_sizes, s.local());
+    L.toff.Upload(st.table_offsets.data(), st.table_offsets.size());
+    L.tids.Upload(st.table_ids.data(), std::max<size_t>(st.table_ids.size(), 1));
+    L.host_base.assign(1, 0);
+    for (int64_t sz : st.table_sizes) L.host_base.push_back(L.host_base.back() + sz);
+    L.tbase.Upload(L.host_base.data(), L.host_base.size());
+    L.rebuilds = st.rebuilds;
+  }
+  size_t StateBytes() const override {
+    size_t bytes = 0;
+    for (const auto& L : layers_) {
+      bytes += L->w.bytes() + L->m.bytes() + L->v.bytes() + L->g.bytes();
+      bytes += L->b.bytes() + L->mb.bytes() + L->vb.bytes() + L->gb.bytes();
+      bytes += L->touched.bytes() + L->btouched.bytes() + L->rowq.bytes();
+      bytes += L->toff.bytes() + L->tids.bytes();
+    }
+    return bytes;
+  }
+  const char* name() const override { return X::kName; }
+
+  template <class T>
+  static std::vector<T> Host(const Buf<T>& b) {
+    std::vector<T> h(b.size());
+    b.Download(h.data(), h.size());
+    return h;
+  }
+
+  static constexpr int kMaxTopK = 32;
+  static constexpr int64_t kTopKSegment = 256;
+
+ private:
+  std::vector<std::unique_ptr<Layer>> layers_;
+  ModelSpec spec_;
+  TrainConfig cfg_;
+  // Per-step scratch, reused.
+  DevRows in_, act_;
+  Buf<float> xd_, gin_, acc_, grad_, topk_sc_;
+  Buf<int32_t> arg_, items_, set_keys_, set_counts_, cand_, order_, act_ids_, forced_ids_, shared_, topk_ids_;
+  Buf<uint8_t> set_stamps_;
+  Buf<uint32_t> bkt_, run_start_, run_end_, sizes_, gpos_;
+  Buf<int64_t> act_n_, forced_off_;
+  Buf<double> norm2_;
+};
+
+}  // namespace dslide::gpu

@@ -1,0 +1,47 @@
+// The host executor of the GPU backend's kernels: every kernel body runs on the CPU, one
+// index after another, over host arrays. It lets the tests run the whole GPU backend
+// (layouts, indexing, kernel bodies, table builds, selection) on machines without a GPU;
+// only the launch, copy and atomic primitives of CudaExec are left to the GPU tests.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <numeric>
+#include <vector>
+
+namespace dslide::gpu {
+
+struct HostExec {
+  static constexpr const char* kName = "gpu-host-emulation";
+
+  template <class T>
+  class Buffer {
+   public:
+    void Resize(size_t n) { v_.resize(n); }
+    size_t size() const { return v_.size(); }
+    T* data() { return v_.data(); }
+    const T* data() const { return v_.data(); }
+    void Upload(const T* h, size_t n) {
+      v_.resize(n);
+      std::copy(h, h + n, v_.begin());
+    }
+    void Download(T* h, size_t n) const { std::copy(v_.begin(), v_.begin() + n, h); }
+    T Get(size_t i) const { return v_[i]; }
+    size_t bytes() const { return v_.capacity() * sizeof(T); }
+
+   private:
+    std::vector<T> v_;
+  };
+
+  template <class F>
+  static void For(int64_t n, const F& f) {
+    for (int64_t i = 0; i < n; ++i) f(i);
+  }
+  static void SortKeys(uint64_t* keys, int64_t n) { std::sort(keys, keys + n); }
+  static void ExclusiveScan(const uint32_t* in, uint32_t* out, int64_t n) {
+    std::exclusive_scan(in, in + n, out, uint32_t{0});
+  }
+  static void Sync() {}
+};
+
+}  // namespace dslide::gpu

@@ -1,0 +1,339 @@
+// The GPU backend against the CPU backend on the same inputs: weights, table contents and
+// active sets exactly; activations, input gradients, weight gradients and Adam steps within
+// kTol (relative to max(1, |value|)). Included by test_gpu_emulated.cpp (the kernels on the
+// host executor, everywhere) and test_gpu.cpp (the kernels on a CUDA device).
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <vector>
+
+#include "communicator.h"
+#include "cpu/cpu_backend.h"
+#include "layer_backend.h"
+#include "parallel.h"
+#include "rng.h"
+#include "synthetic.h"
+#include "trainer.h"
+
+namespace dslide::testing {
+
+/// Defined by the including test.
+std::unique_ptr<LayerBackend> BackendUnderTest();
+extern const double kTol;
+
+inline double MaxRelDiff(const std::vector<float>& a, const std::vector<float>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double d = 0;
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i)
+    d = std::max(d, std::abs(double(a[i]) - b[i]) / std::max(1.0, std::abs(double(b[i]))));
+  return d;
+}
+
+struct Pair {
+  TrainConfig cfg;
+  ModelSpec spec;
+  std::unique_ptr<LayerBackend> cpu = std::make_unique<cpu::CpuBackend>();
+  std::unique_ptr<LayerBackend> dev = BackendUnderTest();
+  int64_t input_dim = 60, hidden = 16, out = 400, B = 12;
+
+  explicit Pair(const TrainConfig& c, std::vector<double> sparsity = {1.0, 0.1}) : cfg(c) {
+    SetNumThreads(1);
+    spec = ModelSpec::Make(input_dim, {hidden}, out, sparsity, 0, 1);
+    cpu->Init(spec, cfg);
+    dev->Init(spec, cfg);
+  }
+  /// A batch of sparse inputs (sorted ids) for the first layer.
+  BatchRows Inputs(uint64_t seed) const {
+    Rng rng(seed);
+    BatchRows r;
+    r.Strided(B, 8);
+    for (int64_t i = 0; i < B; ++i) {
+      std::vector<int32_t> ids;
+      while (ids.size() < 5) {
+        const int32_t f = static_cast<int32_t>(rng.Below(input_dim));
+        if (std::find(ids.begin(), ids.end(), f) == ids.end()) ids.push_back(f);
+      }
+      std::sort(ids.begin(), ids.end());
+      for (size_t e = 0; e < ids.size(); ++e) {
+        r.Ids(i)[e] = ids[e];
+        r.Vals(i)[e] = static_cast<float>(rng.Uniform() + 0.1);
+      }
+      r.n[i] = 5;
+    }
+    r.width = input_dim;
+    return r;
+  }
+  /// A dense hidden activation (the output layer's input).
+  BatchRows Hidden(uint64_t seed) const {
+    Rng rng(seed);
+    BatchRows r;
+    r.Strided(B, hidden);
+    for (int64_t i = 0; i < B; ++i) {
+      for (int64_t j = 0; j < hidden; ++j) {
+        r.Ids(i)[j] = static_cast<int32_t>(j);
+        r.Vals(i)[j] = rng.Below(3) == 0 ? 0.0f : static_cast<float>(rng.Uniform());
+      }
+      r.n[i] = hidden;
+    }
+    r.dense = true;
+    r.width = hidden;
+    return r;
+  }
+  BatchLabels Labels(uint64_t seed) const {
+    Rng rng(seed);
+    BatchLabels l;
+    for (int64_t i = 0; i < B; ++i) {
+      for (int j = 0; j < 2; ++j) l.ids.push_back(static_cast<int32_t>(rng.Below(out)));
+      std::sort(l.ids.end() - 2, l.ids.end());
+      l.off.push_back(static_cast<int64_t>(l.ids.size()));
+    }
+    return l;
+  }
+};
+
+inline void ExpectSameLayer(LayerBackend& a, LayerBackend& b, int layer, double tol, const char* what) {
+  std::vector<float> wa, ba, wb, bb;
+  a.GetLayer(layer, &wa, &ba);
+  b.GetLayer(layer, &wb, &bb);
+  EXPECT_LE(MaxRelDiff(wb, wa), tol) << what << ": weights of layer " << layer;
+  EXPECT_LE(MaxRelDiff(bb, ba), tol) << what << ": biases of layer " << layer;
+}
+
+inline void ExpectSameTables(LayerBackend& a, LayerBackend& b, int layer) {
+  LayerState sa, sb;
+  a.SaveLayer(layer, &sa);
+  b.SaveLayer(layer, &sb);
+  EXPECT_EQ(sa.table_sizes, sb.table_sizes) << "layer " << layer;
+  EXPECT_EQ(sa.table_offsets, sb.table_offsets) << "layer " << layer;
+  EXPECT_EQ(sa.table_ids, sb.table_ids) << "layer " << layer;
+  EXPECT_EQ(sa.hash_version, sb.hash_version);
+  EXPECT_EQ(sa.rebuilds, sb.rebuilds);
+}
+
+inline TrainConfig SmallLsh(HashFamily f, QueryStrategy q, FillPolicy fill) {
+  TrainConfig c;
+  c.lsh.family = f;
+  c.lsh.k = 3;
+  c.lsh.l = 8;
+  c.lsh.bucket_capacity = 6;  // small: buckets overflow, so reservoir/FIFO decide
+  c.lsh.bin_size = 4;
+  c.lsh.query = q;
+  c.lsh.fill = fill;
+  c.seed = 5;
+  return c;
+}
+
+TEST(GpuEquivalence, InitialWeightsAndTables) {
+  for (HashFamily f : {HashFamily::kSrp, HashFamily::kWta, HashFamily::kDwta})
+    for (InsertPolicy ins : {InsertPolicy::kReservoir, InsertPolicy::kFifo})
+      for (bool mips : {false, true}) {
+        TrainConfig c = SmallLsh(f, QueryStrategy::kTopK, FillPolicy::kRandom);
+        c.lsh.insert = ins;
+        c.lsh.mips = mips;
+        Pair s(c, {0.5, 0.1});
+        SCOPED_TRACE(std::string(ToString(f)) + " " + ToString(ins) + (mips ? " mips" : ""));
+        for (int l = 0; l < 2; ++l) {
+          ExpectSameLayer(*s.cpu, *s.dev, l, 0.0, "init");
+          ExpectSameTables(*s.cpu, *s.dev, l);
+        }
+        // A rebuild after the weights moved, with new hash functions.
+        std::vector<float> w, b;
+        s.cpu->GetLayer(1, &w, &b);
+        for (size_t i = 0; i < b.size(); ++i) b[i] = 0.01f * static_cast<float>(i % 7);
+        s.cpu->SetLayer(1, w, b);
+        s.dev->SetLayer(1, w, b);
+        s.cpu->RebuildTables(1, true);
+        s.dev->RebuildTables(1, true);
+        ExpectSameTables(*s.cpu, *s.dev, 1);
+      }
+}
+
+TEST(GpuEquivalence, ActiveSetsAndForward) {
+  for (QueryStrategy q : {QueryStrategy::kVanilla, QueryStrategy::kTopK, QueryStrategy::kThreshold})
+    for (FillPolicy fill : {FillPolicy::kRandom, FillPolicy::kBatch, FillPolicy::kStop})
+      for (HashFamily f : {HashFamily::kSrp, HashFamily::kDwta}) {
+        SCOPED_TRACE(std::string(ToString(q)) + " " + ToString(fill) + " " + ToString(f));
+        Pair s(SmallLsh(f, q, fill), {0.5, 0.1});
+        const BatchRows x = s.Inputs(11), h = s.Hidden(12);
+        const BatchLabels lab = s.Labels(13);
+        for (int layer = 0; layer < 2; ++layer) {
+          const BatchRows& in = layer == 0 ? x : h;
+          const BatchLabels* l = layer == 1 ? &lab : nullptr;
+          BatchRows a, b;
+          s.cpu->SelectActive(layer, in, l, 7, &a);
+          s.dev->SelectActive(layer, in, l, 7, &b);
+          ASSERT_EQ(a.n, b.n) << "layer " << layer;
+          for (int64_t i = 0; i < s.B; ++i)
+            for (int64_t k = 0; k < a.n[i]; ++k)
+              ASSERT_EQ(a.Ids(i)[k], b.Ids(i)[k]) << "layer " << layer << " sample " << i << " slot " << k;
+          s.cpu->Forward(layer, in, &a);
+          s.dev->Forward(layer, in, &b);
+          double d = 0;
+          for (int64_t i = 0; i < s.B; ++i)
+            for (int64_t k = 0; k < a.n[i]; ++k)
+              d = std::max(d, std::abs(double(a.Vals(i)[k]) - b.Vals(i)[k]) /
+                                  std::max(1.0, std::abs(double(a.Vals(i)[k]))));
+          EXPECT_LE(d, kTol) << "activations of layer " << layer;
+        }
+      }
+}
+
+/// One backward step of `layer` with random deltas on both backends; compares gradients,
+/// input gradients and the weights after Adam.
+inline void CompareStep(Pair& s, int layer, bool fused, bool dense_adam, const char* what) {
+  SCOPED_TRACE(what);
+  const BatchRows in = layer == 0 ? s.Inputs(21) : s.Hidden(22);
+  const BatchLabels lab = s.Labels(23);
+  BatchRows act;
+  s.cpu->SelectActive(layer, in, layer == 1 ? &lab : nullptr, 3, &act);
+  BatchRows delta;
+  delta.LikeZero(act);
+  delta.ids = act.ids;
+  Rng rng(24);
+  for (int64_t i = 0; i < act.samples(); ++i)
+    for (int64_t k = 0; k < act.n[i]; ++k)
+      delta.Vals(i)[k] = rng.Below(4) == 0 ? 0.0f : static_cast<float>(rng.Uniform() - 0.5);
+  AdamStep step;
+  step.lr = 1e-2f;
+  step.t = 3;
+  BatchRows ga, gb;
+  ga.LikeZero(in);
+  gb.LikeZero(in);
+  const bool want_grad = layer > 0;
+  if (fused) {
+    s.cpu->BackwardUpdate(layer, in, delta, want_grad ? &ga : nullptr, step, dense_adam);
+    s.dev->BackwardUpdate(layer, in, delta, want_grad ? &gb : nullptr, step, dense_adam);
+  } else {
+    s.cpu->Backward(layer, in, delta, want_grad ? &ga : nullptr);
+    s.dev->Backward(layer, in, delta, want_grad ? &gb : nullptr);
+    std::vector<float> gwa, gba, gwb, gbb;
+    s.cpu->GetGradient(layer, &gwa, &gba);
+    s.dev->GetGradient(layer, &gwb, &gbb);
+    EXPECT_LE(MaxRelDiff(gwb, gwa), kTol) << "weight gradients";
+    EXPECT_LE(MaxRelDiff(gbb, gba), kTol) << "bias gradients";
+    double norm = 0;
+    for (float g : gwa) norm += std::abs(g);
+    EXPECT_GT(norm, 0.0) << "the step has a gradient";
+    s.cpu->Update(layer, step, dense_adam);
+    s.dev->Update(layer, step, dense_adam);
+  }
+  if (want_grad) EXPECT_LE(MaxRelDiff(gb.vals, ga.vals), kTol) << "input gradients";
+  ExpectSameLayer(*s.cpu, *s.dev, layer, kTol, "after Adam");
+  LayerState sa, sb;
+  s.cpu->SaveLayer(layer, &sa);
+  s.dev->SaveLayer(layer, &sb);
+  EXPECT_LE(MaxRelDiff(sb.m, sa.m), kTol) << "first moments";
+  EXPECT_LE(MaxRelDiff(sb.v, sa.v), kTol) << "second moments";
+  EXPECT_EQ(s.cpu->TakeNonFinite(layer), s.dev->TakeNonFinite(layer));
+}
+
+TEST(GpuEquivalence, BackwardAndAdam) {
+  for (bool fused : {false, true})
+    for (bool dense_adam : {false, true}) {
+      Pair s(SmallLsh(HashFamily::kDwta, QueryStrategy::kTopK, FillPolicy::kBatch), {0.5, 0.1});
+      const std::string tag = std::string(fused ? "fused" : "separate") + (dense_adam ? " dense Adam" : " lazy Adam");
+      CompareStep(s, 1, fused, dense_adam, ("output layer, " + tag).c_str());
+      CompareStep(s, 0, fused, dense_adam, ("first layer, " + tag).c_str());
+      // Twice, so a second step meets the moments of the first.
+      CompareStep(s, 1, fused, dense_adam, ("output layer again, " + tag).c_str());
+    }
+  Pair dense(TrainConfig{}, {1.0, 1.0});
+  CompareStep(dense, 1, true, false, "dense output layer");
+  CompareStep(dense, 0, false, false, "dense first layer");
+}
+
+TEST(GpuEquivalence, ExactTopK) {
+  Pair s(TrainConfig{}, {1.0, 0.1});
+  std::vector<float> w, b;
+  s.cpu->GetLayer(1, &w, &b);
+  for (size_t i = 0; i < b.size(); ++i) b[i] = 0.05f * static_cast<float>(i % 11);
+  s.cpu->SetLayer(1, w, b);
+  s.dev->SetLayer(1, w, b);
+  const BatchRows h = s.Hidden(31);
+  std::vector<int32_t> ia, ib;
+  std::vector<float> sa, sb;
+  s.cpu->TopK(1, h, 5, &ia, &sa);
+  s.dev->TopK(1, h, 5, &ib, &sb);
+  EXPECT_EQ(ia, ib);
+  EXPECT_LE(MaxRelDiff(sb, sa), kTol);
+}
+
+TEST(GpuEquivalence, DataParallelGradientExchange) {
+  Pair s(TrainConfig{}, {1.0, 1.0});
+  for (int layer = 1; layer >= 0; --layer) {
+    const BatchRows in = layer == 0 ? s.Inputs(41) : s.Hidden(42);
+    BatchRows act;
+    s.cpu->SelectActive(layer, in, nullptr, 1, &act);
+    BatchRows delta;
+    delta.LikeZero(act);
+    delta.ids = act.ids;
+    Rng rng(43);
+    for (float& v : delta.vals) v = static_cast<float>(rng.Uniform() - 0.5);
+    s.cpu->Backward(layer, in, delta, nullptr);
+    s.dev->Backward(layer, in, delta, nullptr);
+    std::vector<float> ga(s.cpu->GradientSize(layer)), gb(s.dev->GradientSize(layer));
+    s.cpu->ExportGradient(layer, ga.data());
+    s.dev->ExportGradient(layer, gb.data());
+    EXPECT_LE(MaxRelDiff(gb, ga), kTol) << "exported gradient of layer " << layer;
+    AdamStep step;
+    step.lr = 1e-2f;
+    s.cpu->ApplyGradient(layer, ga.data(), step);
+    s.dev->ApplyGradient(layer, ga.data(), step);
+    ExpectSameLayer(*s.cpu, *s.dev, layer, kTol, "after ApplyGradient");
+  }
+}
+
+TEST(GpuEquivalence, CheckpointsCrossBackends) {
+  // A CPU shard loaded into the GPU backend selects and computes as the CPU does.
+  Pair s(SmallLsh(HashFamily::kDwta, QueryStrategy::kVanilla, FillPolicy::kBatch), {1.0, 0.1});
+  CompareStep(s, 1, true, false, "a step before saving");
+  for (int l = 0; l < 2; ++l) {
+    LayerState st;
+    s.cpu->SaveLayer(l, &st);
+    s.dev->LoadLayer(l, st);
+    ExpectSameTables(*s.cpu, *s.dev, l);
+  }
+  ExpectSameLayer(*s.cpu, *s.dev, 1, 0.0, "loaded");
+  const BatchRows h = s.Hidden(51);
+  const BatchLabels lab = s.Labels(52);
+  BatchRows a, b;
+  s.cpu->SelectActive(1, h, &lab, 9, &a);
+  s.dev->SelectActive(1, h, &lab, 9, &b);
+  EXPECT_EQ(a.n, b.n);
+  EXPECT_EQ(a.ids, b.ids);
+}
+
+TEST(GpuEquivalence, TrainerLossesMatch) {
+  // Whole steps through the trainer: sparse output layer, batch fill, lazy Adam.
+  SetNumThreads(1);
+  GenConfig g;
+  g.features = 200;
+  g.labels = 300;
+  g.nnz = 10;
+  g.labels_per_point = 2;
+  g.points = 600;
+  g.ResolveShape();
+  const Dataset data = GenerateSynthetic(g, 0, g.points);
+  TrainConfig cfg = SmallLsh(HashFamily::kDwta, QueryStrategy::kVanilla, FillPolicy::kBatch);
+  cfg.hidden = {32};
+  cfg.sparsity = {0.2};
+  cfg.batch = 32;
+  cfg.lr = 1e-3;
+  cfg.lsh.rebuild_n0 = 10;
+  LocalCommunicator c1, c2;
+  Trainer a(cfg, &c1, std::make_unique<cpu::CpuBackend>(), data.num_features, data.num_labels);
+  Trainer b(cfg, &c2, BackendUnderTest(), data.num_features, data.num_labels);
+  for (int it = 0; it < 25; ++it) {
+    std::vector<int64_t> pts(cfg.batch);
+    for (int i = 0; i < cfg.batch; ++i) pts[i] = (int64_t{it} * cfg.batch + i) % data.size();
+    const double la = a.Step(data, pts), lb = b.Step(data, pts);
+    ASSERT_NEAR(lb, la, 1e-4 * std::max(1.0, std::abs(la))) << "iteration " << it + 1;
+  }
+  ExpectSameLayer(a.backend(), b.backend(), 1, 1e-4, "after 25 steps");
+}
+
+}  // namespace dslide::testing

@@ -1,0 +1,16 @@
+// The GPU backend's kernels, layouts and bookkeeping on the host executor, against the CPU
+// backend: runs everywhere, so the GPU code's logic is tested on machines without a GPU.
+#include "gpu/gpu_backend_impl.h"
+#include "gpu/host_exec.h"
+
+#include "backend_equivalence.h"
+
+namespace dslide::testing {
+
+std::unique_ptr<LayerBackend> BackendUnderTest() {
+  return std::make_unique<gpu::GpuBackendT<gpu::HostExec>>();
+}
+// Same float operations as the CPU backend up to summation order (SIMD reductions there).
+const double kTol = 2e-6;
+
+}  // namespace dslide::testing
