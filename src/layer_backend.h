@@ -10,6 +10,7 @@
 #include "adam.h"
 #include "batch_rows.h"
 #include "config.h"
+#include "error.h"
 #include "model.h"
 
 namespace dslide {
@@ -39,6 +40,16 @@ struct LayerState {
   std::vector<int32_t> table_ids;
   std::vector<int64_t> table_sizes;
 };
+
+/// Throws dslide::Error (naming the layer) when a checkpoint's arrays do not fit the shard.
+inline void CheckLayerState(const LayerSpec& s, int layer, const LayerState& st) {
+  const size_t n = static_cast<size_t>(s.local()) * s.in_dim;
+  DSLIDE_CHECK(st.w.size() == n && st.m.size() == n && st.v.size() == n &&
+                   static_cast<int64_t>(st.b.size()) == s.local() && st.mb.size() == st.b.size() &&
+                   st.vb.size() == st.b.size(),
+               "layer ", layer, ": the checkpoint's arrays do not match the shard (", s.local(),
+               " x ", s.in_dim, ")");
+}
 
 class LayerBackend {
  public:

@@ -130,7 +130,8 @@ DSLIDE_HD int64_t SelectIds(QueryStrategy query, int threshold, FillPolicy fill,
         }
       }
       for (int64_t i = 0; i < k; ++i) s.SetCount(out[i], 0);
-      // Only the chosen candidates stay stamped (below); the others must not block the fill.
+      // Only the chosen candidates are stamped again (below); the others must not block the
+      // fill.
       for (int64_t i = 0; i < nc; ++i) s.Unstamp(cand[i]);
       if (query == QueryStrategy::kThreshold) {
         int64_t kept = 0;
@@ -147,11 +148,13 @@ DSLIDE_HD int64_t SelectIds(QueryStrategy query, int threshold, FillPolicy fill,
         while (hi < nc && s.Count(cand[hi]) == cut) ++hi;
         SampleDown(cand + lo, hi - lo, room - lo, rng);
       }
-      const int64_t take = nc < room ? nc : room;
-      for (int64_t i = 0; i < take; ++i) s.Stamp(cand[i]);
     }
+    // The chosen candidates are stamped (again, for vanilla) and appended.
     const int64_t take = nc < room ? nc : room;
-    for (int64_t i = 0; i < take; ++i) out[k + i] = cand[i];
+    for (int64_t i = 0; i < take; ++i) {
+      s.Stamp(cand[i]);
+      out[k + i] = cand[i];
+    }
     k += take;
   }
   if (k < budget && fill == FillPolicy::kBatch) {

@@ -610,12 +610,7 @@ void CpuBackend::SaveLayer(int layer, LayerState* st) const {
 void CpuBackend::LoadLayer(int layer, const LayerState& st) {
   Layer& L = *layers_[layer];
   const LayerSpec& s = L.spec;
-  const size_t n = static_cast<size_t>(s.local()) * s.in_dim;
-  DSLIDE_CHECK(st.w.size() == n && st.m.size() == n && st.v.size() == n &&
-                   static_cast<int64_t>(st.b.size()) == s.local() && st.mb.size() == st.b.size() &&
-                   st.vb.size() == st.b.size(),
-               "layer ", layer, ": the checkpoint's arrays do not match the shard (", s.local(),
-               " x ", s.in_dim, ")");
+  CheckLayerState(s, layer, st);
   L.FromRows(st.w, &L.w);
   L.FromRows(st.m, &L.m);
   L.FromRows(st.v, &L.v);

@@ -135,7 +135,6 @@ struct CudaExec {
   static void ExclusiveScan(const uint32_t* in, uint32_t* out, int64_t n) {
     if (n > 0) thrust::exclusive_scan(thrust::cuda::par.on(Stream()), in, in + n, out, uint32_t{0});
   }
-  static void Sync() { DSLIDE_CUDA_CHECK(cudaStreamSynchronize(Stream())); }
 };
 
 }  // namespace dslide::gpu

@@ -2,7 +2,7 @@
 // for the tests on machines without one):
 //   X::Buffer<T>  device array: Resize, data, size, Upload(host, n), Download(host, n), bytes
 //   X::For(n, f)  runs f(i) for i in [0, n) (a CUDA grid over i)
-//   X::SortKeys, X::ExclusiveScan, X::Sync
+//   X::SortKeys, X::ExclusiveScan
 // Kernel bodies are DSLIDE_HD lambdas over raw pointers and never touch `this`.
 //
 // Per layer the device holds weights, biases, Adam moments, the LSH functions and tables.
@@ -74,6 +74,34 @@ DSLIDE_HD inline void AdamOne(const AdamConsts& a, float g, float* w, float* m, 
   const float wi = *w - a.lr * (mi * a.inv_bias1) / (sqrtf(vi * a.inv_bias2) + a.eps);
   *w = wi;
   if (!Finite(wi)) *bad = 1;
+}
+
+/// Where a layer's Adam step writes: weights and moments (storage order), biases and their
+/// moments, and the non-finite flag.
+struct AdamTargets {
+  float *w, *m, *v, *b, *mb, *vb;
+  uint32_t* bad;
+  /// Adam on weight t (gradient g), and on bias c (gradient gb).
+  DSLIDE_HD void Weight(const AdamConsts& a, int64_t t, float g) const {
+    AdamOne(a, g, w + t, m + t, v + t, bad);
+  }
+  DSLIDE_HD void Bias(const AdamConsts& a, int64_t c, float gb) const {
+    AdamOne(a, gb, b + c, mb + c, vb + c, bad);
+  }
+};
+
+/// The pending gradient of touched row q at input coordinate j (*gw) and of its bias (*gb):
+/// the row's (sample, delta) entries [qoff[q], qoff[q+1]) against the saved dense input x.
+DSLIDE_HD inline void RowGradient(const int64_t* qoff, const int32_t* es, const float* ed,
+                                  const float* x, int64_t cols, int64_t q, int64_t j, float* gw,
+                                  float* gb) {
+  float sw = 0.0f, sb = 0.0f;
+  for (int64_t e = qoff[q]; e < qoff[q + 1]; ++e) {
+    sw += ed[e] * x[static_cast<int64_t>(es[e]) * cols + j];
+    sb += ed[e];
+  }
+  *gw = sw;
+  *gb = sb;
 }
 
 /// The LSH tables of a shard on the device: per table 2^bits + 1 offsets (relative to the
@@ -194,7 +222,7 @@ class GpuBackendT : public LayerBackend {
     Buf<uint32_t> bad;                // 1 element: an update produced NaN or inf
     // Row-per-neuron layers: the pending batch gradient.
     bool pending = false;
-    int64_t nq = 0, nent = 0, saved_b = 0;
+    int64_t nq = 0, nent = 0;
     Buf<float> x;                     // the pending batch's input, B x in_dim
     Buf<uint64_t> keys;
     Buf<uint32_t> flags, qidx;
@@ -258,9 +286,8 @@ class GpuBackendT : public LayerBackend {
     b->Resize(n);
     Fill(b->data(), static_cast<int64_t>(n), T{});
   }
-  template <class T>
-  static T Fetch(const Buf<T>& b, size_t at) {
-    return b.Get(at);
+  static AdamTargets Targets(Layer& L) {
+    return {L.w.data(), L.m.data(), L.v.data(), L.b.data(), L.mb.data(), L.vb.data(), L.bad.data()};
   }
 
   /// Uploads host rows in a padded layout of max_i n[i] per row.
@@ -555,26 +582,20 @@ class GpuBackendT : public LayerBackend {
 
   void FirstLayerUpdate(Layer& L, const AdamConsts& a, bool dense) {
     const int64_t cols = L.cols;
-    float* w = L.w.data();
+    const AdamTargets to = Targets(L);
     float* g = L.g.data();
-    float* m = L.m.data();
-    float* v = L.v.data();
-    float* b = L.b.data();
     float* gb = L.gb.data();
-    float* mb = L.mb.data();
-    float* vb = L.vb.data();
     uint8_t* touched = L.touched.data();
     uint8_t* btouched = L.btouched.data();
-    uint32_t* bad = L.bad.data();
     X::For(L.rows * cols, [=] DSLIDE_HD(int64_t t) {
       if (!dense && !touched[t / cols]) return;
-      AdamOne(a, g[t], w + t, m + t, v + t, bad);
+      to.Weight(a, t, g[t]);
       g[t] = 0.0f;
     });
     X::For(L.rows, [=] DSLIDE_HD(int64_t r) { touched[r] = 0; });
     X::For(L.spec.local(), [=] DSLIDE_HD(int64_t c) {
       if (!dense && !btouched[c]) return;
-      AdamOne(a, gb[c], b + c, mb + c, vb + c, bad);
+      to.Bias(a, c, gb[c]);
       gb[c] = 0.0f;
       btouched[c] = 0;
     });
@@ -588,7 +609,6 @@ class GpuBackendT : public LayerBackend {
     Upload(in, &in_);
     Upload(delta, &act_);
     Densify(in_, in.dense, s.in_dim, &L.x);
-    L.saved_b = in_.B;
     const int64_t B = in_.B, dcap = act_.cap, icap = in_.cap, cols = L.cols, begin = s.begin;
     const int64_t* dn = act_.n.data();
     const int32_t* did = act_.ids.data();
@@ -640,7 +660,7 @@ class GpuBackendT : public LayerBackend {
       flags[e] = e < nent && (e == 0 || (keys[e] >> 32) != (keys[e - 1] >> 32)) ? 1u : 0u;
     });
     X::ExclusiveScan(flags, L.qidx.data(), nent + 1);
-    const int64_t nq = Fetch(L.qidx, nent);
+    const int64_t nq = L.qidx.Get(nent);
     L.qrow.Resize(nq + 1);
     L.qoff.Resize(nq + 1);
     L.ent_sample.Resize(nent + 1);
@@ -676,13 +696,7 @@ class GpuBackendT : public LayerBackend {
   void RowUpdate(Layer& L, const AdamConsts& a, bool dense) {
     const int64_t cols = L.cols, nq = L.pending ? L.nq : 0;
     const bool pending = L.pending;
-    float* w = L.w.data();
-    float* m = L.m.data();
-    float* v = L.v.data();
-    float* b = L.b.data();
-    float* mb = L.mb.data();
-    float* vb = L.vb.data();
-    uint32_t* bad = L.bad.data();
+    const AdamTargets to = Targets(L);
     const float* x = L.x.data();
     const int32_t* qrow = L.qrow.data();
     const int64_t* qoff = L.qoff.data();
@@ -695,14 +709,9 @@ class GpuBackendT : public LayerBackend {
       const int64_t q = dense ? (pending ? rowq[at] : -1) : at;
       const int64_t r = dense ? at : qrow[at];
       float gw = 0.0f, gbias = 0.0f;
-      if (q >= 0) {
-        for (int64_t e = qoff[q]; e < qoff[q + 1]; ++e) {
-          gw += ed[e] * x[static_cast<int64_t>(es[e]) * cols + j];
-          gbias += ed[e];
-        }
-      }
-      AdamOne(a, gw, w + r * cols + j, m + r * cols + j, v + r * cols + j, bad);
-      if (j == 0) AdamOne(a, gbias, b + r, mb + r, vb + r, bad);
+      if (q >= 0) RowGradient(qoff, es, ed, x, cols, q, j, &gw, &gbias);
+      to.Weight(a, r * cols + j, gw);
+      if (j == 0) to.Bias(a, r, gbias);
     });
     ClearPending(L);
   }
@@ -805,7 +814,7 @@ class GpuBackendT : public LayerBackend {
     gpos_.Resize(nt * nb + 1);
     X::ExclusiveScan(sz, gpos_.data(), nt * nb + 1);
     const uint32_t* gp = gpos_.data();
-    const int64_t total = Fetch(gpos_, nt * nb);
+    const int64_t total = gpos_.Get(nt * nb);
     L.tids.Resize(std::max<int64_t>(total, 1));
     L.toff.Resize(nt * (nb + 1));
     L.tbase.Resize(nt + 1);
@@ -972,12 +981,8 @@ class GpuBackendT : public LayerBackend {
     const float* ed = L.ent_delta.data();
     X::For(L.nq * cols, [=] DSLIDE_HD(int64_t t) {
       const int64_t q = t / cols, j = t % cols, r = qrow[q];
-      float gw = 0.0f, gbias = 0.0f;
-      for (int64_t e = qoff[q]; e < qoff[q + 1]; ++e) {
-        gw += ed[e] * x[static_cast<int64_t>(es[e]) * cols + j];
-        gbias += ed[e];
-      }
-      g[r * cols + j] = gw;
+      float gbias;
+      RowGradient(qoff, es, ed, x, cols, q, j, g + r * cols + j, &gbias);
       if (j == 0) g[nw + r] = gbias;
     });
     dg.Download(out, nw + L.spec.local());
@@ -988,15 +993,9 @@ class GpuBackendT : public LayerBackend {
     grad_.Upload(grad, nw + L.spec.local());
     const float* g = grad_.data();
     const AdamConsts a = AdamConsts::Of(step);
-    float* w = L.w.data();
-    float* m = L.m.data();
-    float* v = L.v.data();
-    float* b = L.b.data();
-    float* mb = L.mb.data();
-    float* vb = L.vb.data();
-    uint32_t* bad = L.bad.data();
-    X::For(static_cast<int64_t>(nw), [=] DSLIDE_HD(int64_t t) { AdamOne(a, g[t], w + t, m + t, v + t, bad); });
-    X::For(L.spec.local(), [=] DSLIDE_HD(int64_t c) { AdamOne(a, g[nw + c], b + c, mb + c, vb + c, bad); });
+    const AdamTargets to = Targets(L);
+    X::For(static_cast<int64_t>(nw), [=] DSLIDE_HD(int64_t t) { to.Weight(a, t, g[t]); });
+    X::For(L.spec.local(), [=] DSLIDE_HD(int64_t c) { to.Bias(a, c, g[nw + c]); });
     if (L.spec.input_major) {
       Fill(L.g.data(), static_cast<int64_t>(nw), 0.0f);
       Fill(L.gb.data(), L.spec.local(), 0.0f);
@@ -1007,7 +1006,7 @@ class GpuBackendT : public LayerBackend {
   }
   bool TakeNonFinite(int layer) override {
     Layer& L = *layers_[layer];
-    const bool bad = Fetch(L.bad, 0) != 0;
+    const bool bad = L.bad.Get(0) != 0;
     Fill(L.bad.data(), 1, uint32_t{0});
     return bad;
   }
@@ -1037,11 +1036,7 @@ class GpuBackendT : public LayerBackend {
     Layer& L = *layers_[layer];
     const LayerSpec& s = L.spec;
     const size_t n = static_cast<size_t>(s.local()) * s.in_dim;
-    DSLIDE_CHECK(st.w.size() == n && st.m.size() == n && st.v.size() == n &&
-                     static_cast<int64_t>(st.b.size()) == s.local() && st.mb.size() == st.b.size() &&
-                     st.vb.size() == st.b.size(),
-                 "layer ", layer, ": the checkpoint's arrays do not match the shard (", s.local(),
-                 " x ", s.in_dim, ")");
+    CheckLayerState(s, layer, st);
     std::vector<float> tmp;
     RowsToStorage(s, st.w, &tmp);
     L.w.Upload(tmp.data(), n);

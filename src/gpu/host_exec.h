@@ -41,7 +41,6 @@ struct HostExec {
   static void ExclusiveScan(const uint32_t* in, uint32_t* out, int64_t n) {
     std::exclusive_scan(in, in + n, out, uint32_t{0});
   }
-  static void Sync() {}
 };
 
 }  // namespace dslide::gpu
