@@ -12,6 +12,7 @@
 #include "config.h"
 #include "error.h"
 #include "model.h"
+#include "softmax.h"
 
 namespace dslide {
 
@@ -81,6 +82,14 @@ class LayerBackend {
                               BatchRows* in_grad, const AdamStep& step, bool dense) {
     Backward(layer, in, delta, in_grad);
     Update(layer, step, dense);
+  }
+  /// The output layer's softmax cross-entropy phases (softmax.h) on z, the output of this
+  /// layer's last Forward; kSoftmaxDelta writes delta (aligned with z), which a backend may
+  /// also keep for the next Backward of the layer when that call passes this same delta.
+  virtual void Softmax(int layer, const BatchRows& z, const BatchLabels& labels, unsigned phases,
+                       SoftmaxStats* st, BatchRows* delta) {
+    (void)layer;
+    SoftmaxOnHost(z, labels, phases, st, delta);
   }
   /// Rehashes this shard's neurons into its tables (new hash functions when `new_hashes`).
   /// Local: no communication.

@@ -207,63 +207,23 @@ double Trainer::SoftmaxLoss(const BatchLabels& labels) {
   const int last = static_cast<int>(spec_.layers.size()) - 1;
   const BatchRows& z = outputs_[last];
   const int64_t B = z.samples();
-  std::vector<float> mx(B), red(2 * B);
-  ParallelFor(B, [&](int64_t i) {
-    float m = -std::numeric_limits<float>::infinity();
-    for (int64_t j = 0; j < z.n[i]; ++j) m = std::max(m, z.vals[z.off[i] + j]);
-    mx[i] = m;
-  }, 8);
-  auto t0 = Clock::now();
-  model_comm_->Allreduce(mx.data(), B, ReduceOp::kMax, Traffic::kSoftmax);
-  phases_.comm += Seconds(t0);
-  // One pass: d holds exp(z - max) of every active entry; the label terms are summed apart.
   BatchRows& d = deltas_[last];
-  d.LikeZero(z);
-  d.ids = z.ids;
-  ParallelFor(B, [&](int64_t i) {
-    double sum = 0, lab = 0;
-    const int32_t* lb = labels.Of(i);
-    const int64_t k = labels.Count(i);
-    const float* v = z.vals.data() + z.off[i];
-    const int32_t* id = z.ids.data() + z.off[i];
-    float* e = d.vals.data() + z.off[i];
-    for (int64_t j = 0; j < z.n[i]; ++j) {
-      e[j] = std::exp(v[j] - mx[i]);
-      sum += e[j];
-    }
-    for (int64_t j = 0; j < z.n[i] && k > 0; ++j)
-      if (std::binary_search(lb, lb + k, id[j])) lab += v[j] - mx[i];
-    red[i] = static_cast<float>(sum);
-    red[B + i] = static_cast<float>(lab);
-  }, 8);
-  t0 = Clock::now();
-  model_comm_->Allreduce(red.data(), 2 * B, ReduceOp::kSum, Traffic::kSoftmax);
-  phases_.comm += Seconds(t0);
-  double loss = 0;
-  int64_t labelled = 0;
-  const float inv_b = 1.0f / static_cast<float>(B);
-  for (int64_t i = 0; i < B; ++i) {
-    const int64_t k = labels.Count(i);
-    if (k == 0) continue;
-    ++labelled;
-    loss += std::log(static_cast<double>(red[i])) - red[B + i] / static_cast<double>(k);
+  SoftmaxStats st;
+  if (model_comm_->size() == 1) {
+    // The whole normaliser is local: one call, which a backend may fuse.
+    backend_->Softmax(last, z, labels, kSoftmaxAll, &st, &d);
+    return SoftmaxMeanLoss(st, labels);
   }
-  // delta = (softmax - target) / B; a point with no labels has no loss and no gradient.
-  ParallelFor(B, [&](int64_t i) {
-    const int64_t k = labels.Count(i);
-    float* e = d.vals.data() + z.off[i];
-    if (k == 0) {
-      std::fill(e, e + z.n[i], 0.0f);
-      return;
-    }
-    const int32_t* lb = labels.Of(i);
-    const int32_t* id = z.ids.data() + z.off[i];
-    const float scale = inv_b / red[i], t = inv_b / static_cast<float>(k);
-    for (int64_t j = 0; j < z.n[i]; ++j) e[j] *= scale;
-    for (int64_t j = 0; j < z.n[i]; ++j)
-      if (std::binary_search(lb, lb + k, id[j])) e[j] -= t;
-  }, 8);
-  return labelled ? loss / labelled : 0.0;
+  backend_->Softmax(last, z, labels, kSoftmaxMax, &st, &d);
+  auto t0 = Clock::now();
+  model_comm_->Allreduce(st.mx.data(), B, ReduceOp::kMax, Traffic::kSoftmax);
+  phases_.comm += Seconds(t0);
+  backend_->Softmax(last, z, labels, kSoftmaxSums, &st, &d);
+  t0 = Clock::now();
+  model_comm_->Allreduce(st.red.data(), 2 * B, ReduceOp::kSum, Traffic::kSoftmax);
+  phases_.comm += Seconds(t0);
+  backend_->Softmax(last, z, labels, kSoftmaxDelta, &st, &d);
+  return SoftmaxMeanLoss(st, labels);
 }
 
 double Trainer::Loss(const Dataset& data, const std::vector<int64_t>& points) {

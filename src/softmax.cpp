@@ -1,0 +1,73 @@
+#include "softmax.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "layer_backend.h"
+#include "parallel.h"
+
+namespace dslide {
+
+void SoftmaxOnHost(const BatchRows& z, const BatchLabels& labels, unsigned phases,
+                   SoftmaxStats* st, BatchRows* delta) {
+  const int64_t B = z.samples();
+  st->Resize(B);
+  float* mx = st->mx.data();
+  float* red = st->red.data();
+  if (phases & kSoftmaxMax) {
+    ParallelFor(B, [&](int64_t i) {
+      float m = -std::numeric_limits<float>::infinity();
+      for (int64_t j = 0; j < z.n[i]; ++j) m = std::max(m, z.vals[z.off[i] + j]);
+      mx[i] = m;
+    }, 8);
+  }
+  if (phases & kSoftmaxSums) {
+    ParallelFor(B, [&](int64_t i) {
+      double sum = 0, lab = 0;
+      const int32_t* lb = labels.Of(i);
+      const int64_t k = labels.Count(i);
+      const float* v = z.vals.data() + z.off[i];
+      const int32_t* id = z.ids.data() + z.off[i];
+      for (int64_t j = 0; j < z.n[i]; ++j) {
+        sum += std::exp(v[j] - mx[i]);
+        if (k > 0 && std::binary_search(lb, lb + k, id[j])) lab += v[j] - mx[i];
+      }
+      red[i] = static_cast<float>(sum);
+      red[B + i] = static_cast<float>(lab);
+    }, 8);
+  }
+  if (phases & kSoftmaxDelta) {
+    delta->LikeZero(z);
+    delta->ids = z.ids;
+    const float inv_b = 1.0f / static_cast<float>(B);
+    ParallelFor(B, [&](int64_t i) {
+      const int64_t k = labels.Count(i);
+      if (k == 0) return;  // no labels: no loss and no gradient
+      const int32_t* lb = labels.Of(i);
+      const float* v = z.vals.data() + z.off[i];
+      const int32_t* id = z.ids.data() + z.off[i];
+      float* e = delta->vals.data() + z.off[i];
+      const float scale = inv_b / red[i], t = inv_b / static_cast<float>(k);
+      for (int64_t j = 0; j < z.n[i]; ++j) {
+        e[j] = std::exp(v[j] - mx[i]) * scale;
+        if (std::binary_search(lb, lb + k, id[j])) e[j] -= t;
+      }
+    }, 8);
+  }
+}
+
+double SoftmaxMeanLoss(const SoftmaxStats& st, const BatchLabels& labels) {
+  const int64_t B = static_cast<int64_t>(st.mx.size());
+  double loss = 0;
+  int64_t labelled = 0;
+  for (int64_t i = 0; i < B; ++i) {
+    const int64_t k = labels.Count(i);
+    if (k == 0) continue;
+    ++labelled;
+    loss += std::log(static_cast<double>(st.red[i])) - st.red[B + i] / static_cast<double>(k);
+  }
+  return labelled ? loss / labelled : 0.0;
+}
+
+}  // namespace dslide

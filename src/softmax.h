@@ -1,0 +1,44 @@
+// The output layer's softmax cross-entropy over sharded logits, in phases that the trainer
+// joins with reductions of the normaliser across the model's ranks (max, then sums):
+//   kSoftmaxMax    mx[i]     = max_j z_ij                       (-inf for an empty row)
+//   kSoftmaxSums   red[i]    = sum_j exp(z_ij - mx[i])
+//                  red[B+i]  = sum over labelled j of (z_ij - mx[i])
+//   kSoftmaxDelta  delta_ij  = (exp(z_ij - mx[i]) / red[i] - [j labelled] / k_i) / B
+//                  (0 for a sample without labels), aligned with z
+// Each phase reads what the earlier ones wrote (reduced over ranks by the caller); on one
+// rank all three run in one call (kSoftmaxAll), which a backend may fuse into one kernel.
+#pragma once
+
+#include <vector>
+
+#include "batch_rows.h"
+
+namespace dslide {
+
+struct BatchLabels;
+
+enum SoftmaxPhase : unsigned {
+  kSoftmaxMax = 1,
+  kSoftmaxSums = 2,
+  kSoftmaxDelta = 4,
+  kSoftmaxAll = kSoftmaxMax | kSoftmaxSums | kSoftmaxDelta,
+};
+
+/// Per-sample softmax statistics of a batch of B samples.
+struct SoftmaxStats {
+  std::vector<float> mx;   ///< B
+  std::vector<float> red;  ///< 2B: the sums, then the label terms (one buffer to reduce)
+  void Resize(int64_t batch) {
+    mx.resize(batch);
+    red.resize(2 * batch);
+  }
+};
+
+/// The phases of `phases` on the host (the CPU backend's implementation).
+void SoftmaxOnHost(const BatchRows& z, const BatchLabels& labels, unsigned phases,
+                   SoftmaxStats* st, BatchRows* delta);
+
+/// The mean loss over the labelled samples, from reduced statistics.
+double SoftmaxMeanLoss(const SoftmaxStats& st, const BatchLabels& labels);
+
+}  // namespace dslide
