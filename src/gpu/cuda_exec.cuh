@@ -30,6 +30,18 @@ __global__ void ForKernel(int64_t n, F f) {
     f(i);
 }
 
+/// Blocks of a grid-stride loop over [0, blocks): the phases of each block run in order with
+/// a barrier after each (the barrier after the last also guards the shared memory).
+template <class... Phases>
+__global__ void BlocksKernel(int64_t blocks, Phases... ph) {
+  extern __shared__ __align__(16) unsigned char dslide_block_smem[];
+  for (int64_t b = blockIdx.x; b < blocks; b += gridDim.x)
+    ((ph(b, static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x),
+         static_cast<void*>(dslide_block_smem)),
+      __syncthreads()),
+     ...);
+}
+
 /// Pinned host memory that grows on demand (staging for copies).
 class Pinned {
  public:
@@ -127,6 +139,13 @@ struct CudaExec {
     constexpr int kThreads = 256;
     const int64_t blocks = std::min<int64_t>((n + kThreads - 1) / kThreads, int64_t{1} << 20);
     ForKernel<<<static_cast<unsigned>(blocks), kThreads, 0, Stream()>>>(n, f);
+    DSLIDE_CUDA_CHECK(cudaGetLastError());
+  }
+  template <class... Phases>
+  static void ForBlocks(int64_t blocks, int threads, size_t smem_bytes, const Phases&... ph) {
+    if (blocks <= 0) return;
+    const int64_t grid = std::min<int64_t>(blocks, int64_t{1} << 20);
+    BlocksKernel<<<static_cast<unsigned>(grid), threads, smem_bytes, Stream()>>>(blocks, ph...);
     DSLIDE_CUDA_CHECK(cudaGetLastError());
   }
   static void SortKeys(uint64_t* keys, int64_t n) {

@@ -55,6 +55,27 @@ DSLIDE_HD inline bool Finite(float v) {
 #endif
 }
 
+/// Whether the sorted a[0, n) holds x.
+DSLIDE_HD inline bool SortedContains(const int32_t* a, int64_t n, int32_t x) {
+  int64_t lo = 0, hi = n;
+  while (lo < hi) {
+    const int64_t mid = (lo + hi) / 2;
+    if (a[mid] < x)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo < n && a[lo] == x;
+}
+
+/// The shared memory of the softmax kernel for T threads: T partial sums and T label terms
+/// (double), T partial maxima, then the row's max and sum.
+DSLIDE_HD inline double* SoftmaxPartSum(void* sm) { return static_cast<double*>(sm); }
+DSLIDE_HD inline float* SoftmaxPartMax(void* sm, int T) {
+  return reinterpret_cast<float*>(static_cast<double*>(sm) + 2 * T);
+}
+DSLIDE_HD inline float* SoftmaxRow(void* sm, int T) { return SoftmaxPartMax(sm, T) + T; }
+
 /// Adam's constants of one step (AdamStep with the bias corrections folded in).
 struct AdamConsts {
   float lr, b1, b2, c1, c2, inv_bias1, inv_bias2, eps;
@@ -485,6 +506,9 @@ class GpuBackendT : public LayerBackend {
     const LayerSpec& s = L.spec;
     Upload(in, &in_);
     Upload(*out, &act_);
+    fwd_layer_ = layer;
+    fwd_out_ = out;
+    kept_delta_ = {};
     const int64_t B = in_.B, acap = act_.cap, icap = in_.cap, cols = L.cols, begin = s.begin;
     const bool relu = !s.is_output;
     const int64_t* an = act_.n.data();
@@ -525,6 +549,125 @@ class GpuBackendT : public LayerBackend {
       std::copy(zh.begin() + i * acap, zh.begin() + i * acap + out->n[i], out->vals.begin() + out->off[i]);
   }
 
+  /// One block per sample over the logits left on the device by this layer's Forward of z:
+  /// block reductions of the max and of the sums, then the delta, in one kernel for
+  /// kSoftmaxAll. The delta stays on the device for the layer's Backward.
+  void Softmax(int layer, const BatchRows& z, const BatchLabels& labels, unsigned phases,
+               SoftmaxStats* st, BatchRows* delta) override {
+    const int64_t B = z.samples();
+    if (!(fwd_layer_ == layer && fwd_out_ == &z && act_.B == B)) {
+      Upload(z, &act_);
+      fwd_layer_ = layer;
+      fwd_out_ = &z;
+    }
+    kept_delta_ = {};
+    st->Resize(B);
+    const bool do_max = phases & kSoftmaxMax, do_sums = phases & kSoftmaxSums,
+               do_delta = phases & kSoftmaxDelta;
+    lab_off_.Upload(labels.off.data(), B + 1);
+    lab_ids_.Upload(labels.ids.data(), std::max<size_t>(labels.ids.size(), 1));
+    if (!do_max) sm_mx_.Upload(st->mx.data(), B);
+    sm_mx_.Resize(B);
+    if (!do_sums) sm_red_.Upload(st->red.data(), 2 * B);
+    sm_red_.Resize(2 * B);
+    if (do_delta) dz_.Resize(B * act_.cap);
+    const int64_t cap = act_.cap;
+    const int64_t* zn = act_.n.data();
+    const int32_t* zid = act_.ids.data();
+    const float* zv = act_.vals.data();
+    const int64_t* lo = lab_off_.data();
+    const int32_t* li = lab_ids_.data();
+    float* mx = sm_mx_.data();
+    float* red = sm_red_.data();
+    float* d = dz_.data();
+    const float inv_b = 1.0f / static_cast<float>(B);
+    constexpr int kT = kSoftmaxThreads;
+    // Shared: per-thread partial sums and label terms (double), partial maxima, then the
+    // row's max and sum.
+    constexpr size_t smem = kT * (2 * sizeof(double) + sizeof(float)) + 2 * sizeof(float);
+    X::ForBlocks(
+        B, kT, smem,
+        [=] DSLIDE_HD(int64_t i, int tid, int nt, void* sm) {
+          if (!do_max) return;
+          float m = -HUGE_VALF;
+          for (int64_t j = tid; j < zn[i]; j += nt) m = fmaxf(m, zv[i * cap + j]);
+          SoftmaxPartMax(sm, kT)[tid] = m;
+        },
+        [=] DSLIDE_HD(int64_t i, int tid, int nt, void* sm) {
+          if (tid != 0) return;
+          float* row = SoftmaxRow(sm, kT);
+          if (do_max) {
+            float m = -HUGE_VALF;
+            for (int t = 0; t < nt; ++t) m = fmaxf(m, SoftmaxPartMax(sm, kT)[t]);
+            mx[i] = m;
+          }
+          row[0] = mx[i];
+        },
+        [=] DSLIDE_HD(int64_t i, int tid, int nt, void* sm) {
+          if (!do_sums) return;
+          const float m = SoftmaxRow(sm, kT)[0];
+          const int64_t k = lo[i + 1] - lo[i];
+          double s = 0.0, l = 0.0;
+          for (int64_t j = tid; j < zn[i]; j += nt) {
+            const float v = zv[i * cap + j];
+            s += expf(v - m);
+            if (k > 0 && SortedContains(li + lo[i], k, zid[i * cap + j])) l += v - m;
+          }
+          SoftmaxPartSum(sm)[tid] = s;
+          SoftmaxPartSum(sm)[kT + tid] = l;
+        },
+        [=] DSLIDE_HD(int64_t i, int tid, int nt, void* sm) {
+          if (tid != 0) return;
+          float* row = SoftmaxRow(sm, kT);
+          if (do_sums) {
+            double s = 0.0, l = 0.0;
+            for (int t = 0; t < nt; ++t) {
+              s += SoftmaxPartSum(sm)[t];
+              l += SoftmaxPartSum(sm)[kT + t];
+            }
+            red[i] = static_cast<float>(s);
+            red[B + i] = static_cast<float>(l);
+          }
+          row[1] = red[i];
+        },
+        [=] DSLIDE_HD(int64_t i, int tid, int nt, void* sm) {
+          if (!do_delta) return;
+          const float* row = SoftmaxRow(sm, kT);
+          const int64_t k = lo[i + 1] - lo[i];
+          const float scale = inv_b / row[1], t = k > 0 ? inv_b / static_cast<float>(k) : 0.0f;
+          for (int64_t j = tid; j < zn[i]; j += nt) {
+            float e = 0.0f;
+            if (k > 0) {
+              e = expf(zv[i * cap + j] - row[0]) * scale;
+              if (SortedContains(li + lo[i], k, zid[i * cap + j])) e -= t;
+            }
+            d[i * cap + j] = e;
+          }
+        });
+    if (do_max) sm_mx_.Download(st->mx.data(), B);
+    if (do_sums) sm_red_.Download(st->red.data(), 2 * B);
+    if (!do_delta) return;
+    std::vector<float> h(B * cap);
+    dz_.Download(h.data(), h.size());
+    delta->LikeZero(z);
+    delta->ids = z.ids;
+    for (int64_t i = 0; i < B; ++i)
+      std::copy(h.begin() + i * cap, h.begin() + i * cap + z.n[i], delta->vals.begin() + z.off[i]);
+    kept_delta_ = {layer, delta, delta->vals.data()};
+  }
+
+  /// The delta of a Backward on the device, aligned with act_ (the layer's forward output):
+  /// the one Softmax left there when `delta` is what it wrote, else uploaded.
+  const float* DeltaOnDevice(int layer, const BatchRows& delta) {
+    const KeptDelta k = kept_delta_;
+    kept_delta_ = {};
+    if (k.layer == layer && k.rows == &delta && k.vals == delta.vals.data() && fwd_layer_ == layer)
+      return dz_.data();
+    Upload(delta, &act_);
+    fwd_layer_ = -1;
+    return act_.vals.data();
+  }
+
   void Backward(int layer, const BatchRows& in, const BatchRows& delta, BatchRows* in_grad) override {
     Layer& L = *layers_[layer];
     DSLIDE_ASSERT(!(L.spec.input_major && in_grad != nullptr), "the first layer has no input gradient");
@@ -554,14 +697,13 @@ class GpuBackendT : public LayerBackend {
   /// Input-major layer: gradient rows of the batch's features, by atomics.
   void FirstLayerGradient(Layer& L, const BatchRows& in, const BatchRows& delta) {
     Upload(in, &in_);
-    Upload(delta, &act_);
+    const float* dv = DeltaOnDevice(LayerIndex(L), delta);
     const int64_t B = in_.B, icap = in_.cap, dcap = act_.cap, cols = L.cols, begin = L.spec.begin;
     const int64_t* xn = in_.n.data();
     const int32_t* xid = in_.ids.data();
     const float* xv = in_.vals.data();
     const int64_t* dn = act_.n.data();
     const int32_t* did = act_.ids.data();
-    const float* dv = act_.vals.data();
     float* g = L.g.data();
     float* gb = L.gb.data();
     uint8_t* touched = L.touched.data();
@@ -607,12 +749,11 @@ class GpuBackendT : public LayerBackend {
     const LayerSpec& s = L.spec;
     DSLIDE_ASSERT(!L.pending, "Backward called twice on a layer without an Update between");
     Upload(in, &in_);
-    Upload(delta, &act_);
+    const float* dv = DeltaOnDevice(LayerIndex(L), delta);
     Densify(in_, in.dense, s.in_dim, &L.x);
     const int64_t B = in_.B, dcap = act_.cap, icap = in_.cap, cols = L.cols, begin = s.begin;
     const int64_t* dn = act_.n.data();
     const int32_t* did = act_.ids.data();
-    const float* dv = act_.vals.data();
     const float* w = L.w.data();
     if (in_grad != nullptr) {
       const int64_t* xn = in_.n.data();
@@ -1084,13 +1225,33 @@ class GpuBackendT : public LayerBackend {
     return h;
   }
 
+  int LayerIndex(const Layer& L) const {
+    for (size_t i = 0; i < layers_.size(); ++i)
+      if (layers_[i].get() == &L) return static_cast<int>(i);
+    return -1;
+  }
+
   static constexpr int kMaxTopK = 32;
+  static constexpr int kSoftmaxThreads = 256;
   static constexpr int64_t kTopKSegment = 256;
 
  private:
   std::vector<std::unique_ptr<Layer>> layers_;
   ModelSpec spec_;
   TrainConfig cfg_;
+  // The layer whose forward output act_ holds (and the rows it was computed for), and the
+  // delta Softmax left in dz_ (with the host rows it wrote).
+  struct KeptDelta {
+    int layer = -1;
+    const BatchRows* rows = nullptr;
+    const float* vals = nullptr;
+  };
+  int fwd_layer_ = -1;
+  const BatchRows* fwd_out_ = nullptr;
+  KeptDelta kept_delta_;
+  Buf<int64_t> lab_off_;
+  Buf<int32_t> lab_ids_;
+  Buf<float> sm_mx_, sm_red_, dz_;
   // Per-step scratch, reused.
   DevRows in_, act_;
   Buf<float> xd_, gin_, acc_, grad_, topk_sc_;

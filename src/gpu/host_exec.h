@@ -37,6 +37,19 @@ struct HostExec {
   static void For(int64_t n, const F& f) {
     for (int64_t i = 0; i < n; ++i) f(i);
   }
+  /// `blocks` blocks of `threads` threads with `smem_bytes` of block-shared memory; every
+  /// phase body(block, thread, threads, smem) runs for all threads of a block before the
+  /// next phase starts (a barrier between phases, as __syncthreads on the device).
+  template <class... Phases>
+  static void ForBlocks(int64_t blocks, int threads, size_t smem_bytes, const Phases&... ph) {
+    std::vector<uint64_t> smem((smem_bytes + 7) / 8 + 1);
+    for (int64_t b = 0; b < blocks; ++b)
+      (RunPhase(b, threads, smem.data(), ph), ...);
+  }
+  template <class F>
+  static void RunPhase(int64_t b, int threads, void* smem, const F& f) {
+    for (int t = 0; t < threads; ++t) f(b, t, threads, smem);
+  }
   static void SortKeys(uint64_t* keys, int64_t n) { std::sort(keys, keys + n); }
   static void ExclusiveScan(const uint32_t* in, uint32_t* out, int64_t n) {
     std::exclusive_scan(in, in + n, out, uint32_t{0});

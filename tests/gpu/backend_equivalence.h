@@ -246,6 +246,88 @@ TEST(GpuEquivalence, BackwardAndAdam) {
   CompareStep(dense, 0, false, false, "dense first layer");
 }
 
+/// Softmax of the output layer after Forward on both backends: fused (kSoftmaxAll) and in
+/// three phases around a stand-in for the ranks' reductions (another rank's larger max and
+/// sums); then a Backward with the delta Softmax wrote, and one with a different delta.
+TEST(GpuEquivalence, SoftmaxLossAndDelta) {
+  Pair s(SmallLsh(HashFamily::kDwta, QueryStrategy::kTopK, FillPolicy::kBatch), {1.0, 0.1});
+  const BatchRows h = s.Hidden(61);
+  BatchLabels lab = s.Labels(62);
+  // A sample without labels has no loss and a zero delta.
+  lab.ids.erase(lab.ids.begin() + lab.off[3], lab.ids.begin() + lab.off[4]);
+  for (size_t i = 4; i < lab.off.size(); ++i) lab.off[i] -= 2;
+  BatchRows za, zb;
+  s.cpu->SelectActive(1, h, &lab, 5, &za);
+  s.dev->SelectActive(1, h, &lab, 5, &zb);
+  ASSERT_EQ(za.ids, zb.ids);
+  s.cpu->Forward(1, h, &za);
+  s.dev->Forward(1, h, &zb);
+  for (bool fused : {true, false}) {
+    SCOPED_TRACE(fused ? "fused" : "three phases");
+    SoftmaxStats sa, sb;
+    BatchRows da, db;
+    if (fused) {
+      s.cpu->Softmax(1, za, lab, kSoftmaxAll, &sa, &da);
+      s.dev->Softmax(1, zb, lab, kSoftmaxAll, &sb, &db);
+    } else {
+      s.cpu->Softmax(1, za, lab, kSoftmaxMax, &sa, &da);
+      s.dev->Softmax(1, zb, lab, kSoftmaxMax, &sb, &db);
+      EXPECT_EQ(sb.mx, sa.mx) << "row maxima";
+      for (int64_t i = 0; i < s.B; ++i) sa.mx[i] = sb.mx[i] = sa.mx[i] + 0.25f * (i % 3);
+      s.cpu->Softmax(1, za, lab, kSoftmaxSums, &sa, &da);
+      s.dev->Softmax(1, zb, lab, kSoftmaxSums, &sb, &db);
+      EXPECT_LE(MaxRelDiff(sb.red, sa.red), kTol) << "sums and label terms";
+      for (int64_t i = 0; i < s.B; ++i) sa.red[i] = sb.red[i] = sa.red[i] + 0.5f;
+      s.cpu->Softmax(1, za, lab, kSoftmaxDelta, &sa, &da);
+      s.dev->Softmax(1, zb, lab, kSoftmaxDelta, &sb, &db);
+    }
+    EXPECT_LE(MaxRelDiff(sb.mx, sa.mx), 0.0) << "row maxima";
+    EXPECT_LE(MaxRelDiff(sb.red, sa.red), kTol) << "sums and label terms";
+    EXPECT_NEAR(SoftmaxMeanLoss(sb, lab), SoftmaxMeanLoss(sa, lab), kTol);
+    ASSERT_EQ(db.ids, da.ids);
+    ASSERT_EQ(db.n, da.n);
+    EXPECT_LE(MaxRelDiff(db.vals, da.vals), kTol) << "deltas";
+    double norm = 0;
+    for (int64_t k = 0; k < da.n[3]; ++k) EXPECT_EQ(db.Vals(3)[k], 0.0f) << "unlabelled sample";
+    for (float v : da.vals) norm += std::abs(v);
+    EXPECT_GT(norm, 0.0);
+    // The delta Softmax wrote feeds Backward (the GPU backend uses its device copy).
+    BatchRows ga, gb;
+    ga.LikeZero(h);
+    gb.LikeZero(h);
+    s.cpu->Backward(1, h, da, &ga);
+    s.dev->Backward(1, h, db, &gb);
+    EXPECT_LE(MaxRelDiff(gb.vals, ga.vals), kTol) << "input gradients from the softmax delta";
+    std::vector<float> gwa, gba, gwb, gbb;
+    s.cpu->GetGradient(1, &gwa, &gba);
+    s.dev->GetGradient(1, &gwb, &gbb);
+    EXPECT_LE(MaxRelDiff(gwb, gwa), kTol) << "weight gradients from the softmax delta";
+    AdamStep step;
+    step.lr = 1e-3f;
+    s.cpu->Update(1, step, false);
+    s.dev->Update(1, step, false);
+  }
+  // After a Softmax, a Backward given other rows than the ones it wrote uses those rows.
+  SoftmaxStats sa, sb;
+  BatchRows da, db;
+  s.cpu->Forward(1, h, &za);
+  s.dev->Forward(1, h, &zb);
+  s.cpu->Softmax(1, za, lab, kSoftmaxAll, &sa, &da);
+  s.dev->Softmax(1, zb, lab, kSoftmaxAll, &sb, &db);
+  BatchRows other = da;
+  for (float& v : other.vals) v = -2.0f * v + 0.01f;
+  BatchRows ga, gb;
+  ga.LikeZero(h);
+  gb.LikeZero(h);
+  s.cpu->Backward(1, h, other, &ga);
+  s.dev->Backward(1, h, other, &gb);
+  EXPECT_LE(MaxRelDiff(gb.vals, ga.vals), kTol) << "input gradients from a given delta";
+  AdamStep step;
+  s.cpu->Update(1, step, false);
+  s.dev->Update(1, step, false);
+  ExpectSameLayer(*s.cpu, *s.dev, 1, kTol, "after the updates");
+}
+
 TEST(GpuEquivalence, ExactTopK) {
   Pair s(TrainConfig{}, {1.0, 0.1});
   std::vector<float> w, b;
