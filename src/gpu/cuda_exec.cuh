@@ -76,6 +76,67 @@ struct CudaExec {
     return p;
   }
 
+  // ---- Copies that overlap compute: a second stream for copies, ordered against the
+  // compute stream by events, from and into pinned stage buffers. ----
+  static constexpr int kStages = 2;
+  static constexpr int kEvents = 64;
+  static constexpr int kMarks = 32;
+  static cudaStream_t& CopyStream() {
+    static thread_local cudaStream_t s = nullptr;
+    return s;
+  }
+  /// Pinned host memory of at least `bytes` for stage `slot` (kept between calls).
+  static void* Stage(int slot, size_t bytes) {
+    static thread_local Pinned p[kStages];
+    return p[slot].Get(bytes);
+  }
+  static cudaEvent_t NextEvent() {
+    static thread_local cudaEvent_t ev[kEvents] = {};
+    static thread_local int next = 0;
+    cudaEvent_t& e = ev[next];
+    next = (next + 1) % kEvents;
+    if (e == nullptr) DSLIDE_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    return e;
+  }
+  template <class T>
+  static void CopyIn(T* dev, const T* host, size_t n) {
+    if (n > 0)
+      DSLIDE_CUDA_CHECK(cudaMemcpyAsync(dev, host, n * sizeof(T), cudaMemcpyHostToDevice, CopyStream()));
+  }
+  template <class T>
+  static void CopyOut(T* host, const T* dev, size_t n) {
+    if (n > 0)
+      DSLIDE_CUDA_CHECK(cudaMemcpyAsync(host, dev, n * sizeof(T), cudaMemcpyDeviceToHost, CopyStream()));
+  }
+  /// Work queued on the compute stream from now on waits for the copies queued so far.
+  static void ComputeAfterCopies() {
+    cudaEvent_t e = NextEvent();
+    DSLIDE_CUDA_CHECK(cudaEventRecord(e, CopyStream()));
+    DSLIDE_CUDA_CHECK(cudaStreamWaitEvent(Stream(), e, 0));
+  }
+  /// Copies queued from now on wait for the compute queued so far.
+  static void CopiesAfterCompute() {
+    cudaEvent_t e = NextEvent();
+    DSLIDE_CUDA_CHECK(cudaEventRecord(e, Stream()));
+    DSLIDE_CUDA_CHECK(cudaStreamWaitEvent(CopyStream(), e, 0));
+  }
+  /// A mark after the copies queued so far, for WaitMark (at most kMarks outstanding).
+  static int MarkCopies() {
+    static thread_local int next = 0;
+    const int id = next;
+    next = (next + 1) % kMarks;
+    cudaEvent_t& e = MarkEvent(id);
+    if (e == nullptr) DSLIDE_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    DSLIDE_CUDA_CHECK(cudaEventRecord(e, CopyStream()));
+    return id;
+  }
+  /// The host waits until the copies before mark `id` are done.
+  static void WaitMark(int id) { DSLIDE_CUDA_CHECK(cudaEventSynchronize(MarkEvent(id))); }
+  static cudaEvent_t& MarkEvent(int id) {
+    static thread_local cudaEvent_t m[kMarks] = {};
+    return m[id];
+  }
+
   template <class T>
   class Buffer {
    public:

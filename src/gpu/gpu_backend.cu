@@ -5,11 +5,13 @@
 
 namespace dslide::gpu {
 
-std::unique_ptr<LayerBackend> MakeGpuBackend(int device) {
+std::unique_ptr<LayerBackend> MakeGpuBackend(int device, const GpuTuning& tune) {
   DSLIDE_CUDA_CHECK(cudaSetDevice(device));
   if (CudaExec::Stream() == nullptr)
     DSLIDE_CUDA_CHECK(cudaStreamCreateWithFlags(&CudaExec::Stream(), cudaStreamNonBlocking));
-  return std::make_unique<GpuBackendT<CudaExec>>();
+  if (CudaExec::CopyStream() == nullptr)
+    DSLIDE_CUDA_CHECK(cudaStreamCreateWithFlags(&CudaExec::CopyStream(), cudaStreamNonBlocking));
+  return std::make_unique<GpuBackendT<CudaExec>>(tune);
 }
 
 }  // namespace dslide::gpu

@@ -3,11 +3,12 @@
 
 #include <memory>
 
+#include "gpu/gpu_tuning.h"
 #include "layer_backend.h"
 
 namespace dslide::gpu {
 
 /// The GPU backend on CUDA device `device` (made current for the calling thread).
-std::unique_ptr<LayerBackend> MakeGpuBackend(int device);
+std::unique_ptr<LayerBackend> MakeGpuBackend(int device, const GpuTuning& tune = {});
 
 }  // namespace dslide::gpu

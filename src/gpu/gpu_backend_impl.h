@@ -30,6 +30,7 @@
 #include "backend_streams.h"
 #include "budget_sampler.h"
 #include "error.h"
+#include "gpu/gpu_tuning.h"
 #include "hd.h"
 #include "layer_backend.h"
 #include "layer_layout.h"
@@ -225,6 +226,12 @@ class GpuBackendT : public LayerBackend {
  public:
   template <class T>
   using Buf = typename X::template Buffer<T>;
+
+  explicit GpuBackendT(const GpuTuning& tune = {}) : tune_(tune) {
+    DSLIDE_CHECK(tune.forward_chunks >= 1 && tune.forward_chunks <= 16 && tune.forward_chunk_min >= 1 &&
+                     tune.shared_floats >= 0 && tune.shared_entries >= 0,
+                 "GPU tuning out of range");
+  }
 
   /// A batch of rows on the device: CSR plus, for row-per-neuron layers, a dense copy.
   struct DevRows {
@@ -501,52 +508,147 @@ class GpuBackendT : public LayerBackend {
     return tv;
   }
 
+  /// Forward in chunks of samples, pipelined over two streams: while chunk c computes, the
+  /// copy stream uploads chunk c + 1's inputs and active ids and downloads chunk c - 1's
+  /// activations, and the host unpacks each chunk as soon as it has arrived. The inputs are
+  /// padded into pinned memory once on the host (no pageable staging copy).
   void Forward(int layer, const BatchRows& in, BatchRows* out) override {
     Layer& L = *layers_[layer];
-    const LayerSpec& s = L.spec;
-    Upload(in, &in_);
-    Upload(*out, &act_);
+    const int64_t B = in.samples();
+    const int64_t icap = std::max<int64_t>(1, MaxCount(in)), acap = std::max<int64_t>(1, MaxCount(*out));
+    // Pinned layout: in n | act n | in ids | act ids | in vals | activations.
+    const size_t bytes = 2 * B * sizeof(int64_t) + B * (icap + acap) * (sizeof(int32_t) + sizeof(float));
+    char* p = static_cast<char*>(X::Stage(0, bytes));
+    int64_t* h_in_n = reinterpret_cast<int64_t*>(p);
+    int64_t* h_act_n = h_in_n + B;
+    int32_t* h_in_ids = reinterpret_cast<int32_t*>(h_act_n + B);
+    int32_t* h_act_ids = h_in_ids + B * icap;
+    float* h_in_vals = reinterpret_cast<float*>(h_act_ids + B * acap);
+    float* h_z = h_in_vals + B * icap;
+    for (int64_t i = 0; i < B; ++i) {
+      h_in_n[i] = in.n[i];
+      h_act_n[i] = out->n[i];
+      const int64_t o = in.off[i];
+      if (!in.ids.empty()) std::copy(in.ids.begin() + o, in.ids.begin() + o + in.n[i], h_in_ids + i * icap);
+      std::copy(in.vals.begin() + o, in.vals.begin() + o + in.n[i], h_in_vals + i * icap);
+      std::copy(out->ids.begin() + out->off[i], out->ids.begin() + out->off[i] + out->n[i], h_act_ids + i * acap);
+    }
+    in_.B = act_.B = B;
+    in_.cap = icap;
+    act_.cap = acap;
+    in_.n.Resize(B);
+    in_.ids.Resize(B * icap);
+    in_.vals.Resize(B * icap);
+    act_.n.Resize(B);
+    act_.ids.Resize(B * acap);
+    act_.vals.Resize(B * acap);
     fwd_layer_ = layer;
     fwd_out_ = out;
     kept_delta_ = {};
-    const int64_t B = in_.B, acap = act_.cap, icap = in_.cap, cols = L.cols, begin = s.begin;
+    X::CopiesAfterCompute();  // the buffers may still be read by earlier kernels
+    const int64_t chunk = std::max<int64_t>(tune_.forward_chunk_min, (B + tune_.forward_chunks - 1) / tune_.forward_chunks);
+    std::vector<int> marks;
+    for (int64_t s0 = 0; s0 < B; s0 += chunk) {
+      const int64_t m = std::min(B, s0 + chunk) - s0;
+      X::CopyIn(in_.n.data() + s0, h_in_n + s0, m);
+      X::CopyIn(in_.ids.data() + s0 * icap, h_in_ids + s0 * icap, m * icap);
+      X::CopyIn(in_.vals.data() + s0 * icap, h_in_vals + s0 * icap, m * icap);
+      X::CopyIn(act_.n.data() + s0, h_act_n + s0, m);
+      X::CopyIn(act_.ids.data() + s0 * acap, h_act_ids + s0 * acap, m * acap);
+      X::ComputeAfterCopies();
+      ForwardRows(L, in.dense, s0, s0 + m);
+      X::CopiesAfterCompute();
+      X::CopyOut(h_z + s0 * acap, act_.vals.data() + s0 * acap, m * acap);
+      marks.push_back(X::MarkCopies());
+    }
+    for (int64_t s0 = 0, c = 0; s0 < B; s0 += chunk, ++c) {
+      X::WaitMark(marks[c]);
+      for (int64_t i = s0; i < std::min(B, s0 + chunk); ++i)
+        std::copy(h_z + i * acap, h_z + i * acap + out->n[i], out->vals.begin() + out->off[i]);
+    }
+  }
+
+  static int64_t MaxCount(const BatchRows& r) {
+    int64_t m = 0;
+    for (int64_t c : r.n) m = std::max(m, c);
+    return m;
+  }
+
+  /// The activations of samples [s0, s1) (in_ and act_ hold them): one block per sample with
+  /// the sample's input in shared memory, one thread per active neuron. Row-per-neuron
+  /// layers keep the input densified there (contiguous with the weight rows); the
+  /// input-major first layer keeps the sample's (feature, value) list.
+  void ForwardRows(Layer& L, bool dense_in, int64_t s0, int64_t s1) {
+    const LayerSpec& s = L.spec;
+    const int64_t acap = act_.cap, icap = in_.cap, cols = L.cols, begin = s.begin;
     const bool relu = !s.is_output;
     const int64_t* an = act_.n.data();
     const int32_t* aid = act_.ids.data();
+    const int64_t* xn = in_.n.data();
+    const int32_t* xid = in_.ids.data();
+    const float* xv = in_.vals.data();
     const float* w = L.w.data();
     const float* bias = L.b.data();
     float* z = act_.vals.data();
+    constexpr int kT = kForwardThreads;
     if (s.input_major) {
-      const int64_t* xn = in_.n.data();
-      const int32_t* xid = in_.ids.data();
-      const float* xv = in_.vals.data();
-      X::For(B * acap, [=] DSLIDE_HD(int64_t t) {
-        const int64_t i = t / acap, k = t % acap;
-        if (k >= an[i]) return;
-        const int64_t c = aid[t] - begin;
-        float sum = bias[c];
-        for (int64_t e = 0; e < xn[i]; ++e) sum += xv[i * icap + e] * w[xid[i * icap + e] * cols + c];
-        z[t] = relu && sum < 0.0f ? 0.0f : sum;
-      });
-    } else {
-      Densify(in_, in.dense, s.in_dim, &xd_);
-      const float* x = xd_.data();
-      X::For(B * acap, [=] DSLIDE_HD(int64_t t) {
-        const int64_t i = t / acap, k = t % acap;
-        if (k >= an[i]) return;
-        const int64_t r = aid[t] - begin;
-        const float* wr = w + r * cols;
-        const float* xr = x + i * cols;
-        float sum = 0.0f;
-        for (int64_t j = 0; j < cols; ++j) sum += wr[j] * xr[j];
-        sum += bias[r];
-        z[t] = relu && sum < 0.0f ? 0.0f : sum;
-      });
+      const int64_t kept = std::min<int64_t>(icap, tune_.shared_entries);
+      X::ForBlocks(
+          s1 - s0, kT, kept * (sizeof(int32_t) + sizeof(float)),
+          [=] DSLIDE_HD(int64_t bi, int tid, int nt, void* sm) {
+            const int64_t i = s0 + bi;
+            float* sv = static_cast<float*>(sm);
+            int32_t* sid = reinterpret_cast<int32_t*>(sv + kept);
+            const int64_t n = xn[i] < kept ? xn[i] : kept;
+            for (int64_t e = tid; e < n; e += nt) {
+              sv[e] = xv[i * icap + e];
+              sid[e] = xid[i * icap + e];
+            }
+          },
+          [=] DSLIDE_HD(int64_t bi, int tid, int nt, void* sm) {
+            const int64_t i = s0 + bi;
+            const float* sv = static_cast<const float*>(sm);
+            const int32_t* sid = reinterpret_cast<const int32_t*>(sv + kept);
+            for (int64_t k = tid; k < an[i]; k += nt) {
+              const int64_t c = aid[i * acap + k] - begin;
+              float sum = bias[c];
+              for (int64_t e = 0; e < xn[i]; ++e) {
+                const bool sh = e < kept;
+                sum += (sh ? sv[e] : xv[i * icap + e]) * w[(sh ? sid[e] : xid[i * icap + e]) * cols + c];
+              }
+              z[i * acap + k] = relu && sum < 0.0f ? 0.0f : sum;
+            }
+          });
+      return;
     }
-    std::vector<float> zh(B * acap);
-    act_.vals.Download(zh.data(), zh.size());
-    for (int64_t i = 0; i < B; ++i)
-      std::copy(zh.begin() + i * acap, zh.begin() + i * acap + out->n[i], out->vals.begin() + out->off[i]);
+    // Row-per-neuron: the densified input row in shared memory, or in global memory (xd_)
+    // when it does not fit.
+    const bool shared = cols <= tune_.shared_floats;
+    if (!shared) xd_.Resize(static_cast<size_t>(in_.B * cols));
+    float* xg = xd_.data();
+    X::ForBlocks(
+        s1 - s0, kT, shared ? cols * sizeof(float) : 0,
+        [=] DSLIDE_HD(int64_t bi, int tid, int nt, void* sm) {
+          float* x = shared ? static_cast<float*>(sm) : xg + (s0 + bi) * cols;
+          for (int64_t j = tid; j < cols; j += nt) x[j] = 0.0f;
+        },
+        [=] DSLIDE_HD(int64_t bi, int tid, int nt, void* sm) {
+          const int64_t i = s0 + bi;
+          float* x = shared ? static_cast<float*>(sm) : xg + i * cols;
+          for (int64_t e = tid; e < xn[i]; e += nt) x[dense_in ? e : xid[i * icap + e]] = xv[i * icap + e];
+        },
+        [=] DSLIDE_HD(int64_t bi, int tid, int nt, void* sm) {
+          const int64_t i = s0 + bi;
+          const float* x = shared ? static_cast<const float*>(sm) : xg + i * cols;
+          for (int64_t k = tid; k < an[i]; k += nt) {
+            const int64_t r = aid[i * acap + k] - begin;
+            const float* wr = w + r * cols;
+            float sum = 0.0f;
+            for (int64_t j = 0; j < cols; ++j) sum += wr[j] * x[j];
+            sum += bias[r];
+            z[i * acap + k] = relu && sum < 0.0f ? 0.0f : sum;
+          }
+        });
   }
 
   /// One block per sample over the logits left on the device by this layer's Forward of z:
@@ -1233,9 +1335,11 @@ class GpuBackendT : public LayerBackend {
 
   static constexpr int kMaxTopK = 32;
   static constexpr int kSoftmaxThreads = 256;
+  static constexpr int kForwardThreads = 128;
   static constexpr int64_t kTopKSegment = 256;
 
  private:
+  GpuTuning tune_;
   std::vector<std::unique_ptr<Layer>> layers_;
   ModelSpec spec_;
   TrainConfig cfg_;

@@ -13,6 +13,7 @@ namespace dslide::gpu {
 
 struct HostExec {
   static constexpr const char* kName = "gpu-host-emulation";
+  static constexpr int kStages = 2;
 
   template <class T>
   class Buffer {
@@ -32,6 +33,25 @@ struct HostExec {
    private:
     std::vector<T> v_;
   };
+
+  // Copies that overlap compute on the device are plain copies here, in program order.
+  static void* Stage(int slot, size_t bytes) {
+    static thread_local std::vector<uint64_t> s[kStages];
+    if (s[slot].size() * 8 < bytes) s[slot].resize((bytes + 7) / 8);
+    return s[slot].data();
+  }
+  template <class T>
+  static void CopyIn(T* dev, const T* host, size_t n) {
+    std::copy(host, host + n, dev);
+  }
+  template <class T>
+  static void CopyOut(T* host, const T* dev, size_t n) {
+    std::copy(dev, dev + n, host);
+  }
+  static void ComputeAfterCopies() {}
+  static void CopiesAfterCompute() {}
+  static int MarkCopies() { return 0; }
+  static void WaitMark(int) {}
 
   template <class F>
   static void For(int64_t n, const F& f) {

@@ -13,6 +13,7 @@
 
 #include "communicator.h"
 #include "cpu/cpu_backend.h"
+#include "gpu/gpu_tuning.h"
 #include "layer_backend.h"
 #include "parallel.h"
 #include "rng.h"
@@ -22,7 +23,7 @@
 namespace dslide::testing {
 
 /// Defined by the including test.
-std::unique_ptr<LayerBackend> BackendUnderTest();
+std::unique_ptr<LayerBackend> BackendUnderTest(const gpu::GpuTuning& tune = {});
 extern const double kTol;
 
 inline double MaxRelDiff(const std::vector<float>& a, const std::vector<float>& b) {
@@ -37,10 +38,12 @@ struct Pair {
   TrainConfig cfg;
   ModelSpec spec;
   std::unique_ptr<LayerBackend> cpu = std::make_unique<cpu::CpuBackend>();
-  std::unique_ptr<LayerBackend> dev = BackendUnderTest();
+  std::unique_ptr<LayerBackend> dev;
   int64_t input_dim = 60, hidden = 16, out = 400, B = 12;
 
-  explicit Pair(const TrainConfig& c, std::vector<double> sparsity = {1.0, 0.1}) : cfg(c) {
+  explicit Pair(const TrainConfig& c, std::vector<double> sparsity = {1.0, 0.1},
+                const gpu::GpuTuning& tune = {})
+      : cfg(c), dev(BackendUnderTest(tune)) {
     SetNumThreads(1);
     spec = ModelSpec::Make(input_dim, {hidden}, out, sparsity, 0, 1);
     cpu->Init(spec, cfg);
@@ -180,6 +183,52 @@ TEST(GpuEquivalence, ActiveSetsAndForward) {
           EXPECT_LE(d, kTol) << "activations of layer " << layer;
         }
       }
+}
+
+/// Forward on a batch of 100 under launch shapes that reach every path: several pipeline
+/// chunks of uneven size, dense rows that do not fit (or just fit) shared memory, sparse
+/// inputs partly in shared memory; then softmax and backward across the chunks.
+TEST(GpuEquivalence, ForwardChunksAndSharedMemoryLimits) {
+  std::vector<gpu::GpuTuning> tunings(4);
+  tunings[1].forward_chunk_min = 8;  // 4 chunks of 25
+  tunings[1].shared_floats = 8;      // the hidden row (16) goes to global memory
+  tunings[1].shared_entries = 3;     // 3 of 5 input entries in shared memory
+  tunings[2].forward_chunks = 3;     // 34, 34, 32
+  tunings[2].forward_chunk_min = 1;
+  tunings[2].shared_floats = 16;     // just fits
+  tunings[2].shared_entries = 5;
+  tunings[3].shared_entries = 0;     // all from global memory
+  for (size_t t = 0; t < tunings.size(); ++t) {
+    SCOPED_TRACE("tuning " + std::to_string(t));
+    Pair s(SmallLsh(HashFamily::kDwta, QueryStrategy::kTopK, FillPolicy::kBatch), {0.5, 0.1}, tunings[t]);
+    s.B = 100;
+    const BatchRows x = s.Inputs(71), h = s.Hidden(72);
+    const BatchLabels lab = s.Labels(73);
+    for (int layer = 0; layer < 2; ++layer) {
+      const BatchRows& in = layer == 0 ? x : h;
+      BatchRows a, b;
+      s.cpu->SelectActive(layer, in, layer == 1 ? &lab : nullptr, 2, &a);
+      s.dev->SelectActive(layer, in, layer == 1 ? &lab : nullptr, 2, &b);
+      ASSERT_EQ(a.ids, b.ids);
+      s.cpu->Forward(layer, in, &a);
+      s.dev->Forward(layer, in, &b);
+      ASSERT_EQ(a.vals.size(), b.vals.size());
+      EXPECT_LE(MaxRelDiff(b.vals, a.vals), kTol) << "activations of layer " << layer;
+      if (layer == 0) continue;
+      SoftmaxStats sa, sb;
+      BatchRows da, db, ga, gb;
+      s.cpu->Softmax(1, a, lab, kSoftmaxAll, &sa, &da);
+      s.dev->Softmax(1, b, lab, kSoftmaxAll, &sb, &db);
+      EXPECT_LE(MaxRelDiff(db.vals, da.vals), kTol) << "deltas";
+      ga.LikeZero(h);
+      gb.LikeZero(h);
+      AdamStep step;
+      s.cpu->BackwardUpdate(1, h, da, &ga, step, false);
+      s.dev->BackwardUpdate(1, h, db, &gb, step, false);
+      EXPECT_LE(MaxRelDiff(gb.vals, ga.vals), kTol) << "input gradients";
+      ExpectSameLayer(*s.cpu, *s.dev, 1, kTol, "after the step");
+    }
+  }
 }
 
 /// One backward step of `layer` with random deltas on both backends; compares gradients,

@@ -7,8 +7,8 @@
 
 namespace dslide::testing {
 
-std::unique_ptr<LayerBackend> BackendUnderTest() {
-  return std::make_unique<gpu::GpuBackendT<gpu::HostExec>>();
+std::unique_ptr<LayerBackend> BackendUnderTest(const gpu::GpuTuning& tune) {
+  return std::make_unique<gpu::GpuBackendT<gpu::HostExec>>(tune);
 }
 // Same float operations as the CPU backend up to summation order (SIMD reductions there).
 const double kTol = 2e-6;
