@@ -112,6 +112,20 @@ class LayerBackend {
   virtual int64_t GradientSize(int layer) const = 0;
   virtual void ExportGradient(int layer, float* out) const = 0;
   virtual void ApplyGradient(int layer, const float* grad, const AdamStep& step) = 0;
+  /// Data parallelism in the backend's memory: a zeroed buffer of n floats where the
+  /// trainer assembles the fused gradient when the communicator can reduce it there (a GPU
+  /// backend under CUDA-aware MPI), or nullptr (the default: host memory). ExportGradient
+  /// and ApplyGradient then take pointers into it; ScaleExchange scales it and waits until
+  /// the backend's writes to it are visible to the communicator.
+  virtual float* ExchangeBuffer(int64_t n) {
+    (void)n;
+    return nullptr;
+  }
+  virtual void ScaleExchange(float* p, int64_t n, float s) {
+    (void)p;
+    (void)n;
+    (void)s;
+  }
   /// True when an update of the layer produced a NaN or infinite parameter since the last
   /// call (then clears the flag).
   virtual bool TakeNonFinite(int layer) = 0;

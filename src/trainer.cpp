@@ -317,20 +317,29 @@ double Trainer::DataParallelStep(const Dataset& data, const std::vector<int64_t>
   const int n = static_cast<int>(spec_.layers.size());
   std::vector<int64_t> at(n + 1, 0);
   for (int l = 0; l < n; ++l) at[l + 1] = at[l] + backend_->GradientSize(l);
-  fused_.resize(at[n]);
-  for (int l = 0; l < n; ++l) {
-    if (mine.empty()) std::fill(fused_.begin() + at[l], fused_.begin() + at[l + 1], 0.0f);
-    else backend_->ExportGradient(l, fused_.data() + at[l]);
+  // The fused buffer: in the backend's device memory when MPI can reduce it there (no
+  // copies through the host), else in host memory.
+  float* fused = backend_->ExchangeBuffer(at[n]);
+  const bool on_device = fused != nullptr;
+  if (!on_device) {
+    fused_.resize(at[n]);
+    fused = fused_.data();
+    if (mine.empty()) std::fill(fused_.begin(), fused_.end(), 0.0f);
   }
+  if (!mine.empty())
+    for (int l = 0; l < n; ++l) backend_->ExportGradient(l, fused + at[l]);
   // Each slice's gradient is a mean over its points: weight it by its share of the batch.
   const float share = static_cast<float>(b1 - b0) / static_cast<float>(B);
-  ParallelFor(at[n], [&](int64_t j) { fused_[j] *= share; }, 1 << 16);
+  if (on_device)
+    backend_->ScaleExchange(fused, at[n], share);
+  else
+    ParallelFor(at[n], [&](int64_t j) { fused[j] *= share; }, 1 << 16);
   phases_.backward += Seconds(t0);
   t0 = Clock::now();
-  comm_->Allreduce(fused_.data(), at[n], ReduceOp::kSum, Traffic::kGradients);
+  comm_->Allreduce(fused, at[n], ReduceOp::kSum, Traffic::kGradients);
   phases_.comm += Seconds(t0);
   t0 = Clock::now();
-  for (int l = 0; l < n; ++l) backend_->ApplyGradient(l, fused_.data() + at[l], step);
+  for (int l = 0; l < n; ++l) backend_->ApplyGradient(l, fused + at[l], step);
   phases_.update += Seconds(t0);
   double weighted = loss * static_cast<double>(b1 - b0);
   comm_->Allreduce(&weighted, 1, ReduceOp::kSum, Traffic::kControl);

@@ -66,6 +66,7 @@ class Pinned {
 
 struct CudaExec {
   static constexpr const char* kName = "gpu";
+  static constexpr bool kDevice = true;
 
   static cudaStream_t& Stream() {
     static thread_local cudaStream_t s = nullptr;
@@ -108,6 +109,8 @@ struct CudaExec {
     if (n > 0)
       DSLIDE_CUDA_CHECK(cudaMemcpyAsync(host, dev, n * sizeof(T), cudaMemcpyDeviceToHost, CopyStream()));
   }
+  /// The host waits for the compute stream (before another library reads device memory).
+  static void Synchronize() { DSLIDE_CUDA_CHECK(cudaStreamSynchronize(Stream())); }
   /// Work queued on the compute stream from now on waits for the copies queued so far.
   static void ComputeAfterCopies() {
     cudaEvent_t e = NextEvent();

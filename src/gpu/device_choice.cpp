@@ -1,6 +1,9 @@
 #include "gpu/device_choice.h"
 
+#include <dlfcn.h>
+
 #include <cstdlib>
+#include <cstring>
 
 #include "error.h"
 
@@ -43,6 +46,20 @@ int ChooseDevice(int local_rank, int local_ranks, int gpus_per_node, int visible
                visible, " ranks per node, or pass --gpus-per-node ", visible,
                " to share the GPUs between ranks");
   return local_rank % visible;
+}
+
+bool MpiReadsDeviceMemory() {
+  const char* v = std::getenv("DSLIDE_CUDA_AWARE_MPI");
+  if (v != nullptr && *v != '\0') {
+    DSLIDE_CHECK(std::strcmp(v, "0") == 0 || std::strcmp(v, "1") == 0,
+                 "DSLIDE_CUDA_AWARE_MPI must be 0 or 1, got '", v, "'");
+    return v[0] == '1';
+  }
+  // Looked up at run time: the core library does not link MPI, and only some MPI
+  // libraries have the query.
+  using Query = int (*)();
+  const auto query = reinterpret_cast<Query>(dlsym(RTLD_DEFAULT, "MPIX_Query_cuda_support"));
+  return query != nullptr && query() == 1;
 }
 
 }  // namespace dslide::gpu

@@ -18,5 +18,10 @@ int ChooseDevice(int local_rank, int local_ranks, int gpus_per_node, int visible
                  const std::string& why_none);
 /// The number of ranks on this node from the launcher's environment; 0 when unknown.
 int LocalSizeFromEnv();
+/// Whether the MPI library reduces buffers in CUDA device memory (CUDA-aware MPI): the
+/// environment's DSLIDE_CUDA_AWARE_MPI (0 or 1) when set, else what the library reports
+/// through MPIX_Query_cuda_support (Open MPI) where it has that function, else false.
+/// Call after MPI is initialised.
+bool MpiReadsDeviceMemory();
 
 }  // namespace dslide::gpu

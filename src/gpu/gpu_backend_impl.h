@@ -30,6 +30,7 @@
 #include "backend_streams.h"
 #include "budget_sampler.h"
 #include "error.h"
+#include "gpu/device_choice.h"
 #include "gpu/gpu_tuning.h"
 #include "hd.h"
 #include "layer_backend.h"
@@ -273,6 +274,8 @@ class GpuBackendT : public LayerBackend {
   void Init(const ModelSpec& spec, const TrainConfig& cfg) override {
     spec_ = spec;
     cfg_ = cfg;
+    exchange_on_device_ = tune_.device_exchange == 1 ||
+                          (tune_.device_exchange < 0 && X::kDevice && MpiReadsDeviceMemory());
     layers_.clear();
     for (size_t li = 0; li < spec.layers.size(); ++li) {
       auto L = std::make_unique<Layer>();
@@ -1203,19 +1206,34 @@ class GpuBackendT : public LayerBackend {
     const Layer& L = *layers_[layer];
     return L.rows * L.cols + L.spec.local();
   }
+  /// Into host memory, or straight into the exchange buffer when `out` points into it.
   void ExportGradient(int layer, float* out) const override {
     const Layer& L = *layers_[layer];
     const size_t nw = static_cast<size_t>(L.rows) * L.cols;
+    const bool on_device = InExchange(out);
     if (L.spec.input_major) {
+      if (on_device) {
+        const float* g = L.g.data();
+        const float* gb = L.gb.data();
+        X::For(static_cast<int64_t>(nw + L.spec.local()),
+               [=] DSLIDE_HD(int64_t t) { out[t] = t < static_cast<int64_t>(nw) ? g[t] : gb[t - nw]; });
+        return;
+      }
       L.g.Download(out, nw);
       L.gb.Download(out + nw, L.spec.local());
       return;
     }
-    std::fill(out, out + nw + L.spec.local(), 0.0f);
-    if (!L.pending) return;
     Buf<float> dg;
-    Zeros(&dg, nw + L.spec.local());
-    float* g = dg.data();
+    float* g = out;
+    if (on_device) {
+      Fill(out, static_cast<int64_t>(nw + L.spec.local()), 0.0f);
+    } else {
+      std::fill(out, out + nw + L.spec.local(), 0.0f);
+      if (!L.pending) return;
+      Zeros(&dg, nw + L.spec.local());
+      g = dg.data();
+    }
+    if (!L.pending) return;
     const int64_t cols = L.cols;
     const float* x = L.x.data();
     const int32_t* qrow = L.qrow.data();
@@ -1228,13 +1246,16 @@ class GpuBackendT : public LayerBackend {
       RowGradient(qoff, es, ed, x, cols, q, j, g + r * cols + j, &gbias);
       if (j == 0) g[nw + r] = gbias;
     });
-    dg.Download(out, nw + L.spec.local());
+    if (!on_device) dg.Download(out, nw + L.spec.local());
   }
   void ApplyGradient(int layer, const float* grad, const AdamStep& step) override {
     Layer& L = *layers_[layer];
     const size_t nw = static_cast<size_t>(L.rows) * L.cols;
-    grad_.Upload(grad, nw + L.spec.local());
-    const float* g = grad_.data();
+    const float* g = grad;
+    if (!InExchange(grad)) {
+      grad_.Upload(grad, nw + L.spec.local());
+      g = grad_.data();
+    }
     const AdamConsts a = AdamConsts::Of(step);
     const AdamTargets to = Targets(L);
     X::For(static_cast<int64_t>(nw), [=] DSLIDE_HD(int64_t t) { to.Weight(a, t, g[t]); });
@@ -1246,6 +1267,20 @@ class GpuBackendT : public LayerBackend {
       Fill(L.btouched.data(), L.spec.local(), uint8_t{0});
     }
     ClearPending(L);
+  }
+  float* ExchangeBuffer(int64_t n) override {
+    if (!exchange_on_device_) return nullptr;
+    Zeros(&exch_, static_cast<size_t>(n));
+    return exch_.data();
+  }
+  void ScaleExchange(float* p, int64_t n, float s) override {
+    if (n <= 0) return;
+    DSLIDE_ASSERT(InExchange(p) && InExchange(p + n - 1), "ScaleExchange outside the exchange buffer");
+    if (s != 1.0f) X::For(n, [=] DSLIDE_HD(int64_t t) { p[t] *= s; });
+    X::Synchronize();  // MPI reads the buffer outside the backend's stream
+  }
+  bool InExchange(const float* p) const {
+    return exch_.size() > 0 && p >= exch_.data() && p < exch_.data() + exch_.size();
   }
   bool TakeNonFinite(int layer) override {
     Layer& L = *layers_[layer];
@@ -1356,6 +1391,9 @@ class GpuBackendT : public LayerBackend {
   Buf<int64_t> lab_off_;
   Buf<int32_t> lab_ids_;
   Buf<float> sm_mx_, sm_red_, dz_;
+  // Data parallelism: the fused gradient in device memory (CUDA-aware MPI).
+  bool exchange_on_device_ = false;
+  Buf<float> exch_;
   // Per-step scratch, reused.
   DevRows in_, act_;
   Buf<float> xd_, gin_, acc_, grad_, topk_sc_;

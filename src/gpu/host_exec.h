@@ -14,6 +14,7 @@ namespace dslide::gpu {
 struct HostExec {
   static constexpr const char* kName = "gpu-host-emulation";
   static constexpr int kStages = 2;
+  static constexpr bool kDevice = false;
 
   template <class T>
   class Buffer {
@@ -49,6 +50,7 @@ struct HostExec {
     std::copy(dev, dev + n, host);
   }
   static void ComputeAfterCopies() {}
+  static void Synchronize() {}
   static void CopiesAfterCompute() {}
   static int MarkCopies() { return 0; }
   static void WaitMark(int) {}

@@ -9,6 +9,8 @@
 
 #include "../test_presets.h"
 #include "dist/mpi_communicator.h"
+#include "gpu/gpu_backend_impl.h"
+#include "gpu/host_exec.h"
 #ifdef DSLIDE_WITH_CUDA
 #include "gpu/gpu_device.h"
 #endif
@@ -147,6 +149,47 @@ TEST(Distributed, DataParallelEqualsOneRank) {
   const double expected = 20.0 * 4.0 * static_cast<double>(dp.spec().NumParameters()) * 2.0 * (P - 1) / P;
   EXPECT_NEAR(static_cast<double>(g_comm->Stats(Traffic::kGradients).bytes), expected, 20.0 * P);
   EXPECT_EQ(g_comm->Stats(Traffic::kActivations).bytes, 0);
+}
+
+TEST(Distributed, DataParallelReducesInBackendMemory) {
+  // The GPU backend's exchange buffer handed to MPI in place of host memory (the CUDA-aware
+  // path), on the host executor so that any MPI can read it: equals the CPU backend's
+  // data-parallel run on the same ranks.
+  SetNumThreads(1);
+  const Dataset data = Small(2000);
+  TrainConfig cfg;
+  cfg.hidden = {24};
+  cfg.sparsity = {1.0, 1.0};
+  cfg.strategy = Strategy::kDataParallel;
+  cfg.batch = 30;
+  cfg.lr = 1e-3;
+  gpu::GpuTuning tune;
+  tune.device_exchange = 1;
+  Trainer in_backend(cfg, g_comm, std::make_unique<gpu::GpuBackendT<gpu::HostExec>>(tune),
+                     data.num_features, data.num_labels);
+  Trainer on_host(cfg, g_comm, MakeBackend(Device::kCpu, 0), data.num_features, data.num_labels);
+  ASSERT_NE(in_backend.backend().ExchangeBuffer(1), nullptr);
+  ASSERT_EQ(on_host.backend().ExchangeBuffer(1), nullptr);
+  g_comm->ResetStats();
+  for (int it = 0; it < 15; ++it) {
+    const auto pts = Batch(it, cfg.batch, data.size());
+    const double lb = in_backend.Step(data, pts);
+    const double lh = on_host.Step(data, pts);
+    ASSERT_NEAR(lb, lh, 1e-4 * std::max(1.0, std::abs(lh))) << "iteration " << it + 1;
+  }
+  for (int l = 0; l < 2; ++l) {
+    std::vector<float> w, b, wh, bh;
+    in_backend.backend().GetLayer(l, &w, &b);
+    on_host.backend().GetLayer(l, &wh, &bh);
+    ASSERT_EQ(w.size(), wh.size());
+    double d = 0;
+    for (size_t i = 0; i < w.size(); ++i) d = std::max(d, std::abs(double(w[i]) - wh[i]));
+    EXPECT_LT(d, 1e-5) << "weights of layer " << l << " after 15 iterations";
+  }
+  // Both runs all-reduce the same fused gradient every step.
+  const double expected = 2 * 15.0 * 4.0 * static_cast<double>(on_host.spec().NumParameters()) * 2.0 *
+                          (g_comm->size() - 1) / g_comm->size();
+  EXPECT_NEAR(static_cast<double>(g_comm->Stats(Traffic::kGradients).bytes), expected, 40.0 * g_comm->size());
 }
 
 TEST(Distributed, BytesMatchProtocol) {

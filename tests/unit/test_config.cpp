@@ -133,6 +133,24 @@ TEST(DeviceChoice, LocalRankFromLauncher) {
   unsetenv("SLURM_LOCALID");
 }
 
+TEST(DeviceChoice, CudaAwareMpiOverride) {
+  // This test binary links no MPI: without the override nothing reports CUDA support.
+  unsetenv("DSLIDE_CUDA_AWARE_MPI");
+  EXPECT_FALSE(gpu::MpiReadsDeviceMemory());
+  setenv("DSLIDE_CUDA_AWARE_MPI", "1", 1);
+  EXPECT_TRUE(gpu::MpiReadsDeviceMemory());
+  setenv("DSLIDE_CUDA_AWARE_MPI", "0", 1);
+  EXPECT_FALSE(gpu::MpiReadsDeviceMemory());
+  setenv("DSLIDE_CUDA_AWARE_MPI", "yes", 1);
+  try {
+    gpu::MpiReadsDeviceMemory();
+    FAIL() << "DSLIDE_CUDA_AWARE_MPI=yes accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("must be 0 or 1"), std::string::npos) << e.what();
+  }
+  unsetenv("DSLIDE_CUDA_AWARE_MPI");
+}
+
 TEST(DeviceChoice, GpusPerNodeOption) {
   TrainConfig c;
   std::string help;
