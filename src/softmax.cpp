@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "error.h"
 #include "layer_backend.h"
 #include "parallel.h"
 
@@ -23,34 +24,42 @@ void SoftmaxOnHost(const BatchRows& z, const BatchLabels& labels, unsigned phase
     }, 8);
   }
   if (phases & kSoftmaxSums) {
+    // delta keeps exp(z - mx) for the delta phase.
+    delta->LikeZero(z);
+    delta->ids = z.ids;
     ParallelFor(B, [&](int64_t i) {
       double sum = 0, lab = 0;
       const int32_t* lb = labels.Of(i);
       const int64_t k = labels.Count(i);
       const float* v = z.vals.data() + z.off[i];
       const int32_t* id = z.ids.data() + z.off[i];
+      float* e = delta->vals.data() + z.off[i];
       for (int64_t j = 0; j < z.n[i]; ++j) {
-        sum += std::exp(v[j] - mx[i]);
-        if (k > 0 && std::binary_search(lb, lb + k, id[j])) lab += v[j] - mx[i];
+        e[j] = std::exp(v[j] - mx[i]);
+        sum += e[j];
       }
+      for (int64_t j = 0; j < z.n[i] && k > 0; ++j)
+        if (std::binary_search(lb, lb + k, id[j])) lab += v[j] - mx[i];
       red[i] = static_cast<float>(sum);
       red[B + i] = static_cast<float>(lab);
     }, 8);
   }
   if (phases & kSoftmaxDelta) {
-    delta->LikeZero(z);
-    delta->ids = z.ids;
+    DSLIDE_CHECK(delta->vals.size() == z.vals.size() && delta->n == z.n,
+                 "softmax: the delta phase needs the rows the sums phase wrote");
     const float inv_b = 1.0f / static_cast<float>(B);
     ParallelFor(B, [&](int64_t i) {
       const int64_t k = labels.Count(i);
-      if (k == 0) return;  // no labels: no loss and no gradient
-      const int32_t* lb = labels.Of(i);
-      const float* v = z.vals.data() + z.off[i];
-      const int32_t* id = z.ids.data() + z.off[i];
       float* e = delta->vals.data() + z.off[i];
+      if (k == 0) {  // no labels: no loss and no gradient
+        std::fill(e, e + z.n[i], 0.0f);
+        return;
+      }
+      const int32_t* lb = labels.Of(i);
+      const int32_t* id = z.ids.data() + z.off[i];
       const float scale = inv_b / red[i], t = inv_b / static_cast<float>(k);
       for (int64_t j = 0; j < z.n[i]; ++j) {
-        e[j] = std::exp(v[j] - mx[i]) * scale;
+        e[j] *= scale;
         if (std::binary_search(lb, lb + k, id[j])) e[j] -= t;
       }
     }, 8);

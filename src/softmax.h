@@ -5,8 +5,10 @@
 //                  red[B+i]  = sum over labelled j of (z_ij - mx[i])
 //   kSoftmaxDelta  delta_ij  = (exp(z_ij - mx[i]) / red[i] - [j labelled] / k_i) / B
 //                  (0 for a sample without labels), aligned with z
-// Each phase reads what the earlier ones wrote (reduced over ranks by the caller); on one
-// rank all three run in one call (kSoftmaxAll), which a backend may fuse into one kernel.
+// Each phase reads what the earlier ones wrote (reduced over ranks by the caller), delta
+// included: between the sums and the delta phase it may hold exp(z - mx), so both get the
+// same rows. On one rank all three run in one call (kSoftmaxAll), which a backend may fuse
+// into one kernel.
 #pragma once
 
 #include <vector>
