@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
 """Dense PyTorch reference for `dslide bench`: the same network (sparse input -> hidden ReLU
--> full softmax output), Adam, batch, iterations and data files, every output neuron
-computed. Prints one JSON object with the names dslide uses (ms_per_iter is the median).
+-> full softmax output), initialisation, Adam, batch, iterations and data files, every
+output neuron computed. Prints one JSON object with the names dslide uses (ms_per_iter is the median).
 
 Usage: dense_torch.py TRAIN.txt TEST.txt [--iterations 400] [--batch 256] [--hidden 128]
                       [--lr 1e-3] [--eval-points 1000] [--device cuda|cpu] [--seed 1]
 """
 import argparse
 import json
+import random
 import statistics
 import sys
 import time
@@ -66,6 +67,12 @@ def main():
     emb = torch.nn.EmbeddingBag(d, a.hidden, mode="sum").to(dev)  # sparse x times W1
     b1 = torch.nn.Parameter(torch.zeros(a.hidden, device=dev))
     out = torch.nn.Linear(a.hidden, c).to(dev)
+    # dslide's initialisation (Glorot normal weights, zero biases), so that the two differ
+    # in what they compute per step, not in where they start.
+    with torch.no_grad():
+        emb.weight.normal_(0.0, (2.0 / (d + a.hidden)) ** 0.5)
+        out.weight.normal_(0.0, (2.0 / (a.hidden + c)) ** 0.5)
+        out.bias.zero_()
     params = list(emb.parameters()) + [b1] + list(out.parameters())
     opt = torch.optim.Adam(params, lr=a.lr)
 
@@ -76,8 +83,14 @@ def main():
 
     times = []
     n = len(xtr)
+    order = []  # the training points in a fresh random order each epoch, as dslide takes them
+    rng = random.Random(a.seed)
     for it in range(a.iterations):
-        idx = [(it * a.batch + i) % n for i in range(a.batch)]
+        while len(order) < a.batch:
+            perm = list(range(n))
+            rng.shuffle(perm)
+            order += perm
+        idx, order = order[:a.batch], order[a.batch:]
         target = torch.zeros(a.batch, c, device=dev)
         for r, i in enumerate(idx):
             if ytr[i]:
