@@ -321,6 +321,15 @@ class GpuBackendT : public LayerBackend {
     return {L.w.data(), L.m.data(), L.v.data(), L.b.data(), L.mb.data(), L.vb.data(), L.bad.data()};
   }
 
+  /// The vector on the device; an empty one as one zero (so that kernels get a valid pointer).
+  template <class T>
+  static void UploadAtLeastOne(const std::vector<T>& v, Buf<T>* b) {
+    if (v.empty())
+      Zeros(b, 1);
+    else
+      b->Upload(v.data(), v.size());
+  }
+
   /// Uploads host rows in a padded layout of max_i n[i] per row.
   static void Upload(const BatchRows& in, DevRows* d) {
     d->B = in.samples();
@@ -670,7 +679,7 @@ class GpuBackendT : public LayerBackend {
     const bool do_max = phases & kSoftmaxMax, do_sums = phases & kSoftmaxSums,
                do_delta = phases & kSoftmaxDelta;
     lab_off_.Upload(labels.off.data(), B + 1);
-    lab_ids_.Upload(labels.ids.data(), std::max<size_t>(labels.ids.size(), 1));
+    UploadAtLeastOne(labels.ids, &lab_ids_);
     if (!do_max) sm_mx_.Upload(st->mx.data(), B);
     sm_mx_.Resize(B);
     if (!do_sums) sm_red_.Upload(st->red.data(), 2 * B);
@@ -885,9 +894,6 @@ class GpuBackendT : public LayerBackend {
       }
     }
     // (local neuron, position) keys of the non-zero deltas; the rest sort to the end.
-    int64_t nent = 0;
-    for (int64_t i = 0; i < B; ++i)
-      for (int64_t k = 0; k < delta.n[i]; ++k) nent += delta.vals[delta.off[i] + k] != 0.0f;
     L.keys.Resize(B * dcap);
     uint64_t* keys = L.keys.data();
     X::For(B * dcap, [=] DSLIDE_HD(int64_t t) {
@@ -898,6 +904,22 @@ class GpuBackendT : public LayerBackend {
     });
     DSLIDE_CHECK(B * dcap < (int64_t{1} << 32), "batch too large for the GPU backend's index");
     X::SortKeys(keys, B * dcap);
+    // The entries: the keys before the first empty one (a binary search on the device).
+    const int64_t nkeys = B * dcap;
+    count_.Resize(1);
+    int64_t* count = count_.data();
+    X::For(1, [=] DSLIDE_HD(int64_t) {
+      int64_t lo = 0, hi = nkeys;
+      while (lo < hi) {
+        const int64_t mid = (lo + hi) / 2;
+        if (keys[mid] != ~uint64_t{0})
+          lo = mid + 1;
+        else
+          hi = mid;
+      }
+      *count = lo;
+    });
+    const int64_t nent = count_.Get(0);
     // Runs of equal neurons -> touched rows q with their entry ranges.
     L.flags.Resize(nent + 1);
     L.qidx.Resize(nent + 1);
@@ -1337,7 +1359,7 @@ class GpuBackendT : public LayerBackend {
     LshTables check(cfg_.lsh.l, L.hash->table_bits(), cfg_.lsh.bucket_capacity, cfg_.lsh.insert);
     check.Import(st.table_offsets, st.table_ids, st.table_sizes, s.local());
     L.toff.Upload(st.table_offsets.data(), st.table_offsets.size());
-    L.tids.Upload(st.table_ids.data(), std::max<size_t>(st.table_ids.size(), 1));
+    UploadAtLeastOne(st.table_ids, &L.tids);
     L.host_base.assign(1, 0);
     for (int64_t sz : st.table_sizes) L.host_base.push_back(L.host_base.back() + sz);
     L.tbase.Upload(L.host_base.data(), L.host_base.size());
@@ -1400,7 +1422,7 @@ class GpuBackendT : public LayerBackend {
   Buf<int32_t> arg_, items_, set_keys_, set_counts_, cand_, order_, act_ids_, forced_ids_, shared_, topk_ids_;
   Buf<uint8_t> set_stamps_;
   Buf<uint32_t> bkt_, run_start_, run_end_, sizes_, gpos_;
-  Buf<int64_t> act_n_, forced_off_;
+  Buf<int64_t> act_n_, forced_off_, count_;
   Buf<double> norm2_;
 };
 

@@ -356,6 +356,20 @@ TEST(GpuEquivalence, SoftmaxLossAndDelta) {
     s.cpu->Update(1, step, false);
     s.dev->Update(1, step, false);
   }
+  // A batch without any labels: no loss, zero deltas.
+  {
+    BatchLabels none;
+    none.off.assign(s.B + 1, 0);
+    SoftmaxStats sa, sb;
+    BatchRows da, db;
+    s.cpu->Forward(1, h, &za);
+    s.dev->Forward(1, h, &zb);
+    s.cpu->Softmax(1, za, none, kSoftmaxAll, &sa, &da);
+    s.dev->Softmax(1, zb, none, kSoftmaxAll, &sb, &db);
+    EXPECT_EQ(SoftmaxMeanLoss(sb, none), 0.0);
+    EXPECT_LE(MaxRelDiff(sb.red, sa.red), kTol);
+    for (float v : db.vals) ASSERT_EQ(v, 0.0f);
+  }
   // After a Softmax, a Backward given other rows than the ones it wrote uses those rows.
   SoftmaxStats sa, sb;
   BatchRows da, db;
