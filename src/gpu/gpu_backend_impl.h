@@ -2,16 +2,20 @@
 // for the tests on machines without one):
 //   X::Buffer<T>  device array: Resize, data, size, Upload(host, n), Download(host, n), bytes
 //   X::For(n, f)  runs f(i) for i in [0, n) (a CUDA grid over i)
-//   X::SortKeys, X::ExclusiveScan
+//   X::ForBlocks(blocks, threads, smem, phase...)  blocks of threads with shared memory,
+//                 a barrier between phases
+//   X::Stage, CopyIn, CopyOut, ComputeAfterCopies, CopiesAfterCompute, MarkCopies,
+//   WaitMark      pinned buffers and a copy stream ordered against the compute stream
+//   X::SortKeys, X::ExclusiveScan, X::Synchronize
 // Kernel bodies are DSLIDE_HD lambdas over raw pointers and never touch `this`.
 //
 // Per layer the device holds weights, biases, Adam moments, the LSH functions and tables.
-// The layer input of a step is uploaded once as CSR (samples' ids and values) and, for
-// row-per-neuron layers, also as a dense B x in_dim matrix so that the kernels read it with
-// contiguous loads. The kernels:
+// The kernels:
 //   query: one thread per sample hashes [x, 1] and runs SelectIds over the tables with a
 //     per-sample hash set (DeviceMarks) in place of the CPU's stamp arrays;
-//   forward: one thread per (sample, active neuron);
+//   forward: one block per sample with its input in shared memory, one thread per active
+//     neuron, in chunks of samples whose copies overlap the compute of other chunks;
+//   softmax: one block per sample: block reductions of the max and sums, then the delta;
 //   backward, row-per-neuron layers: the input gradient per (sample, input entry) from the
 //     old weights; the (neuron, sample, delta) entries sorted by neuron; then one thread per
 //     (touched neuron, input coordinate) forms the weight gradient and applies Adam;
