@@ -79,17 +79,16 @@ struct CudaExec {
 
   // ---- Copies that overlap compute: a second stream for copies, ordered against the
   // compute stream by events, from and into pinned stage buffers. ----
-  static constexpr int kStages = 2;
   static constexpr int kEvents = 64;
   static constexpr int kMarks = 32;
   static cudaStream_t& CopyStream() {
     static thread_local cudaStream_t s = nullptr;
     return s;
   }
-  /// Pinned host memory of at least `bytes` for stage `slot` (kept between calls).
-  static void* Stage(int slot, size_t bytes) {
-    static thread_local Pinned p[kStages];
-    return p[slot].Get(bytes);
+  /// Pinned host memory of at least `bytes` for the copy stream (kept between calls).
+  static void* Stage(size_t bytes) {
+    static thread_local Pinned p;
+    return p.Get(bytes);
   }
   static cudaEvent_t NextEvent() {
     static thread_local cudaEvent_t ev[kEvents] = {};

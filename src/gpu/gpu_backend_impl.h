@@ -534,7 +534,7 @@ class GpuBackendT : public LayerBackend {
     const int64_t icap = std::max<int64_t>(1, MaxCount(in)), acap = std::max<int64_t>(1, MaxCount(*out));
     // Pinned layout: in n | act n | in ids | act ids | in vals | activations.
     const size_t bytes = 2 * B * sizeof(int64_t) + B * (icap + acap) * (sizeof(int32_t) + sizeof(float));
-    char* p = static_cast<char*>(X::Stage(0, bytes));
+    char* p = static_cast<char*>(X::Stage(bytes));
     int64_t* h_in_n = reinterpret_cast<int64_t*>(p);
     int64_t* h_act_n = h_in_n + B;
     int32_t* h_in_ids = reinterpret_cast<int32_t*>(h_act_n + B);
@@ -789,11 +789,12 @@ class GpuBackendT : public LayerBackend {
   void Backward(int layer, const BatchRows& in, const BatchRows& delta, BatchRows* in_grad) override {
     Layer& L = *layers_[layer];
     DSLIDE_ASSERT(!(L.spec.input_major && in_grad != nullptr), "the first layer has no input gradient");
+    const float* dv = DeltaOnDevice(layer, delta);
     if (L.spec.input_major) {
-      FirstLayerGradient(L, in, delta);
+      FirstLayerGradient(L, in, dv);
       return;
     }
-    IndexBatch(L, in, delta, in_grad);
+    IndexBatch(L, in, dv, in_grad);
   }
 
   void Update(int layer, const AdamStep& step, bool dense) override {
@@ -812,10 +813,10 @@ class GpuBackendT : public LayerBackend {
     Update(layer, step, dense);
   }
 
-  /// Input-major layer: gradient rows of the batch's features, by atomics.
-  void FirstLayerGradient(Layer& L, const BatchRows& in, const BatchRows& delta) {
+  /// Input-major layer: gradient rows of the batch's features, by atomics; the deltas `dv`
+  /// are on the device in act_'s layout (DeltaOnDevice).
+  void FirstLayerGradient(Layer& L, const BatchRows& in, const float* dv) {
     Upload(in, &in_);
-    const float* dv = DeltaOnDevice(LayerIndex(L), delta);
     const int64_t B = in_.B, icap = in_.cap, dcap = act_.cap, cols = L.cols, begin = L.spec.begin;
     const int64_t* xn = in_.n.data();
     const int32_t* xid = in_.ids.data();
@@ -863,11 +864,10 @@ class GpuBackendT : public LayerBackend {
 
   /// Row-per-neuron layer: saves the input, sorts the non-zero deltas by neuron and, with
   /// in_grad, adds this shard's input gradient (from the current weights).
-  void IndexBatch(Layer& L, const BatchRows& in, const BatchRows& delta, BatchRows* in_grad) {
+  void IndexBatch(Layer& L, const BatchRows& in, const float* dv, BatchRows* in_grad) {
     const LayerSpec& s = L.spec;
     DSLIDE_ASSERT(!L.pending, "Backward called twice on a layer without an Update between");
     Upload(in, &in_);
-    const float* dv = DeltaOnDevice(LayerIndex(L), delta);
     Densify(in_, in.dense, s.in_dim, &L.x);
     const int64_t B = in_.B, dcap = act_.cap, icap = in_.cap, cols = L.cols, begin = s.begin;
     const int64_t* dn = act_.n.data();
@@ -1386,12 +1386,6 @@ class GpuBackendT : public LayerBackend {
     std::vector<T> h(b.size());
     b.Download(h.data(), h.size());
     return h;
-  }
-
-  int LayerIndex(const Layer& L) const {
-    for (size_t i = 0; i < layers_.size(); ++i)
-      if (layers_[i].get() == &L) return static_cast<int>(i);
-    return -1;
   }
 
   static constexpr int kMaxTopK = 32;

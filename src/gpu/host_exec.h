@@ -13,7 +13,6 @@ namespace dslide::gpu {
 
 struct HostExec {
   static constexpr const char* kName = "gpu-host-emulation";
-  static constexpr int kStages = 2;
   static constexpr bool kDevice = false;
 
   template <class T>
@@ -36,10 +35,10 @@ struct HostExec {
   };
 
   // Copies that overlap compute on the device are plain copies here, in program order.
-  static void* Stage(int slot, size_t bytes) {
-    static thread_local std::vector<uint64_t> s[kStages];
-    if (s[slot].size() * 8 < bytes) s[slot].resize((bytes + 7) / 8);
-    return s[slot].data();
+  static void* Stage(size_t bytes) {
+    static thread_local std::vector<uint64_t> s;
+    if (s.size() * 8 < bytes) s.resize((bytes + 7) / 8);
+    return s.data();
   }
   template <class T>
   static void CopyIn(T* dev, const T* host, size_t n) {

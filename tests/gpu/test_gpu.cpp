@@ -10,12 +10,7 @@
 namespace dslide::testing {
 
 std::unique_ptr<LayerBackend> BackendUnderTest(const gpu::GpuTuning& tune) {
-  // The factory's device choice; launch shapes other than the defaults need the tuned maker.
-  const gpu::GpuTuning defaults;
-  if (tune.forward_chunks == defaults.forward_chunks && tune.forward_chunk_min == defaults.forward_chunk_min &&
-      tune.shared_floats == defaults.shared_floats && tune.shared_entries == defaults.shared_entries)
-    return MakeBackend(Device::kGpu, 0);
-  return gpu::MakeGpuBackend(0, tune);
+  return gpu::MakeGpuBackend(0, tune);  // device 0 of the visible ones, as MakeBackend on rank 0
 }
 // Fused multiply-adds and a different summation order on the device.
 const double kTol = 2e-5;
