@@ -20,6 +20,8 @@
 #include "synthetic.h"
 #include "trainer.h"
 
+#include "../test_presets.h"
+
 namespace dslide::testing {
 
 /// Defined by the including test.
@@ -455,14 +457,7 @@ TEST(GpuEquivalence, CheckpointsCrossBackends) {
 TEST(GpuEquivalence, TrainerLossesMatch) {
   // Whole steps through the trainer: sparse output layer, batch fill, lazy Adam.
   SetNumThreads(1);
-  GenConfig g;
-  g.features = 200;
-  g.labels = 300;
-  g.nnz = 10;
-  g.labels_per_point = 2;
-  g.points = 600;
-  g.ResolveShape();
-  const Dataset data = GenerateSynthetic(g, 0, g.points);
+  const Dataset data = GenerateSynthetic(SyntheticShape(200, 300, 10, 2, 600), 0, 600);
   TrainConfig cfg = SmallLsh(HashFamily::kDwta, QueryStrategy::kVanilla, FillPolicy::kBatch);
   cfg.hidden = {32};
   cfg.sparsity = {0.2};
@@ -472,12 +467,7 @@ TEST(GpuEquivalence, TrainerLossesMatch) {
   LocalCommunicator c1, c2;
   Trainer a(cfg, &c1, std::make_unique<cpu::CpuBackend>(), data.num_features, data.num_labels);
   Trainer b(cfg, &c2, BackendUnderTest(), data.num_features, data.num_labels);
-  for (int it = 0; it < 25; ++it) {
-    std::vector<int64_t> pts(cfg.batch);
-    for (int i = 0; i < cfg.batch; ++i) pts[i] = (int64_t{it} * cfg.batch + i) % data.size();
-    const double la = a.Step(data, pts), lb = b.Step(data, pts);
-    ASSERT_NEAR(lb, la, 1e-4 * std::max(1.0, std::abs(la))) << "iteration " << it + 1;
-  }
+  ASSERT_NO_FATAL_FAILURE(StepInLockstep(b, a, data, 25, cfg.batch, 1e-4));
   ExpectSameLayer(a.backend(), b.backend(), 1, 1e-4, "after 25 steps");
 }
 
@@ -485,14 +475,7 @@ TEST(GpuEquivalence, DataParallelExchangeInDeviceMemory) {
   // The fused gradient assembled, scaled and applied in the backend's memory (the buffer
   // CUDA-aware MPI reduces) against the CPU backend's host buffer.
   SetNumThreads(1);
-  GenConfig g;
-  g.features = 200;
-  g.labels = 120;
-  g.nnz = 10;
-  g.labels_per_point = 2;
-  g.points = 400;
-  g.ResolveShape();
-  const Dataset data = GenerateSynthetic(g, 0, g.points);
+  const Dataset data = GenerateSynthetic(SyntheticShape(200, 120, 10, 2, 400), 0, 400);
   TrainConfig cfg;
   cfg.hidden = {32};
   cfg.sparsity = {1.0, 1.0};
@@ -504,12 +487,7 @@ TEST(GpuEquivalence, DataParallelExchangeInDeviceMemory) {
   LocalCommunicator c1, c2;
   Trainer a(cfg, &c1, std::make_unique<cpu::CpuBackend>(), data.num_features, data.num_labels);
   Trainer b(cfg, &c2, BackendUnderTest(tune), data.num_features, data.num_labels);
-  for (int it = 0; it < 10; ++it) {
-    std::vector<int64_t> pts(cfg.batch);
-    for (int i = 0; i < cfg.batch; ++i) pts[i] = (int64_t{it} * cfg.batch + i) % data.size();
-    const double la = a.Step(data, pts), lb = b.Step(data, pts);
-    ASSERT_NEAR(lb, la, 1e-4 * std::max(1.0, std::abs(la))) << "iteration " << it + 1;
-  }
+  ASSERT_NO_FATAL_FAILURE(StepInLockstep(b, a, data, 10, cfg.batch, 1e-4));
   ExpectSameLayer(a.backend(), b.backend(), 0, 1e-4, "after 10 steps");
   ExpectSameLayer(a.backend(), b.backend(), 1, 1e-4, "after 10 steps");
 }

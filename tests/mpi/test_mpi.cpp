@@ -23,21 +23,12 @@ namespace {
 
 dist::MpiCommunicator* g_comm = nullptr;
 
-Dataset Small(int64_t points) {
-  GenConfig g;
-  g.features = 300;
-  g.labels = 90;
-  g.nnz = 12;
-  g.labels_per_point = 3;
-  g.points = points;
-  g.ResolveShape();
-  return GenerateSynthetic(g, 0, points);
-}
+using testing::Batch;
+using testing::MaxLayerDiff;
+using testing::StepInLockstep;
 
-std::vector<int64_t> Batch(int it, int b, int64_t n) {
-  std::vector<int64_t> pts(b);
-  for (int i = 0; i < b; ++i) pts[i] = (static_cast<int64_t>(it) * b + i) % n;
-  return pts;
+Dataset Small(int64_t points) {
+  return GenerateSynthetic(testing::SyntheticShape(300, 90, 12, 3, points), 0, points);
 }
 
 TEST(Distributed, DenseEqualsOneRank) {
@@ -51,13 +42,8 @@ TEST(Distributed, DenseEqualsOneRank) {
   Trainer dist_tr(cfg, g_comm, MakeBackend(Device::kCpu, 0), data.num_features, data.num_labels);
   LocalCommunicator local;
   Trainer one(cfg, &local, MakeBackend(Device::kCpu, 0), data.num_features, data.num_labels);
-  for (int it = 0; it < 20; ++it) {
-    const auto pts = Batch(it, cfg.batch, data.size());
-    const double lp = dist_tr.Step(data, pts);
-    const double l1 = one.Step(data, pts);
-    // Only the order of float sums differs between P ranks and 1 rank.
-    ASSERT_NEAR(lp, l1, 1e-5 * std::max(1.0, std::abs(l1))) << "iteration " << it + 1;
-  }
+  // Only the order of float sums differs between P ranks and 1 rank.
+  ASSERT_NO_FATAL_FAILURE(StepInLockstep(dist_tr, one, data, 20, cfg.batch, 1e-5));
   double max_diff = 0;
   for (int l = 0; l < 3; ++l) {
     std::vector<float> w, b, w1, b1;
@@ -91,21 +77,10 @@ TEST(Distributed, GpuDenseEqualsCpu) {
   Trainer on_gpu(cfg, g_comm, MakeBackend(Device::kGpu, g_comm->rank(), /*gpus_per_node=*/1),
                  data.num_features, data.num_labels);
   Trainer on_cpu(cfg, g_comm, MakeBackend(Device::kCpu, 0), data.num_features, data.num_labels);
-  for (int it = 0; it < 20; ++it) {
-    const auto pts = Batch(it, cfg.batch, data.size());
-    const double lg = on_gpu.Step(data, pts);
-    const double lc = on_cpu.Step(data, pts);
-    ASSERT_NEAR(lg, lc, 1e-4 * std::max(1.0, std::abs(lc))) << "iteration " << it + 1;
-  }
-  for (int l = 0; l < 3; ++l) {
-    std::vector<float> w, b, wc, bc;
-    on_gpu.backend().GetLayer(l, &w, &b);
-    on_cpu.backend().GetLayer(l, &wc, &bc);
-    ASSERT_EQ(w.size(), wc.size());
-    double d = 0;
-    for (size_t i = 0; i < w.size(); ++i) d = std::max(d, std::abs(double(w[i]) - wc[i]));
-    EXPECT_LT(d, 1e-4) << "weights of layer " << l << " after 20 iterations";
-  }
+  ASSERT_NO_FATAL_FAILURE(StepInLockstep(on_gpu, on_cpu, data, 20, cfg.batch, 1e-4));
+  for (int l = 0; l < 3; ++l)
+    EXPECT_LT(MaxLayerDiff(on_gpu.backend(), on_cpu.backend(), l), 1e-4)
+        << "weights of layer " << l << " after 20 iterations";
 #endif
 }
 
@@ -128,22 +103,9 @@ TEST(Distributed, DataParallelEqualsOneRank) {
   LocalCommunicator local;
   Trainer one(one_cfg, &local, MakeBackend(Device::kCpu, 0), data.num_features, data.num_labels);
   g_comm->ResetStats();
-  for (int it = 0; it < 20; ++it) {
-    const auto pts = Batch(it, cfg.batch, data.size());
-    const double lp = dp.Step(data, pts);
-    const double l1 = one.Step(data, pts);
-    ASSERT_NEAR(lp, l1, 1e-4 * std::max(1.0, std::abs(l1))) << "iteration " << it + 1;
-  }
-  double max_diff = 0;
-  for (int l = 0; l < 2; ++l) {
-    std::vector<float> w, b, w1, b1;
-    dp.backend().GetLayer(l, &w, &b);
-    one.backend().GetLayer(l, &w1, &b1);
-    ASSERT_EQ(w.size(), w1.size());
-    for (size_t j = 0; j < w.size(); ++j) max_diff = std::max(max_diff, std::abs(double(w[j]) - w1[j]));
-    for (size_t j = 0; j < b.size(); ++j) max_diff = std::max(max_diff, std::abs(double(b[j]) - b1[j]));
-  }
-  EXPECT_LT(max_diff, 1e-5) << "weights after 20 iterations";
+  ASSERT_NO_FATAL_FAILURE(StepInLockstep(dp, one, data, 20, cfg.batch, 1e-4));
+  for (int l = 0; l < 2; ++l)
+    EXPECT_LT(MaxLayerDiff(dp.backend(), one.backend(), l), 1e-5) << "weights of layer " << l << " after 20 iterations";
   // The wire: one all-reduce of every gradient per step, 2 (P-1)/P of 4 bytes per parameter.
   const int P = g_comm->size();
   const double expected = 20.0 * 4.0 * static_cast<double>(dp.spec().NumParameters()) * 2.0 * (P - 1) / P;
@@ -171,21 +133,10 @@ TEST(Distributed, DataParallelReducesInBackendMemory) {
   ASSERT_NE(in_backend.backend().ExchangeBuffer(1), nullptr);
   ASSERT_EQ(on_host.backend().ExchangeBuffer(1), nullptr);
   g_comm->ResetStats();
-  for (int it = 0; it < 15; ++it) {
-    const auto pts = Batch(it, cfg.batch, data.size());
-    const double lb = in_backend.Step(data, pts);
-    const double lh = on_host.Step(data, pts);
-    ASSERT_NEAR(lb, lh, 1e-4 * std::max(1.0, std::abs(lh))) << "iteration " << it + 1;
-  }
-  for (int l = 0; l < 2; ++l) {
-    std::vector<float> w, b, wh, bh;
-    in_backend.backend().GetLayer(l, &w, &b);
-    on_host.backend().GetLayer(l, &wh, &bh);
-    ASSERT_EQ(w.size(), wh.size());
-    double d = 0;
-    for (size_t i = 0; i < w.size(); ++i) d = std::max(d, std::abs(double(w[i]) - wh[i]));
-    EXPECT_LT(d, 1e-5) << "weights of layer " << l << " after 15 iterations";
-  }
+  ASSERT_NO_FATAL_FAILURE(StepInLockstep(in_backend, on_host, data, 15, cfg.batch, 1e-4));
+  for (int l = 0; l < 2; ++l)
+    EXPECT_LT(MaxLayerDiff(in_backend.backend(), on_host.backend(), l), 1e-5)
+        << "weights of layer " << l << " after 15 iterations";
   // Both runs all-reduce the same fused gradient every step.
   const double expected = 2 * 15.0 * 4.0 * static_cast<double>(on_host.spec().NumParameters()) * 2.0 *
                           (g_comm->size() - 1) / g_comm->size();

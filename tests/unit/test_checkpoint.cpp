@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "../test_presets.h"
 #include "checkpoint.h"
 #include "communicator.h"
 #include "error.h"
@@ -22,14 +23,7 @@ struct Fixture {
   Dataset data;
   TrainConfig cfg;
   Fixture() {
-    GenConfig g;
-    g.features = 400;
-    g.labels = 300;
-    g.nnz = 12;
-    g.labels_per_point = 3;
-    g.points = 1500;
-    g.ResolveShape();
-    data = GenerateSynthetic(g, 0, g.points);
+    data = GenerateSynthetic(testing::SyntheticShape(400, 300, 12, 3, 1500), 0, 1500);
     cfg.hidden = {24};
     cfg.sparsity = {0.1};
     cfg.batch = 32;
@@ -43,11 +37,7 @@ struct Fixture {
     cfg.lsh.rebuild_n0 = 4;    // tables rebuilt before and after the checkpoint
     cfg.lsh.rehash_every = 4;  // and new hash functions
   }
-  std::vector<int64_t> Batch(int64_t it) const {
-    std::vector<int64_t> p(cfg.batch);
-    for (int64_t i = 0; i < cfg.batch; ++i) p[i] = (it * cfg.batch + i) % data.size();
-    return p;
-  }
+  std::vector<int64_t> Batch(int64_t it) const { return testing::Batch(it, cfg.batch, data.size()); }
   std::unique_ptr<Trainer> Make(Communicator* comm) const {
     return std::make_unique<Trainer>(cfg, comm, MakeBackend(Device::kCpu, 0), data.num_features,
                                      data.num_labels);

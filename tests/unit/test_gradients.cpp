@@ -5,6 +5,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "../test_presets.h"
 #include "communicator.h"
 #include "parallel.h"
 #include "synthetic.h"
@@ -16,14 +17,7 @@ namespace {
 void CheckGradients(std::vector<double> sparsity, std::vector<int64_t> hidden, FillPolicy fill) {
   SCOPED_TRACE(std::string("fill ") + ToString(fill));
   SetNumThreads(1);
-  GenConfig g;
-  g.features = 40;
-  g.labels = 30;
-  g.nnz = 8;
-  g.labels_per_point = 3;
-  g.points = 16;
-  g.ResolveShape();
-  const Dataset data = GenerateSynthetic(g, 0, 16);
+  const Dataset data = GenerateSynthetic(testing::SyntheticShape(40, 30, 8, 3, 16), 0, 16);
   TrainConfig cfg;
   cfg.hidden = hidden;
   cfg.sparsity = sparsity;
@@ -48,31 +42,28 @@ void CheckGradients(std::vector<double> sparsity, std::vector<int64_t> hidden, F
     tr.backend().GetLayer(l, &w, &b);
     tr.backend().GetGradient(l, &gw, &gb);
     const int64_t in = tr.spec().layers[l].in_dim;
+    // The central difference of the loss when entry i of `p` (w or b) moves by +-eps.
+    auto central = [&](std::vector<float>* p, size_t i) {
+      const float keep = (*p)[i];
+      (*p)[i] = keep + eps;
+      tr.backend().SetLayer(l, w, b);
+      const double lp = tr.Loss(data, pts);
+      (*p)[i] = keep - eps;
+      tr.backend().SetLayer(l, w, b);
+      const double lm = tr.Loss(data, pts);
+      (*p)[i] = keep;
+      tr.backend().SetLayer(l, w, b);
+      return (lp - lm) / (2 * eps);
+    };
     // Weights with a non-zero analytic gradient plus a few zero ones, and the biases.
     for (size_t i = 0; i < w.size(); i += std::max<size_t>(1, w.size() / 40)) {
-      auto wp = w, wm = w;
-      wp[i] += eps;
-      wm[i] -= eps;
-      tr.backend().SetLayer(l, wp, b);
-      const double lp = tr.Loss(data, pts);
-      tr.backend().SetLayer(l, wm, b);
-      const double lm = tr.Loss(data, pts);
-      tr.backend().SetLayer(l, w, b);
-      const double fd = (lp - lm) / (2 * eps);
+      const double fd = central(&w, i);
       EXPECT_NEAR(gw[i], fd, 2e-3 + 0.03 * std::abs(fd))
           << "layer " << l << " neuron " << i / in << " input " << i % in;
       ++checked;
     }
     for (size_t i = 0; i < b.size(); i += std::max<size_t>(1, b.size() / 10)) {
-      auto bp = b, bm = b;
-      bp[i] += eps;
-      bm[i] -= eps;
-      tr.backend().SetLayer(l, w, bp);
-      const double lp = tr.Loss(data, pts);
-      tr.backend().SetLayer(l, w, bm);
-      const double lm = tr.Loss(data, pts);
-      tr.backend().SetLayer(l, w, b);
-      const double fd = (lp - lm) / (2 * eps);
+      const double fd = central(&b, i);
       EXPECT_NEAR(gb[i], fd, 2e-3 + 0.03 * std::abs(fd)) << "layer " << l << " bias " << i;
     }
   }

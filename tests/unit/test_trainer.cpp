@@ -18,16 +18,7 @@
 namespace dslide {
 namespace {
 
-GenConfig SmallShape() {
-  GenConfig g;
-  g.features = 2000;
-  g.labels = 500;
-  g.nnz = 20;
-  g.labels_per_point = 2;
-  g.points = 6000;
-  g.ResolveShape();
-  return g;
-}
+GenConfig SmallShape() { return testing::SyntheticShape(2000, 500, 20, 2, 6000); }
 
 TEST(Trainer, GeneratedDataIsLearnable) {
   SetNumThreads(2);
