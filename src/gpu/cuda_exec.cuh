@@ -79,8 +79,9 @@ struct CudaExec {
 
   // ---- Copies that overlap compute: a second stream for copies, ordered against the
   // compute stream by events, from and into pinned stage buffers. ----
+  // A ring of events, reused in turn: enough for one pipelined Forward (three per chunk, at
+  // most 16 chunks), whose marks must not be recorded again before they are waited for.
   static constexpr int kEvents = 64;
-  static constexpr int kMarks = 32;
   static cudaStream_t& CopyStream() {
     static thread_local cudaStream_t s = nullptr;
     return s;
@@ -122,22 +123,15 @@ struct CudaExec {
     DSLIDE_CUDA_CHECK(cudaEventRecord(e, Stream()));
     DSLIDE_CUDA_CHECK(cudaStreamWaitEvent(CopyStream(), e, 0));
   }
-  /// A mark after the copies queued so far, for WaitMark (at most kMarks outstanding).
-  static int MarkCopies() {
-    static thread_local int next = 0;
-    const int id = next;
-    next = (next + 1) % kMarks;
-    cudaEvent_t& e = MarkEvent(id);
-    if (e == nullptr) DSLIDE_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  /// A mark after the copies queued so far, for WaitMark.
+  using Mark = cudaEvent_t;
+  static Mark MarkCopies() {
+    cudaEvent_t e = NextEvent();
     DSLIDE_CUDA_CHECK(cudaEventRecord(e, CopyStream()));
-    return id;
+    return e;
   }
-  /// The host waits until the copies before mark `id` are done.
-  static void WaitMark(int id) { DSLIDE_CUDA_CHECK(cudaEventSynchronize(MarkEvent(id))); }
-  static cudaEvent_t& MarkEvent(int id) {
-    static thread_local cudaEvent_t m[kMarks] = {};
-    return m[id];
-  }
+  /// The host waits until the copies before the mark are done.
+  static void WaitMark(Mark m) { DSLIDE_CUDA_CHECK(cudaEventSynchronize(m)); }
 
   template <class T>
   class Buffer {

@@ -563,7 +563,7 @@ class GpuBackendT : public LayerBackend {
     kept_delta_ = {};
     X::CopiesAfterCompute();  // the buffers may still be read by earlier kernels
     const int64_t chunk = std::max<int64_t>(tune_.forward_chunk_min, (B + tune_.forward_chunks - 1) / tune_.forward_chunks);
-    std::vector<int> marks;
+    std::vector<typename X::Mark> marks;
     for (int64_t s0 = 0; s0 < B; s0 += chunk) {
       const int64_t m = std::min(B, s0 + chunk) - s0;
       X::CopyIn(in_.n.data() + s0, h_in_n + s0, m);

@@ -51,8 +51,9 @@ struct HostExec {
   static void ComputeAfterCopies() {}
   static void Synchronize() {}
   static void CopiesAfterCompute() {}
-  static int MarkCopies() { return 0; }
-  static void WaitMark(int) {}
+  using Mark = int;
+  static Mark MarkCopies() { return 0; }
+  static void WaitMark(Mark) {}
 
   template <class F>
   static void For(int64_t n, const F& f) {
