@@ -334,20 +334,28 @@ class GpuBackendT : public LayerBackend {
       b->Upload(v.data(), v.size());
   }
 
+  /// The padded layout of host rows: row i's ids and values at ids + i * cap and
+  /// vals + i * cap (either may be null; the padding is left as it is).
+  static void PadRows(const BatchRows& r, int64_t cap, int32_t* ids, float* vals) {
+    for (int64_t i = 0; i < r.samples(); ++i) {
+      const int64_t o = r.off[i];
+      if (ids != nullptr && !r.ids.empty()) std::copy(r.ids.begin() + o, r.ids.begin() + o + r.n[i], ids + i * cap);
+      if (vals != nullptr && !r.vals.empty())
+        std::copy(r.vals.begin() + o, r.vals.begin() + o + r.n[i], vals + i * cap);
+    }
+  }
+  /// The inverse for values: rows [i0, i1) of the padded `vals` into r's values.
+  static void UnpadVals(const float* vals, int64_t cap, int64_t i0, int64_t i1, BatchRows* r) {
+    for (int64_t i = i0; i < i1; ++i) std::copy(vals + i * cap, vals + i * cap + r->n[i], r->vals.begin() + r->off[i]);
+  }
+
   /// Uploads host rows in a padded layout of max_i n[i] per row.
   static void Upload(const BatchRows& in, DevRows* d) {
     d->B = in.samples();
-    d->cap = 1;
-    for (int64_t i = 0; i < d->B; ++i) d->cap = std::max(d->cap, in.n[i]);
+    d->cap = std::max<int64_t>(1, MaxCount(in));
     std::vector<int32_t> ids(d->B * d->cap, 0);
     std::vector<float> vals(d->B * d->cap, 0.0f);
-    for (int64_t i = 0; i < d->B; ++i) {
-      const int64_t o = in.off[i];
-      if (!in.ids.empty())
-        std::copy(in.ids.begin() + o, in.ids.begin() + o + in.n[i], ids.begin() + i * d->cap);
-      if (!in.vals.empty())
-        std::copy(in.vals.begin() + o, in.vals.begin() + o + in.n[i], vals.begin() + i * d->cap);
-    }
+    PadRows(in, d->cap, ids.data(), vals.data());
     d->n.Upload(in.n.data(), d->B);
     d->ids.Upload(ids.data(), ids.size());
     d->vals.Upload(vals.data(), vals.size());
@@ -541,14 +549,10 @@ class GpuBackendT : public LayerBackend {
     int32_t* h_act_ids = h_in_ids + B * icap;
     float* h_in_vals = reinterpret_cast<float*>(h_act_ids + B * acap);
     float* h_z = h_in_vals + B * icap;
-    for (int64_t i = 0; i < B; ++i) {
-      h_in_n[i] = in.n[i];
-      h_act_n[i] = out->n[i];
-      const int64_t o = in.off[i];
-      if (!in.ids.empty()) std::copy(in.ids.begin() + o, in.ids.begin() + o + in.n[i], h_in_ids + i * icap);
-      std::copy(in.vals.begin() + o, in.vals.begin() + o + in.n[i], h_in_vals + i * icap);
-      std::copy(out->ids.begin() + out->off[i], out->ids.begin() + out->off[i] + out->n[i], h_act_ids + i * acap);
-    }
+    std::copy(in.n.begin(), in.n.end(), h_in_n);
+    std::copy(out->n.begin(), out->n.end(), h_act_n);
+    PadRows(in, icap, h_in_ids, h_in_vals);
+    PadRows(*out, acap, h_act_ids, nullptr);
     in_.B = act_.B = B;
     in_.cap = icap;
     act_.cap = acap;
@@ -579,8 +583,7 @@ class GpuBackendT : public LayerBackend {
     }
     for (int64_t s0 = 0, c = 0; s0 < B; s0 += chunk, ++c) {
       X::WaitMark(marks[c]);
-      for (int64_t i = s0; i < std::min(B, s0 + chunk); ++i)
-        std::copy(h_z + i * acap, h_z + i * acap + out->n[i], out->vals.begin() + out->off[i]);
+      UnpadVals(h_z, acap, s0, std::min(B, s0 + chunk), out);
     }
   }
 
@@ -769,8 +772,7 @@ class GpuBackendT : public LayerBackend {
     dz_.Download(h.data(), h.size());
     delta->LikeZero(z);
     delta->ids = z.ids;
-    for (int64_t i = 0; i < B; ++i)
-      std::copy(h.begin() + i * cap, h.begin() + i * cap + z.n[i], delta->vals.begin() + z.off[i]);
+    UnpadVals(h.data(), cap, 0, B, delta);
     kept_delta_ = {layer, delta, delta->vals.data()};
   }
 
