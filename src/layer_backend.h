@@ -112,13 +112,15 @@ class LayerBackend {
   virtual int64_t GradientSize(int layer) const = 0;
   virtual void ExportGradient(int layer, float* out) const = 0;
   virtual void ApplyGradient(int layer, const float* grad, const AdamStep& step) = 0;
-  /// Data parallelism in the backend's memory: a zeroed buffer of n floats where the
-  /// trainer assembles the fused gradient when the communicator can reduce it there (a GPU
-  /// backend under CUDA-aware MPI), or nullptr (the default: host memory). ExportGradient
-  /// and ApplyGradient then take pointers into it; ScaleExchange scales it and waits until
-  /// the backend's writes to it are visible to the communicator.
-  virtual float* ExchangeBuffer(int64_t n) {
+  /// Data parallelism in the backend's memory: a buffer of n floats (zeroed when `zero`;
+  /// ExportGradient writes every element it covers) where the trainer assembles the fused
+  /// gradient when the communicator can reduce it there (a GPU backend under CUDA-aware
+  /// MPI), or nullptr (the default: host memory). ExportGradient and ApplyGradient then take
+  /// pointers into it; ScaleExchange scales it and waits until the backend's writes to it
+  /// are visible to the communicator.
+  virtual float* ExchangeBuffer(int64_t n, bool zero) {
     (void)n;
+    (void)zero;
     return nullptr;
   }
   virtual void ScaleExchange(float* p, int64_t n, float s) {

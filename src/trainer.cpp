@@ -319,7 +319,7 @@ double Trainer::DataParallelStep(const Dataset& data, const std::vector<int64_t>
   for (int l = 0; l < n; ++l) at[l + 1] = at[l] + backend_->GradientSize(l);
   // The fused buffer: in the backend's device memory when MPI can reduce it there (no
   // copies through the host), else in host memory.
-  float* fused = backend_->ExchangeBuffer(at[n]);
+  float* fused = backend_->ExchangeBuffer(at[n], /*zero=*/mine.empty());
   const bool on_device = fused != nullptr;
   if (!on_device) {
     fused_.resize(at[n]);

@@ -1296,9 +1296,10 @@ class GpuBackendT : public LayerBackend {
     }
     ClearPending(L);
   }
-  float* ExchangeBuffer(int64_t n) override {
+  float* ExchangeBuffer(int64_t n, bool zero) override {
     if (!exchange_on_device_) return nullptr;
-    Zeros(&exch_, static_cast<size_t>(n));
+    exch_.Resize(static_cast<size_t>(n));
+    if (zero) Fill(exch_.data(), n, 0.0f);
     return exch_.data();
   }
   void ScaleExchange(float* p, int64_t n, float s) override {
