@@ -39,8 +39,8 @@ struct CpuMarks {
 };
 
 int64_t BudgetSampler::Select(const LshTables* tables, const uint32_t* buckets,
-                              const int32_t* forced, int64_t n_forced, int64_t budget, Rng* rng,
-                              SamplerScratch* s, int32_t* out,
+                              const int32_t* forced, int64_t n_forced, int64_t budget,
+                              int64_t min_negatives, Rng* rng, SamplerScratch* s, int32_t* out,
                               const std::vector<int32_t>* shared) const {
   size_t room = static_cast<size_t>(s->size());
   if (tables != nullptr) {
@@ -50,8 +50,8 @@ int64_t BudgetSampler::Select(const LshTables* tables, const uint32_t* buckets,
   }
   if (s->cand_.size() < room) s->cand_.resize(room);
   CpuMarks marks{s};
-  return SelectIds(query_, threshold_, fill_, tables, buckets, forced, n_forced, budget, rng,
-                   marks, out, shared ? shared->data() : nullptr,
+  return SelectIds(policy_, tables, buckets, forced, n_forced, budget,
+                   min_negatives, rng, marks, out, shared ? shared->data() : nullptr,
                    shared ? static_cast<int64_t>(shared->size()) : 0);
 }
 

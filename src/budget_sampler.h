@@ -2,12 +2,14 @@
 // section 3.3: a fixed per-rank budget keeps ranks load-balanced).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
 #include "config.h"
 #include "lsh_table.h"
 #include "rng.h"
+#include "select_kernel.h"
 
 namespace dslide {
 
@@ -35,8 +37,7 @@ class SamplerScratch {
 /// Stateless apart from its settings; thread safe with one SamplerScratch per thread.
 class BudgetSampler {
  public:
-  BudgetSampler(QueryStrategy query, int threshold, FillPolicy fill)
-      : query_(query), threshold_(threshold), fill_(fill) {}
+  explicit BudgetSampler(const SelectPolicy& policy) : policy_(policy) {}
 
   /// Writes the active local ids of one sample to `out` and returns how many.
   /// `forced` (local ids, e.g. the labels this shard owns) come first and always stay;
@@ -46,10 +47,19 @@ class BudgetSampler {
   /// top-k); fewer are filled with uniform random neurons or left short (FillPolicy::kStop).
   /// With FillPolicy::kBatch the fill takes, in order, the ids of `shared` (the batch's
   /// common random set, see BatchFill) not already chosen, then random ids if it runs out.
-  /// `out` must hold max(budget, n_forced) ids. The result has no duplicates.
+  /// The budget is raised to n_forced + min_negatives where the forced ids would leave
+  /// fewer negatives (never beyond the shard). `out` must hold
+  /// ActiveCap(budget, n_forced, min_negatives, shard) ids. The result has no duplicates.
   int64_t Select(const LshTables* tables, const uint32_t* buckets, const int32_t* forced,
-                 int64_t n_forced, int64_t budget, Rng* rng, SamplerScratch* s, int32_t* out,
+                 int64_t n_forced, int64_t budget, int64_t min_negatives, Rng* rng,
+                 SamplerScratch* s, int32_t* out,
                  const std::vector<int32_t>* shared = nullptr) const;
+
+  /// The most active ids a sample with `forced` ids can get on a shard of `n` neurons.
+  static int64_t ActiveCap(int64_t budget, int64_t forced, int64_t min_negatives, int64_t n) {
+    const int64_t want = std::max(budget, forced + min_negatives);
+    return std::max(forced, std::min(want, n));
+  }
 
   /// The batch's common fill for FillPolicy::kBatch: min(count, n) distinct ids drawn
   /// uniformly from [0, n), in random order (so every id is equally likely at every
@@ -63,9 +73,7 @@ class BudgetSampler {
                         const std::vector<int32_t>* labels, Rng* rng, std::vector<int32_t>* out);
 
  private:
-  QueryStrategy query_;
-  int threshold_;
-  FillPolicy fill_;
+  SelectPolicy policy_;
 };
 
 }  // namespace dslide

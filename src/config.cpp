@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "error.h"
+#include "predict.h"
 
 namespace po = boost::program_options;
 
@@ -17,6 +18,7 @@ const char* ToString(HashFamily v) {
     case HashFamily::kSrp: return "srp";
     case HashFamily::kWta: return "wta";
     case HashFamily::kDwta: return "dwta";
+    case HashFamily::kAuto: return "auto";
   }
   return "?";
 }
@@ -26,6 +28,7 @@ const char* ToString(QueryStrategy v) {
     case QueryStrategy::kVanilla: return "vanilla";
     case QueryStrategy::kTopK: return "topk";
     case QueryStrategy::kThreshold: return "threshold";
+    case QueryStrategy::kAuto: return "auto";
   }
   return "?";
 }
@@ -109,22 +112,41 @@ bool Parse(int argc, const char* const* argv, const po::options_description& des
 
 void AddTrainOptions(po::options_description* d, TrainConfig* c) {
   d->add_options()
-    ("train", po::value(&c->train_file), "training file (XC format, plain or gzip)")
-    ("test", po::value(&c->test_file), "test file (XC format, plain or gzip)")
+    ("train", po::value(&c->train_file), "training file (XC format, plain or gzip, or .dsb)")
+    ("test", po::value(&c->test_file),
+     "test file, scored once at the end (on the --keep-best model when validating)")
+    ("valid", po::value(&c->valid_file),
+     "validation file: evaluations during training score it and --keep-best selects on it")
+    ("valid-fraction", po::value(&c->valid_fraction)->default_value(0),
+     "or hold back this share of the training file for validation (points chosen by --seed)")
+    ("keep-best", po::value<std::string>()->default_value("auto")->implicit_value("true"),
+     "true|false: end with the model of the best validation P@1 (saved as "
+     "CHECKPOINT_DIR/best); auto: true when validating")
     ("hidden", po::value<std::string>()->default_value("128"),
      "hidden layer sizes, comma separated (e.g. 128 or 256,128)")
-    ("sparsity", po::value<std::string>()->default_value("0.005"),
-     "per-layer sparsity in (0,1]: one value per layer (hidden..., output), or one value "
-     "for the output layer with dense hidden layers")
-    ("hash", po::value<std::string>()->default_value("dwta"), "LSH family: dwta|srp|wta")
-    ("K", po::value(&c->lsh.k)->default_value(6), "hash functions per table")
-    ("L", po::value(&c->lsh.l)->default_value(50), "hash tables")
+    ("sparsity", po::value<std::string>()->default_value("auto"),
+     "auto: layers narrower than --dense-below are dense, wider ones get a budget and LSH "
+     "settings from their size (printed at the start); or the share of a layer's neurons "
+     "active per sample in (0,1]: one value per layer (hidden..., output), or one value for "
+     "the output layer with dense hidden layers")
+    ("dense-below", po::value(&c->dense_below)->default_value(kAutoDenseBelow),
+     "--sparsity auto: layers with fewer neurons are computed densely")
+    ("min-negatives", po::value(&c->min_negatives)->default_value(kMinNegatives),
+     "every sample's active set keeps at least this many neurons beyond its own labels "
+     "(over all ranks), raising the budget where its labels would crowd them out")
+    ("hash", po::value<std::string>()->default_value("auto"),
+     "LSH family: auto|dwta|srp|wta (auto: from the layer's size)")
+    ("K", po::value<std::string>()->default_value("auto"), "hash functions per table (auto or a number)")
+    ("L", po::value<std::string>()->default_value("auto"), "hash tables (auto or a number)")
     ("bucket-size", po::value(&c->lsh.bucket_capacity)->default_value(128), "bucket capacity")
     ("bin-size", po::value(&c->lsh.bin_size)->default_value(8), "WTA/DWTA bin size")
     ("insert", po::value<std::string>()->default_value("reservoir"),
      "full-bucket insertion: reservoir|fifo")
-    ("query", po::value<std::string>()->default_value("vanilla"),
-     "query strategy: vanilla|topk|threshold")
+    ("query", po::value<std::string>()->default_value("auto"),
+     "query strategy: auto|vanilla|topk|threshold")
+    ("lsh-share", po::value<std::string>()->default_value("auto"),
+     "share in (0,1] of a sample's slots beyond its labels that LSH candidates may take; "
+     "the fill supplies the rest (auto: from the layer's size)")
     ("threshold", po::value(&c->lsh.threshold)->default_value(2),
      "minimum collisions for --query threshold")
     ("fill", po::value<std::string>()->default_value("batch"),
@@ -140,7 +162,7 @@ void AddTrainOptions(po::options_description* d, TrainConfig* c) {
     ("lsh-mips", po::value(&c->lsh.mips)->default_value(false),
      "index neurons by inner product (MIPS transform) rather than by angle")
     ("batch", po::value(&c->batch)->default_value(256), "batch size")
-    ("lr", po::value(&c->lr)->default_value(1e-4), "Adam learning rate")
+    ("lr", po::value(&c->lr)->default_value(1e-3), "Adam learning rate")
     ("beta1", po::value(&c->beta1)->default_value(0.9), "Adam beta1")
     ("beta2", po::value(&c->beta2)->default_value(0.999), "Adam beta2")
     ("eps", po::value(&c->eps)->default_value(1e-8), "Adam epsilon")
@@ -150,9 +172,10 @@ void AddTrainOptions(po::options_description* d, TrainConfig* c) {
      "iterations to train (0: use --epochs)")
     ("epochs", po::value(&c->epochs)->default_value(1.0), "epochs to train when --iterations is 0")
     ("eval-every", po::value(&c->eval_every)->default_value(0),
-     "evaluate every N iterations (0: only at the end)")
+     "evaluate every N iterations (0: when validating, about 10 times per run and at most once "
+     "per epoch; else only at the end)")
     ("eval-points", po::value(&c->eval_points)->default_value(0),
-     "evaluate on the first N test points (0: all)")
+     "evaluate on the first N points of the evaluation set (0: all)")
     ("eval-sampled", po::bool_switch(&c->eval_sampled),
      "LSH-sampled inference instead of exact scoring of every output neuron")
     ("log-every", po::value(&c->log_every)->default_value(50), "progress line every N iterations")
@@ -173,9 +196,32 @@ void AddTrainOptions(po::options_description* d, TrainConfig* c) {
      "resume from the newest checkpoint in this directory (any number of ranks)");
 }
 
+/// "auto" -> 0, else a positive integer.
+int ParseAutoInt(const std::string& option, const std::string& value) {
+  if (value == "auto") return 0;
+  std::istringstream is(value);
+  int v = 0;
+  is >> v;
+  DSLIDE_CHECK(!is.fail() && is.eof() && v >= 1, "option --", option, ": invalid value '", value,
+               "' (expected auto or a positive integer)");
+  return v;
+}
+
+bool ParseBool(const std::string& option, const std::string& value) {
+  if (value == "true" || value == "1" || value == "yes" || value == "on") return true;
+  if (value == "false" || value == "0" || value == "no" || value == "off") return false;
+  throw Error(Concat("option --", option, ": invalid value '", value, "' (expected true or false)"));
+}
+
 }  // namespace
 
-HashFamily ParseHashFamily(const std::string& name) {
+HashFamily ParseHashFamily(const std::string& name, bool allow_auto) {
+  if (allow_auto)
+    return ParseEnum<HashFamily>("hash", name,
+                                 {{"auto", HashFamily::kAuto},
+                                  {"dwta", HashFamily::kDwta},
+                                  {"srp", HashFamily::kSrp},
+                                  {"wta", HashFamily::kWta}});
   return ParseEnum<HashFamily>(
       "hash", name, {{"dwta", HashFamily::kDwta}, {"srp", HashFamily::kSrp}, {"wta", HashFamily::kWta}});
 }
@@ -184,13 +230,31 @@ namespace {
 
 void FinishTrain(const po::variables_map& vm, TrainConfig* c) {
   c->hidden = ParseList<int64_t>("hidden", vm["hidden"].as<std::string>());
-  c->sparsity = ParseList<double>("sparsity", vm["sparsity"].as<std::string>());
-  c->lsh.family = ParseHashFamily(vm["hash"].as<std::string>());
+  const std::string sparsity = vm["sparsity"].as<std::string>();
+  if (sparsity == "auto")
+    c->sparsity.clear();
+  else
+    c->sparsity = ParseList<double>("sparsity", sparsity);
+  c->lsh.family = ParseHashFamily(vm["hash"].as<std::string>(), /*allow_auto=*/true);
+  c->lsh.k = ParseAutoInt("K", vm["K"].as<std::string>());
+  c->lsh.l = ParseAutoInt("L", vm["L"].as<std::string>());
+  const std::string share = vm["lsh-share"].as<std::string>();
+  if (share == "auto") {
+    c->lsh.lsh_share = 0;
+  } else {
+    std::istringstream is(share);
+    is >> c->lsh.lsh_share;
+    DSLIDE_CHECK(!is.fail() && is.eof() && c->lsh.lsh_share > 0 && c->lsh.lsh_share <= 1,
+                 "option --lsh-share: invalid value '", share, "' (expected auto or a share in (0, 1])");
+  }
+  const std::string keep = vm["keep-best"].as<std::string>();
+  c->keep_best = keep == "auto" ? -1 : ParseBool("keep-best", keep) ? 1 : 0;
   c->lsh.insert = ParseEnum<InsertPolicy>(
       "insert", vm["insert"].as<std::string>(),
       {{"reservoir", InsertPolicy::kReservoir}, {"fifo", InsertPolicy::kFifo}});
   c->lsh.query = ParseEnum<QueryStrategy>("query", vm["query"].as<std::string>(),
-                                          {{"vanilla", QueryStrategy::kVanilla},
+                                          {{"auto", QueryStrategy::kAuto},
+                                           {"vanilla", QueryStrategy::kVanilla},
                                            {"topk", QueryStrategy::kTopK},
                                            {"threshold", QueryStrategy::kThreshold}});
   c->lsh.fill = ParseEnum<FillPolicy>("fill", vm["fill"].as<std::string>(),
@@ -208,6 +272,7 @@ void FinishTrain(const po::variables_map& vm, TrainConfig* c) {
 }  // namespace
 
 std::vector<double> TrainConfig::LayerSparsity(size_t num_layers) const {
+  DSLIDE_ASSERT(!sparsity.empty(), "--sparsity auto must be resolved first (ResolveAuto)");
   std::vector<double> s(num_layers, 1.0);
   if (sparsity.size() == 1) {
     s.back() = sparsity[0];
@@ -226,11 +291,20 @@ void TrainConfig::Validate() const {
   for (auto h : hidden) DSLIDE_CHECK(h > 0, "option --hidden: sizes must be positive, got ", h);
   for (auto s : sparsity)
     DSLIDE_CHECK(s > 0.0 && s <= 1.0, "option --sparsity: values must be in (0, 1], got ", s);
-  DSLIDE_CHECK(sparsity.size() == 1 || sparsity.size() == hidden.size() + 1,
+  DSLIDE_CHECK(sparsity.size() <= 1 || sparsity.size() == hidden.size() + 1,
                "option --sparsity: give 1 or ", hidden.size() + 1, " values, got ",
                sparsity.size());
-  DSLIDE_CHECK(lsh.k >= 1 && lsh.k <= 32, "option --K: must be in [1, 32], got ", lsh.k);
-  DSLIDE_CHECK(lsh.l >= 1 && lsh.l <= 1024, "option --L: must be in [1, 1024], got ", lsh.l);
+  DSLIDE_CHECK(lsh.k >= 0 && lsh.k <= 32, "option --K: must be in [1, 32], got ", lsh.k);
+  DSLIDE_CHECK(lsh.l >= 0 && lsh.l <= 1024, "option --L: must be in [1, 1024], got ", lsh.l);
+  DSLIDE_CHECK(dense_below >= 0, "option --dense-below: must be >= 0, got ", dense_below);
+  DSLIDE_CHECK(min_negatives >= 1, "option --min-negatives: must be >= 1, got ", min_negatives);
+  DSLIDE_CHECK(valid_fraction >= 0 && valid_fraction < 1,
+               "option --valid-fraction: must be in [0, 1), got ", valid_fraction);
+  DSLIDE_CHECK(valid_file.empty() || valid_fraction == 0,
+               "options --valid and --valid-fraction exclude each other");
+  DSLIDE_CHECK(keep_best != 1 || validating(),
+               "option --keep-best selects on validation data: give --valid FILE or "
+               "--valid-fraction F");
   DSLIDE_CHECK(lsh.bucket_capacity >= 1, "option --bucket-size: must be >= 1");
   DSLIDE_CHECK(lsh.bin_size >= 2 && lsh.bin_size <= 256 &&
                    (lsh.bin_size & (lsh.bin_size - 1)) == 0,
@@ -383,13 +457,42 @@ bool ParseConvert(int argc, const char* const* argv, ConvertConfig* c, std::stri
   return true;
 }
 
+bool ParsePredict(int argc, const char* const* argv, PredictConfig* c, std::string* help) {
+  po::options_description d("predict options");
+  d.add_options()("model", po::value(&c->model_dir), "checkpoint directory (its newest checkpoint) or folder")(
+      "input", po::value(&c->input), "points to score (XC text, plain or gzip, or .dsb; labels are ignored)")(
+      "top-k", po::value(&c->top_k)->default_value(5), "labels per row, best first")(
+      "out", po::value(&c->out), "file to write")(
+      "format", po::value(&c->format)->default_value("tsv"),
+      "tsv: ROW<TAB>LABEL:SCORE ... | jsonl: {\"row\":..,\"labels\":[..],\"scores\":[..]}")(
+      "chunk", po::value(&c->chunk)->default_value(4096), "input points read and scored at a time")(
+      "threads", po::value(&c->threads)->default_value(0), "OpenMP threads per rank (0: default)");
+  po::variables_map vm;
+  if (!Parse(argc, argv, d,
+             "Usage: dslide predict --model DIR --input FILE --top-k K --out FILE [--format tsv|jsonl]\n"
+             "Writes the K most probable labels (softmax probabilities, exact over every output) of\n"
+             "each input row; under mpirun every rank scores its block of the outputs.",
+             &vm, help))
+    return false;
+  DSLIDE_CHECK(!c->model_dir.empty(), "option --model is required");
+  DSLIDE_CHECK(!c->input.empty(), "option --input is required");
+  DSLIDE_CHECK(!c->out.empty(), "option --out is required");
+  DSLIDE_CHECK(c->top_k >= 1 && c->top_k <= 10000, "option --top-k: must be in [1, 10000], got ", c->top_k);
+  DSLIDE_CHECK(c->format == "tsv" || c->format == "jsonl", "option --format: invalid value '", c->format,
+               "' (expected tsv|jsonl)");
+  DSLIDE_CHECK(c->chunk >= 1, "option --chunk: must be >= 1");
+  DSLIDE_CHECK(c->threads >= 0, "option --threads: must be >= 0");
+  return true;
+}
+
 bool ParseBench(int argc, const char* const* argv, BenchConfig* c, std::string* help) {
   po::options_description d("bench options");
   d.add_options()("shape", po::value(&c->shape)->default_value("amazon-670k"),
                   "data shape to generate")(
       "points", po::value(&c->points)->default_value(0), "training points to generate (0: shape default)")(
       "features", po::value(&c->features)->default_value(0), "input dimension (0: the shape's)")(
-      "labels", po::value(&c->labels)->default_value(0), "output labels (0: the shape's)");
+      "labels", po::value(&c->labels)->default_value(0), "output labels (0: the shape's)")(
+      "nnz", po::value(&c->nnz)->default_value(0), "non-zero features per point (0: the shape's)");
   AddTrainOptions(&d, &c->train);
   po::variables_map vm;
   if (!Parse(argc, argv, d,

@@ -7,48 +7,79 @@
 
 namespace dslide {
 
-enum class HashFamily { kSrp, kWta, kDwta };
+/// kAuto (and 0 for K, L and the LSH share) means: chosen from the layer's size (auto_settings.h).
+enum class HashFamily { kSrp, kWta, kDwta, kAuto };
 enum class InsertPolicy { kReservoir, kFifo };
-enum class QueryStrategy { kVanilla, kTopK, kThreshold };
+enum class QueryStrategy { kVanilla, kTopK, kThreshold, kAuto };
 enum class FillPolicy { kRandom, kBatch, kStop };
 enum class Strategy { kSparse, kDenseModelParallel, kDataParallel };
 enum class Device { kCpu, kGpu };
 
 const char* ToString(HashFamily v);
-/// "dwta" | "srp" | "wta"; throws dslide::Error naming option --hash otherwise.
-HashFamily ParseHashFamily(const std::string& name);
+/// "dwta" | "srp" | "wta" (| "auto" when allow_auto); throws dslide::Error naming option
+/// --hash otherwise.
+HashFamily ParseHashFamily(const std::string& name, bool allow_auto = false);
 const char* ToString(InsertPolicy v);
 const char* ToString(QueryStrategy v);
 const char* ToString(FillPolicy v);
 const char* ToString(Strategy v);
 const char* ToString(Device v);
 
-/// LSH settings of a sparse layer (DESIGN.md section 2).
+/// LSH settings of a sparse layer (DESIGN.md section 2). Family, K, L and query may be left
+/// to ResolveAuto (kAuto, 0), which picks them from the layer's size; backends only ever
+/// see resolved settings.
 struct LshConfig {
-  HashFamily family = HashFamily::kDwta;
-  int k = 6;                 ///< hash functions concatenated per table
-  int l = 50;                ///< tables
+  HashFamily family = HashFamily::kAuto;
+  int k = 0;                 ///< hash functions concatenated per table (0: auto)
+  int l = 0;                 ///< tables (0: auto)
   int bucket_capacity = 128;
   int bin_size = 8;          ///< WTA/DWTA bin size m
   InsertPolicy insert = InsertPolicy::kReservoir;
-  QueryStrategy query = QueryStrategy::kVanilla;
+  QueryStrategy query = QueryStrategy::kAuto;
   int threshold = 2;         ///< minimum collisions for the threshold strategy
   FillPolicy fill = FillPolicy::kBatch;
+  /// Share of a sample's slots (beyond its labels) that LSH candidates may take; the fill
+  /// supplies the rest (0: auto).
+  double lsh_share = 0;
   int64_t rebuild_n0 = 50;   ///< first table rebuild after this many iterations
   double rebuild_lambda = 0.05;  ///< interval growth: t-th interval is n0 * e^(lambda t)
   int64_t rehash_every = 1000;   ///< draw new hash functions every this many iterations (0: never)
   bool mips = false;  ///< index rows with the MIPS (norm-completing) transform
+
+  /// True when no setting is left to ResolveAuto.
+  bool resolved() const {
+    return family != HashFamily::kAuto && k > 0 && l > 0 && query != QueryStrategy::kAuto &&
+           lsh_share > 0;
+  }
 };
+
+/// --sparsity auto: layers narrower than this are computed densely. Measured on 2 cores
+/// with hidden width 128 (README, "Defaults and how they were chosen"): the sampled step
+/// costs as much as the dense one at about 1,000 outputs and is 1.2-1.5x faster at 1,024,
+/// 1.8-2.5x at 2,048, 2.6-2.8x at 4,096.
+constexpr int64_t kAutoDenseBelow = 1024;
+/// The floor of negatives: every sample's active set holds at least this many output
+/// neurons beyond its own labels (split over ranks), whatever the budget. With an explicit
+/// budget of 1-5 neurons, floors of 1 / 16 / 64 / 256 gave delicious P@1 0.13 / 0.49 /
+/// 0.60 / 0.64 (dense 0.65) and bibtex 0.47 / 0.59 / 0.60 / 0.61.
+constexpr int64_t kMinNegatives = 256;
 
 /// Options of `dslide train` (and the training part of `dslide bench`).
 struct TrainConfig {
   std::string train_file;
   std::string test_file;
-  std::vector<int64_t> hidden{128};       ///< hidden layer sizes
-  std::vector<double> sparsity{0.005};    ///< per layer, or one value for the output layer
+  std::string valid_file;       ///< validation data (evaluations during training, --keep-best)
+  double valid_fraction = 0;    ///< or: this share of the training file, held back by --seed
+  int keep_best = -1;           ///< restore the best validated model at the end (-1: when validating)
+  std::vector<int64_t> hidden{128};  ///< hidden layer sizes
+  /// Per layer, or one value for the output layer with dense hidden layers; empty: auto
+  /// (ResolveAuto: dense below dense_below neurons, else a budget from the layer's size).
+  std::vector<double> sparsity;
+  int64_t dense_below = kAutoDenseBelow;  ///< auto: layers narrower than this are dense
+  int64_t min_negatives = kMinNegatives;  ///< per sample, beyond its labels (all ranks)
   LshConfig lsh;
   int batch = 256;
-  double lr = 1e-4;
+  double lr = 1e-3;
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
   bool dense_adam = false;
   int64_t iterations = 0;   ///< 0: use epochs
@@ -69,7 +100,10 @@ struct TrainConfig {
   int keep_checkpoints = 3;
 
   /// Per-layer sparsity for `num_layers` layers (hidden..., output), expanded from `sparsity`.
+  /// Requires resolved settings (ResolveAuto).
   std::vector<double> LayerSparsity(size_t num_layers) const;
+  bool sparsity_auto() const { return sparsity.empty(); }
+  bool validating() const { return !valid_file.empty() || valid_fraction > 0; }
   /// Cross-option rules; throws dslide::Error naming the option.
   void Validate() const;
 };
@@ -111,6 +145,7 @@ struct BenchConfig {
   TrainConfig train;
   int64_t features = 0;  ///< 0: the shape's
   int64_t labels = 0;    ///< 0: the shape's
+  int nnz = 0;           ///< 0: the shape's
 };
 
 /// Parses argv of one subcommand (argv[0] is the subcommand name). Returns false and fills
@@ -121,5 +156,7 @@ bool ParseEval(int argc, const char* const* argv, EvalConfig* cfg, std::string* 
 bool ParseExport(int argc, const char* const* argv, ExportConfig* cfg, std::string* help);
 bool ParseConvert(int argc, const char* const* argv, ConvertConfig* cfg, std::string* help);
 bool ParseBench(int argc, const char* const* argv, BenchConfig* cfg, std::string* help);
+struct PredictConfig;
+bool ParsePredict(int argc, const char* const* argv, PredictConfig* cfg, std::string* help);
 
 }  // namespace dslide

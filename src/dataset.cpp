@@ -10,11 +10,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <climits>
+#include <limits>
 #include <cstdint>
 #include <memory>
 
 #include "checksum.h"
 #include "error.h"
+#include "rng.h"
 
 namespace dslide {
 
@@ -38,6 +40,38 @@ Dataset Dataset::Head(int64_t n) const {
   d.label_off.assign(label_off.begin(), label_off.begin() + n + 1);
   d.labels.assign(labels.begin(), labels.begin() + label_off[n]);
   return d;
+}
+
+Dataset Dataset::Subset(const std::vector<int64_t>& idx) const {
+  Dataset d;
+  d.num_features = num_features;
+  d.num_labels = num_labels;
+  d.feat_off.reserve(idx.size() + 1);
+  d.label_off.reserve(idx.size() + 1);
+  for (int64_t i : idx) {
+    const SparseView x = Features(i);
+    d.feat_ids.insert(d.feat_ids.end(), x.ids, x.ids + x.n);
+    d.feat_vals.insert(d.feat_vals.end(), x.vals, x.vals + x.n);
+    d.feat_off.push_back(static_cast<int64_t>(d.feat_ids.size()));
+    d.labels.insert(d.labels.end(), Labels(i), Labels(i) + NumLabels(i));
+    d.label_off.push_back(static_cast<int64_t>(d.labels.size()));
+  }
+  return d;
+}
+
+void SplitHoldout(const Dataset& all, double fraction, uint64_t seed, Dataset* kept, Dataset* held) {
+  const int64_t n = all.size();
+  int64_t m = static_cast<int64_t>(std::llround(fraction * static_cast<double>(n)));
+  if (fraction > 0 && m == 0 && n > 1) m = 1;
+  std::vector<int64_t> perm(n);
+  for (int64_t i = 0; i < n; ++i) perm[i] = i;
+  Rng rng(StreamSeed(seed, 0x76616c6964 /* "valid" */));
+  for (int64_t i = 0; i < m; ++i) std::swap(perm[i], perm[i + rng.Below(n - i)]);
+  std::vector<int64_t> h(perm.begin(), perm.begin() + m), k(perm.begin() + m, perm.end());
+  std::sort(h.begin(), h.end());
+  std::sort(k.begin(), k.end());
+  *held = all.Subset(h);
+  *kept = all.Subset(k);
 }
 
 namespace {
@@ -201,106 +235,269 @@ Dataset ReadBinary(const std::string& path) {
   return d;
 }
 
-Dataset ReadXc(const std::string& path) {
-  if (IsBinaryDataset(path)) return ReadBinary(path);
-  LineReader in(path);
-  std::string line;
-  DSLIDE_CHECK(in.Next(&line), path, ":1: empty file (expected header 'points features labels')");
-  Dataset d;
-  int64_t points = 0;
-  {
-    const char* p = line.c_str();
-    int64_t v[3];
-    for (int i = 0; i < 3; ++i) {
-      while (*p == ' ' || *p == '\t') ++p;
-      DSLIDE_CHECK(ParseIndex(p, &v[i]), path, ":1: bad header '", line,
-                   "' (expected 'points features labels')");
+namespace {
+
+/// Points as rows of CSR over a window of a binary dataset: the header, and where each
+/// array starts.
+struct BinaryLayout {
+  int64_t points = 0, features = 0, labels = 0, nnz = 0, nl = 0;
+  int64_t feat_off_at = 0, feat_ids_at = 0, feat_vals_at = 0, label_off_at = 0, labels_at = 0;
+  int64_t size = 0;
+};
+
+/// Parses the non-header line `line` (1-based line `ln` of `path`) into `d`.
+void ParseXcLine(const std::string& line, const std::string& path, int64_t ln, Dataset* d,
+                 std::vector<int32_t>* fids_buf, std::vector<float>* fvals_buf,
+                 std::vector<int32_t>* lbls_buf, std::vector<int32_t>* sorted_buf) {
+  std::vector<int32_t>& fids = *fids_buf;
+  std::vector<float>& fvals = *fvals_buf;
+  std::vector<int32_t>& lbls = *lbls_buf;
+  std::vector<int32_t>& sorted = *sorted_buf;
+  fids.clear();
+  fvals.clear();
+  lbls.clear();
+  const char* p = line.c_str();
+  // Labels: a comma-separated list up to the first space; empty when the line starts with one.
+  if (*p != ' ' && *p != '\t' && *p != '\0') {
+    while (true) {
+      int64_t l;
+      const char* start = p;
+      DSLIDE_CHECK(ParseIndex(p, &l), path, ":", ln, ": bad label near '",
+                   std::string(start).substr(0, 20), "'");
+      DSLIDE_CHECK(l < d->num_labels, path, ":", ln, ": label ", l, " out of range [0, ",
+                   d->num_labels, ")");
+      lbls.push_back(static_cast<int32_t>(l));
+      if (*p == ',') {
+        ++p;
+        continue;
+      }
+      DSLIDE_CHECK(*p == ' ' || *p == '\t' || *p == '\0', path, ":", ln,
+                   ": bad label list near '", std::string(start).substr(0, 20), "'");
+      break;
     }
+  }
+  // Features: id:value pairs separated by blanks.
+  while (true) {
     while (*p == ' ' || *p == '\t') ++p;
-    DSLIDE_CHECK(*p == '\0', path, ":1: bad header '", line,
+    if (*p == '\0') break;
+    const char* start = p;
+    int64_t f;
+    DSLIDE_CHECK(ParseIndex(p, &f) && *p == ':', path, ":", ln, ": bad feature '",
+                 std::string(start, std::strcspn(start, " \t")), "' (expected id:value)");
+    DSLIDE_CHECK(f < d->num_features, path, ":", ln, ": feature id ", f, " out of range [0, ",
+                 d->num_features, ")");
+    ++p;
+    char* end = nullptr;
+    errno = 0;
+    const float v = std::strtof(p, &end);
+    DSLIDE_CHECK(end != p && (*end == ' ' || *end == '\t' || *end == '\0'), path, ":", ln,
+                 ": bad value in '", std::string(start, std::strcspn(start, " \t")), "'");
+    DSLIDE_CHECK(std::isfinite(v), path, ":", ln, ": non-finite value in '",
+                 std::string(start, std::strcspn(start, " \t")), "'");
+    fids.push_back(static_cast<int32_t>(f));
+    fvals.push_back(v);
+    p = end;
+  }
+  // Duplicates are errors; unsorted ids are sorted (the format says ascending, the math
+  // does not care).
+  auto check_unique = [&](std::vector<int32_t>& ids, const char* what) {
+    sorted = ids;
+    std::sort(sorted.begin(), sorted.end());
+    auto dup = std::adjacent_find(sorted.begin(), sorted.end());
+    DSLIDE_CHECK(dup == sorted.end(), path, ":", ln, ": duplicate ", what, " id ", *dup);
+  };
+  check_unique(lbls, "label");
+  std::sort(lbls.begin(), lbls.end());
+  check_unique(fids, "feature");
+  if (!std::is_sorted(fids.begin(), fids.end())) {
+    std::vector<std::pair<int32_t, float>> pairs(fids.size());
+    for (size_t i = 0; i < fids.size(); ++i) pairs[i] = {fids[i], fvals[i]};
+    std::sort(pairs.begin(), pairs.end());
+    for (size_t i = 0; i < fids.size(); ++i) std::tie(fids[i], fvals[i]) = pairs[i];
+  }
+  d->Add(fids, fvals, lbls);
+}
+
+}  // namespace
+
+struct DatasetStream::Impl {
+  std::string path;
+  bool binary = false;
+  // Text
+  std::unique_ptr<LineReader> lines;
+  std::string line;
+  std::vector<int32_t> fids, lbls, sorted;
+  std::vector<float> fvals;
+  // Binary
+  std::unique_ptr<FILE, int (*)(FILE*)> file{nullptr, &std::fclose};
+  BinaryLayout bin;
+  int64_t next = 0;  // points read so far
+};
+
+DatasetStream::DatasetStream(const std::string& path) : impl_(std::make_unique<Impl>()) {
+  Impl& m = *impl_;
+  m.path = path;
+  m.binary = IsBinaryDataset(path);
+  if (m.binary) {
+    m.file.reset(std::fopen(path.c_str(), "rb"));
+    DSLIDE_CHECK(m.file != nullptr, path, ": cannot open: ", std::strerror(errno));
+    FILE* f = m.file.get();
+    std::fseek(f, 0, SEEK_END);
+    const int64_t size = std::ftell(f);
+    std::fseek(f, 0, SEEK_SET);
+    // The checksum covers the whole file: one streaming pass before anything is used.
+    Checksum sum;
+    std::vector<char> buf(1 << 20);
+    int64_t left = size - 8;
+    DSLIDE_CHECK(left >= 48, path, ": truncated binary dataset (", size, " bytes)");
+    char head_bytes[48];
+    DSLIDE_CHECK(std::fread(head_bytes, 1, 48, f) == 48, path, ": read failed");
+    sum.Add(head_bytes, 48);
+    left -= 48;
+    while (left > 0) {
+      const size_t want = static_cast<size_t>(std::min<int64_t>(left, static_cast<int64_t>(buf.size())));
+      DSLIDE_CHECK(std::fread(buf.data(), 1, want, f) == want, path, ": read failed");
+      sum.Add(buf.data(), want);
+      left -= static_cast<int64_t>(want);
+    }
+    uint64_t stored = 0;
+    DSLIDE_CHECK(std::fread(&stored, 1, 8, f) == 8 && stored == sum.Final(), path,
+                 ": checksum mismatch (corrupted binary dataset)");
+    int64_t head[5];
+    std::memcpy(head, head_bytes + 8, sizeof head);
+    BinaryLayout& b = m.bin;
+    b.points = head[0];
+    b.features = head[1];
+    b.labels = head[2];
+    b.nnz = head[3];
+    b.nl = head[4];
+    b.size = size;
+    DSLIDE_CHECK(b.points >= 0 && b.features > 0 && b.labels > 0 && b.features <= INT32_MAX &&
+                     b.labels <= INT32_MAX && b.nnz >= 0 && b.nl >= 0 && b.points < size &&
+                     b.nnz < size && b.nl < size,
+                 path, ": corrupted header (points ", b.points, ", features ", b.features, ", labels ",
+                 b.labels, ")");
+    b.feat_off_at = 48;
+    b.feat_ids_at = b.feat_off_at + (b.points + 1) * 8;
+    b.feat_vals_at = b.feat_ids_at + b.nnz * 4;
+    b.label_off_at = b.feat_vals_at + b.nnz * 4;
+    b.labels_at = b.label_off_at + (b.points + 1) * 8;
+    DSLIDE_CHECK(b.labels_at + b.nl * 4 + 8 == size, path, ": binary dataset of ", size,
+                 " bytes does not match its header");
+    num_points_ = b.points;
+    num_features_ = b.features;
+    num_labels_ = b.labels;
+    return;
+  }
+  m.lines = std::make_unique<LineReader>(path);
+  DSLIDE_CHECK(m.lines->Next(&m.line), path, ":1: empty file (expected header 'points features labels')");
+  const char* p = m.line.c_str();
+  if (static_cast<unsigned char>(p[0]) == 0xEF && static_cast<unsigned char>(p[1]) == 0xBB &&
+      static_cast<unsigned char>(p[2]) == 0xBF)
+    throw Error(detail::Concat(path, ":1: the file starts with a UTF-8 byte-order mark; remove it "
+                                     "(the header must be 'points features labels')"));
+  int64_t v[3];
+  for (int i = 0; i < 3; ++i) {
+    while (*p == ' ' || *p == '\t') ++p;
+    DSLIDE_CHECK(ParseIndex(p, &v[i]), path, ":1: bad header '", m.line,
                  "' (expected 'points features labels')");
-    DSLIDE_CHECK(v[1] >= 1 && v[1] < (int64_t{1} << 31) && v[2] >= 1 && v[2] < (int64_t{1} << 31),
-                 path, ":1: bad header '", line, "' (features and labels must be in [1, 2^31))");
-    points = v[0];
-    d.num_features = v[1];
-    d.num_labels = v[2];
+  }
+  while (*p == ' ' || *p == '\t') ++p;
+  DSLIDE_CHECK(*p == '\0', path, ":1: bad header '", m.line, "' (expected 'points features labels')");
+  DSLIDE_CHECK(v[1] >= 1 && v[1] < (int64_t{1} << 31) && v[2] >= 1 && v[2] < (int64_t{1} << 31),
+               path, ":1: bad header '", m.line, "' (features and labels must be in [1, 2^31))");
+  num_points_ = v[0];
+  num_features_ = v[1];
+  num_labels_ = v[2];
+}
+
+DatasetStream::~DatasetStream() = default;
+
+bool DatasetStream::Next(int64_t max_points, Dataset* chunk) {
+  Impl& m = *impl_;
+  *chunk = Dataset();
+  chunk->num_features = num_features_;
+  chunk->num_labels = num_labels_;
+  if (m.binary) {
+    const BinaryLayout& b = m.bin;
+    const int64_t p0 = m.next, n = std::min(max_points, b.points - p0);
+    if (n <= 0) return false;
+    FILE* f = m.file.get();
+    auto read_at = [&](int64_t at, void* dst, int64_t bytes, const char* what) {
+      DSLIDE_CHECK(at >= 0 && bytes >= 0 && at + bytes <= b.size - 8 && std::fseek(f, at, SEEK_SET) == 0 &&
+                       std::fread(dst, 1, bytes, f) == static_cast<size_t>(bytes),
+                   m.path, ": cannot read ", what, " of points ", p0, "..", p0 + n - 1);
+    };
+    std::vector<int64_t> foff(n + 1), loff(n + 1);
+    read_at(b.feat_off_at + p0 * 8, foff.data(), (n + 1) * 8, "feature offsets");
+    read_at(b.label_off_at + p0 * 8, loff.data(), (n + 1) * 8, "label offsets");
+    DSLIDE_CHECK((p0 > 0 || (foff[0] == 0 && loff[0] == 0)) && foff[n] <= b.nnz && loff[n] <= b.nl &&
+                     (p0 + n < b.points || (foff[n] == b.nnz && loff[n] == b.nl)),
+                 m.path, ": inconsistent offsets");
+    for (int64_t i = 0; i < n; ++i)
+      DSLIDE_CHECK(foff[i + 1] >= foff[i] && loff[i + 1] >= loff[i] && foff[i] >= 0 && loff[i] >= 0,
+                   m.path, ": point ", p0 + i, ": decreasing offsets");
+    chunk->feat_ids.resize(foff[n] - foff[0]);
+    chunk->feat_vals.resize(chunk->feat_ids.size());
+    chunk->labels.resize(loff[n] - loff[0]);
+    read_at(b.feat_ids_at + foff[0] * 4, chunk->feat_ids.data(), (foff[n] - foff[0]) * 4, "feature ids");
+    read_at(b.feat_vals_at + foff[0] * 4, chunk->feat_vals.data(), (foff[n] - foff[0]) * 4, "feature values");
+    read_at(b.labels_at + loff[0] * 4, chunk->labels.data(), (loff[n] - loff[0]) * 4, "labels");
+    chunk->feat_off.resize(n + 1);
+    chunk->label_off.resize(n + 1);
+    for (int64_t i = 0; i <= n; ++i) {
+      chunk->feat_off[i] = foff[i] - foff[0];
+      chunk->label_off[i] = loff[i] - loff[0];
+    }
+    auto sorted_in_range = [](const int32_t* ids, int64_t k, int64_t limit) {
+      bool ok = k == 0 || (ids[0] >= 0 && ids[k - 1] < limit);
+      for (int64_t j = 1; j < k; ++j) ok &= ids[j] > ids[j - 1];
+      return ok;
+    };
+    for (int64_t i = 0; i < n; ++i) {
+      DSLIDE_CHECK(sorted_in_range(chunk->feat_ids.data() + chunk->feat_off[i],
+                                   chunk->feat_off[i + 1] - chunk->feat_off[i], b.features),
+                   m.path, ": point ", p0 + i, ": feature ids out of range or not increasing");
+      DSLIDE_CHECK(sorted_in_range(chunk->labels.data() + chunk->label_off[i],
+                                   chunk->label_off[i + 1] - chunk->label_off[i], b.labels),
+                   m.path, ": point ", p0 + i, ": label ids out of range or not increasing");
+    }
+    for (float v : chunk->feat_vals)
+      DSLIDE_CHECK(std::isfinite(v), m.path, ": a feature value is NaN or infinite");
+    m.next += n;
+    return true;
   }
   // The header is not trusted for memory: a count of billions in a short file must end in
   // "fewer points than the header says", not in an allocation of gigabytes.
-  const int64_t reserve = std::min<int64_t>(points, int64_t{1} << 20) + 1;
-  d.feat_off.reserve(reserve);
-  d.label_off.reserve(reserve);
-  std::vector<int32_t> fids, lbls, sorted;
-  std::vector<float> fvals;
-  while (in.Next(&line)) {
-    const int64_t ln = in.line_no();
-    DSLIDE_CHECK(d.size() < points, path, ":", ln, ": more points than the header's ", points);
-    fids.clear();
-    fvals.clear();
-    lbls.clear();
-    const char* p = line.c_str();
-    // Labels: a comma-separated list up to the first space; empty when the line starts with one.
-    if (*p != ' ' && *p != '\t' && *p != '\0') {
-      while (true) {
-        int64_t l;
-        const char* start = p;
-        DSLIDE_CHECK(ParseIndex(p, &l), path, ":", ln, ": bad label near '",
-                     std::string(start).substr(0, 20), "'");
-        DSLIDE_CHECK(l < d.num_labels, path, ":", ln, ": label ", l, " out of range [0, ",
-                     d.num_labels, ")");
-        lbls.push_back(static_cast<int32_t>(l));
-        if (*p == ',') {
-          ++p;
-          continue;
-        }
-        DSLIDE_CHECK(*p == ' ' || *p == '\t' || *p == '\0', path, ":", ln,
-                     ": bad label list near '", std::string(start).substr(0, 20), "'");
-        break;
-      }
-    }
-    // Features: id:value pairs separated by blanks.
-    while (true) {
-      while (*p == ' ' || *p == '\t') ++p;
-      if (*p == '\0') break;
-      const char* start = p;
-      int64_t f;
-      DSLIDE_CHECK(ParseIndex(p, &f) && *p == ':', path, ":", ln, ": bad feature '",
-                   std::string(start, std::strcspn(start, " \t")), "' (expected id:value)");
-      DSLIDE_CHECK(f < d.num_features, path, ":", ln, ": feature id ", f, " out of range [0, ",
-                   d.num_features, ")");
-      ++p;
-      char* end = nullptr;
-      errno = 0;
-      const float v = std::strtof(p, &end);
-      DSLIDE_CHECK(end != p && (*end == ' ' || *end == '\t' || *end == '\0'), path, ":", ln,
-                   ": bad value in '", std::string(start, std::strcspn(start, " \t")), "'");
-      DSLIDE_CHECK(std::isfinite(v), path, ":", ln, ": non-finite value in '",
-                   std::string(start, std::strcspn(start, " \t")), "'");
-      fids.push_back(static_cast<int32_t>(f));
-      fvals.push_back(v);
-      p = end;
-    }
-    // Duplicates are errors; unsorted ids are sorted (the format says ascending, the math
-    // does not care).
-    auto check_unique = [&](std::vector<int32_t>& ids, const char* what) {
-      sorted = ids;
-      std::sort(sorted.begin(), sorted.end());
-      auto dup = std::adjacent_find(sorted.begin(), sorted.end());
-      DSLIDE_CHECK(dup == sorted.end(), path, ":", ln, ": duplicate ", what, " id ", *dup);
-    };
-    check_unique(lbls, "label");
-    std::sort(lbls.begin(), lbls.end());
-    check_unique(fids, "feature");
-    if (!std::is_sorted(fids.begin(), fids.end())) {
-      std::vector<std::pair<int32_t, float>> pairs(fids.size());
-      for (size_t i = 0; i < fids.size(); ++i) pairs[i] = {fids[i], fvals[i]};
-      std::sort(pairs.begin(), pairs.end());
-      for (size_t i = 0; i < fids.size(); ++i) std::tie(fids[i], fvals[i]) = pairs[i];
-    }
-    d.Add(fids, fvals, lbls);
+  const int64_t reserve = std::min<int64_t>(std::min(max_points, num_points_), int64_t{1} << 20) + 1;
+  chunk->feat_off.reserve(reserve);
+  chunk->label_off.reserve(reserve);
+  int64_t got = 0;
+  while (got < max_points && m.lines->Next(&m.line)) {
+    const int64_t ln = m.lines->line_no();
+    DSLIDE_CHECK(m.next < num_points_, m.path, ":", ln, ": more points than the header's ", num_points_);
+    ParseXcLine(m.line, m.path, ln, chunk, &m.fids, &m.fvals, &m.lbls, &m.sorted);
+    ++m.next;
+    ++got;
   }
-  DSLIDE_CHECK(d.size() == points, path, ":", in.line_no() + 1, ": end of file after ", d.size(),
-               " points, the header says ", points);
+  if (got < max_points || m.next == num_points_) {
+    // At the end of the file (or of the header's points): the count must agree.
+    if (got < max_points)
+      DSLIDE_CHECK(m.next == num_points_, m.path, ":", m.lines->line_no() + 1, ": end of file after ",
+                   m.next, " points, the header says ", num_points_);
+  }
+  return got > 0;
+}
+
+Dataset ReadXc(const std::string& path) {
+  if (IsBinaryDataset(path)) return ReadBinary(path);
+  DatasetStream in(path);
+  Dataset d;
+  if (!in.Next(std::numeric_limits<int64_t>::max(), &d)) {
+    d = Dataset();
+    d.num_features = in.num_features();
+    d.num_labels = in.num_labels();
+  }
   return d;
 }
 

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,8 @@ struct Dataset {
            const std::vector<int32_t>& lbls);
   /// The first n points (or all if n <= 0 or n >= size()).
   Dataset Head(int64_t n) const;
+  /// The points `idx` (in that order).
+  Dataset Subset(const std::vector<int64_t>& idx) const;
   /// Same sizes and the same arrays.
   bool operator==(const Dataset& o) const {
     return num_features == o.num_features && num_labels == o.num_labels && feat_off == o.feat_off &&
@@ -49,6 +52,27 @@ struct Dataset {
 /// naming the file and, for text, the 1-based line.
 Dataset ReadXc(const std::string& path);
 
+/// Reads a dataset a chunk of points at a time (XC text, plain or gzip, or the binary form,
+/// detected from content) without holding the whole file, with ReadXc's checks: for inputs
+/// larger than memory. A binary file's checksum is verified (one pass) when it is opened.
+class DatasetStream {
+ public:
+  explicit DatasetStream(const std::string& path);
+  ~DatasetStream();
+  int64_t num_points() const { return num_points_; }  ///< as the header says
+  int64_t num_features() const { return num_features_; }
+  int64_t num_labels() const { return num_labels_; }
+  /// Replaces *chunk with the next up to max_points points; false when none are left.
+  /// Throws dslide::Error naming the file and line (or point) on malformed input, and when
+  /// the file ends before the header's count of points.
+  bool Next(int64_t max_points, Dataset* chunk);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  int64_t num_points_ = 0, num_features_ = 0, num_labels_ = 0;
+};
+
 /// The binary form `dslide convert` writes: the CSR arrays as they are in memory behind a
 /// header ("DSLIDEB1", points, features, labels, non-zeros, label entries), then a CRC-32
 /// of all that precedes it.
@@ -58,6 +82,10 @@ void WriteBinary(const Dataset& data, const std::string& path);
 Dataset ReadBinary(const std::string& path);
 /// True when the file starts with the binary format's magic.
 bool IsBinaryDataset(const std::string& path);
+
+/// Holds back round(fraction * size) points of `all` (at least one when fraction > 0),
+/// chosen uniformly by `seed`, as `held`; the rest is `kept`. Both keep the file's order.
+void SplitHoldout(const Dataset& all, double fraction, uint64_t seed, Dataset* kept, Dataset* held);
 
 /// Writes an XC text file (plain).
 void WriteXc(const Dataset& data, const std::string& path);

@@ -37,8 +37,9 @@ EvalResult PrecisionCounter::Result() const {
 }
 
 void MergeTopK(const std::vector<int32_t>& ids, const std::vector<float>& scores, int ranks,
-               int64_t batch, int k, std::vector<int32_t>* out) {
+               int64_t batch, int k, std::vector<int32_t>* out, std::vector<float>* out_scores) {
   out->assign(batch * k, -1);
+  if (out_scores) out_scores->assign(batch * k, -std::numeric_limits<float>::infinity());
   std::vector<std::pair<float, int32_t>> cand;
   for (int64_t i = 0; i < batch; ++i) {
     cand.clear();
@@ -51,7 +52,10 @@ void MergeTopK(const std::vector<int32_t>& ids, const std::vector<float>& scores
     std::partial_sort(cand.begin(), cand.begin() + take, cand.end(), [](const auto& a, const auto& b) {
       return a.first != b.first ? a.first > b.first : a.second < b.second;
     });
-    for (size_t j = 0; j < take; ++j) (*out)[i * k + j] = cand[j].second;
+    for (size_t j = 0; j < take; ++j) {
+      (*out)[i * k + j] = cand[j].second;
+      if (out_scores) (*out_scores)[i * k + j] = cand[j].first;
+    }
   }
 }
 

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "dataset.h"
@@ -13,6 +14,9 @@ struct EvalResult {
   std::vector<double> p_at_k;  ///< precision at each cut-off
   int64_t points = 0;
   double seconds = 0;
+  /// Mean full-softmax cross-entropy over the labelled points (every output neuron in the
+  /// normaliser, target spread over the labels); NaN where not computed (LSH-sampled).
+  double loss = std::numeric_limits<double>::quiet_NaN();
   double At(int kk) const;     ///< precision at cut-off kk (NaN if not computed)
 };
 
@@ -34,7 +38,9 @@ class PrecisionCounter {
 
 /// Merges P lists of k (score, id) candidates for each of B samples, laid out rank-major
 /// ([rank][sample][k]), into the best k per sample ([sample][k]); ties go to the smaller id.
+/// `out_scores`, when given, receives their scores (-inf where there are fewer than k).
 void MergeTopK(const std::vector<int32_t>& ids, const std::vector<float>& scores, int ranks,
-               int64_t batch, int k, std::vector<int32_t>* out);
+               int64_t batch, int k, std::vector<int32_t>* out,
+               std::vector<float>* out_scores = nullptr);
 
 }  // namespace dslide

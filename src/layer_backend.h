@@ -12,6 +12,7 @@
 #include "config.h"
 #include "error.h"
 #include "model.h"
+#include "select_kernel.h"
 #include "softmax.h"
 
 namespace dslide {
@@ -50,6 +51,23 @@ inline void CheckLayerState(const LayerSpec& s, int layer, const LayerState& st)
                    st.vb.size() == st.b.size(),
                "layer ", layer, ": the checkpoint's arrays do not match the shard (", s.local(),
                " x ", s.in_dim, ")");
+}
+
+/// Backends index sparse layers with concrete LSH settings: "auto" is resolved before Init
+/// (ResolveAuto, auto_settings.h).
+inline void CheckLshResolved(const ModelSpec& spec, const LshConfig& lsh) {
+  for (const auto& l : spec.layers)
+    DSLIDE_ASSERT(l.dense() || lsh.resolved(), "LSH settings left to auto reached a backend");
+}
+
+/// The selection rules of a layer's (resolved) LSH settings.
+inline SelectPolicy SelectionPolicy(const LshConfig& c) {
+  SelectPolicy p;
+  p.query = c.query;
+  p.threshold = c.threshold;
+  p.fill = c.fill;
+  p.lsh_share = static_cast<float>(c.lsh_share);
+  return p;
 }
 
 class LayerBackend {
@@ -96,8 +114,12 @@ class LayerBackend {
   virtual void RebuildTables(int layer, bool new_hashes) = 0;
   /// Exact inference on the output layer: for each sample, the k best local neurons
   /// (global ids, scores), k per sample, -1/-inf padded. Scores every neuron of the shard.
+  /// With `st` (and `labels`, global ids), also the shard's part of the full softmax, per
+  /// sample i of B: st->mx[i] its largest logit, st->red[i] = sum_j exp(z_ij - mx[i]) over
+  /// the shard, st->red[B + i] the sum of the logits of the sample's labels the shard owns.
   virtual void TopK(int layer, const BatchRows& in, int k, std::vector<int32_t>* ids,
-                    std::vector<float>* scores) = 0;
+                    std::vector<float>* scores, const BatchLabels* labels = nullptr,
+                    SoftmaxStats* st = nullptr) = 0;
 
   /// This shard's layer as row-per-neuron weights (local x in_dim) and biases (for tests,
   /// checkpoints and export).

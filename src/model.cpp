@@ -10,7 +10,7 @@ namespace dslide {
 
 ModelSpec ModelSpec::Make(int64_t input_dim, const std::vector<int64_t>& hidden,
                           int64_t output_dim, const std::vector<double>& sparsity, int rank,
-                          int ranks) {
+                          int ranks, int64_t min_negatives) {
   DSLIDE_ASSERT(sparsity.size() == hidden.size() + 1);
   ModelSpec m;
   m.rank = rank;
@@ -30,13 +30,19 @@ ModelSpec ModelSpec::Make(int64_t input_dim, const std::vector<int64_t>& hidden,
     if (s.dense()) {
       s.budget = s.local();
     } else {
-      const int64_t beta = static_cast<int64_t>(std::ceil(s.sparsity * s.out_dim));
+      const int64_t beta = Budget(s.sparsity, s.out_dim);
       s.budget = std::min(s.local(), std::max<int64_t>(1, (beta + ranks - 1) / ranks));
+      // Negatives are the output layer's notion (the softmax's labels are forced active).
+      if (s.is_output) s.min_negatives = (min_negatives + ranks - 1) / ranks;
     }
     m.layers.push_back(s);
     in = s.out_dim;
   }
   return m;
+}
+
+int64_t ModelSpec::Budget(double sparsity, int64_t n) {
+  return sparsity >= 1.0 ? n : static_cast<int64_t>(std::ceil(sparsity * static_cast<double>(n)));
 }
 
 int64_t ModelSpec::NumParameters() const {

@@ -18,6 +18,9 @@ struct LayerSpec {
   bool input_major = false;
   int64_t begin = 0, end = 0;  ///< this rank's block of neurons [begin, end)
   int64_t budget = 0;          ///< active neurons per sample on this rank (beta_l / P)
+  /// Output layer: negatives per sample on this rank beyond its labels there (ceil of the
+  /// run's floor / P): the budget is raised for a sample whose labels would leave fewer.
+  int64_t min_negatives = 0;
 
   int64_t local() const { return end - begin; }
   bool dense() const { return sparsity >= 1.0; }
@@ -28,9 +31,13 @@ struct ModelSpec {
   std::vector<LayerSpec> layers;
   int rank = 0, ranks = 1;
 
-  /// input_dim -> hidden... -> output_dim; `sparsity` has one value per layer.
+  /// input_dim -> hidden... -> output_dim; `sparsity` has one value per layer;
+  /// `min_negatives` is the floor of negatives per sample over all ranks.
   static ModelSpec Make(int64_t input_dim, const std::vector<int64_t>& hidden, int64_t output_dim,
-                        const std::vector<double>& sparsity, int rank, int ranks);
+                        const std::vector<double>& sparsity, int rank, int ranks,
+                        int64_t min_negatives = 0);
+  /// beta = ceil(s * n), the active neurons per sample over all ranks (n when dense).
+  static int64_t Budget(double sparsity, int64_t n);
   /// Start of rank r's block of n neurons (balanced contiguous blocks).
   static int64_t BlockBegin(int64_t n, int r, int ranks) { return n * r / ranks; }
   int64_t NumParameters() const;  ///< all ranks together

@@ -4,6 +4,7 @@
 // tables and random streams.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 
 #include "config.h"
@@ -53,7 +54,9 @@ DSLIDE_HD inline void FillBucket(const int32_t* items, int64_t count, int capaci
 
 /// Writes the active local ids of one sample to `out` and returns how many: the `forced`
 /// ids first (always kept), then candidates from the sample's bucket in each table until
-/// `budget` is reached (vanilla: tables in random order; top-k: by collision count, the tie
+/// `budget` is reached (candidates take at most policy.lsh_share of the slots beyond the
+/// forced ids; budget raised to (forced ids) + `min_negatives` where the forced ids would
+/// leave fewer negatives; never beyond the shard) (vanilla: tables in random order; top-k: by collision count, the tie
 /// at the cut sampled uniformly; threshold: >= threshold collisions, sampled down), then the
 /// batch's shared fill `shared` (FillPolicy::kBatch), then uniform random ids unless the
 /// fill policy is kStop. No id repeats.
@@ -63,13 +66,22 @@ DSLIDE_HD inline void FillBucket(const int32_t* items, int64_t count, int capaci
 /// Count/SetCount/AddCount(id), SortByCount(v, n) (count descending, then id ascending),
 /// and arrays Cand() (room for every candidate, and for n ids when 2 * budget > n),
 /// Order() (num_tables()).
+/// How a sample's active set is chosen (DESIGN.md section 2): the query strategy (and its
+/// threshold), the fill, and the share of the slots beyond the forced ids that LSH
+/// candidates may take (the rest comes from the fill, which keeps uniform negatives in
+/// every active set).
+struct SelectPolicy {
+  QueryStrategy query = QueryStrategy::kVanilla;
+  int threshold = 2;
+  FillPolicy fill = FillPolicy::kBatch;
+  float lsh_share = 1.0f;
+};
+
 template <class Tables, class Marks>
-DSLIDE_HD int64_t SelectIds(QueryStrategy query, int threshold, FillPolicy fill,
-                            const Tables* tables, const uint32_t* buckets, const int32_t* forced,
-                            int64_t n_forced, int64_t budget, Rng* rng, Marks& s, int32_t* out,
-                            const int32_t* shared, int64_t n_shared) {
+DSLIDE_HD int64_t SelectIds(const SelectPolicy& policy, const Tables* tables, const uint32_t* buckets, const int32_t* forced,
+                            int64_t n_forced, int64_t budget, int64_t min_negatives, Rng* rng,
+                            Marks& s, int32_t* out, const int32_t* shared, int64_t n_shared) {
   const int64_t n = s.size();
-  if (budget > n) budget = n;
   s.BeginCall();
   int64_t k = 0;
   for (int64_t i = 0; i < n_forced; ++i) {
@@ -78,8 +90,18 @@ DSLIDE_HD int64_t SelectIds(QueryStrategy query, int threshold, FillPolicy fill,
       out[k++] = forced[i];
     }
   }
+  if (budget < k + min_negatives) budget = k + min_negatives;
+  if (budget > n) budget = n;
   if (k >= budget) return k;
-  const int64_t room = budget - k;
+  const QueryStrategy query = policy.query;
+  const FillPolicy fill = policy.fill;
+  const int threshold = policy.threshold;
+  // The slots LSH candidates may take.
+  int64_t room = budget - k;
+  if (policy.lsh_share < 1.0f) {
+    const int64_t cap = static_cast<int64_t>(ceilf(policy.lsh_share * static_cast<float>(room)));
+    room = cap < 1 ? 1 : cap;
+  }
 
   // Every neuron is wanted: no need to look at tables.
   if (budget == n) {

@@ -11,11 +11,13 @@
 #include <limits>
 #include <numeric>
 
+#include "auto_settings.h"
 #include "error.h"
 #include "fault.h"
 #include "metrics.h"
 #include "parallel.h"
 #include "rng.h"
+#include "synthetic.h"
 
 namespace dslide {
 
@@ -63,14 +65,16 @@ BatchLabels Labels(const Dataset& data, const std::vector<int64_t>& points) {
 
 Trainer::Trainer(const TrainConfig& cfg, Communicator* comm, std::unique_ptr<LayerBackend> backend,
                  int64_t input_dim, int64_t output_dim)
-    : cfg_(cfg),
+    : asked_(cfg),
+      cfg_(cfg),
       comm_(comm),
       model_comm_(cfg.strategy == Strategy::kDataParallel ? &replica_comm_ : comm),
       backend_(std::move(backend)),
       schedule_(cfg.lsh.rebuild_n0, cfg.lsh.rebuild_lambda) {
-  spec_ = ModelSpec::Make(input_dim, cfg.hidden, output_dim,
-                          cfg.LayerSparsity(cfg.hidden.size() + 1), model_comm_->rank(),
-                          model_comm_->size());
+  ResolveAuto(&cfg_, input_dim, output_dim);
+  spec_ = ModelSpec::Make(input_dim, cfg_.hidden, output_dim,
+                          cfg_.LayerSparsity(cfg_.hidden.size() + 1), model_comm_->rank(),
+                          model_comm_->size(), cfg_.min_negatives);
   backend_->Init(spec_, cfg_);
   const size_t n = spec_.layers.size();
   inputs_.resize(n);
@@ -347,7 +351,12 @@ double Trainer::DataParallelStep(const Dataset& data, const std::vector<int64_t>
 }
 
 void Trainer::SaveCheckpoint(const std::string& dir, int64_t epoch, int64_t pos, int keep) {
-  const std::string folder = CheckpointFolder(dir, iter_), tmp = folder + ".tmp";
+  WriteCheckpoint(CheckpointFolder(dir, iter_), epoch, pos);
+  if (comm_->rank() == 0) PruneCheckpoints(dir, keep);
+}
+
+void Trainer::WriteCheckpoint(const std::string& folder, int64_t epoch, int64_t pos) {
+  const std::string tmp = folder + ".tmp";
   int64_t ok = 1;
   if (comm_->rank() == 0) {
     std::error_code ec;
@@ -390,7 +399,6 @@ void Trainer::SaveCheckpoint(const std::string& dir, int64_t epoch, int64_t pos,
     std::filesystem::remove_all(folder, ec);
     std::filesystem::rename(tmp, folder, ec);
     ok = ec ? 0 : 1;
-    if (ok) PruneCheckpoints(dir, keep);
   }
   comm_->Allreduce(&ok, 1, ReduceOp::kMin, Traffic::kControl);
   DSLIDE_CHECK(ok == 1, "cannot rename ", tmp, " to ", folder);
@@ -424,6 +432,39 @@ CheckpointMeta Trainer::LoadCheckpoint(const std::string& folder) {
   return m;
 }
 
+void Trainer::Score(const Dataset& data, int64_t b0, int64_t count, int k, Scores* out) {
+  const int P = model_comm_->size();
+  const int last = static_cast<int>(spec_.layers.size()) - 1;
+  std::vector<int64_t> points(count);
+  std::iota(points.begin(), points.end(), b0);
+  ForwardHidden(data, points, nullptr, kEvalStreamBase + b0, /*through_output=*/false);
+  const BatchLabels labels = Labels(data, points);
+  std::vector<int32_t> ids, all_ids;
+  std::vector<float> sc, all_sc;
+  SoftmaxStats st;
+  backend_->TopK(last, inputs_[last], k, &ids, &sc, &labels, &st);
+  // The normaliser over all ranks: the largest logit, then every rank's sum rescaled to it.
+  std::vector<float> mx = st.mx;
+  model_comm_->Allreduce(mx.data(), count, ReduceOp::kMax, Traffic::kEval);
+  for (int64_t i = 0; i < count; ++i)
+    st.red[i] = st.mx[i] == -std::numeric_limits<float>::infinity()
+                    ? 0.0f
+                    : st.red[i] * std::exp(st.mx[i] - mx[i]);
+  model_comm_->Allreduce(st.red.data(), 2 * count, ReduceOp::kSum, Traffic::kEval);
+  out->log_z.resize(count);
+  out->label_logit.resize(count);
+  for (int64_t i = 0; i < count; ++i) {
+    out->log_z[i] = static_cast<double>(mx[i]) + std::log(static_cast<double>(st.red[i]));
+    out->label_logit[i] = st.red[count + i];
+  }
+  all_ids.resize(static_cast<size_t>(P) * count * k);
+  all_sc.resize(all_ids.size());
+  const std::vector<int64_t> counts(P, count * k);
+  model_comm_->Allgatherv(ids.data(), counts, all_ids.data(), Traffic::kEval);
+  model_comm_->Allgatherv(sc.data(), counts, all_sc.data(), Traffic::kEval);
+  MergeTopK(all_ids, all_sc, P, count, k, &out->ids, &out->logits);
+}
+
 EvalResult Trainer::Evaluate(const Dataset& test, int64_t max_points, bool sampled,
                              const std::vector<int>& ks) {
   const auto t_start = Clock::now();
@@ -437,31 +478,42 @@ EvalResult Trainer::Evaluate(const Dataset& test, int64_t max_points, bool sampl
   std::vector<int32_t> ids, all_ids, ranked;
   std::vector<float> sc, all_sc;
   std::vector<int64_t> points;
+  Scores scores;
+  double loss = 0;
+  int64_t labelled = 0;
   for (int64_t b0 = 0; b0 < n; b0 += eb) {
     const int64_t B = std::min(eb, n - b0);
+    if (!sampled) {
+      Score(test, b0, B, kmax, &scores);
+      for (int64_t i = 0; i < B; ++i) {
+        const int64_t nl = test.NumLabels(b0 + i);
+        counter.Add(scores.ids.data() + i * kmax, kmax, test.Labels(b0 + i), nl);
+        if (nl > 0) {  // the full-softmax cross-entropy, target spread over the labels
+          loss += scores.log_z[i] - scores.label_logit[i] / static_cast<double>(nl);
+          ++labelled;
+        }
+      }
+      continue;
+    }
     points.resize(B);
     std::iota(points.begin(), points.end(), b0);
     const int64_t stream = kEvalStreamBase + b0;
     ForwardHidden(test, points, nullptr, stream, /*through_output=*/false);
-    if (!sampled) {
-      backend_->TopK(last, inputs_[last], kmax, &ids, &sc);
-    } else {
-      BatchRows& z = outputs_[last];
-      backend_->SelectActive(last, inputs_[last], nullptr, stream, &z);
-      backend_->Forward(last, inputs_[last], &z);
-      ids.assign(B * kmax, -1);
-      sc.assign(B * kmax, -std::numeric_limits<float>::infinity());
-      for (int64_t i = 0; i < B; ++i) {
-        std::vector<std::pair<float, int32_t>> c;
-        for (int64_t j = 0; j < z.n[i]; ++j) c.push_back({z.vals[z.off[i] + j], z.ids[z.off[i] + j]});
-        const size_t take = std::min<size_t>(kmax, c.size());
-        std::partial_sort(c.begin(), c.begin() + take, c.end(), [](const auto& a, const auto& b) {
-          return a.first != b.first ? a.first > b.first : a.second < b.second;
-        });
-        for (size_t j = 0; j < take; ++j) {
-          sc[i * kmax + j] = c[j].first;
-          ids[i * kmax + j] = c[j].second;
-        }
+    BatchRows& z = outputs_[last];
+    backend_->SelectActive(last, inputs_[last], nullptr, stream, &z);
+    backend_->Forward(last, inputs_[last], &z);
+    ids.assign(B * kmax, -1);
+    sc.assign(B * kmax, -std::numeric_limits<float>::infinity());
+    for (int64_t i = 0; i < B; ++i) {
+      std::vector<std::pair<float, int32_t>> c;
+      for (int64_t j = 0; j < z.n[i]; ++j) c.push_back({z.vals[z.off[i] + j], z.ids[z.off[i] + j]});
+      const size_t take = std::min<size_t>(kmax, c.size());
+      std::partial_sort(c.begin(), c.begin() + take, c.end(), [](const auto& a, const auto& b) {
+        return a.first != b.first ? a.first > b.first : a.second < b.second;
+      });
+      for (size_t j = 0; j < take; ++j) {
+        sc[i * kmax + j] = c[j].first;
+        ids[i * kmax + j] = c[j].second;
       }
     }
     all_ids.resize(static_cast<size_t>(P) * B * kmax);
@@ -475,11 +527,26 @@ EvalResult Trainer::Evaluate(const Dataset& test, int64_t max_points, bool sampl
   }
   phases_ = saved;  // evaluation time is not training time
   EvalResult r = counter.Result();
+  if (!sampled && labelled > 0) r.loss = loss / static_cast<double>(labelled);
   r.seconds = Seconds(t_start);
   return r;
 }
 
-EvalResult Trainer::Run(const Dataset& train, const Dataset* test) {
+void Trainer::SnapshotWeights() {
+  const size_t n = spec_.layers.size();
+  best_w_.resize(n);
+  best_b_.resize(n);
+  for (size_t l = 0; l < n; ++l) backend_->GetLayer(static_cast<int>(l), &best_w_[l], &best_b_[l]);
+}
+
+void Trainer::RestoreWeights() {
+  for (size_t l = 0; l < best_w_.size(); ++l) {
+    backend_->SetLayer(static_cast<int>(l), best_w_[l], best_b_[l]);
+    if (!spec_.layers[l].dense()) backend_->RebuildTables(static_cast<int>(l), /*new_hashes=*/false);
+  }
+}
+
+EvalResult Trainer::Run(const Dataset& train, const Dataset* valid, const Dataset* test) {
   const int64_t N = train.size();
   DSLIDE_CHECK(N > 0, "the training file has no points");
   const int64_t B = cfg_.batch;
@@ -488,19 +555,64 @@ EvalResult Trainer::Run(const Dataset& train, const Dataset* test) {
                             ? cfg_.iterations
                             : std::max<int64_t>(1, static_cast<int64_t>(std::ceil(cfg_.epochs * per_epoch)));
   const bool root = comm_->rank() == 0;
+  // Evaluations during training score the validation data; without it, the test data
+  // (monitoring only: nothing is selected on it).
+  const Dataset* monitor = valid != nullptr ? valid : test;
+  const char* monitor_name = valid != nullptr ? "valid" : "test ";
+  const bool keep_best = valid != nullptr && cfg_.keep_best != 0;
+  int64_t eval_every = cfg_.eval_every;
+  if (eval_every == 0 && valid != nullptr) eval_every = std::max(per_epoch, (total + 9) / 10);
+  // The most-popular-label baseline of each evaluation set, printed beside its P@1.
+  const double monitor_base = monitor ? MostPopularLabelP1(train, *monitor, cfg_.eval_points) : 0;
+  const double test_base = test ? MostPopularLabelP1(train, *test, cfg_.eval_points) : 0;
   MetricsFile metrics(root ? cfg_.metrics_file : "");
   auto base = [&](JsonObject& o) {
     o.Add("ranks", comm_->size()).Add("threads", NumThreads()).Add("device", ToString(cfg_.device))
         .Add("strategy", ToString(cfg_.strategy));
   };
+  const LayerSlots slots = OutputSlots(spec_, cfg_.min_negatives, train);
   if (root) {
-    std::printf("dslide: %lld points, %lld features, %lld labels | layers", (long long)N,
-                (long long)spec_.layers[0].in_dim, (long long)spec_.layers.back().out_dim);
-    for (const auto& l : spec_.layers) std::printf(" %lld(s=%g)", (long long)l.out_dim, l.sparsity);
-    std::printf(" | %lld parameters | %d rank(s) x %d thread(s) | %lld iterations (%.2f epochs)\n",
+    std::printf("dslide: %lld training points, %lld features, %lld labels | %lld parameters | "
+                "%d rank(s) x %d thread(s) | %lld iterations (%.2f epochs) of batch %lld, lr %g\n",
+                (long long)N, (long long)spec_.layers[0].in_dim, (long long)spec_.layers.back().out_dim,
                 (long long)spec_.NumParameters(), comm_->size(), NumThreads(), (long long)total,
-                static_cast<double>(total) / per_epoch);
+                static_cast<double>(total) / per_epoch, (long long)B, cfg_.lr);
+    std::printf("%s", DescribeLayers(spec_, cfg_, asked_, slots).c_str());
+    if (!asked_.sparsity_auto() && slots.raised > 0 && !spec_.layers.back().dense())
+      std::printf("warning: --sparsity %g gives the output layer a budget of %lld per sample, which "
+                  "leaves fewer than %lld negatives beyond the labels of %lld of the %lld training "
+                  "points; their active sets are raised to their labels + %lld (--min-negatives)\n",
+                  spec_.layers.back().sparsity, (long long)slots.budget, (long long)cfg_.min_negatives,
+                  (long long)slots.raised, (long long)N, (long long)cfg_.min_negatives);
+    if (valid != nullptr)
+      std::printf("validation: %lld points, evaluated every %lld iterations%s\n",
+                  (long long)valid->size(), (long long)eval_every,
+                  keep_best ? "; the best P@1 is kept (--keep-best)" : "");
     std::fflush(stdout);
+    JsonObject o;
+    o.Add("event", "start").Add("points", N).Add("features", spec_.layers[0].in_dim)
+        .Add("labels", spec_.layers.back().out_dim).Add("parameters", spec_.NumParameters())
+        .Add("iterations", total).Add("batch", B).Add("lr", cfg_.lr);
+    std::string layers = "[";
+    for (size_t l = 0; l < spec_.layers.size(); ++l) {
+      const LayerSpec& s = spec_.layers[l];
+      JsonObject lo;
+      lo.Add("neurons", s.out_dim).Add("sparsity", s.sparsity)
+          .Add("budget", ModelSpec::Budget(s.sparsity, s.out_dim)).Add("budget_per_rank", s.budget)
+          .Add("auto", asked_.sparsity_auto() ? 1 : 0);
+      if (!s.dense()) {
+        lo.Add("min_negatives", cfg_.min_negatives).Add("hash", ToString(cfg_.lsh.family))
+            .Add("K", cfg_.lsh.k).Add("L", cfg_.lsh.l).Add("query", ToString(cfg_.lsh.query));
+        if (s.is_output)
+          lo.Add("mean_active", slots.mean_active).Add("mean_negatives", slots.mean_negatives)
+              .Add("fewest_negatives", slots.min_negatives_seen);
+      }
+      layers += (l ? "," : "") + lo.str();
+    }
+    o.AddRaw("layers", layers + "]");
+    if (valid != nullptr) o.Add("valid_points", valid->size()).Add("eval_every", eval_every);
+    base(o);
+    metrics.Write(o);
   }
   std::vector<int64_t> order(N), points;
   int64_t epoch = -1, pos = N;
@@ -512,25 +624,47 @@ EvalResult Trainer::Run(const Dataset& train, const Dataset* test) {
   double loss_sum = 0;
   int64_t loss_n = 0;
   EvalResult last_eval;
+  double best_p1 = -1;
+  int64_t best_iter = -1;
+  int64_t saved_iter = -1;
+  auto report = [&](const char* name, int64_t at, const EvalResult& e, double baseline,
+                    const char* note) {
+    if (!root) return;
+    std::printf("%s iter %lld | P@1 %.4f P@3 %.4f P@5 %.4f | loss %s | most-popular-label P@1 %.4f | "
+                "%lld points in %.1fs%s%s\n",
+                name, (long long)at, e.At(1), e.At(3), e.At(5),
+                std::isnan(e.loss) ? "-" : std::to_string(e.loss).substr(0, 6).c_str(), baseline,
+                (long long)e.points, e.seconds, cfg_.eval_sampled ? " (LSH-sampled)" : "", note);
+    std::fflush(stdout);
+  };
+  auto metrics_eval = [&](const char* set, const EvalResult& e, double baseline, int64_t model_iter) {
+    if (!root) return;
+    JsonObject o;
+    o.Add("iter", iter_).Add("epoch", static_cast<double>(iter_) / per_epoch).Add("set", set)
+        .Add("p_at_1", e.At(1)).Add("p_at_3", e.At(3)).Add("p_at_5", e.At(5))
+        .Add("most_popular_label_p_at_1", baseline).Add("eval_points", e.points)
+        .Add("eval_s", e.seconds);
+    if (!std::isnan(e.loss)) o.Add("eval_loss", e.loss);
+    if (model_iter >= 0) o.Add("model_iter", model_iter);
+    base(o);
+    metrics.Write(o);
+  };
   auto evaluate = [&]() {
-    if (test == nullptr) return;
+    if (monitor == nullptr) return;
     const TrafficStats before = comm_->Total();
-    last_eval = Evaluate(*test, cfg_.eval_points, cfg_.eval_sampled);
+    last_eval = Evaluate(*monitor, cfg_.eval_points, cfg_.eval_sampled);
     evals_.push_back({iter_, last_eval});
     // Evaluation traffic is reported on its own line, not in training's per-iteration figures.
     comm_last.bytes += comm_->Total().bytes - before.bytes;
     comm_last.seconds += comm_->Total().seconds - before.seconds;
-    if (root) {
-      std::printf("eval  iter %lld | P@1 %.4f P@3 %.4f P@5 %.4f | %lld points in %.1fs%s\n",
-                  (long long)iter_, last_eval.At(1), last_eval.At(3), last_eval.At(5),
-                  (long long)last_eval.points, last_eval.seconds, cfg_.eval_sampled ? " (LSH-sampled)" : "");
-      std::fflush(stdout);
-      JsonObject o;
-      o.Add("iter", iter_).Add("epoch", static_cast<double>(iter_) / per_epoch)
-          .Add("p_at_1", last_eval.At(1)).Add("p_at_3", last_eval.At(3)).Add("p_at_5", last_eval.At(5))
-          .Add("eval_points", last_eval.points).Add("eval_s", last_eval.seconds);
-      base(o);
-      metrics.Write(o);
+    const bool better = keep_best && last_eval.At(1) > best_p1;
+    report(monitor_name, iter_, last_eval, monitor_base, better && best_iter >= 0 ? " (best so far)" : "");
+    metrics_eval(valid != nullptr ? "valid" : "test", last_eval, monitor_base, -1);
+    if (better) {
+      best_p1 = last_eval.At(1);
+      best_iter = iter_;
+      SnapshotWeights();
+      if (!cfg_.checkpoint_dir.empty()) WriteCheckpoint(cfg_.checkpoint_dir + "/best", epoch, pos);
     }
   };
   auto shuffle = [&](int64_t e) {
@@ -546,6 +680,7 @@ EvalResult Trainer::Run(const Dataset& train, const Dataset* test) {
     epoch = m.epoch;
     pos = m.pos;
     if (epoch >= 0) shuffle(epoch);
+    saved_iter = iter_;
     if (root) {
       std::printf("resumed from %s at iteration %lld (epoch %lld, point %lld)\n", folder.c_str(),
                   (long long)iter_, (long long)epoch, (long long)pos);
@@ -580,7 +715,7 @@ EvalResult Trainer::Run(const Dataset& train, const Dataset* test) {
       const double loss = loss_sum / loss_n;
       if (root) {
         const double eta = Seconds(t_run) / (iter_ - iter_start) * (total - iter_);
-        std::printf("iter %lld/%lld | epoch %.2f | %.0f samples/s | loss %.4f | last P@1 %s | "
+        std::printf("iter %lld/%lld | epoch %.2f | %.0f samples/s | sampled loss %.4f | last P@1 %s | "
                     "%.1f ms/iter | %.0f KB sent/iter | RSS %.0f MB | ETA %s\n",
                     (long long)iter_, (long long)total, static_cast<double>(iter_) / per_epoch, sps,
                     loss, last_eval.points ? std::to_string(last_eval.At(1)).substr(0, 6).c_str() : "-",
@@ -601,28 +736,74 @@ EvalResult Trainer::Run(const Dataset& train, const Dataset* test) {
       loss_sum = 0;
       loss_n = 0;
     }
-    if (cfg_.checkpoint_every > 0 && iter_ % cfg_.checkpoint_every == 0)
+    if (cfg_.checkpoint_every > 0 && iter_ % cfg_.checkpoint_every == 0) {
       SaveCheckpoint(cfg_.checkpoint_dir, epoch, pos, cfg_.keep_checkpoints);
-    if (cfg_.eval_every > 0 && iter_ % cfg_.eval_every == 0 && iter_ < total) evaluate();
+      saved_iter = iter_;
+    }
+    if (eval_every > 0 && iter_ % eval_every == 0 && iter_ < total) evaluate();
   }
   evaluate();
+  // The last state, for resuming or scoring later (also when no periodic checkpoint fell on
+  // the last iteration).
+  if (!cfg_.checkpoint_dir.empty() && saved_iter != iter_)
+    SaveCheckpoint(cfg_.checkpoint_dir, epoch, pos, cfg_.keep_checkpoints);
+  int64_t model_iter = iter_;
+  if (keep_best && best_iter >= 0 && best_iter != iter_) {
+    RestoreWeights();
+    model_iter = best_iter;
+  }
+  if (keep_best && root && best_iter >= 0) {
+    std::printf("kept the model of iteration %lld (best valid P@1 %.4f)%s%s\n", (long long)best_iter,
+                best_p1, cfg_.checkpoint_dir.empty() ? "" : ", saved in ",
+                cfg_.checkpoint_dir.empty() ? "" : (cfg_.checkpoint_dir + "/best").c_str());
+    std::fflush(stdout);
+  }
+  if (valid != nullptr && test != nullptr) {
+    // The one score of the test data, on the selected model.
+    last_eval = Evaluate(*test, cfg_.eval_points, cfg_.eval_sampled);
+    char note[96];
+    std::snprintf(note, sizeof note, " (after %lld iterations)", (long long)iter_);
+    report("test ", model_iter, last_eval, test_base, model_iter != iter_ ? note : "");
+    metrics_eval("test", last_eval, test_base, model_iter);
+  }
   return last_eval;
 }
 
-EvalResult RunTraining(const TrainConfig& cfg, Communicator* comm) {
+EvalResult RunTraining(const TrainConfig& asked, Communicator* comm) {
+  TrainConfig cfg = asked;
   SetNumThreads(cfg.threads);
-  const Dataset train = ReadXc(cfg.train_file);
-  Dataset test;
+  Dataset train = ReadXc(cfg.train_file);
+  auto check_header = [&](const Dataset& d, const std::string& file) {
+    DSLIDE_CHECK(d.num_features == train.num_features && d.num_labels == train.num_labels, file,
+                 ":1: header says ", d.num_features, " features and ", d.num_labels,
+                 " labels, the training file ", train.num_features, " and ", train.num_labels);
+  };
+  Dataset valid, test;
+  if (!cfg.valid_file.empty()) {
+    valid = ReadXc(cfg.valid_file);
+    check_header(valid, cfg.valid_file);
+  } else if (cfg.valid_fraction > 0) {
+    Dataset all = std::move(train);
+    SplitHoldout(all, cfg.valid_fraction, cfg.seed, &train, &valid);
+    DSLIDE_CHECK(valid.size() > 0 && train.size() > 0, "option --valid-fraction ", cfg.valid_fraction,
+                 " leaves ", train.size(), " training and ", valid.size(), " validation points of ",
+                 all.size());
+  }
   if (!cfg.test_file.empty()) {
     test = ReadXc(cfg.test_file);
-    DSLIDE_CHECK(test.num_features == train.num_features && test.num_labels == train.num_labels,
-                 cfg.test_file, ":1: header says ", test.num_features, " features and ",
-                 test.num_labels, " labels, the training file ", train.num_features, " and ",
-                 train.num_labels);
+    check_header(test, cfg.test_file);
+  }
+  if (!cfg.resume_dir.empty()) {
+    // Settings left to auto continue with the checkpoint's (explicit ones are checked).
+    const CheckpointMeta m = ReadMeta(ResolveCheckpoint(cfg.resume_dir, "--resume"));
+    if (cfg.sparsity_auto()) cfg.sparsity = m.sparsity;
+    if (cfg.lsh.family == HashFamily::kAuto) cfg.lsh.family = ParseHashFamily(m.hash_family);
+    if (cfg.lsh.k == 0) cfg.lsh.k = static_cast<int>(m.hash_k);
+    if (cfg.lsh.l == 0) cfg.lsh.l = static_cast<int>(m.hash_l);
   }
   Trainer trainer(cfg, comm, MakeBackend(cfg.device, comm->rank(), cfg.gpus_per_node), train.num_features,
                   train.num_labels);
-  return trainer.Run(train, cfg.test_file.empty() ? nullptr : &test);
+  return trainer.Run(train, cfg.validating() ? &valid : nullptr, cfg.test_file.empty() ? nullptr : &test);
 }
 
 }  // namespace dslide

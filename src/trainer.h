@@ -37,13 +37,31 @@ class Trainer {
   double Loss(const Dataset& data, const std::vector<int64_t>& points);
 
   /// Collective: P@k on the first `max_points` points of `test` (all when <= 0), exact
-  /// (every output neuron scored) or LSH-sampled.
+  /// (every output neuron scored) or LSH-sampled; exact evaluation also gives the
+  /// full-softmax loss over every output neuron.
   EvalResult Evaluate(const Dataset& test, int64_t max_points, bool sampled,
                       const std::vector<int>& k = {1, 3, 5});
 
+  /// Collective: exact scores of the points [b0, b0 + count) of `data`: the k best outputs
+  /// of each point over all ranks (ids and logits, best first, ties to the smaller id; -1
+  /// where there are fewer), each point's log-normaliser log sum_j exp(z_j) over every
+  /// output neuron, and the sum of the logits of its labels.
+  struct Scores {
+    std::vector<int32_t> ids;         ///< count x k
+    std::vector<float> logits;        ///< count x k
+    std::vector<double> log_z;        ///< count
+    std::vector<double> label_logit;  ///< count
+  };
+  void Score(const Dataset& data, int64_t b0, int64_t count, int k, Scores* out);
+
   /// Collective: the whole run of `dslide train`: iterations or epochs, progress on rank 0,
-  /// metrics lines, periodic and final evaluation. Returns the last evaluation.
-  EvalResult Run(const Dataset& train, const Dataset* test);
+  /// metrics lines, evaluations during training on `valid` (or, without validation data,
+  /// on `test`), the best validated model restored at the end (--keep-best), then one
+  /// score of `test`. Returns the final evaluation (of test when given).
+  EvalResult Run(const Dataset& train, const Dataset* valid, const Dataset* test);
+
+  /// The configuration with every "auto" resolved (ResolveAuto).
+  const TrainConfig& config() const { return cfg_; }
 
   const ModelSpec& spec() const { return spec_; }
   LayerBackend& backend() { return *backend_; }
@@ -54,6 +72,8 @@ class Trainer {
   /// CheckpointFolder(dir, iter) (via a .tmp folder), recording the data position
   /// (epoch, pos), and prunes dir to the newest `keep`.
   void SaveCheckpoint(const std::string& dir, int64_t epoch, int64_t pos, int keep);
+  /// Collective: the same checkpoint into `folder` itself (replaced atomically).
+  void WriteCheckpoint(const std::string& folder, int64_t epoch, int64_t pos);
   /// Collective: restores a checkpoint folder written by any number of ranks; returns its
   /// metadata (iteration, data position). Throws when it does not fit this configuration.
   CheckpointMeta LoadCheckpoint(const std::string& folder);
@@ -78,7 +98,12 @@ class Trainer {
   double DataParallelStep(const Dataset& data, const std::vector<int64_t>& points,
                           const AdamStep& step);
 
-  TrainConfig cfg_;
+  /// Keeps (in host memory) the weights and biases of the model, or puts them back.
+  void SnapshotWeights();
+  void RestoreWeights();
+
+  TrainConfig asked_;  // as given: "auto" where the user left a setting to it
+  TrainConfig cfg_;    // resolved
   Communicator* comm_;              // every rank: progress, metrics, data-parallel all-reduce
   LocalCommunicator replica_comm_;  // data-parallel: each rank holds the whole model
   Communicator* model_comm_;        // the ranks that share one model (comm_ or replica_comm_)
@@ -97,6 +122,7 @@ class Trainer {
   std::vector<float> pack_vals_, gathered_vals_;
   std::vector<int32_t> pack_ids_, gathered_ids_;
   std::vector<float> fused_;  // data-parallel gradient buffer
+  std::vector<std::vector<float>> best_w_, best_b_;  // --keep-best
 };
 
 /// Reads the training/test files, trains as configured, returns the final evaluation.

@@ -1,5 +1,8 @@
-# End-to-end CLI check: gen writes data, train learns it and writes metrics, bad input and
-# bad options fail with messages naming the file/line or option.
+# End-to-end CLI check: gen writes data, train learns it and writes metrics (the start line
+# states the budget, negatives and LSH settings), validation selects the kept model and the
+# test set is scored once on it, predict writes the same top-k that eval scores, an
+# explicit budget too small for the floor of negatives is warned about, bad input and bad
+# options fail with messages naming the file/line or option.
 file(REMOVE_RECURSE ${WORK})
 file(MAKE_DIRECTORY ${WORK})
 function(run expect_ok)
@@ -15,7 +18,7 @@ endfunction()
 run(TRUE ${DSLIDE} gen --points 3000 --features 1000 --labels 200 --nnz 15 --out ${WORK}/syn)
 run(TRUE ${DSLIDE} train --train ${WORK}/syn.train.txt --test ${WORK}/syn.test.txt --hidden 32
     --sparsity 0.1 --lr 1e-3 --batch 64 --epochs 3 --metrics ${WORK}/m.jsonl --threads 2)
-if(NOT OUT MATCHES "eval  iter [0-9]+ \\| P@1 0\\.[0-9]+")
+if(NOT OUT MATCHES "test +iter [0-9]+ \\| P@1 0\\.[0-9]+")
   message(FATAL_ERROR "no evaluation line:\n${OUT}")
 endif()
 file(READ ${WORK}/m.jsonl metrics)
@@ -25,6 +28,68 @@ foreach(field iter epoch loss ms_per_iter samples_per_s bytes_sent_per_iter comm
     message(FATAL_ERROR "metrics lack '${field}':\n${metrics}")
   endif()
 endforeach()
+
+file(READ ${WORK}/m.jsonl metrics)
+foreach(field "\"event\":\"start\"" "\"budget\":" "\"min_negatives\":" "\"mean_negatives\":"
+        "\"hash\":\"srp\"" "\"query\":" "\"eval_loss\":" "\"most_popular_label_p_at_1\":")
+  if(NOT metrics MATCHES "${field}")
+    message(FATAL_ERROR "metrics lack ${field}:\n${metrics}")
+  endif()
+endforeach()
+if(NOT OUT MATCHES "budget 20 per sample" OR NOT OUT MATCHES ">= 256 negatives beyond its labels")
+  message(FATAL_ERROR "the start lines do not state the budget and the negatives:\n${OUT}")
+endif()
+
+# Auto: a 200-label output is computed densely, and says so.
+run(TRUE ${DSLIDE} train --train ${WORK}/syn.train.txt --test ${WORK}/syn.test.txt --hidden 32
+    --epochs 1 --threads 2)
+if(NOT OUT MATCHES "200 neurons, dense\\* \\(narrower than --dense-below\\)")
+  message(FATAL_ERROR "auto did not report its dense choice:\n${OUT}")
+endif()
+
+# An explicit budget of 1 neuron: a warning, and the floor of negatives keeps it learning.
+run(TRUE ${DSLIDE} train --train ${WORK}/syn.train.txt --test ${WORK}/syn.test.txt --hidden 32
+    --sparsity 0.005 --epochs 1 --threads 2)
+if(NOT OUT MATCHES "warning: --sparsity 0.005 gives the output layer a budget of 1 per sample")
+  message(FATAL_ERROR "no warning for a budget that leaves no negatives:\n${OUT}")
+endif()
+
+# Validation: evaluations score the held-back points, the best is kept and saved, the test
+# set is scored once, on it; predict on the kept model writes the top-k that eval scores.
+run(TRUE ${DSLIDE} train --train ${WORK}/syn.train.txt --test ${WORK}/syn.test.txt --hidden 32
+    --epochs 6 --batch 64 --valid-fraction 0.2 --checkpoint-dir ${WORK}/ck --threads 2)
+string(REGEX MATCHALL "valid +iter [0-9]+ \\| P@1" valid_lines "${OUT}")
+list(LENGTH valid_lines n_valid)
+string(REGEX MATCHALL "test +iter" test_lines "${OUT}")
+list(LENGTH test_lines n_test)
+if(n_valid LESS 3 OR NOT n_test EQUAL 1 OR NOT OUT MATCHES "validation: 600 points")
+  message(FATAL_ERROR "expected several validation lines and one test line:\n${OUT}")
+endif()
+if(NOT OUT MATCHES "kept the model of iteration ([0-9]+) \\(best valid P@1 [0-9.]+\\), saved in")
+  message(FATAL_ERROR "no kept model:\n${OUT}")
+endif()
+set(best_iter ${CMAKE_MATCH_1})
+if(NOT OUT MATCHES "test +iter ${best_iter} \\| P@1 ([0-9.]+) P@3 ([0-9.]+) P@5 ([0-9.]+)")
+  message(FATAL_ERROR "the test score is not of the kept model (iteration ${best_iter}):\n${OUT}")
+endif()
+set(test_p "P@1 ${CMAKE_MATCH_1} P@3 ${CMAKE_MATCH_2} P@5 ${CMAKE_MATCH_3}")
+run(TRUE ${DSLIDE} eval --model ${WORK}/ck/best --test ${WORK}/syn.test.txt)
+if(NOT OUT MATCHES "${test_p}")
+  message(FATAL_ERROR "eval of ck/best differs from the run's test score (${test_p}):\n${OUT}")
+endif()
+run(TRUE ${DSLIDE} predict --model ${WORK}/ck/best --input ${WORK}/syn.test.txt --top-k 3
+    --out ${WORK}/pred.tsv)
+file(STRINGS ${WORK}/pred.tsv rows)
+list(LENGTH rows n_rows)
+list(GET rows 0 first)
+if(NOT n_rows EQUAL 600 OR NOT first MATCHES "^0\t[0-9]+:[0-9.e-]+ [0-9]+:[0-9.e-]+ [0-9]+:[0-9.e-]+$")
+  message(FATAL_ERROR "predict wrote ${n_rows} rows, first '${first}'")
+endif()
+run(FALSE ${DSLIDE} predict --model ${WORK}/ck/best --input ${WORK}/syn.test.txt --top-k 0
+    --out ${WORK}/p0.tsv)
+if(NOT OUT MATCHES "--top-k")
+  message(FATAL_ERROR "bad --top-k not named:\n${OUT}")
+endif()
 
 file(WRITE ${WORK}/bad.txt "2 10 5\n1 3:0.5\n2 12:1\n")
 run(FALSE ${DSLIDE} train --train ${WORK}/bad.txt)

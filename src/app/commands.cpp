@@ -5,11 +5,13 @@
 #include <chrono>
 #include <cstdio>
 
+#include "auto_settings.h"
 #include "checkpoint.h"
 #include "config.h"
 #include "error.h"
 #include "metrics.h"
 #include "parallel.h"
+#include "predict.h"
 #include "synthetic.h"
 #include "trainer.h"
 
@@ -75,31 +77,37 @@ int Eval(int argc, const char* const* argv, Communicator* comm) {
   }
   SetNumThreads(cfg.threads);
   const std::string folder = ResolveCheckpoint(cfg.model_dir, "--model");
-  const CheckpointMeta meta = ReadMeta(folder);
   const Dataset test = ReadXc(cfg.test_file);
+  CheckpointMeta meta = ReadMeta(folder);
   DSLIDE_CHECK(test.num_features == meta.input_dim && test.num_labels == meta.out_dims.back(),
                cfg.test_file, ": ", test.num_features, " features and ", test.num_labels,
                " labels, the model has ", meta.input_dim, " inputs and ", meta.out_dims.back(),
                " outputs");
-  // The network as the checkpoint describes it, sharded over this job's ranks.
-  TrainConfig tc;
-  tc.hidden.assign(meta.out_dims.begin(), meta.out_dims.end() - 1);
-  tc.sparsity = meta.sparsity;
-  tc.seed = meta.seed;
-  tc.batch = static_cast<int>(meta.batch);
-  tc.lsh.family = ParseHashFamily(meta.hash_family);
-  tc.lsh.k = static_cast<int>(meta.hash_k);
-  tc.lsh.l = static_cast<int>(meta.hash_l);
-  tc.lsh.bin_size = static_cast<int>(meta.hash_bin);
-  tc.lsh.bucket_capacity = static_cast<int>(meta.hash_bucket);
-  Trainer trainer(tc, comm, MakeBackend(tc.device, comm->rank(), tc.gpus_per_node), meta.input_dim, meta.out_dims.back());
-  trainer.LoadCheckpoint(folder);
+  std::unique_ptr<Trainer> model = LoadModel(folder, comm, &meta);
+  Trainer& trainer = *model;
   const EvalResult r = trainer.Evaluate(test, cfg.points, /*sampled=*/false, cfg.k);
   if (Root(comm)) {
     std::printf("eval %s (iteration %lld, written by %d rank(s)) on %d rank(s):", folder.c_str(),
                 (long long)meta.iter, meta.ranks, comm->size());
     for (int k : cfg.k) std::printf(" P@%d %.4f", k, r.At(k));
-    std::printf(" | %lld points in %.1fs\n", (long long)r.points, r.seconds);
+    std::printf(" | loss %.4f | %lld points in %.1fs\n", r.loss, (long long)r.points, r.seconds);
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
+int Predict(int argc, const char* const* argv, Communicator* comm) {
+  PredictConfig cfg;
+  std::string help;
+  if (!ParsePredict(argc, argv, &cfg, &help)) {
+    if (Root(comm)) std::printf("%s", help.c_str());
+    return 0;
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  const int64_t rows = dslide::Predict(cfg, comm);
+  if (Root(comm)) {
+    std::printf("predict: %lld rows of %s -> %s (top %d, %s) in %.1fs\n", (long long)rows,
+                cfg.input.c_str(), cfg.out.c_str(), cfg.top_k, cfg.format.c_str(), Seconds(t0));
     std::fflush(stdout);
   }
   return 0;
@@ -174,6 +182,7 @@ int Bench(int argc, const char* const* argv, Communicator* comm) {
     gen.points = cfg.points;
     gen.features = cfg.features;
     gen.labels = cfg.labels;
+    gen.nnz = cfg.nnz;
     gen.seed = cfg.train.seed;
     gen.ResolveShape();
     gen.test_points = std::min<int64_t>(gen.test_points, std::max<int64_t>(cfg.train.eval_points, 1));
@@ -199,7 +208,7 @@ int Bench(int argc, const char* const* argv, Communicator* comm) {
   const EvalResult before = trainer.Evaluate(test, tc.eval_points, tc.eval_sampled);
   comm->ResetStats();
   const auto t_train = std::chrono::steady_clock::now();
-  const EvalResult after = trainer.Run(train, &test);
+  const EvalResult after = trainer.Run(train, nullptr, &test);
   double eval_s = 0;
   for (const auto& e : trainer.evals()) eval_s += e.second.seconds;
   const double wall = Seconds(t_train) - eval_s;
@@ -223,6 +232,9 @@ int Bench(int argc, const char* const* argv, Communicator* comm) {
     // printed only for that shape).
     constexpr double kSlideRefMs = 2020, kPytorchDenseMs = 1540;
     constexpr double kSlideRefRssMb = 18.9 * 1024, kPytorchDenseRssMb = 6.0 * 1024;
+    const TrainConfig& rc = trainer.config();  // "auto" resolved
+    const LayerSpec& out_layer = trainer.spec().layers.back();
+    const LayerSlots slots = OutputSlots(trainer.spec(), rc.min_negatives, train);
     JsonObject phase;
     phase.Add("query", ph.query * 1e3 / iters).Add("forward", ph.forward * 1e3 / iters)
         .Add("backward", ph.backward * 1e3 / iters).Add("update", ph.update * 1e3 / iters)
@@ -231,8 +243,12 @@ int Bench(int argc, const char* const* argv, Communicator* comm) {
     JsonObject o;
     o.Add("shape", files ? std::string("(file)") : cfg.shape).Add("data", data_name)
         .Add("iterations", static_cast<int64_t>(iters)).Add("batch", tc.batch)
-        .Add("hidden", tc.hidden[0]).Add("sparsity", tc.sparsity.back())
-        .Add("hash", ToString(tc.lsh.family)).Add("K", tc.lsh.k).Add("L", tc.lsh.l).Add("lr", tc.lr)
+        .Add("hidden", tc.hidden[0]).Add("sparsity", out_layer.sparsity)
+        .Add("budget", ModelSpec::Budget(out_layer.sparsity, out_layer.out_dim))
+        .Add("min_negatives", out_layer.dense() ? int64_t{0} : rc.min_negatives)
+        .Add("mean_negatives", slots.mean_negatives)
+        .Add("hash", ToString(rc.lsh.family)).Add("K", rc.lsh.k).Add("L", rc.lsh.l)
+        .Add("query", ToString(rc.lsh.query)).Add("lsh_share", rc.lsh.lsh_share).Add("lr", tc.lr)
         .Add("ms_per_iter", Median(ms)).Add("ms_per_iter_p10", Percentile(ms, 0.1))
         .Add("ms_per_iter_p90", Percentile(ms, 0.9)).Add("ms_per_iter_max", Percentile(ms, 1.0))
         .Add("ms_per_iter_mean", mean)

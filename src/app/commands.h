@@ -11,5 +11,6 @@ int Eval(int argc, const char* const* argv, Communicator* comm);
 int Bench(int argc, const char* const* argv, Communicator* comm);
 int Export(int argc, const char* const* argv, Communicator* comm);
 int Convert(int argc, const char* const* argv, Communicator* comm);
+int Predict(int argc, const char* const* argv, Communicator* comm);
 
 }  // namespace dslide::app

@@ -20,6 +20,7 @@ constexpr const char* kUsage =
     "  gen      write synthetic XC data of a paper's shape\n"
     "  train    train (and evaluate) a network; under mpirun the model is sharded over ranks\n"
     "  eval     evaluate a checkpoint (on any number of ranks)\n"
+    "  predict  write the top-k labels of new inputs from a checkpoint\n"
     "  bench    train on generated data and print one JSON object of figures\n"
     "  export   write a checkpoint's model as plain HDF5\n"
     "  convert  turn XC text into a binary dataset that loads faster\n";
@@ -51,10 +52,11 @@ int main(int argc, char** argv) {
     if (cmd == "gen") rc = app::Gen(nsub, sub, comm.get());
     else if (cmd == "train") rc = app::Train(nsub, sub, comm.get());
     else if (cmd == "eval") rc = app::Eval(nsub, sub, comm.get());
+    else if (cmd == "predict") rc = app::Predict(nsub, sub, comm.get());
     else if (cmd == "bench") rc = app::Bench(nsub, sub, comm.get());
     else if (cmd == "export") rc = app::Export(nsub, sub, comm.get());
     else if (cmd == "convert") rc = app::Convert(nsub, sub, comm.get());
-    else throw Error("unknown command '" + cmd + "' (expected gen, train, eval, bench, export or convert)");
+    else throw Error("unknown command '" + cmd + "' (expected gen, train, eval, predict, bench, export or convert)");
     comm.reset();
     if (mpi) mpi->Finalize();
     return rc;

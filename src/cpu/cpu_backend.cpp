@@ -106,6 +106,7 @@ CpuBackend::CpuBackend() = default;
 CpuBackend::~CpuBackend() = default;
 
 void CpuBackend::Init(const ModelSpec& spec, const TrainConfig& cfg) {
+  CheckLshResolved(spec, cfg.lsh);
   spec_ = spec;
   cfg_ = cfg;
   layers_.clear();
@@ -136,7 +137,7 @@ void CpuBackend::Init(const ModelSpec& spec, const TrainConfig& cfg) {
     }
     InitialWeights(s, li, cfg.seed, L->w.data());
     if (!s.dense()) {
-      L->sampler = std::make_unique<BudgetSampler>(cfg.lsh.query, cfg.lsh.threshold, cfg.lsh.fill);
+      L->sampler = std::make_unique<BudgetSampler>(SelectionPolicy(cfg.lsh));
     }
     layers_.push_back(std::move(L));
     if (!s.dense()) RebuildTables(static_cast<int>(li), /*new_hashes=*/true);
@@ -160,12 +161,14 @@ void CpuBackend::SelectActive(int layer, const BatchRows& in, const BatchLabels*
     }, 16);
     return;
   }
-  const int64_t cap = std::max(s.budget, max_labels);
+  // The most any sample can get: its budget, raised where its labels leave fewer than the
+  // floor of negatives. The batch's shared fill covers that many.
+  const int64_t cap = BudgetSampler::ActiveCap(s.budget, max_labels, s.min_negatives, s.local());
   out->Strided(B, cap);
   const bool batch_fill = cfg_.lsh.fill == FillPolicy::kBatch;
   if (batch_fill) {
     Rng rng(StreamSeed(cfg_.seed, streams::kBatchFill, iter, (uint64_t(layer) << 32) | spec_.rank));
-    BudgetSampler::BatchList(s.begin, s.end, s.budget, labels ? &labels->ids : nullptr, &rng,
+    BudgetSampler::BatchList(s.begin, s.end, cap, labels ? &labels->ids : nullptr, &rng,
                              &L.batch_fill);
   }
   ParallelFor(B, [&](int64_t i) {
@@ -195,7 +198,8 @@ void CpuBackend::SelectActive(int layer, const BatchRows& in, const BatchLabels*
     Rng rng(StreamSeed(cfg_.seed, streams::kSample, iter, i, (uint64_t(layer) << 32) | spec_.rank));
     int32_t* ids = out->Ids(i);
     const int64_t k = L.sampler->Select(&L.tables, ts.buckets.data(), ts.forced.data(),
-                                        ts.forced.size(), s.budget, &rng, &ts.sampler, ids,
+                                        ts.forced.size(), s.budget, s.min_negatives, &rng,
+                                        &ts.sampler, ids,
                                         batch_fill ? &L.batch_fill : nullptr);
     for (int64_t j = 0; j < k; ++j) ids[j] += static_cast<int32_t>(s.begin);
     out->n[i] = k;
@@ -630,7 +634,7 @@ void CpuBackend::LoadLayer(int layer, const LayerState& st) {
 }
 
 void CpuBackend::TopK(int layer, const BatchRows& in, int k, std::vector<int32_t>* ids,
-                      std::vector<float>* scores) {
+                      std::vector<float>* scores, const BatchLabels* labels, SoftmaxStats* st) {
   Layer& L = *layers_[layer];
   const LayerSpec& s = L.spec;
   DSLIDE_ASSERT(!s.input_major, "exact top-k needs a row-per-neuron output layer");
@@ -647,17 +651,32 @@ void CpuBackend::TopK(int layer, const BatchRows& in, int k, std::vector<int32_t
   }
   std::vector<int32_t> tids(static_cast<size_t>(threads) * B * k, -1);
   std::vector<float> tsc(static_cast<size_t>(threads) * B * k, -std::numeric_limits<float>::infinity());
+  // Per thread and sample, the running max of the logits and the sum of exp(z - max).
+  const bool norm = st != nullptr;
+  std::vector<float> tmx(norm ? static_cast<size_t>(threads) * B : 0,
+                         -std::numeric_limits<float>::infinity());
+  std::vector<double> tsum(norm ? static_cast<size_t>(threads) * B : 0, 0.0);
   const int64_t n = s.local();
   ParallelFor(threads, [&](int64_t t) {
     const int64_t r0 = n * t / threads, r1 = n * (t + 1) / threads;
     int32_t* my_ids = tids.data() + t * B * k;
     float* my_sc = tsc.data() + t * B * k;
+    float* my_mx = norm ? tmx.data() + t * B : nullptr;
+    double* my_sum = norm ? tsum.data() + t * B : nullptr;
     for (int64_t b0 = 0; b0 < B; b0 += kBlock) {
       const int64_t b1 = std::min(B, b0 + kBlock);
       for (int64_t r = r0; r < r1; ++r) {
         const float* wr = L.Row(r);
         for (int64_t i = b0; i < b1; ++i) {
           const float z = Dot(wr, xs.data() + i * s.in_dim, s.in_dim) + L.b[r];
+          if (norm) {
+            if (z > my_mx[i]) {
+              my_sum[i] = my_sum[i] * std::exp(static_cast<double>(my_mx[i]) - z) + 1.0;
+              my_mx[i] = z;
+            } else {
+              my_sum[i] += std::exp(static_cast<double>(z) - my_mx[i]);
+            }
+          }
           float* sc = my_sc + i * k;
           if (z <= sc[k - 1]) continue;
           int32_t* id = my_ids + i * k;
@@ -673,6 +692,26 @@ void CpuBackend::TopK(int layer, const BatchRows& in, int k, std::vector<int32_t
       }
     }
   });
+  if (norm) {
+    st->Resize(B);
+    ParallelFor(B, [&](int64_t i) {
+      float m = -std::numeric_limits<float>::infinity();
+      for (int t = 0; t < threads; ++t) m = std::max(m, tmx[t * B + i]);
+      double sum = 0;
+      for (int t = 0; t < threads; ++t)
+        if (tsum[t * B + i] > 0) sum += tsum[t * B + i] * std::exp(static_cast<double>(tmx[t * B + i]) - m);
+      double lab = 0;
+      if (labels != nullptr) {
+        const int32_t* lb = labels->Of(i);
+        for (int64_t j = 0; j < labels->Count(i); ++j)
+          if (lb[j] >= s.begin && lb[j] < s.end)
+            lab += Dot(L.Row(lb[j] - s.begin), xs.data() + i * s.in_dim, s.in_dim) + L.b[lb[j] - s.begin];
+      }
+      st->mx[i] = m;
+      st->red[i] = static_cast<float>(sum);
+      st->red[B + i] = static_cast<float>(lab);
+    }, 8);
+  }
   // Merge the threads' lists.
   for (int64_t i = 0; i < B; ++i) {
     std::vector<std::pair<float, int32_t>> all;

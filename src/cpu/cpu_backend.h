@@ -30,7 +30,8 @@ class CpuBackend : public LayerBackend {
   /// Draws the hash functions of version L.hash_version and empties the tables.
   void MakeHash(int layer);
   void TopK(int layer, const BatchRows& in, int k, std::vector<int32_t>* ids,
-            std::vector<float>* scores) override;
+            std::vector<float>* scores, const BatchLabels* labels = nullptr,
+            SoftmaxStats* st = nullptr) override;
   void GetLayer(int layer, std::vector<float>* w, std::vector<float>* b) const override;
   void SetLayer(int layer, const std::vector<float>& w, const std::vector<float>& b) override;
   void GetGradient(int layer, std::vector<float>* gw, std::vector<float>* gb) const override;

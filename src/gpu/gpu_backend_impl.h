@@ -276,6 +276,7 @@ class GpuBackendT : public LayerBackend {
   };
 
   void Init(const ModelSpec& spec, const TrainConfig& cfg) override {
+    CheckLshResolved(spec, cfg.lsh);
     spec_ = spec;
     cfg_ = cfg;
     exchange_on_device_ = tune_.device_exchange == 1 ||
@@ -404,13 +405,15 @@ class GpuBackendT : public LayerBackend {
       }
       foff[i + 1] = static_cast<int64_t>(forced.size());
     }
+    // The most any sample can get (its budget, raised by the floor of negatives), which the
+    // batch's shared fill covers; as on the CPU backend.
+    const int64_t cap = BudgetSampler::ActiveCap(s.budget, max_forced, s.min_negatives, s.local());
     std::vector<int32_t> shared;
     const bool batch_fill = cfg_.lsh.fill == FillPolicy::kBatch;
     if (batch_fill) {
       Rng rng(StreamSeed(cfg_.seed, streams::kBatchFill, iter, (uint64_t(layer) << 32) | spec_.rank));
-      BudgetSampler::BatchList(s.begin, s.end, s.budget, labels ? &labels->ids : nullptr, &rng, &shared);
+      BudgetSampler::BatchList(s.begin, s.end, cap, labels ? &labels->ids : nullptr, &rng, &shared);
     }
-    const int64_t cap = std::max(s.budget, max_forced);
     out->Strided(B, cap);
 
     // Device side: per-sample scratch.
@@ -418,9 +421,9 @@ class GpuBackendT : public LayerBackend {
     const int L_ = static_cast<int>(cfg_.lsh.l);
     const int64_t nh = L.dhash.num_hashes;
     const int64_t cand_cap =
-        std::max<int64_t>(static_cast<int64_t>(L_) * cfg_.lsh.bucket_capacity, 2 * s.budget > n ? n : 0);
+        std::max<int64_t>(static_cast<int64_t>(L_) * cfg_.lsh.bucket_capacity, 2 * cap > n ? n : 0);
     int64_t set = 1;
-    while (set < 2 * (max_forced + static_cast<int64_t>(L_) * cfg_.lsh.bucket_capacity + s.budget) + 2) set *= 2;
+    while (set < 2 * (max_forced + static_cast<int64_t>(L_) * cfg_.lsh.bucket_capacity + cap) + 2) set *= 2;
     DevRows q;
     QueryRows(in, s.in_dim, &q);
     forced_off_.Upload(foff.data(), foff.size());
@@ -441,7 +444,8 @@ class GpuBackendT : public LayerBackend {
     const HashView h = L.dhash;
     const TablesView tv = Tables(L);
     const bool dense_in = in.dense;
-    const int64_t in_dim = s.in_dim, qcap = q.cap, begin = s.begin, budget = s.budget;
+    const int64_t in_dim = s.in_dim, qcap = q.cap, begin = s.begin, budget = s.budget,
+                  min_neg = s.min_negatives;
     const int64_t* qn = q.n.data();
     const int32_t* qids = q.ids.data();
     const float* qvals = q.vals.data();
@@ -459,9 +463,7 @@ class GpuBackendT : public LayerBackend {
     const int32_t* fi = forced_ids_.data();
     const int32_t* sh = shared_.data();
     const int64_t nsh = static_cast<int64_t>(shared.size());
-    const QueryStrategy query = cfg_.lsh.query;
-    const int threshold = cfg_.lsh.threshold;
-    const FillPolicy fill = cfg_.lsh.fill;
+    const SelectPolicy policy = SelectionPolicy(cfg_.lsh);
     const uint64_t seed = cfg_.seed;
     const uint64_t lane = (uint64_t(layer) << 32) | spec_.rank;
     X::For(B, [=] DSLIDE_HD(int64_t i) {
@@ -485,8 +487,8 @@ class GpuBackendT : public LayerBackend {
       mk.order = order + i * L_;
       Rng rng(StreamSeed(seed, streams::kSample, iter, i, lane));
       int32_t* o = act + i * cap;
-      const int64_t k = SelectIds(query, threshold, fill, &tv, bkt + i * L_, fi + fo[i],
-                                  fo[i + 1] - fo[i], budget, &rng, mk, o, sh, nsh);
+      const int64_t k = SelectIds(policy, &tv, bkt + i * L_, fi + fo[i],
+                                  fo[i + 1] - fo[i], budget, min_neg, &rng, mk, o, sh, nsh);
       for (int64_t j = 0; j < k; ++j) o[j] += static_cast<int32_t>(begin);
       act_n[i] = k;
     });
@@ -1142,7 +1144,8 @@ class GpuBackendT : public LayerBackend {
   }
 
   void TopK(int layer, const BatchRows& in, int k, std::vector<int32_t>* ids,
-            std::vector<float>* scores) override {
+            std::vector<float>* scores, const BatchLabels* labels = nullptr,
+            SoftmaxStats* st = nullptr) override {
     Layer& L = *layers_[layer];
     const LayerSpec& s = L.spec;
     DSLIDE_ASSERT(!s.input_major, "exact top-k needs a row-per-neuron output layer");
@@ -1153,8 +1156,13 @@ class GpuBackendT : public LayerBackend {
     const int64_t nseg = (n + kTopKSegment - 1) / kTopKSegment;
     topk_ids_.Resize(B * nseg * k);
     topk_sc_.Resize(B * nseg * k);
+    // Per (sample, segment): the largest logit and the sum of exp(z - max) over the segment.
+    topk_mx_.Resize(B * nseg);
+    topk_sum_.Resize(B * nseg);
     int32_t* oid = topk_ids_.data();
     float* osc = topk_sc_.data();
+    float* omx = topk_mx_.data();
+    float* osum = topk_sum_.data();
     const float* x = xd_.data();
     const float* w = L.w.data();
     const float* bias = L.b.data();
@@ -1166,11 +1174,18 @@ class GpuBackendT : public LayerBackend {
         sc[j] = -HUGE_VALF;
         id[j] = -1;
       }
+      float m = -HUGE_VALF, sum = 0.0f;
       const int64_t r1 = (sg + 1) * kTopKSegment < n ? (sg + 1) * kTopKSegment : n;
       for (int64_t r = sg * kTopKSegment; r < r1; ++r) {
         float z = 0.0f;
         for (int64_t j = 0; j < cols; ++j) z += w[r * cols + j] * x[i * cols + j];
         z += bias[r];
+        if (z > m) {
+          sum = sum * expf(m - z) + 1.0f;
+          m = z;
+        } else {
+          sum += expf(z - m);
+        }
         if (z <= sc[k - 1]) continue;
         int p = k - 1;
         while (p > 0 && sc[p - 1] < z) {
@@ -1185,6 +1200,8 @@ class GpuBackendT : public LayerBackend {
         oid[t * k + j] = id[j];
         osc[t * k + j] = sc[j];
       }
+      omx[t] = m;
+      osum[t] = sum;
     });
     std::vector<int32_t> hid(B * nseg * k);
     std::vector<float> hsc(B * nseg * k);
@@ -1205,6 +1222,51 @@ class GpuBackendT : public LayerBackend {
         (*ids)[i * k + j] = all[j].second;
       }
     }
+    if (st == nullptr) return;
+    st->Resize(B);
+    std::vector<float> hmx(B * nseg), hsum(B * nseg);
+    topk_mx_.Download(hmx.data(), hmx.size());
+    topk_sum_.Download(hsum.data(), hsum.size());
+    for (int64_t i = 0; i < B; ++i) {
+      float m = -std::numeric_limits<float>::infinity();
+      for (int64_t g = 0; g < nseg; ++g) m = std::max(m, hmx[i * nseg + g]);
+      double sum = 0;
+      for (int64_t g = 0; g < nseg; ++g)
+        if (hsum[i * nseg + g] > 0)
+          sum += hsum[i * nseg + g] * std::exp(static_cast<double>(hmx[i * nseg + g]) - m);
+      st->mx[i] = m;
+      st->red[i] = static_cast<float>(sum);
+      st->red[B + i] = 0.0f;
+    }
+    if (labels == nullptr) return;
+    // The logits of the labels this shard owns: a thread per (sample, label).
+    std::vector<int64_t> lsample;
+    std::vector<int32_t> lrow;
+    for (int64_t i = 0; i < B; ++i)
+      for (int64_t j = 0; j < labels->Count(i); ++j) {
+        const int32_t id = labels->Of(i)[j];
+        if (id >= s.begin && id < s.end) {
+          lsample.push_back(i);
+          lrow.push_back(static_cast<int32_t>(id - s.begin));
+        }
+      }
+    const int64_t nl = static_cast<int64_t>(lrow.size());
+    if (nl == 0) return;
+    lab_off_.Upload(lsample.data(), nl);
+    lab_ids_.Upload(lrow.data(), nl);
+    topk_mx_.Resize(nl);
+    const int64_t* ls = lab_off_.data();
+    const int32_t* lr = lab_ids_.data();
+    float* lz = topk_mx_.data();
+    X::For(nl, [=] DSLIDE_HD(int64_t e) {
+      const int64_t i = ls[e], r = lr[e];
+      float z = 0.0f;
+      for (int64_t j = 0; j < cols; ++j) z += w[r * cols + j] * x[i * cols + j];
+      lz[e] = z + bias[r];
+    });
+    std::vector<float> hz(nl);
+    topk_mx_.Download(hz.data(), nl);
+    for (int64_t e = 0; e < nl; ++e) st->red[B + lsample[e]] += hz[e];
   }
 
   void GetLayer(int layer, std::vector<float>* w, std::vector<float>* b) const override {
@@ -1419,7 +1481,7 @@ class GpuBackendT : public LayerBackend {
   Buf<float> exch_;
   // Per-step scratch, reused.
   DevRows in_, act_;
-  Buf<float> xd_, gin_, acc_, grad_, topk_sc_;
+  Buf<float> xd_, gin_, acc_, grad_, topk_sc_, topk_mx_, topk_sum_;
   Buf<int32_t> arg_, items_, set_keys_, set_counts_, cand_, order_, act_ids_, forced_ids_, shared_, topk_ids_;
   Buf<uint8_t> set_stamps_;
   Buf<uint32_t> bkt_, run_start_, run_end_, sizes_, gpos_;

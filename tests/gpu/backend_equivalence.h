@@ -11,6 +11,7 @@
 #include <memory>
 #include <vector>
 
+#include "auto_settings.h"
 #include "communicator.h"
 #include "cpu/cpu_backend.h"
 #include "gpu/gpu_tuning.h"
@@ -47,6 +48,9 @@ struct Pair {
                 const gpu::GpuTuning& tune = {})
       : cfg(c), dev(BackendUnderTest(tune)) {
     SetNumThreads(1);
+    cfg.hidden = {hidden};
+    cfg.sparsity = sparsity;
+    ResolveAuto(&cfg, input_dim, out);  // the settings a test leaves to auto
     spec = ModelSpec::Make(input_dim, {hidden}, out, sparsity, 0, 1);
     cpu->Init(spec, cfg);
     dev->Init(spec, cfg);
@@ -407,6 +411,37 @@ TEST(GpuEquivalence, ExactTopK) {
   s.dev->TopK(1, h, 5, &ib, &sb);
   EXPECT_EQ(ia, ib);
   EXPECT_LE(MaxRelDiff(sb, sa), kTol);
+  // The full-softmax statistics (evaluation loss, predict's probabilities): the largest
+  // logit, the sum of exp(z - max) and the label logits over the shard, against the
+  // logits computed one by one on the CPU.
+  BatchLabels labels;
+  for (int64_t i = 0; i < s.B; ++i) {
+    for (int32_t l = static_cast<int32_t>(i % 3); l < s.out; l += 97) labels.ids.push_back(l);
+    labels.off.push_back(static_cast<int64_t>(labels.ids.size()));
+  }
+  SoftmaxStats ca, cb;
+  s.cpu->TopK(1, h, 5, &ia, &sa, &labels, &ca);
+  s.dev->TopK(1, h, 5, &ib, &sb, &labels, &cb);
+  EXPECT_EQ(ia, ib);
+  for (int64_t i = 0; i < s.B; ++i) {
+    std::vector<float> z(s.out);
+    float mx = -HUGE_VALF;
+    for (int64_t r = 0; r < s.out; ++r) {
+      double d = b[r];
+      for (int64_t j = 0; j < s.hidden; ++j) d += double(w[r * s.hidden + j]) * h.Row(i).vals[j];
+      z[r] = static_cast<float>(d);
+      mx = std::max(mx, z[r]);
+    }
+    double sum = 0, lab = 0;
+    for (int64_t r = 0; r < s.out; ++r) sum += std::exp(double(z[r]) - mx);
+    for (int64_t j = labels.off[i]; j < labels.off[i + 1]; ++j) lab += z[labels.ids[j]];
+    EXPECT_NEAR(ca.mx[i], mx, 1e-5) << "sample " << i;
+    EXPECT_NEAR(cb.mx[i], mx, 1e-5) << "sample " << i;
+    EXPECT_NEAR(ca.red[i], sum, 2e-5 * sum) << "sample " << i;
+    EXPECT_NEAR(cb.red[i], sum, 2e-5 * sum) << "sample " << i;
+    EXPECT_NEAR(ca.red[s.B + i], lab, 1e-4 * std::max(1.0, std::abs(lab))) << "sample " << i;
+    EXPECT_NEAR(cb.red[s.B + i], lab, 1e-4 * std::max(1.0, std::abs(lab))) << "sample " << i;
+  }
 }
 
 TEST(GpuEquivalence, DataParallelGradientExchange) {

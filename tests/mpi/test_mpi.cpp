@@ -5,7 +5,9 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <numeric>
+#include <sstream>
 
 #include "../test_presets.h"
 #include "dist/mpi_communicator.h"
@@ -15,6 +17,7 @@
 #include "gpu/gpu_device.h"
 #endif
 #include "parallel.h"
+#include "predict.h"
 #include "synthetic.h"
 #include "trainer.h"
 
@@ -201,6 +204,54 @@ TEST(Distributed, SampledP1MatchesOneRankOnDelicious) {
                 g_comm->size(), p1);
     EXPECT_NEAR(pp, p1, 0.02);
   }
+}
+
+TEST(Distributed, PredictOnRanksEqualsOneRank) {
+  // A model trained and saved by P ranks; its predictions scored on P ranks (each its block
+  // of outputs, lists merged) equal those of one rank loading the whole model.
+  SetNumThreads(1);
+  const GenConfig g = testing::SyntheticShape(300, 90, 12, 3, 600);
+  const Dataset data = GenerateSynthetic(g, 0, 600);
+  const Dataset input = GenerateSynthetic(g, 600, 150);
+  TrainConfig cfg;
+  cfg.hidden = {16};
+  cfg.sparsity = {0.3};
+  cfg.batch = 32;
+  Trainer tr(cfg, g_comm, MakeBackend(Device::kCpu, 0), data.num_features, data.num_labels);
+  for (int it = 0; it < 30; ++it) tr.Step(data, Batch(it, cfg.batch, data.size()));
+  const std::string dir = std::string(DSLIDE_TEST_TMP) + "/predict_np" + std::to_string(g_comm->size());
+  tr.WriteCheckpoint(dir + "/model", 0, 0);
+  if (g_comm->rank() == 0) WriteXc(input, dir + "/input.txt");
+  int64_t sync = 0;
+  g_comm->Allreduce(&sync, 1, ReduceOp::kSum, Traffic::kControl);
+  PredictConfig pc;
+  pc.model_dir = dir + "/model";
+  pc.input = dir + "/input.txt";
+  pc.out = dir + "/ranks.jsonl";
+  pc.format = "jsonl";
+  pc.top_k = 4;
+  pc.chunk = 40;
+  EXPECT_EQ(Predict(pc, g_comm), input.size());
+  if (g_comm->rank() != 0) return;
+  LocalCommunicator local;
+  PredictConfig one = pc;
+  one.out = dir + "/one.jsonl";
+  EXPECT_EQ(Predict(one, &local), input.size());
+  std::ifstream a(pc.out), b(one.out);
+  std::string la, lb;
+  int64_t rows = 0;
+  while (std::getline(a, la) && std::getline(b, lb)) {
+    // Same labels in the same order; probabilities up to float summation order.
+    const auto labels = [](const std::string& l) { return l.substr(0, l.find("\"scores\"")); };
+    EXPECT_EQ(labels(la), labels(lb)) << "row " << rows;
+    std::stringstream sa(la.substr(la.find("\"scores\":[") + 10)), sb(lb.substr(lb.find("\"scores\":[") + 10));
+    double va, vb;
+    char ca, cb;
+    while (sa >> va >> ca && sb >> vb >> cb) EXPECT_NEAR(va, vb, 1e-4 * vb) << "row " << rows;
+    ++rows;
+  }
+  EXPECT_EQ(rows, input.size());
+  EXPECT_FALSE(std::getline(b, lb));
 }
 
 }  // namespace

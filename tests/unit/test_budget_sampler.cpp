@@ -34,12 +34,12 @@ TEST(BudgetSampler, ExactBudgetEveryStrategy) {
   Fixture f;
   for (QueryStrategy q : {QueryStrategy::kVanilla, QueryStrategy::kTopK, QueryStrategy::kThreshold}) {
     for (int64_t budget : {1, 7, 50, 300, 999, 1000}) {
-      BudgetSampler sampler(q, 2, FillPolicy::kRandom);
+      BudgetSampler sampler(SelectPolicy{q, 2, FillPolicy::kRandom});
       SamplerScratch scratch(f.n);
       Rng rng(budget);
       const std::vector<int32_t> forced = {5, 17, 999};
       std::vector<int32_t> out(std::max<int64_t>(budget, 3));
-      const int64_t k = sampler.Select(&f.tables, f.query.data(), forced.data(), 3, budget, &rng,
+      const int64_t k = sampler.Select(&f.tables, f.query.data(), forced.data(), 3, budget, 0, &rng,
                                        &scratch, out.data());
       EXPECT_EQ(k, std::max<int64_t>(budget, 3)) << ToString(q) << " budget " << budget;
       CheckSet(out, k, f.n);
@@ -54,13 +54,13 @@ TEST(BudgetSampler, ExactBudgetEveryStrategy) {
 TEST(BudgetSampler, RepeatedCallsStayCorrect) {
   // Stamps are reused across calls: results must stay duplicate-free and exact.
   Fixture f;
-  BudgetSampler sampler(QueryStrategy::kTopK, 2, FillPolicy::kRandom);
+  BudgetSampler sampler(SelectPolicy{QueryStrategy::kTopK, 2, FillPolicy::kRandom});
   SamplerScratch scratch(f.n);
   Rng rng(1);
   std::vector<int32_t> out(120);
   for (int rep = 0; rep < 200; ++rep) {
     const int32_t forced = rep % 1000;
-    const int64_t k = sampler.Select(&f.tables, f.query.data(), &forced, 1, 120, &rng, &scratch, out.data());
+    const int64_t k = sampler.Select(&f.tables, f.query.data(), &forced, 1, 120, 0, &rng, &scratch, out.data());
     ASSERT_EQ(k, 120);
     CheckSet(out, k, f.n);
   }
@@ -68,11 +68,11 @@ TEST(BudgetSampler, RepeatedCallsStayCorrect) {
 
 TEST(BudgetSampler, StopPolicyReturnsOnlyCandidates) {
   Fixture f;
-  BudgetSampler sampler(QueryStrategy::kVanilla, 1, FillPolicy::kStop);
+  BudgetSampler sampler(SelectPolicy{QueryStrategy::kVanilla, 1, FillPolicy::kStop});
   SamplerScratch scratch(f.n);
   Rng rng(2);
   std::vector<int32_t> out(900);
-  const int64_t k = sampler.Select(&f.tables, f.query.data(), nullptr, 0, 900, &rng, &scratch, out.data());
+  const int64_t k = sampler.Select(&f.tables, f.query.data(), nullptr, 0, 900, 0, &rng, &scratch, out.data());
   std::set<int32_t> cand;
   for (int t = 0; t < 8; ++t) {
     const auto b = f.tables.Get(t, f.query[t]);
@@ -93,12 +93,12 @@ TEST(BudgetSampler, TopKPrefersMoreCollisions) {
   LshTables tables(4, 2, 64, InsertPolicy::kReservoir);
   tables.Build(b.data(), n, 1);
   const std::vector<uint32_t> q = {0, 0, 0, 0};
-  BudgetSampler sampler(QueryStrategy::kTopK, 1, FillPolicy::kStop);
+  BudgetSampler sampler(SelectPolicy{QueryStrategy::kTopK, 1, FillPolicy::kStop});
   SamplerScratch scratch(n);
   for (int rep = 0; rep < 20; ++rep) {
     Rng rng(rep);
     int32_t out[1];
-    ASSERT_EQ(sampler.Select(&tables, q.data(), nullptr, 0, 1, &rng, &scratch, out), 1);
+    ASSERT_EQ(sampler.Select(&tables, q.data(), nullptr, 0, 1, 0, &rng, &scratch, out), 1);
     EXPECT_EQ(out[0], 0);
   }
 }
@@ -131,18 +131,18 @@ TEST(BudgetSampler, BatchFillIsDistinctAndUniform) {
 }
 
 TEST(BudgetSampler, BatchPolicyTakesTheSharedSetInOrder) {
-  BudgetSampler sampler(QueryStrategy::kVanilla, 1, FillPolicy::kBatch);
+  BudgetSampler sampler(SelectPolicy{QueryStrategy::kVanilla, 1, FillPolicy::kBatch});
   SamplerScratch scratch(100);
   Rng rng(3);
   const std::vector<int32_t> shared = {3, 7, 9, 11, 2, 40};
   const int32_t forced = 9;
   std::vector<int32_t> out(4);
-  ASSERT_EQ(sampler.Select(nullptr, nullptr, &forced, 1, 4, &rng, &scratch, out.data(), &shared), 4);
+  ASSERT_EQ(sampler.Select(nullptr, nullptr, &forced, 1, 4, 0, &rng, &scratch, out.data(), &shared), 4);
   EXPECT_EQ(out, (std::vector<int32_t>{9, 3, 7, 11}));
   // A shared set shorter than the room is topped up with random ids: still the exact budget.
   const std::vector<int32_t> short_set = {1, 2};
   out.resize(30);
-  ASSERT_EQ(sampler.Select(nullptr, nullptr, nullptr, 0, 30, &rng, &scratch, out.data(), &short_set), 30);
+  ASSERT_EQ(sampler.Select(nullptr, nullptr, nullptr, 0, 30, 0, &rng, &scratch, out.data(), &short_set), 30);
   EXPECT_EQ(out[0], 1);
   EXPECT_EQ(out[1], 2);
   CheckSet(out, 30, 100);

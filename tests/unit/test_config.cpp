@@ -32,8 +32,43 @@ TEST(Config, DefaultsNeedOnlyTrain) {
   ASSERT_TRUE(ParseTrain(5, argv, &c, &help));
   EXPECT_EQ(c.batch, 256);
   EXPECT_EQ(c.hidden, std::vector<int64_t>{128});
-  EXPECT_EQ(c.lsh.family, HashFamily::kDwta);
-  EXPECT_EQ(c.LayerSparsity(2), (std::vector<double>{1.0, 0.005}));
+  EXPECT_EQ(c.lr, 1e-3);
+  // Left to auto: resolved from the layers' sizes (test_auto_settings.cpp).
+  EXPECT_TRUE(c.sparsity_auto());
+  EXPECT_EQ(c.lsh.family, HashFamily::kAuto);
+  EXPECT_EQ(c.lsh.k, 0);
+  EXPECT_EQ(c.lsh.l, 0);
+  EXPECT_EQ(c.lsh.query, QueryStrategy::kAuto);
+  EXPECT_FALSE(c.validating());
+  EXPECT_EQ(c.keep_best, -1);
+}
+
+TEST(Config, AutoAndExplicitLshSettings) {
+  const char* argv[] = {"train", "--train", "a.txt", "--sparsity", "0.1", "--hash", "srp", "--K", "9",
+                        "--L", "auto", "--query", "topk"};
+  TrainConfig c;
+  std::string help;
+  ASSERT_TRUE(ParseTrain(13, argv, &c, &help));
+  EXPECT_EQ(c.LayerSparsity(2), (std::vector<double>{1.0, 0.1}));
+  EXPECT_EQ(c.lsh.family, HashFamily::kSrp);
+  EXPECT_EQ(c.lsh.k, 9);
+  EXPECT_EQ(c.lsh.l, 0);
+  EXPECT_EQ(c.lsh.query, QueryStrategy::kTopK);
+  EXPECT_NE(TrainError({"--train", "a", "--K", "0"}).find("--K"), std::string::npos);
+  EXPECT_NE(TrainError({"--train", "a", "--L", "many"}).find("--L"), std::string::npos);
+}
+
+TEST(Config, ValidationOptions) {
+  EXPECT_NE(TrainError({"--train", "a", "--valid", "v", "--valid-fraction", "0.1"}).find("exclude"),
+            std::string::npos);
+  EXPECT_NE(TrainError({"--train", "a", "--valid-fraction", "1"}).find("--valid-fraction"),
+            std::string::npos);
+  EXPECT_NE(TrainError({"--train", "a", "--keep-best"}).find("--keep-best"), std::string::npos);
+  EXPECT_NE(TrainError({"--train", "a", "--valid", "v", "--keep-best", "maybe"}).find("--keep-best"),
+            std::string::npos);
+  EXPECT_EQ(TrainError({"--train", "a", "--valid-fraction", "0.1", "--keep-best", "false"}), "");
+  EXPECT_NE(TrainError({"--train", "a", "--min-negatives", "0"}).find("--min-negatives"),
+            std::string::npos);
 }
 
 TEST(Config, UnknownOptionIsError) {

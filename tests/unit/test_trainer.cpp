@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "../test_presets.h"
+#include "auto_settings.h"
 #include "communicator.h"
 #include "error.h"
 #include "layer_backend.h"
@@ -99,6 +100,7 @@ TEST_P(FusedUpdate, EqualsBackwardThenUpdate) {
   TrainConfig cfg;
   cfg.hidden = {16};
   cfg.sparsity = {1.0, GetParam()};
+  ResolveAuto(&cfg, 30, 200);
   const ModelSpec spec = ModelSpec::Make(30, cfg.hidden, 200, cfg.sparsity, 0, 1);
   auto a = MakeBackend(Device::kCpu, 0), b = MakeBackend(Device::kCpu, 0);
   a->Init(spec, cfg);
@@ -172,6 +174,12 @@ TEST(CpuBackend, BatchFillMakesTheBatchLabelsNegativesOfEverySample) {
   cfg.hidden = {16};
   cfg.sparsity = {1.0, 0.1};  // budget 100 of 1000
   cfg.lsh.fill = FillPolicy::kBatch;
+  // DWTA on a dense input leaves most of the budget to the fill, which is what is tested.
+  cfg.lsh.family = HashFamily::kDwta;
+  cfg.lsh.k = 6;
+  cfg.lsh.l = 50;
+  cfg.lsh.query = QueryStrategy::kVanilla;
+  cfg.lsh.lsh_share = 1.0;
   const ModelSpec spec = ModelSpec::Make(30, cfg.hidden, 1000, cfg.sparsity, 0, 1);
   auto be = MakeBackend(Device::kCpu, 0);
   be->Init(spec, cfg);

@@ -1,0 +1,164 @@
+// The rules behind "auto"; README ("Defaults and how they were chosen") has the measurements.
+#include "auto_settings.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+#include "error.h"
+
+namespace dslide {
+
+int64_t AutoBudget(int64_t neurons) {
+  // 4 sqrt(n), at least 256: 0.5 % of Amazon-670K's outputs (the SLIDE papers' budget),
+  // 0.9 % of gcide8-skipgram's, 6 % at the dense crossover, and sub-linear growth so that
+  // 10^7 outputs cost 12,650 active neurons per sample.
+  const double beta = std::ceil(4.0 * std::sqrt(static_cast<double>(neurons)));
+  return std::min(neurons, std::max<int64_t>(256, static_cast<int64_t>(beta)));
+}
+
+double SparsityForBudget(int64_t budget, int64_t neurons) {
+  DSLIDE_ASSERT(budget >= 1 && budget <= neurons);
+  if (budget == neurons) return 1.0;
+  double s = static_cast<double>(budget) / static_cast<double>(neurons);
+  // ceil(s * n) must give the budget back: step down past any rounding up.
+  while (ModelSpec::Budget(s, neurons) > budget) s = std::nextafter(s, 0.0);
+  while (ModelSpec::Budget(s, neurons) < budget) s = std::nextafter(s, 1.0);
+  return s;
+}
+
+void AutoLsh(int64_t neurons, bool sparse_input, LshConfig* lsh) {
+  // SimHash for the dense activations a hidden layer passes on (DWTA, made for sparse
+  // inputs, scored far below it there), DWTA for a layer that reads the sparse data. K = 6,
+  // L = 50 (the D-SLIDE paper's), vanilla queries: larger K, more tables and top-k
+  // ranking did not score better at 10^3 to 6.7 x 10^5 outputs and cost more. Half of the
+  // slots beyond the labels go to LSH candidates, half to the fill (the batch's labels,
+  // then uniform neurons): with LSH candidates alone, training collapsed below the
+  // most-popular-label baseline at 2 x 10^5 and 6.7 x 10^5 outputs; with uniform negatives
+  // alone, delicious lost 0.05 P@1.
+  (void)neurons;
+  if (lsh->family == HashFamily::kAuto)
+    lsh->family = sparse_input ? HashFamily::kDwta : HashFamily::kSrp;
+  if (lsh->k == 0) lsh->k = 6;
+  if (lsh->l == 0) lsh->l = 50;
+  if (lsh->query == QueryStrategy::kAuto) lsh->query = QueryStrategy::kVanilla;
+  if (lsh->lsh_share == 0) lsh->lsh_share = 0.5;
+}
+
+void ResolveAuto(TrainConfig* cfg, int64_t input_dim, int64_t output_dim) {
+  (void)input_dim;
+  const size_t n = cfg->hidden.size() + 1;
+  auto width = [&](size_t l) { return l + 1 < n ? cfg->hidden[l] : output_dim; };
+  if (cfg->sparsity_auto()) {
+    std::vector<double> s(n, 1.0);
+    for (size_t l = 0; l < n; ++l)
+      if (width(l) >= cfg->dense_below) s[l] = SparsityForBudget(AutoBudget(width(l)), width(l));
+    cfg->sparsity = s;
+  }
+  // The LSH settings follow the widest sparse layer.
+  const std::vector<double> s = cfg->LayerSparsity(n);
+  int64_t widest = 0;
+  bool sparse_input = false;
+  for (size_t l = 0; l < n; ++l)
+    if (s[l] < 1.0 && width(l) > widest) {
+      widest = width(l);
+      sparse_input = l == 0;
+    }
+  AutoLsh(widest > 0 ? widest : output_dim, sparse_input, &cfg->lsh);
+}
+
+LayerSlots OutputSlots(const ModelSpec& spec, int64_t min_negatives, const Dataset& data) {
+  const LayerSpec& out = spec.layers.back();
+  const int P = spec.ranks;
+  LayerSlots r;
+  r.budget = ModelSpec::Budget(out.sparsity, out.out_dim);
+  r.min_negatives = out.dense() ? 0 : min_negatives;
+  // Every rank's block and budget, as ModelSpec::Make derives them.
+  std::vector<int64_t> begin(P + 1), budget(P);
+  for (int q = 0; q <= P; ++q) begin[q] = ModelSpec::BlockBegin(out.out_dim, q, P);
+  for (int q = 0; q < P; ++q) {
+    const int64_t n = begin[q + 1] - begin[q];
+    budget[q] = out.dense() ? n : std::min(n, std::max<int64_t>(1, (r.budget + P - 1) / P));
+  }
+  const int64_t floor_per_rank = out.dense() ? 0 : (min_negatives + P - 1) / P;
+  double active = 0, negatives = 0;
+  r.min_negatives_seen = out.out_dim;
+  std::vector<int64_t> labels_on(P);
+  for (int64_t i = 0; i < data.size(); ++i) {
+    std::fill(labels_on.begin(), labels_on.end(), 0);
+    const int32_t* lab = data.Labels(i);
+    for (int64_t j = 0; j < data.NumLabels(i); ++j)
+      ++labels_on[std::upper_bound(begin.begin(), begin.end(), lab[j]) - begin.begin() - 1];
+    int64_t a = 0;
+    bool raised = false;
+    for (int q = 0; q < P; ++q) {
+      const int64_t n = begin[q + 1] - begin[q];
+      const int64_t got = out.dense() ? n
+                                      : std::max(labels_on[q],
+                                                 std::min(n, std::max(budget[q], labels_on[q] + floor_per_rank)));
+      raised |= got > budget[q];
+      a += got;
+    }
+    const int64_t neg = a - data.NumLabels(i);
+    active += static_cast<double>(a);
+    negatives += static_cast<double>(neg);
+    r.min_negatives_seen = std::min(r.min_negatives_seen, neg);
+    r.raised += raised ? 1 : 0;
+  }
+  if (data.size() > 0) {
+    r.mean_active = active / static_cast<double>(data.size());
+    r.mean_negatives = negatives / static_cast<double>(data.size());
+  } else {
+    r.min_negatives_seen = 0;
+  }
+  return r;
+}
+
+std::string DescribeLayers(const ModelSpec& spec, const TrainConfig& resolved,
+                           const TrainConfig& asked, const LayerSlots& out_slots) {
+  std::ostringstream os;
+  const int P = spec.ranks;
+  const LshConfig& a = asked.lsh;
+  const LshConfig& c = resolved.lsh;
+  auto mark = [](bool is_auto) { return is_auto ? "*" : ""; };
+  bool any_auto = false;
+  for (size_t l = 0; l < spec.layers.size(); ++l) {
+    const LayerSpec& s = spec.layers[l];
+    char buf[512];
+    std::snprintf(buf, sizeof buf, "  layer %zu (%s): %lld neurons", l + 1,
+                  s.is_output ? "output, softmax" : "hidden, ReLU", (long long)s.out_dim);
+    os << buf;
+    const bool auto_s = asked.sparsity_auto();
+    any_auto |= auto_s;
+    if (s.dense()) {
+      os << ", dense" << mark(auto_s)
+         << (auto_s && s.out_dim < resolved.dense_below ? " (narrower than --dense-below)" : "");
+    } else {
+      const int64_t beta = ModelSpec::Budget(s.sparsity, s.out_dim);
+      std::snprintf(buf, sizeof buf, ", budget %lld%s per sample (s=%.4g)", (long long)beta,
+                    mark(auto_s), s.sparsity);
+      os << buf;
+      if (P > 1) os << ", " << s.budget << " per rank";
+      if (s.is_output) os << ", >= " << resolved.min_negatives << " negatives beyond its labels";
+      if (s.is_output && out_slots.budget > 0) {
+        std::snprintf(buf, sizeof buf, " (mean %.1f of %.1f active slots, fewest %lld; %lld points raised)",
+                      out_slots.mean_negatives, out_slots.mean_active,
+                      (long long)out_slots.min_negatives_seen, (long long)out_slots.raised);
+        os << buf;
+      }
+      const bool auto_lsh = a.family == HashFamily::kAuto || a.k == 0 || a.l == 0 ||
+                            a.query == QueryStrategy::kAuto || a.lsh_share == 0;
+      any_auto |= auto_lsh;
+      os << ", LSH " << ToString(c.family) << mark(a.family == HashFamily::kAuto) << " K=" << c.k
+         << mark(a.k == 0) << " L=" << c.l << mark(a.l == 0) << " " << ToString(c.query)
+         << mark(a.query == QueryStrategy::kAuto) << ", LSH share " << c.lsh_share
+         << mark(a.lsh_share == 0) << " (the rest: fill " << ToString(c.fill) << ")";
+    }
+    os << "\n";
+  }
+  if (any_auto) os << "  (* chosen by auto from the layer's size)\n";
+  return os.str();
+}
+
+}  // namespace dslide

@@ -1,0 +1,53 @@
+// --sparsity auto and the other "auto" settings: which layers are computed densely, the
+// budget of the others and their LSH settings, all chosen from the layers' sizes (DESIGN.md
+// section 2), and the per-layer summary a run prints at its start.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "config.h"
+#include "dataset.h"
+#include "model.h"
+
+namespace dslide {
+
+/// The active neurons per sample (all ranks) that --sparsity auto gives a layer of
+/// `neurons` neurons that is not dense.
+int64_t AutoBudget(int64_t neurons);
+
+/// The sparsity whose budget ceil(s * neurons) is exactly `budget`.
+double SparsityForBudget(int64_t budget, int64_t neurons);
+
+/// Fills the LSH settings left to auto (family, K, L, query) for a sparse layer of
+/// `neurons` neurons whose input is sparse (the data) or dense (a hidden layer).
+void AutoLsh(int64_t neurons, bool sparse_input, LshConfig* lsh);
+
+/// Resolves every setting of cfg left to auto for the network input_dim -> cfg->hidden ->
+/// output_dim: per-layer sparsity (layers narrower than cfg->dense_below dense, the others
+/// AutoBudget) and the LSH settings (AutoLsh of the widest sparse layer; one set serves
+/// every sparse layer). Explicit settings are kept. Idempotent.
+void ResolveAuto(TrainConfig* cfg, int64_t input_dim, int64_t output_dim);
+
+/// What a layer's active set holds over the points of a dataset, all ranks together.
+struct LayerSlots {
+  int64_t budget = 0;            ///< beta: active neurons per sample by the sparsity
+  int64_t min_negatives = 0;     ///< the floor of negatives beyond a sample's labels
+  double mean_active = 0;        ///< mean active neurons per sample (budget, or raised)
+  double mean_negatives = 0;     ///< mean active neurons that are not the sample's labels
+  int64_t min_negatives_seen = 0;  ///< fewest negatives of any sample
+  int64_t raised = 0;            ///< samples whose labels raised their active set
+};
+
+/// The slots of the output layer of `spec` (one rank's view; every rank's blocks are
+/// derived from it) over the labels of `data`, as the selection fills them when the
+/// tables supply enough candidates.
+LayerSlots OutputSlots(const ModelSpec& spec, int64_t min_negatives, const Dataset& data);
+
+/// One line per layer: neurons, dense or budget per sample (and per rank), negatives, the
+/// LSH settings, and whether auto chose them.
+std::string DescribeLayers(const ModelSpec& spec, const TrainConfig& resolved,
+                           const TrainConfig& asked, const LayerSlots& out_slots);
+
+}  // namespace dslide

@@ -1,0 +1,114 @@
+// dslide predict (and the model loading `dslide eval` shares with it).
+#include "predict.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+
+#include "dataset.h"
+#include "error.h"
+#include "layer_backend.h"
+#include "parallel.h"
+
+namespace dslide {
+
+std::unique_ptr<Trainer> LoadModel(const std::string& folder, Communicator* comm,
+                                   CheckpointMeta* meta) {
+  *meta = ReadMeta(folder);
+  // The network as the checkpoint describes it, sharded over this job's ranks.
+  TrainConfig tc;
+  tc.hidden.assign(meta->out_dims.begin(), meta->out_dims.end() - 1);
+  tc.sparsity = meta->sparsity;
+  tc.seed = meta->seed;
+  tc.batch = static_cast<int>(meta->batch);
+  tc.lsh.family = ParseHashFamily(meta->hash_family);
+  tc.lsh.k = static_cast<int>(meta->hash_k);
+  tc.lsh.l = static_cast<int>(meta->hash_l);
+  tc.lsh.bin_size = static_cast<int>(meta->hash_bin);
+  tc.lsh.bucket_capacity = static_cast<int>(meta->hash_bucket);
+  auto trainer = std::make_unique<Trainer>(tc, comm, MakeBackend(tc.device, comm->rank(), tc.gpus_per_node),
+                                           meta->input_dim, meta->out_dims.back());
+  trainer->LoadCheckpoint(folder);
+  return trainer;
+}
+
+int64_t Predict(const PredictConfig& cfg, Communicator* comm) {
+  SetNumThreads(cfg.threads);
+  const std::string folder = ResolveCheckpoint(cfg.model_dir, "--model");
+  CheckpointMeta meta;
+  DatasetStream in(cfg.input);
+  // Checked before the model is loaded: a wrong file fails fast.
+  {
+    const CheckpointMeta m = ReadMeta(folder);
+    DSLIDE_CHECK(in.num_features() == m.input_dim, cfg.input, ":1: ", in.num_features(),
+                 " features, the model (", folder, ") has ", m.input_dim, " inputs");
+  }
+  std::unique_ptr<Trainer> model = LoadModel(folder, comm, &meta);
+  const bool root = comm->rank() == 0;
+  const std::string tmp = cfg.out + ".tmp";
+  std::unique_ptr<FILE, int (*)(FILE*)> out(nullptr, &std::fclose);
+  if (root) {
+    out.reset(std::fopen(tmp.c_str(), "w"));
+    DSLIDE_CHECK(out != nullptr, "option --out: cannot write ", tmp, ": ", std::strerror(errno));
+  }
+  const int k = cfg.top_k;
+  const bool jsonl = cfg.format == "jsonl";
+  Dataset chunk;
+  Trainer::Scores sc;
+  int64_t row = 0;
+  std::string line;
+  char buf[64];
+  while (in.Next(cfg.chunk, &chunk)) {
+    const int64_t n = chunk.size();
+    for (int64_t b0 = 0; b0 < n; b0 += 1024) {
+      const int64_t count = std::min<int64_t>(1024, n - b0);
+      model->Score(chunk, b0, count, k, &sc);
+      if (!root) continue;
+      for (int64_t i = 0; i < count; ++i, ++row) {
+        line.clear();
+        std::string labels, scores;
+        if (!jsonl) {
+          line = std::to_string(row) + "\t";
+        }
+        for (int j = 0; j < k; ++j) {
+          const int32_t id = sc.ids[i * k + j];
+          if (id < 0) break;
+          const double p = std::exp(static_cast<double>(sc.logits[i * k + j]) - sc.log_z[i]);
+          std::snprintf(buf, sizeof buf, "%.6g", p);
+          if (jsonl) {
+            labels += (j ? "," : "") + std::to_string(id);
+            scores += std::string(j ? "," : "") + buf;
+          } else {
+            line += (j ? " " : "") + std::to_string(id) + ":" + buf;
+          }
+        }
+        if (jsonl)
+          line = "{\"row\":" + std::to_string(row) + ",\"labels\":[" + labels + "],\"scores\":[" +
+                 scores + "]}";
+        line += "\n";
+        DSLIDE_CHECK(std::fwrite(line.data(), 1, line.size(), out.get()) == line.size(), cfg.out,
+                     ": write failed: ", std::strerror(errno));
+      }
+    }
+    if (!root) row += n;
+  }
+  int64_t ok = 1;
+  if (root) {
+    ok = std::fflush(out.get()) == 0 && !std::ferror(out.get()) ? 1 : 0;
+    const int err = errno;
+    out.reset();
+    if (ok) {
+      std::error_code ec;
+      std::filesystem::rename(tmp, cfg.out, ec);
+      DSLIDE_CHECK(!ec, "cannot rename ", tmp, " to ", cfg.out, ": ", ec.message());
+    } else {
+      std::remove(tmp.c_str());
+      throw Error(detail::Concat(cfg.out, ": write failed: ", std::strerror(err)));
+    }
+  }
+  return row;
+}
+
+}  // namespace dslide

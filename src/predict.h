@@ -1,0 +1,38 @@
+// Inference on a saved model: loading a checkpoint for scoring (`dslide eval`, `dslide
+// predict`) and writing top-k predictions for new inputs.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "checkpoint.h"
+#include "communicator.h"
+#include "trainer.h"
+
+namespace dslide {
+
+/// Collective: the network of checkpoint `folder` (written by any number of ranks),
+/// sharded over this job's ranks, with its weights; `meta` receives its metadata.
+std::unique_ptr<Trainer> LoadModel(const std::string& folder, Communicator* comm,
+                                   CheckpointMeta* meta);
+
+/// Options of `dslide predict`.
+struct PredictConfig {
+  std::string model_dir, input, out;
+  int top_k = 5;
+  std::string format = "tsv";  ///< tsv | jsonl
+  int threads = 0;
+  int64_t chunk = 4096;        ///< input points read and scored at a time
+};
+
+/// Collective: exact top-k labels with their softmax probabilities for every row of
+/// `cfg.input` (XC text or binary; labels in it are ignored), streamed a chunk at a time,
+/// each rank scoring its own block of outputs and the lists merged as in evaluation. Rank
+/// 0 writes cfg.out (via a temporary file renamed at the end): per row
+///   tsv:   ROW<TAB>LABEL:SCORE LABEL:SCORE ...     (ROW 0-based, best first)
+///   jsonl: {"row":ROW,"labels":[...],"scores":[...]}
+/// Returns the number of rows written.
+int64_t Predict(const PredictConfig& cfg, Communicator* comm);
+
+}  // namespace dslide

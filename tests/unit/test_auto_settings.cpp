@@ -1,0 +1,179 @@
+// The budget rule: every sample keeps negatives beyond its labels whatever the label count,
+// the labels per sample and the ranks; auto picks dense below --dense-below and concrete
+// LSH settings above; explicit settings are kept; the printed slot counts match what the
+// selection really does.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "auto_settings.h"
+#include "budget_sampler.h"
+#include "layer_backend.h"
+#include "parallel.h"
+#include "rng.h"
+
+namespace dslide {
+namespace {
+
+TEST(AutoSettings, EverySampleKeepsNegativesAtAnyLabelCount) {
+  // From 10 to 10^7 outputs, 1 to 8 ranks, samples with up to 500 labels, explicit budgets
+  // as small as one neuron as well as auto.
+  for (int64_t n : {10, 22, 100, 983, 4095, 4096, 10000, 206983, 670091, 10000000}) {
+    for (int ranks : {1, 2, 3, 8}) {
+      if (n < ranks) continue;
+      for (double s : {0.0 /* auto */, 1e-7, 0.005, 0.1}) {
+        TrainConfig cfg;
+        cfg.hidden = {128};
+        if (s > 0) cfg.sparsity = {s};
+        cfg.dense_below = 0;  // auto budgets at every size, not only above the crossover
+        ResolveAuto(&cfg, 1000, n);
+        ASSERT_TRUE(cfg.lsh.resolved());
+        for (int r = 0; r < ranks; ++r) {
+          const ModelSpec spec = ModelSpec::Make(1000, cfg.hidden, n, cfg.LayerSparsity(2), r, ranks,
+                                                 cfg.min_negatives);
+          const LayerSpec& out = spec.layers.back();
+          for (int64_t labels : {0, 1, 5, 20, 100, 500}) {
+            const int64_t mine = std::min(labels, out.local());  // worst case: all on this rank
+            const int64_t active = BudgetSampler::ActiveCap(out.budget, mine, out.min_negatives, out.local());
+            // Either the whole shard is active, or at least the rank's share of the floor of
+            // negatives is, beyond the labels.
+            EXPECT_TRUE(active == out.local() || active - mine >= out.min_negatives)
+                << "n " << n << " ranks " << ranks << " s " << s << " labels " << labels;
+            if (!out.dense()) EXPECT_GE(out.min_negatives * ranks, cfg.min_negatives);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(AutoSettings, SelectionRaisesTheBudgetForTheFloor) {
+  // Budget 4 on a shard of 1000 with 10 labels: labels + 64 negatives, none repeated.
+  std::vector<int32_t> forced;
+  for (int32_t i = 0; i < 10; ++i) forced.push_back(i * 7);
+  BudgetSampler sampler(SelectPolicy{QueryStrategy::kVanilla, 1, FillPolicy::kRandom});
+  SamplerScratch scratch(1000);
+  Rng rng(3);
+  std::vector<int32_t> out(BudgetSampler::ActiveCap(4, 10, 64, 1000));
+  ASSERT_EQ(out.size(), 74u);
+  const int64_t k = sampler.Select(nullptr, nullptr, forced.data(), 10, 4, 64, &rng, &scratch, out.data());
+  ASSERT_EQ(k, 74);
+  const std::set<int32_t> ids(out.begin(), out.begin() + k);
+  EXPECT_EQ(ids.size(), 74u);
+  for (int32_t f : forced) EXPECT_TRUE(ids.count(f));
+  // A shard too small for the floor: everything, once.
+  SamplerScratch small(30);
+  std::vector<int32_t> all(BudgetSampler::ActiveCap(4, 10, 64, 30));
+  ASSERT_EQ(all.size(), 30u);
+  EXPECT_EQ(sampler.Select(nullptr, nullptr, forced.data(), 3, 4, 64, &rng, &small, all.data()), 30);
+}
+
+TEST(AutoSettings, DenseBelowTheCrossoverAndConcreteAbove) {
+  TrainConfig small;
+  ResolveAuto(&small, 500, kAutoDenseBelow - 1);
+  EXPECT_EQ(small.LayerSparsity(2), (std::vector<double>{1.0, 1.0}));
+  TrainConfig wide;
+  ResolveAuto(&wide, 500, 670091);
+  const double s = wide.LayerSparsity(2)[1];
+  EXPECT_LT(s, 1.0);
+  EXPECT_EQ(ModelSpec::Budget(s, 670091), AutoBudget(670091));
+  EXPECT_TRUE(wide.lsh.resolved());
+  // The output layer's input is the dense hidden activation: SimHash.
+  EXPECT_EQ(wide.lsh.family, HashFamily::kSrp);
+  // Budgets grow with the layer and never exceed it.
+  int64_t last = 0;
+  for (int64_t n : {kAutoDenseBelow, int64_t{20000}, int64_t{200000}, int64_t{2000000}, int64_t{20000000}}) {
+    const int64_t b = AutoBudget(n);
+    EXPECT_GE(b, last);
+    EXPECT_LE(b, n);
+    EXPECT_GE(b, kMinNegatives);
+    last = b;
+  }
+  // Exact budgets from the sparsity: ceil(s * n) gives the budget back.
+  for (int64_t n : {4097, 206983, 670091, 9999991})
+    for (int64_t b : {int64_t{1}, int64_t{1000}, n - 1}) EXPECT_EQ(ModelSpec::Budget(SparsityForBudget(b, n), n), b);
+}
+
+TEST(AutoSettings, ExplicitSettingsAreKept) {
+  TrainConfig cfg;
+  cfg.sparsity = {0.02};
+  cfg.lsh.family = HashFamily::kDwta;
+  cfg.lsh.l = 7;
+  cfg.lsh.lsh_share = 0.75;
+  ResolveAuto(&cfg, 500, 100000);
+  EXPECT_EQ(cfg.LayerSparsity(2), (std::vector<double>{1.0, 0.02}));
+  EXPECT_EQ(cfg.lsh.family, HashFamily::kDwta);
+  EXPECT_EQ(cfg.lsh.l, 7);
+  EXPECT_EQ(cfg.lsh.lsh_share, 0.75);
+  EXPECT_GT(cfg.lsh.k, 0);
+  EXPECT_NE(cfg.lsh.query, QueryStrategy::kAuto);
+  // Idempotent.
+  const TrainConfig again = [&] {
+    TrainConfig c = cfg;
+    ResolveAuto(&c, 500, 100000);
+    return c;
+  }();
+  EXPECT_EQ(again.lsh.k, cfg.lsh.k);
+  EXPECT_EQ(again.sparsity, cfg.sparsity);
+}
+
+TEST(AutoSettings, PrintedSlotsMatchTheSelection) {
+  // A dataset whose samples carry 1..40 labels, a budget of 30 out of 2000 on 2 ranks:
+  // OutputSlots must predict the mean active set the CPU backend selects.
+  SetNumThreads(1);
+  Rng rng(9);
+  Dataset d;
+  d.num_features = 20;
+  d.num_labels = 2000;
+  for (int i = 0; i < 64; ++i) {
+    std::set<int32_t> lab;
+    const int m = 1 + static_cast<int>(rng.Below(40));
+    while (static_cast<int>(lab.size()) < m) lab.insert(static_cast<int32_t>(rng.Below(2000)));
+    d.Add({static_cast<int32_t>(i % 20)}, {1.0f}, std::vector<int32_t>(lab.begin(), lab.end()));
+  }
+  TrainConfig cfg;
+  cfg.hidden = {8};
+  cfg.sparsity = {30.0 / 2000};
+  cfg.min_negatives = 10;
+  cfg.lsh.fill = FillPolicy::kRandom;
+  ResolveAuto(&cfg, 20, 2000);
+  double selected = 0;
+  int64_t fewest = 1 << 30;
+  std::vector<int64_t> per_sample(d.size(), 0);
+  for (int r = 0; r < 2; ++r) {
+    const ModelSpec spec = ModelSpec::Make(20, cfg.hidden, 2000, cfg.LayerSparsity(2), r, 2, cfg.min_negatives);
+    auto be = MakeBackend(Device::kCpu, r);
+    be->Init(spec, cfg);
+    BatchRows in;
+    in.Strided(d.size(), 8);
+    for (int64_t i = 0; i < d.size(); ++i) {
+      for (int j = 0; j < 8; ++j) in.Vals(i)[j] = 0.1f * static_cast<float>((i + j) % 5);
+      in.n[i] = 8;
+    }
+    in.dense = true;
+    in.width = 8;
+    BatchLabels labels;
+    for (int64_t i = 0; i < d.size(); ++i) {
+      labels.ids.insert(labels.ids.end(), d.Labels(i), d.Labels(i) + d.NumLabels(i));
+      labels.off.push_back(static_cast<int64_t>(labels.ids.size()));
+    }
+    BatchRows out;
+    be->SelectActive(1, in, &labels, 0, &out);
+    for (int64_t i = 0; i < d.size(); ++i) {
+      selected += static_cast<double>(out.n[i]);
+      per_sample[i] += out.n[i];
+    }
+    if (r == 1) {
+      const LayerSlots slots = OutputSlots(spec, cfg.min_negatives, d);
+      for (int64_t i = 0; i < d.size(); ++i)
+        fewest = std::min(fewest, per_sample[i] - d.NumLabels(i));
+      EXPECT_DOUBLE_EQ(slots.mean_active, selected / static_cast<double>(d.size()));
+      EXPECT_EQ(slots.min_negatives_seen, fewest);
+      EXPECT_GE(slots.min_negatives_seen, cfg.min_negatives);
+      EXPECT_GT(slots.raised, 0);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace dslide

@@ -1,0 +1,210 @@
+// dslide predict against dslide eval on the same model: the same top-k (so the same P@k),
+// probabilities that are the full softmax, the same output whatever the chunk size, and bad
+// input rejected naming the file and line. Also: the full-softmax loss of evaluation equals
+// the training loss of a dense output layer, and streaming reads equal whole-file reads.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include "../test_presets.h"
+#include "checkpoint.h"
+#include "communicator.h"
+#include "error.h"
+#include "evaluator.h"
+#include "parallel.h"
+#include "predict.h"
+#include "synthetic.h"
+#include "test_util.h"
+
+namespace dslide {
+namespace {
+
+struct Model {
+  Dataset train, test;
+  std::string dir;
+};
+
+/// A small model trained for a few dozen steps and saved as a checkpoint folder.
+const Model& Trained() {
+  static Model m = [] {
+    SetNumThreads(2);
+    Model r;
+    const GenConfig g = testing::SyntheticShape(300, 150, 10, 3, 2000);
+    r.train = GenerateSynthetic(g, 0, 2000);
+    r.test = GenerateSynthetic(g, 2000, 300);
+    TrainConfig cfg;
+    cfg.hidden = {24};
+    cfg.sparsity = {0.3};
+    cfg.batch = 64;
+    LocalCommunicator comm;
+    Trainer tr(cfg, &comm, MakeBackend(Device::kCpu, 0), 300, 150);
+    for (int it = 0; it < 60; ++it) tr.Step(r.train, testing::Batch(it, 64, r.train.size()));
+    r.dir = testing::TmpPath("predict_model");
+    tr.WriteCheckpoint(r.dir, 0, 0);
+    WriteXc(r.test, testing::TmpPath("predict_input.txt"));
+    return r;
+  }();
+  return m;
+}
+
+struct Row {
+  std::vector<int32_t> labels;
+  std::vector<double> scores;
+};
+
+std::vector<Row> ReadTsv(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<Row> rows;
+  std::string line;
+  while (std::getline(in, line)) {
+    const size_t tab = line.find('\t');
+    EXPECT_NE(tab, std::string::npos) << line;
+    EXPECT_EQ(std::stoll(line.substr(0, tab)), static_cast<long long>(rows.size()));
+    std::istringstream is(line.substr(tab + 1));
+    Row r;
+    std::string item;
+    while (is >> item) {
+      const size_t c = item.find(':');
+      r.labels.push_back(std::stoi(item.substr(0, c)));
+      r.scores.push_back(std::stod(item.substr(c + 1)));
+    }
+    rows.push_back(r);
+  }
+  return rows;
+}
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+TEST(Predict, SameTopKAsEvalOnTheSameModel) {
+  const Model& m = Trained();
+  LocalCommunicator comm;
+  PredictConfig pc;
+  pc.model_dir = m.dir;
+  pc.input = testing::TmpPath("predict_input.txt");
+  pc.out = testing::TmpPath("predict.tsv");
+  pc.top_k = 5;
+  ASSERT_EQ(Predict(pc, &comm), m.test.size());
+  const std::vector<Row> rows = ReadTsv(pc.out);
+  ASSERT_EQ(static_cast<int64_t>(rows.size()), m.test.size());
+  PrecisionCounter counter({1, 3, 5});
+  for (int64_t i = 0; i < m.test.size(); ++i) {
+    const Row& r = rows[i];
+    ASSERT_EQ(r.labels.size(), 5u);
+    double sum = 0;
+    for (size_t j = 0; j < 5; ++j) {
+      EXPECT_GT(r.scores[j], 0.0);
+      if (j) EXPECT_GE(r.scores[j - 1], r.scores[j]) << "row " << i;
+      sum += r.scores[j];
+    }
+    EXPECT_LE(sum, 1.0 + 1e-5);
+    counter.Add(r.labels.data(), 5, m.test.Labels(i), m.test.NumLabels(i));
+  }
+  CheckpointMeta meta;
+  auto model = LoadModel(m.dir, &comm, &meta);
+  const Dataset input = ReadXc(pc.input);  // the text round trip of m.test
+  const EvalResult e = model->Evaluate(input, 0, false);
+  const EvalResult p = counter.Result();
+  for (int k : {1, 3, 5}) EXPECT_DOUBLE_EQ(p.At(k), e.At(k)) << "P@" << k;
+  EXPECT_GT(e.At(1), 0.0);
+
+  // The probabilities are the full softmax: from the model's logits, directly.
+  Trainer::Scores sc;
+  model->Score(input, 0, 4, 5, &sc);
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 5; ++j) {
+      EXPECT_EQ(sc.ids[i * 5 + j], rows[i].labels[j]);
+      EXPECT_NEAR(std::exp(sc.logits[i * 5 + j] - sc.log_z[i]), rows[i].scores[j], 1e-5 * rows[i].scores[j] + 1e-9);
+    }
+
+  // Streaming: tiny chunks give the same file; jsonl carries the same lists.
+  PredictConfig small = pc;
+  small.chunk = 7;
+  small.out = testing::TmpPath("predict_small.tsv");
+  Predict(small, &comm);
+  EXPECT_EQ(Slurp(small.out), Slurp(pc.out));
+  PredictConfig js = pc;
+  js.format = "jsonl";
+  js.out = testing::TmpPath("predict.jsonl");
+  Predict(js, &comm);
+  std::ifstream in(js.out);
+  std::string first;
+  std::getline(in, first);
+  std::string want = "{\"row\":0,\"labels\":[";
+  for (size_t j = 0; j < 5; ++j) want += (j ? "," : "") + std::to_string(rows[0].labels[j]);
+  EXPECT_EQ(first.rfind(want, 0), 0u) << first;
+}
+
+TEST(Predict, BadInputNamesFileAndLine) {
+  const Model& m = Trained();
+  LocalCommunicator comm;
+  PredictConfig pc;
+  pc.model_dir = m.dir;
+  pc.out = testing::TmpPath("predict_bad.tsv");
+  pc.input = testing::WriteFile("predict_bad1.txt", "2 300 150\n 1:0.5\n 7:x\n");
+  try {
+    Predict(pc, &comm);
+    FAIL() << "accepted a bad value";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("predict_bad1.txt:3: bad value"), std::string::npos) << e.what();
+  }
+  pc.input = testing::WriteFile("predict_bad2.txt", "1 999 150\n 1:0.5\n");
+  try {
+    Predict(pc, &comm);
+    FAIL() << "accepted a file with other features";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("predict_bad2.txt:1: 999 features"), std::string::npos) << e.what();
+  }
+  // No partial output is left behind a failure.
+  std::ifstream left(pc.out);
+  EXPECT_FALSE(left.good());
+}
+
+TEST(Evaluate, FullSoftmaxLossEqualsTheDenseTrainingLoss) {
+  SetNumThreads(2);
+  const GenConfig g = testing::SyntheticShape(200, 90, 8, 4, 300);
+  const Dataset d = GenerateSynthetic(g, 0, 300);
+  TrainConfig cfg;
+  cfg.hidden = {16};
+  cfg.sparsity = {1.0};
+  LocalCommunicator comm;
+  Trainer tr(cfg, &comm, MakeBackend(Device::kCpu, 0), 200, 90);
+  for (int it = 0; it < 20; ++it) tr.Step(d, testing::Batch(it, 50, d.size()));
+  std::vector<int64_t> all(d.size());
+  for (int64_t i = 0; i < d.size(); ++i) all[i] = i;
+  const double train_loss = tr.Loss(d, all);
+  const EvalResult e = tr.Evaluate(d, 0, false);
+  EXPECT_NEAR(e.loss, train_loss, 1e-4 * train_loss);
+  EXPECT_TRUE(std::isnan(tr.Evaluate(d, 0, true).loss));  // LSH-sampled: no full normaliser
+}
+
+TEST(DatasetStream, ChunksEqualTheWholeFile) {
+  const Model& m = Trained();
+  const std::string text = testing::TmpPath("predict_input.txt");
+  const std::string bin = testing::TmpPath("predict_input.dsb");
+  WriteBinary(ReadXc(text), bin);
+  for (const std::string& path : {text, bin}) {
+    const Dataset whole = ReadXc(path);
+    DatasetStream in(path);
+    EXPECT_EQ(in.num_points(), m.test.size());
+    Dataset chunk;
+    std::vector<int64_t> idx;
+    int64_t at = 0;
+    while (in.Next(13, &chunk)) {
+      idx.resize(chunk.size());
+      for (int64_t i = 0; i < chunk.size(); ++i) idx[i] = at + i;
+      EXPECT_TRUE(chunk == whole.Subset(idx)) << path << " at " << at;
+      at += chunk.size();
+    }
+    EXPECT_EQ(at, m.test.size());
+  }
+}
+
+}  // namespace
+}  // namespace dslide
