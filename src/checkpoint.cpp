@@ -263,6 +263,8 @@ void WriteMeta(const std::string& folder, const CheckpointMeta& m) {
     WriteAttr(g, file, "hash_bucket", m.hash_bucket);
     WriteVector(g, file, "out_dims", m.out_dims);
     WriteVector(g, file, "sparsity", m.sparsity);
+    WriteAttr(g, file, "best_iter", m.best_iter);
+    WriteAttr(g, file, "best_p_at_1", m.best_p_at_1);
   }
   WriteSidecar(file);
 }
@@ -288,6 +290,10 @@ CheckpointMeta ReadMeta(const std::string& folder) {
   m.hash_bucket = ReadAttr<int64_t>(g, file, "hash_bucket");
   ReadRows(g, file, "out_dims", 0, -1, &m.out_dims);
   ReadRows(g, file, "sparsity", 0, -1, &m.sparsity);
+  if (H5Aexists(g, "best_iter") > 0) {
+    m.best_iter = ReadAttr<int64_t>(g, file, "best_iter");
+    m.best_p_at_1 = ReadAttr<double>(g, file, "best_p_at_1");
+  }
   DSLIDE_CHECK(m.ranks >= 1 && m.iter >= 0 && m.pos >= 0 && m.input_dim > 0 && !m.out_dims.empty() &&
                    m.sparsity.size() == m.out_dims.size(),
                file, ": inconsistent metadata");

@@ -28,6 +28,10 @@ struct CheckpointMeta {
   std::string hash_family;  ///< LSH family, K, L, bin size, bucket capacity
   int64_t hash_k = 0, hash_l = 0, hash_bin = 0, hash_bucket = 0;
   std::string strategy;
+  /// --keep-best: the iteration and validation P@1 of the best model so far (-1: none);
+  /// absent in checkpoints of earlier versions.
+  int64_t best_iter = -1;
+  double best_p_at_1 = -1;
 
   /// The LSH settings as one line of text (DescribeLsh).
   std::string LshText() const { return DescribeLsh(hash_family, hash_k, hash_l, hash_bin, hash_bucket); }

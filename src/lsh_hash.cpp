@@ -127,4 +127,37 @@ void LshHash::HashDense(const float* x, uint32_t* buckets, Scratch* s) const {
   HashCombine(View(), s->arg.data(), buckets);
 }
 
+void LshHash::HashDenseRows(const float* x, int64_t stride, int64_t rows, uint32_t* buckets,
+                            Scratch* s) const {
+  if (family_ != HashFamily::kSrp) {
+    for (int64_t r = 0; r < rows; ++r) HashDense(x + r * stride, buckets + r * l_, s);
+    return;
+  }
+  // Blocks of kBlock rows, transposed (coordinate-major) so that each projection entry
+  // updates the whole block with contiguous loads. Per row the sums run over the entries in
+  // the same order as HashRawDense (and multiplying by +-1 is exact): the same bits.
+  constexpr int64_t kBlock = 32;
+  const HashView h = View();
+  s->block.resize(static_cast<size_t>(dim_) * kBlock);
+  s->arg.resize(static_cast<size_t>(num_hashes_) * kBlock);
+  float* xt = s->block.data();
+  for (int64_t r0 = 0; r0 < rows; r0 += kBlock) {
+    const int64_t nb = std::min(kBlock, rows - r0);
+    for (int64_t r = 0; r < nb; ++r)
+      for (int64_t j = 0; j < dim_; ++j) xt[j * kBlock + r] = x[(r0 + r) * stride + j];
+    for (int i = 0; i < num_hashes_; ++i) {
+      float acc[kBlock] = {};
+      for (int64_t e = proj_off_[i]; e < proj_off_[i + 1]; ++e) {
+        const float sign = static_cast<float>(proj_sign_[e]);
+        const float* col = xt + static_cast<int64_t>(proj_idx_[e]) * kBlock;
+#pragma omp simd
+        for (int64_t r = 0; r < kBlock; ++r) acc[r] += sign * col[r];
+      }
+      for (int64_t r = 0; r < nb; ++r) s->arg[r * num_hashes_ + i] = acc[r] >= 0 ? 1 : 0;
+    }
+    for (int64_t r = 0; r < nb; ++r)
+      HashCombine(h, s->arg.data() + r * num_hashes_, buckets + (r0 + r) * l_);
+  }
+}
+
 }  // namespace dslide

@@ -28,6 +28,7 @@ class LshHash {
   struct Scratch {
     std::vector<float> acc;
     std::vector<int32_t> arg;
+    std::vector<float> block;  // HashDenseRows: a block of rows, transposed
   };
 
   /// Hashes a sparse vector (ids in [0, dim)); writes L bucket ids to `buckets`.
@@ -35,6 +36,11 @@ class LshHash {
                   Scratch* scratch) const;
   /// Hashes a dense vector of length dim(); writes L bucket ids.
   void HashDense(const float* x, uint32_t* buckets, Scratch* scratch) const;
+  /// Hashes `rows` dense vectors (row r at x + r * stride, dim() values each); writes L
+  /// bucket ids per row to buckets + r * num_tables(). The same ids as HashDense row by row;
+  /// SimHash runs a block of rows at a time, each projection entry over the whole block.
+  void HashDenseRows(const float* x, int64_t stride, int64_t rows, uint32_t* buckets,
+                     Scratch* scratch) const;
   /// Raw per-function hash values (K*L of them), for tests of collision probability.
   void RawDense(const float* x, std::vector<int32_t>* out, Scratch* scratch) const;
 

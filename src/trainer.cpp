@@ -391,6 +391,8 @@ void Trainer::WriteCheckpoint(const std::string& folder, int64_t epoch, int64_t 
     m.hash_bin = cfg_.lsh.bin_size;
     m.hash_bucket = cfg_.lsh.bucket_capacity;
     m.strategy = ToString(cfg_.strategy);
+    m.best_iter = best_iter_;
+    m.best_p_at_1 = best_p1_;
     WriteMeta(tmp, m);
   }
   comm_->Allreduce(&ok, 1, ReduceOp::kMin, Traffic::kControl);  // every shard is written
@@ -427,6 +429,8 @@ CheckpointMeta Trainer::LoadCheckpoint(const std::string& folder) {
   const std::vector<LayerState> states = ReadLayers(folder, m, spec_.layers);
   for (size_t l = 0; l < states.size(); ++l) backend_->LoadLayer(static_cast<int>(l), states[l]);
   iter_ = m.iter;
+  best_iter_ = m.best_iter;
+  best_p1_ = m.best_p_at_1;
   schedule_.Reset();
   for (int64_t i = 1; i <= iter_; ++i) schedule_.Due(i);
   return m;
@@ -624,8 +628,6 @@ EvalResult Trainer::Run(const Dataset& train, const Dataset* valid, const Datase
   double loss_sum = 0;
   int64_t loss_n = 0;
   EvalResult last_eval;
-  double best_p1 = -1;
-  int64_t best_iter = -1;
   int64_t saved_iter = -1;
   auto report = [&](const char* name, int64_t at, const EvalResult& e, double baseline,
                     const char* note) {
@@ -657,12 +659,12 @@ EvalResult Trainer::Run(const Dataset& train, const Dataset* valid, const Datase
     // Evaluation traffic is reported on its own line, not in training's per-iteration figures.
     comm_last.bytes += comm_->Total().bytes - before.bytes;
     comm_last.seconds += comm_->Total().seconds - before.seconds;
-    const bool better = keep_best && last_eval.At(1) > best_p1;
-    report(monitor_name, iter_, last_eval, monitor_base, better && best_iter >= 0 ? " (best so far)" : "");
+    const bool better = keep_best && last_eval.At(1) > best_p1_;
+    report(monitor_name, iter_, last_eval, monitor_base, better && best_iter_ >= 0 ? " (best so far)" : "");
     metrics_eval(valid != nullptr ? "valid" : "test", last_eval, monitor_base, -1);
     if (better) {
-      best_p1 = last_eval.At(1);
-      best_iter = iter_;
+      best_p1_ = last_eval.At(1);
+      best_iter_ = iter_;
       SnapshotWeights();
       if (!cfg_.checkpoint_dir.empty()) WriteCheckpoint(cfg_.checkpoint_dir + "/best", epoch, pos);
     }
@@ -685,6 +687,36 @@ EvalResult Trainer::Run(const Dataset& train, const Dataset* valid, const Datase
       std::printf("resumed from %s at iteration %lld (epoch %lld, point %lld)\n", folder.c_str(),
                   (long long)iter_, (long long)epoch, (long long)pos);
       std::fflush(stdout);
+    }
+    // The best model before the interruption competes on: its weights from
+    // CHECKPOINT_DIR/best when that holds it, else selection starts afresh.
+    if (best_iter_ >= 0) {
+      const std::string best = cfg_.checkpoint_dir.empty() ? "" : cfg_.checkpoint_dir + "/best";
+      bool found = false;
+      if (keep_best && !best.empty() && std::filesystem::exists(best + "/meta.h5")) {
+        const CheckpointMeta bm = ReadMeta(best);
+        if (bm.iter == best_iter_) {
+          std::vector<LayerSpec> specs(spec_.layers.begin(), spec_.layers.end());
+          const std::vector<LayerState> st = ReadLayers(best, bm, specs, /*weights_only=*/true);
+          best_w_.resize(st.size());
+          best_b_.resize(st.size());
+          for (size_t l = 0; l < st.size(); ++l) {
+            // ReadLayers gives rows per neuron, as GetLayer does.
+            best_w_[l] = st[l].w;
+            best_b_[l] = st[l].b;
+          }
+          found = true;
+        }
+      }
+      if (root && keep_best)
+        std::printf(found ? "the best model so far is that of iteration %lld (valid P@1 %.4f), in %s\n"
+                          : "the best model so far (iteration %lld, valid P@1 %.4f) is not in %s: "
+                            "selection starts afresh\n",
+                    (long long)best_iter_, best_p1_, best.empty() ? "(no --checkpoint-dir)" : best.c_str());
+      if (!found) {
+        best_iter_ = -1;
+        best_p1_ = -1;
+      }
     }
   }
   const int64_t iter_start = iter_;
@@ -736,11 +768,12 @@ EvalResult Trainer::Run(const Dataset& train, const Dataset* valid, const Datase
       loss_sum = 0;
       loss_n = 0;
     }
+    // Evaluation first, so that a checkpoint of this iteration records its selection.
+    if (eval_every > 0 && iter_ % eval_every == 0 && iter_ < total) evaluate();
     if (cfg_.checkpoint_every > 0 && iter_ % cfg_.checkpoint_every == 0) {
       SaveCheckpoint(cfg_.checkpoint_dir, epoch, pos, cfg_.keep_checkpoints);
       saved_iter = iter_;
     }
-    if (eval_every > 0 && iter_ % eval_every == 0 && iter_ < total) evaluate();
   }
   evaluate();
   // The last state, for resuming or scoring later (also when no periodic checkpoint fell on
@@ -748,13 +781,13 @@ EvalResult Trainer::Run(const Dataset& train, const Dataset* valid, const Datase
   if (!cfg_.checkpoint_dir.empty() && saved_iter != iter_)
     SaveCheckpoint(cfg_.checkpoint_dir, epoch, pos, cfg_.keep_checkpoints);
   int64_t model_iter = iter_;
-  if (keep_best && best_iter >= 0 && best_iter != iter_) {
+  if (keep_best && best_iter_ >= 0 && best_iter_ != iter_) {
     RestoreWeights();
-    model_iter = best_iter;
+    model_iter = best_iter_;
   }
-  if (keep_best && root && best_iter >= 0) {
-    std::printf("kept the model of iteration %lld (best valid P@1 %.4f)%s%s\n", (long long)best_iter,
-                best_p1, cfg_.checkpoint_dir.empty() ? "" : ", saved in ",
+  if (keep_best && root && best_iter_ >= 0) {
+    std::printf("kept the model of iteration %lld (best valid P@1 %.4f)%s%s\n", (long long)best_iter_,
+                best_p1_, cfg_.checkpoint_dir.empty() ? "" : ", saved in ",
                 cfg_.checkpoint_dir.empty() ? "" : (cfg_.checkpoint_dir + "/best").c_str());
     std::fflush(stdout);
   }

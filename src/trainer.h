@@ -122,7 +122,11 @@ class Trainer {
   std::vector<float> pack_vals_, gathered_vals_;
   std::vector<int32_t> pack_ids_, gathered_ids_;
   std::vector<float> fused_;  // data-parallel gradient buffer
-  std::vector<std::vector<float>> best_w_, best_b_;  // --keep-best
+  // --keep-best: the best validated model so far (its weights and biases, on this rank's
+  // shard), its iteration and validation P@1 (-1: none).
+  std::vector<std::vector<float>> best_w_, best_b_;
+  int64_t best_iter_ = -1;
+  double best_p1_ = -1;
 };
 
 /// Reads the training/test files, trains as configured, returns the final evaluation.

@@ -85,6 +85,19 @@ list(GET rows 0 first)
 if(NOT n_rows EQUAL 600 OR NOT first MATCHES "^0\t[0-9]+:[0-9.e-]+ [0-9]+:[0-9.e-]+ [0-9]+:[0-9.e-]+$")
   message(FATAL_ERROR "predict wrote ${n_rows} rows, first '${first}'")
 endif()
+# A resumed run keeps competing with the best model from before the interruption.
+set(sel --train ${WORK}/syn.train.txt --test ${WORK}/syn.test.txt --hidden 32 --batch 64
+    --valid-fraction 0.2 --eval-every 10 --checkpoint-dir ${WORK}/ck2 --checkpoint-every 20 --threads 2)
+run(TRUE ${DSLIDE} train ${sel} --iterations 40)
+if(NOT OUT MATCHES "kept the model of iteration ([0-9]+)")
+  message(FATAL_ERROR "no kept model in the first part:\n${OUT}")
+endif()
+set(first_best ${CMAKE_MATCH_1})
+run(TRUE ${DSLIDE} train ${sel} --iterations 60 --resume ${WORK}/ck2)
+if(NOT OUT MATCHES "the best model so far is that of iteration ${first_best} ")
+  message(FATAL_ERROR "the resumed run lost the best model of iteration ${first_best}:\n${OUT}")
+endif()
+
 run(FALSE ${DSLIDE} predict --model ${WORK}/ck/best --input ${WORK}/syn.test.txt --top-k 0
     --out ${WORK}/p0.tsv)
 if(NOT OUT MATCHES "--top-k")

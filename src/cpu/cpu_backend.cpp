@@ -560,18 +560,26 @@ void CpuBackend::RebuildTables(int layer, bool new_hashes) {
   double max_norm2 = 0.0;
   for (double v : norm2) max_norm2 = std::max(max_norm2, v);
   const double inv_m = c.mips && max_norm2 > 0 ? 1.0 / std::sqrt(max_norm2) : 1.0;
-  ParallelFor(n, [&](int64_t i) {
+  // Rows in blocks (the hash runs a block at a time).
+  constexpr int64_t kRows = 64;
+  const int64_t dim = L.hash->dim();
+  ParallelFor((n + kRows - 1) / kRows, [&](int64_t blk) {
     ThreadScratch& ts = *scratch_[ThreadId()];
-    ts.buckets.resize(nt);
-    ts.dense.resize(L.hash->dim());
-    for (int64_t j = 0; j < s.in_dim; ++j) ts.dense[j] = static_cast<float>(weight(i, j) * inv_m);
-    ts.dense[s.in_dim] = static_cast<float>(L.b[i] * inv_m);
-    if (c.mips)
-      ts.dense[s.in_dim + 1] =
-          static_cast<float>(std::sqrt(std::max(0.0, 1.0 - norm2[i] * inv_m * inv_m)));
-    L.hash->HashDense(ts.dense.data(), ts.buckets.data(), &ts.hash);
-    for (int t = 0; t < nt; ++t) buckets[static_cast<size_t>(t) * n + i] = ts.buckets[t];
-  }, 256);
+    const int64_t i0 = blk * kRows, rows = std::min(kRows, n - i0);
+    ts.buckets.resize(static_cast<size_t>(nt) * kRows);
+    ts.dense.resize(static_cast<size_t>(dim) * kRows);
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t i = i0 + r;
+      float* row = ts.dense.data() + r * dim;
+      for (int64_t j = 0; j < s.in_dim; ++j) row[j] = static_cast<float>(weight(i, j) * inv_m);
+      row[s.in_dim] = static_cast<float>(L.b[i] * inv_m);
+      if (c.mips)
+        row[s.in_dim + 1] = static_cast<float>(std::sqrt(std::max(0.0, 1.0 - norm2[i] * inv_m * inv_m)));
+    }
+    L.hash->HashDenseRows(ts.dense.data(), dim, rows, ts.buckets.data(), &ts.hash);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int t = 0; t < nt; ++t) buckets[static_cast<size_t>(t) * n + i0 + r] = ts.buckets[r * nt + t];
+  }, 4);
   L.tables.Build(buckets.data(), n, StreamSeed(cfg_.seed, streams::kHash, layer, ++L.rebuilds, spec_.rank));
 }
 

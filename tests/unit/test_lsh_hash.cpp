@@ -125,5 +125,24 @@ TEST(LshHash, SparseAndDenseAgree) {
   }
 }
 
+TEST(LshHash, BlocksOfRowsEqualRowByRow) {
+  // The blocked SimHash of table rebuilds gives every row the buckets HashDense gives it
+  // (a row count that is not a multiple of the block, rows with ties at zero).
+  for (HashFamily f : {HashFamily::kSrp, HashFamily::kDwta, HashFamily::kWta}) {
+    const LshHash h(f, 129, 6, 50, 8, 17);
+    Rng rng(3);
+    const int64_t rows = 75;
+    std::vector<float> x(rows * 129);
+    for (auto& v : x) v = rng.Uniform() < 0.3 ? 0.0f : static_cast<float>(rng.Normal());
+    std::vector<uint32_t> blocked(rows * 50), one(50);
+    LshHash::Scratch s;
+    h.HashDenseRows(x.data(), 129, rows, blocked.data(), &s);
+    for (int64_t r = 0; r < rows; ++r) {
+      h.HashDense(x.data() + r * 129, one.data(), &s);
+      for (int t = 0; t < 50; ++t) ASSERT_EQ(blocked[r * 50 + t], one[t]) << ToString(f) << " row " << r;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace dslide

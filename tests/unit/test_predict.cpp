@@ -82,14 +82,31 @@ std::string Slurp(const std::string& path) {
   return ss.str();
 }
 
+/// predict of the trained model on `input` into `out`.
+PredictConfig Options(const std::string& input, const std::string& out) {
+  PredictConfig pc;
+  pc.model_dir = Trained().dir;
+  pc.input = input;
+  pc.out = testing::TmpPath(out);
+  pc.top_k = 5;
+  return pc;
+}
+
+/// The error predict stops with ("" when it does not).
+std::string PredictError(const PredictConfig& pc) {
+  LocalCommunicator comm;
+  try {
+    Predict(pc, &comm);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
 TEST(Predict, SameTopKAsEvalOnTheSameModel) {
   const Model& m = Trained();
   LocalCommunicator comm;
-  PredictConfig pc;
-  pc.model_dir = m.dir;
-  pc.input = testing::TmpPath("predict_input.txt");
-  pc.out = testing::TmpPath("predict.tsv");
-  pc.top_k = 5;
+  const PredictConfig pc = Options(testing::TmpPath("predict_input.txt"), "predict.tsv");
   ASSERT_EQ(Predict(pc, &comm), m.test.size());
   const std::vector<Row> rows = ReadTsv(pc.out);
   ASSERT_EQ(static_cast<int64_t>(rows.size()), m.test.size());
@@ -142,27 +159,16 @@ TEST(Predict, SameTopKAsEvalOnTheSameModel) {
 }
 
 TEST(Predict, BadInputNamesFileAndLine) {
-  const Model& m = Trained();
-  LocalCommunicator comm;
-  PredictConfig pc;
-  pc.model_dir = m.dir;
-  pc.out = testing::TmpPath("predict_bad.tsv");
-  pc.input = testing::WriteFile("predict_bad1.txt", "2 300 150\n 1:0.5\n 7:x\n");
-  try {
-    Predict(pc, &comm);
-    FAIL() << "accepted a bad value";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("predict_bad1.txt:3: bad value"), std::string::npos) << e.what();
-  }
-  pc.input = testing::WriteFile("predict_bad2.txt", "1 999 150\n 1:0.5\n");
-  try {
-    Predict(pc, &comm);
-    FAIL() << "accepted a file with other features";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("predict_bad2.txt:1: 999 features"), std::string::npos) << e.what();
-  }
+  const PredictConfig bad_value =
+      Options(testing::WriteFile("predict_bad1.txt", "2 300 150\n 1:0.5\n 7:x\n"), "predict_bad.tsv");
+  std::string msg = PredictError(bad_value);
+  EXPECT_NE(msg.find("predict_bad1.txt:3: bad value"), std::string::npos) << msg;
+  const PredictConfig other_features =
+      Options(testing::WriteFile("predict_bad2.txt", "1 999 150\n 1:0.5\n"), "predict_bad.tsv");
+  msg = PredictError(other_features);
+  EXPECT_NE(msg.find("predict_bad2.txt:1: 999 features"), std::string::npos) << msg;
   // No partial output is left behind a failure.
-  std::ifstream left(pc.out);
+  std::ifstream left(bad_value.out);
   EXPECT_FALSE(left.good());
 }
 
