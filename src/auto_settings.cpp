@@ -43,7 +43,8 @@ void AutoLsh(int64_t neurons, bool sparse_input, LshConfig* lsh) {
   if (lsh->k == 0) lsh->k = 6;
   if (lsh->l == 0) lsh->l = 50;
   if (lsh->query == QueryStrategy::kAuto) lsh->query = QueryStrategy::kVanilla;
-  if (lsh->lsh_share == 0) lsh->lsh_share = 0.5;
+  // With --fill stop nothing fills the rest of the slots: the candidates take them all.
+  if (lsh->lsh_share == 0) lsh->lsh_share = lsh->fill == FillPolicy::kStop ? 1.0 : 0.5;
 }
 
 void ResolveAuto(TrainConfig* cfg, int64_t input_dim, int64_t output_dim) {
@@ -51,10 +52,11 @@ void ResolveAuto(TrainConfig* cfg, int64_t input_dim, int64_t output_dim) {
   const size_t n = cfg->hidden.size() + 1;
   auto width = [&](size_t l) { return l + 1 < n ? cfg->hidden[l] : output_dim; };
   if (cfg->sparsity_auto()) {
-    std::vector<double> s(n, 1.0);
-    for (size_t l = 0; l < n; ++l)
-      if (width(l) >= cfg->dense_below) s[l] = SparsityForBudget(AutoBudget(width(l)), width(l));
-    cfg->sparsity = s;
+    // The output layer (the softmax over the labels, where the cost is) by its size; the
+    // hidden layers densely, as in the SLIDE papers' experiments, which keeps scoring
+    // (eval, predict) exact and independent of how points are batched.
+    const int64_t out = output_dim;
+    cfg->sparsity = {out >= cfg->dense_below ? SparsityForBudget(AutoBudget(out), out) : 1.0};
   }
   // The LSH settings follow the widest sparse layer.
   const std::vector<double> s = cfg->LayerSparsity(n);
@@ -158,6 +160,7 @@ std::string DescribeLayers(const ModelSpec& spec, const TrainConfig& resolved,
     os << "\n";
   }
   if (any_auto) os << "  (* chosen by auto from the layer's size)\n";
+  if (asked.settings_from_checkpoint) os << "  (settings left to auto continue those of the resumed checkpoint)\n";
   return os.str();
 }
 

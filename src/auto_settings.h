@@ -25,9 +25,10 @@ double SparsityForBudget(int64_t budget, int64_t neurons);
 void AutoLsh(int64_t neurons, bool sparse_input, LshConfig* lsh);
 
 /// Resolves every setting of cfg left to auto for the network input_dim -> cfg->hidden ->
-/// output_dim: per-layer sparsity (layers narrower than cfg->dense_below dense, the others
-/// AutoBudget) and the LSH settings (AutoLsh of the widest sparse layer; one set serves
-/// every sparse layer). Explicit settings are kept. Idempotent.
+/// output_dim: the sparsity (hidden layers dense; the output layer dense when narrower
+/// than cfg->dense_below, else AutoBudget) and the LSH settings (AutoLsh of the widest
+/// sparse layer; one set serves every sparse layer). Explicit settings are kept.
+/// Idempotent.
 void ResolveAuto(TrainConfig* cfg, int64_t input_dim, int64_t output_dim);
 
 /// What a layer's active set holds over the points of a dataset, all ranks together.

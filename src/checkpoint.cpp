@@ -265,6 +265,9 @@ void WriteMeta(const std::string& folder, const CheckpointMeta& m) {
     WriteVector(g, file, "sparsity", m.sparsity);
     WriteAttr(g, file, "best_iter", m.best_iter);
     WriteAttr(g, file, "best_p_at_1", m.best_p_at_1);
+    WriteString(g, file, "query", m.query);
+    WriteAttr(g, file, "lsh_share", m.lsh_share);
+    WriteAttr(g, file, "min_negatives", m.min_negatives);
   }
   WriteSidecar(file);
 }
@@ -293,6 +296,11 @@ CheckpointMeta ReadMeta(const std::string& folder) {
   if (H5Aexists(g, "best_iter") > 0) {
     m.best_iter = ReadAttr<int64_t>(g, file, "best_iter");
     m.best_p_at_1 = ReadAttr<double>(g, file, "best_p_at_1");
+  }
+  if (H5Aexists(g, "lsh_share") > 0) {
+    m.query = ReadString(g, file, "query");
+    m.lsh_share = ReadAttr<double>(g, file, "lsh_share");
+    m.min_negatives = ReadAttr<int64_t>(g, file, "min_negatives");
   }
   DSLIDE_CHECK(m.ranks >= 1 && m.iter >= 0 && m.pos >= 0 && m.input_dim > 0 && !m.out_dims.empty() &&
                    m.sparsity.size() == m.out_dims.size(),

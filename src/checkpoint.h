@@ -32,6 +32,11 @@ struct CheckpointMeta {
   /// absent in checkpoints of earlier versions.
   int64_t best_iter = -1;
   double best_p_at_1 = -1;
+  /// Selection settings (not part of the model's shape); "" / 0 in checkpoints of earlier
+  /// versions, which queried vanilla with every slot open to LSH candidates.
+  std::string query;
+  double lsh_share = 0;
+  int64_t min_negatives = 0;
 
   /// The LSH settings as one line of text (DescribeLsh).
   std::string LshText() const { return DescribeLsh(hash_family, hash_k, hash_l, hash_bin, hash_bucket); }

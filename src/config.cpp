@@ -215,6 +215,13 @@ bool ParseBool(const std::string& option, const std::string& value) {
 
 }  // namespace
 
+QueryStrategy ParseQueryStrategy(const std::string& name) {
+  return ParseEnum<QueryStrategy>("query", name,
+                                  {{"vanilla", QueryStrategy::kVanilla},
+                                   {"topk", QueryStrategy::kTopK},
+                                   {"threshold", QueryStrategy::kThreshold}});
+}
+
 HashFamily ParseHashFamily(const std::string& name, bool allow_auto) {
   if (allow_auto)
     return ParseEnum<HashFamily>("hash", name,
@@ -296,6 +303,9 @@ void TrainConfig::Validate() const {
                sparsity.size());
   DSLIDE_CHECK(lsh.k >= 0 && lsh.k <= 32, "option --K: must be in [1, 32], got ", lsh.k);
   DSLIDE_CHECK(lsh.l >= 0 && lsh.l <= 1024, "option --L: must be in [1, 1024], got ", lsh.l);
+  DSLIDE_CHECK(lsh.lsh_share == 0 || lsh.lsh_share >= 1 || lsh.fill != FillPolicy::kStop,
+               "option --lsh-share ", lsh.lsh_share, " leaves slots to the fill, which --fill stop "
+               "turns off: give --lsh-share 1 or another --fill");
   DSLIDE_CHECK(dense_below >= 0, "option --dense-below: must be >= 0, got ", dense_below);
   DSLIDE_CHECK(min_negatives >= 1, "option --min-negatives: must be >= 1, got ", min_negatives);
   DSLIDE_CHECK(valid_fraction >= 0 && valid_fraction < 1,

@@ -19,6 +19,8 @@ const char* ToString(HashFamily v);
 /// "dwta" | "srp" | "wta" (| "auto" when allow_auto); throws dslide::Error naming option
 /// --hash otherwise.
 HashFamily ParseHashFamily(const std::string& name, bool allow_auto = false);
+/// "vanilla" | "topk" | "threshold"; throws dslide::Error naming option --query otherwise.
+QueryStrategy ParseQueryStrategy(const std::string& name);
 const char* ToString(InsertPolicy v);
 const char* ToString(QueryStrategy v);
 const char* ToString(FillPolicy v);
@@ -98,6 +100,8 @@ struct TrainConfig {
   int64_t checkpoint_every = 0;
   std::string resume_dir;
   int keep_checkpoints = 3;
+  /// Set by a resume: settings left to auto were taken from the checkpoint.
+  bool settings_from_checkpoint = false;
 
   /// Per-layer sparsity for `num_layers` layers (hidden..., output), expanded from `sparsity`.
   /// Requires resolved settings (ResolveAuto).

@@ -49,9 +49,19 @@ int64_t Predict(const PredictConfig& cfg, Communicator* comm) {
   const bool root = comm->rank() == 0;
   const std::string tmp = cfg.out + ".tmp";
   std::unique_ptr<FILE, int (*)(FILE*)> out(nullptr, &std::fclose);
+  // Whatever stops the run before the rename (bad input, a full disk) removes the
+  // temporary file: no partial output is left behind.
+  struct RemoveUnlessDone {
+    const std::string* path = nullptr;
+    bool done = false;
+    ~RemoveUnlessDone() {
+      if (path != nullptr && !done) std::remove(path->c_str());
+    }
+  } cleanup;
   if (root) {
     out.reset(std::fopen(tmp.c_str(), "w"));
     DSLIDE_CHECK(out != nullptr, "option --out: cannot write ", tmp, ": ", std::strerror(errno));
+    cleanup.path = &tmp;
   }
   const int k = cfg.top_k;
   const bool jsonl = cfg.format == "jsonl";
@@ -60,11 +70,15 @@ int64_t Predict(const PredictConfig& cfg, Communicator* comm) {
   int64_t row = 0;
   std::string line;
   char buf[64];
-  while (in.Next(cfg.chunk, &chunk)) {
-    const int64_t n = chunk.size();
-    for (int64_t b0 = 0; b0 < n; b0 += 1024) {
-      const int64_t count = std::min<int64_t>(1024, n - b0);
-      model->Score(chunk, b0, count, k, &sc);
+  // Chunks of whole evaluation blocks, so that every point is scored in the block
+  // `dslide eval` scores it in (the same scores where hidden layers are sampled).
+  const int64_t eb = model->EvalBlock();
+  const int64_t chunk_points = (cfg.chunk + eb - 1) / eb * eb;
+  while (in.Next(chunk_points, &chunk)) {
+    const int64_t n = chunk.size(), row0 = row;
+    for (int64_t b0 = 0; b0 < n; b0 += eb) {
+      const int64_t count = std::min<int64_t>(eb, n - b0);
+      model->Score(chunk, b0, count, k, &sc, row0);
       if (!root) continue;
       for (int64_t i = 0; i < count; ++i, ++row) {
         line.clear();
@@ -94,19 +108,15 @@ int64_t Predict(const PredictConfig& cfg, Communicator* comm) {
     }
     if (!root) row += n;
   }
-  int64_t ok = 1;
   if (root) {
-    ok = std::fflush(out.get()) == 0 && !std::ferror(out.get()) ? 1 : 0;
+    const bool ok = std::fflush(out.get()) == 0 && !std::ferror(out.get()) ? 1 : 0;
     const int err = errno;
     out.reset();
-    if (ok) {
-      std::error_code ec;
-      std::filesystem::rename(tmp, cfg.out, ec);
-      DSLIDE_CHECK(!ec, "cannot rename ", tmp, " to ", cfg.out, ": ", ec.message());
-    } else {
-      std::remove(tmp.c_str());
-      throw Error(detail::Concat(cfg.out, ": write failed: ", std::strerror(err)));
-    }
+    DSLIDE_CHECK(ok, cfg.out, ": write failed: ", std::strerror(err));
+    std::error_code ec;
+    std::filesystem::rename(tmp, cfg.out, ec);
+    DSLIDE_CHECK(!ec, "cannot rename ", tmp, " to ", cfg.out, ": ", ec.message());
+    cleanup.done = true;
   }
   return row;
 }

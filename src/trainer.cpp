@@ -393,6 +393,9 @@ void Trainer::WriteCheckpoint(const std::string& folder, int64_t epoch, int64_t 
     m.strategy = ToString(cfg_.strategy);
     m.best_iter = best_iter_;
     m.best_p_at_1 = best_p1_;
+    m.query = ToString(cfg_.lsh.query);
+    m.lsh_share = cfg_.lsh.lsh_share;
+    m.min_negatives = cfg_.min_negatives;
     WriteMeta(tmp, m);
   }
   comm_->Allreduce(&ok, 1, ReduceOp::kMin, Traffic::kControl);  // every shard is written
@@ -436,12 +439,13 @@ CheckpointMeta Trainer::LoadCheckpoint(const std::string& folder) {
   return m;
 }
 
-void Trainer::Score(const Dataset& data, int64_t b0, int64_t count, int k, Scores* out) {
+void Trainer::Score(const Dataset& data, int64_t b0, int64_t count, int k, Scores* out,
+                    int64_t row0) {
   const int P = model_comm_->size();
   const int last = static_cast<int>(spec_.layers.size()) - 1;
   std::vector<int64_t> points(count);
   std::iota(points.begin(), points.end(), b0);
-  ForwardHidden(data, points, nullptr, kEvalStreamBase + b0, /*through_output=*/false);
+  ForwardHidden(data, points, nullptr, kEvalStreamBase + row0 + b0, /*through_output=*/false);
   const BatchLabels labels = Labels(data, points);
   std::vector<int32_t> ids, all_ids;
   std::vector<float> sc, all_sc;
@@ -478,7 +482,7 @@ EvalResult Trainer::Evaluate(const Dataset& test, int64_t max_points, bool sampl
   const int kmax = counter.max_k();
   const int P = model_comm_->size();
   const int last = static_cast<int>(spec_.layers.size()) - 1;
-  const int64_t eb = std::max<int64_t>(cfg_.batch, 64);
+  const int64_t eb = EvalBlock();
   std::vector<int32_t> ids, all_ids, ranked;
   std::vector<float> sc, all_sc;
   std::vector<int64_t> points;
@@ -582,7 +586,8 @@ EvalResult Trainer::Run(const Dataset& train, const Dataset* valid, const Datase
                 (long long)spec_.NumParameters(), comm_->size(), NumThreads(), (long long)total,
                 static_cast<double>(total) / per_epoch, (long long)B, cfg_.lr);
     std::printf("%s", DescribeLayers(spec_, cfg_, asked_, slots).c_str());
-    if (!asked_.sparsity_auto() && slots.raised > 0 && !spec_.layers.back().dense())
+    if (!asked_.sparsity_auto() && !asked_.settings_from_checkpoint && slots.raised > 0 &&
+        !spec_.layers.back().dense())
       std::printf("warning: --sparsity %g gives the output layer a budget of %lld per sample, which "
                   "leaves fewer than %lld negatives beyond the labels of %lld of the %lld training "
                   "points; their active sets are raised to their labels + %lld (--min-negatives)\n",
@@ -659,7 +664,7 @@ EvalResult Trainer::Run(const Dataset& train, const Dataset* valid, const Datase
     // Evaluation traffic is reported on its own line, not in training's per-iteration figures.
     comm_last.bytes += comm_->Total().bytes - before.bytes;
     comm_last.seconds += comm_->Total().seconds - before.seconds;
-    const bool better = keep_best && last_eval.At(1) > best_p1_;
+    const bool better = keep_best && last_eval.points > 0 && last_eval.At(1) > best_p1_;
     report(monitor_name, iter_, last_eval, monitor_base, better && best_iter_ >= 0 ? " (best so far)" : "");
     metrics_eval(valid != nullptr ? "valid" : "test", last_eval, monitor_base, -1);
     if (better) {
@@ -689,34 +694,37 @@ EvalResult Trainer::Run(const Dataset& train, const Dataset* valid, const Datase
       std::fflush(stdout);
     }
     // The best model before the interruption competes on: its weights from
-    // CHECKPOINT_DIR/best when that holds it, else selection starts afresh.
-    if (best_iter_ >= 0) {
-      const std::string best = cfg_.checkpoint_dir.empty() ? "" : cfg_.checkpoint_dir + "/best";
-      bool found = false;
-      if (keep_best && !best.empty() && std::filesystem::exists(best + "/meta.h5")) {
-        const CheckpointMeta bm = ReadMeta(best);
-        if (bm.iter == best_iter_) {
-          std::vector<LayerSpec> specs(spec_.layers.begin(), spec_.layers.end());
-          const std::vector<LayerState> st = ReadLayers(best, bm, specs, /*weights_only=*/true);
-          best_w_.resize(st.size());
-          best_b_.resize(st.size());
-          for (size_t l = 0; l < st.size(); ++l) {
-            // ReadLayers gives rows per neuron, as GetLayer does.
-            best_w_[l] = st[l].w;
-            best_b_[l] = st[l].b;
-          }
-          found = true;
+    // CHECKPOINT_DIR/best when that holds it (also when it was saved after the checkpoint
+    // resumed from), else selection starts afresh.
+    const std::string best = cfg_.checkpoint_dir.empty() ? "" : cfg_.checkpoint_dir + "/best";
+    bool found = false;
+    if (keep_best && !best.empty() && std::filesystem::exists(best + "/meta.h5")) {
+      const CheckpointMeta bm = ReadMeta(best);
+      const bool same = best_iter_ >= 0 && bm.iter == best_iter_;
+      const bool later = bm.iter > iter_ && bm.best_iter == bm.iter && bm.best_p_at_1 > best_p1_;
+      if (same || later) {
+        const std::vector<LayerState> st = ReadLayers(best, bm, spec_.layers, /*weights_only=*/true);
+        best_w_.resize(st.size());
+        best_b_.resize(st.size());
+        for (size_t l = 0; l < st.size(); ++l) {  // rows per neuron, as GetLayer gives them
+          best_w_[l] = st[l].w;
+          best_b_[l] = st[l].b;
         }
+        best_iter_ = bm.iter;
+        best_p1_ = bm.best_p_at_1;
+        found = true;
       }
-      if (root && keep_best)
-        std::printf(found ? "the best model so far is that of iteration %lld (valid P@1 %.4f), in %s\n"
-                          : "the best model so far (iteration %lld, valid P@1 %.4f) is not in %s: "
-                            "selection starts afresh\n",
-                    (long long)best_iter_, best_p1_, best.empty() ? "(no --checkpoint-dir)" : best.c_str());
-      if (!found) {
-        best_iter_ = -1;
-        best_p1_ = -1;
-      }
+    }
+    if (root && keep_best && (found || best_iter_ >= 0)) {
+      std::printf(found ? "the best model so far is that of iteration %lld (valid P@1 %.4f), in %s\n"
+                        : "the best model so far (iteration %lld, valid P@1 %.4f) is not in %s: "
+                          "selection starts afresh\n",
+                  (long long)best_iter_, best_p1_, best.empty() ? "(no --checkpoint-dir)" : best.c_str());
+      std::fflush(stdout);
+    }
+    if (!found) {
+      best_iter_ = -1;
+      best_p1_ = -1;
     }
   }
   const int64_t iter_start = iter_;
@@ -822,6 +830,15 @@ EvalResult RunTraining(const TrainConfig& asked, Communicator* comm) {
                  " leaves ", train.size(), " training and ", valid.size(), " validation points of ",
                  all.size());
   }
+  if (cfg.validating()) {
+    int64_t labelled = 0;
+    for (int64_t i = 0; i < valid.size(); ++i) labelled += valid.NumLabels(i) > 0 ? 1 : 0;
+    const std::string what = cfg.valid_file.empty() ? "the held-back validation points" : cfg.valid_file;
+    DSLIDE_CHECK(labelled > 0, what, ": no validation point has a label; nothing could be selected on it");
+    if (labelled < 200 && comm->rank() == 0)
+      std::printf("warning: %s: only %lld labelled validation points; one point moves P@1 by %.4f\n",
+                  what.c_str(), (long long)labelled, 1.0 / static_cast<double>(labelled));
+  }
   if (!cfg.test_file.empty()) {
     test = ReadXc(cfg.test_file);
     check_header(test, cfg.test_file);
@@ -829,10 +846,19 @@ EvalResult RunTraining(const TrainConfig& asked, Communicator* comm) {
   if (!cfg.resume_dir.empty()) {
     // Settings left to auto continue with the checkpoint's (explicit ones are checked).
     const CheckpointMeta m = ReadMeta(ResolveCheckpoint(cfg.resume_dir, "--resume"));
+    cfg.settings_from_checkpoint = cfg.sparsity_auto() || !cfg.lsh.resolved();
     if (cfg.sparsity_auto()) cfg.sparsity = m.sparsity;
     if (cfg.lsh.family == HashFamily::kAuto) cfg.lsh.family = ParseHashFamily(m.hash_family);
     if (cfg.lsh.k == 0) cfg.lsh.k = static_cast<int>(m.hash_k);
     if (cfg.lsh.l == 0) cfg.lsh.l = static_cast<int>(m.hash_l);
+    // Checkpoints of earlier versions recorded no query or share: vanilla queries with
+    // every slot open to LSH candidates, as they ran.
+    if (cfg.lsh.query == QueryStrategy::kAuto)
+      cfg.lsh.query = m.query.empty() ? QueryStrategy::kVanilla : ParseQueryStrategy(m.query);
+    if (cfg.lsh.lsh_share == 0) cfg.lsh.lsh_share = m.lsh_share > 0 ? m.lsh_share : 1.0;
+    if (m.min_negatives == 0 && comm->rank() == 0)
+      std::printf("note: %s predates the floor of negatives; --min-negatives %lld applies from here\n",
+                  cfg.resume_dir.c_str(), (long long)cfg.min_negatives);
   }
   Trainer trainer(cfg, comm, MakeBackend(cfg.device, comm->rank(), cfg.gpus_per_node), train.num_features,
                   train.num_labels);

@@ -3,6 +3,7 @@
 // runs on 1 rank (LocalCommunicator) and P ranks (MPI), on any LayerBackend.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -52,7 +53,12 @@ class Trainer {
     std::vector<double> log_z;        ///< count
     std::vector<double> label_logit;  ///< count
   };
-  void Score(const Dataset& data, int64_t b0, int64_t count, int k, Scores* out);
+  /// `row0` is the index of data's first point in the whole input: scoring a point depends
+  /// only on its index and the block it is scored in (blocks of EvalBlock() points from 0,
+  /// as Evaluate scores them), also where hidden layers are sampled.
+  void Score(const Dataset& data, int64_t b0, int64_t count, int k, Scores* out, int64_t row0 = 0);
+  /// Points per block of Evaluate.
+  int64_t EvalBlock() const { return std::max<int64_t>(cfg_.batch, 64); }
 
   /// Collective: the whole run of `dslide train`: iterations or epochs, progress on rank 0,
   /// metrics lines, evaluations during training on `valid` (or, without validation data,

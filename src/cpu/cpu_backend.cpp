@@ -28,6 +28,27 @@ namespace dslide::cpu {
 
 namespace {
 
+/// exp(x) for x <= 0 (x = -inf gives ~1e-38, not 0; NaN stays NaN) to about 2e-7 relative,
+/// in plain arithmetic so that loops over it vectorise: exp(x) = 2^n exp(r), |r| <= ln2/2,
+/// with a degree-6 Taylor polynomial for exp(r).
+inline float ExpNonPositive(float x) {
+  x = x < -87.0f ? -87.0f : x;
+  const float n = std::floor(x * 1.44269504088896341f + 0.5f);
+  const float r = (x - n * 0.693145751953125f) - n * 1.42860676533018e-06f;
+  float p = 1.0f / 720.0f;
+  p = p * r + 1.0f / 120.0f;
+  p = p * r + 1.0f / 24.0f;
+  p = p * r + 1.0f / 6.0f;
+  p = p * r + 0.5f;
+  p = p * r + 1.0f;
+  p = p * r + 1.0f;
+  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &bits, sizeof scale);
+  return p * scale;
+}
+
+
 inline float Dot(const float* __restrict a, const float* __restrict b, int64_t n) {
   float acc = 0.0f;
 #pragma omp simd reduction(+ : acc)
@@ -671,31 +692,45 @@ void CpuBackend::TopK(int layer, const BatchRows& in, int k, std::vector<int32_t
     float* my_sc = tsc.data() + t * B * k;
     float* my_mx = norm ? tmx.data() + t * B : nullptr;
     double* my_sum = norm ? tsum.data() + t * B : nullptr;
+    // Groups of rows: their logits for one sample at a time, so that the normaliser takes
+    // one rescale per group and a vectorised exp over it.
+    constexpr int64_t kGroup = 64;
+    float z[kGroup];
     for (int64_t b0 = 0; b0 < B; b0 += kBlock) {
       const int64_t b1 = std::min(B, b0 + kBlock);
-      for (int64_t r = r0; r < r1; ++r) {
-        const float* wr = L.Row(r);
+      for (int64_t g0 = r0; g0 < r1; g0 += kGroup) {
+        const int64_t g1 = std::min(r1, g0 + kGroup), ng = g1 - g0;
         for (int64_t i = b0; i < b1; ++i) {
-          const float z = Dot(wr, xs.data() + i * s.in_dim, s.in_dim) + L.b[r];
-          if (norm) {
-            if (z > my_mx[i]) {
-              my_sum[i] = my_sum[i] * std::exp(static_cast<double>(my_mx[i]) - z) + 1.0;
-              my_mx[i] = z;
-            } else {
-              my_sum[i] += std::exp(static_cast<double>(z) - my_mx[i]);
+          const float* x = xs.data() + i * s.in_dim;
+          float gmax = -std::numeric_limits<float>::infinity();
+          for (int64_t r = 0; r < ng; ++r) {
+            z[r] = Dot(L.Row(g0 + r), x, s.in_dim) + L.b[g0 + r];
+            gmax = std::max(gmax, z[r]);
+          }
+          if (norm && ng > 0) {
+            if (gmax > my_mx[i]) {
+              my_sum[i] *= static_cast<double>(ExpNonPositive(my_mx[i] - gmax));
+              my_mx[i] = gmax;
             }
+            const float m = my_mx[i];
+            float acc = 0.0f;
+#pragma omp simd reduction(+ : acc)
+            for (int64_t r = 0; r < ng; ++r) acc += ExpNonPositive(z[r] - m);
+            my_sum[i] += acc;
           }
           float* sc = my_sc + i * k;
-          if (z <= sc[k - 1]) continue;
           int32_t* id = my_ids + i * k;
-          int p = k - 1;
-          while (p > 0 && sc[p - 1] < z) {
-            sc[p] = sc[p - 1];
-            id[p] = id[p - 1];
-            --p;
+          for (int64_t r = 0; r < ng; ++r) {
+            if (z[r] <= sc[k - 1]) continue;
+            int p = k - 1;
+            while (p > 0 && sc[p - 1] < z[r]) {
+              sc[p] = sc[p - 1];
+              id[p] = id[p - 1];
+              --p;
+            }
+            sc[p] = z[r];
+            id[p] = static_cast<int32_t>(s.begin + g0 + r);
           }
-          sc[p] = z;
-          id[p] = static_cast<int32_t>(s.begin + r);
         }
       }
     }

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <set>
 #include <vector>
 
 #include "auto_settings.h"
@@ -50,8 +51,11 @@ struct Pair {
     SetNumThreads(1);
     cfg.hidden = {hidden};
     cfg.sparsity = sparsity;
+    // A floor of negatives that binds for samples with many labels (the default, 256,
+    // would make these 400-neuron layers all active).
+    cfg.min_negatives = 8;
     ResolveAuto(&cfg, input_dim, out);  // the settings a test leaves to auto
-    spec = ModelSpec::Make(input_dim, {hidden}, out, sparsity, 0, 1);
+    spec = ModelSpec::Make(input_dim, {hidden}, out, sparsity, 0, 1, cfg.min_negatives);
     cpu->Init(spec, cfg);
     dev->Init(spec, cfg);
   }
@@ -189,6 +193,28 @@ TEST(GpuEquivalence, ActiveSetsAndForward) {
           EXPECT_LE(d, kTol) << "activations of layer " << layer;
         }
       }
+}
+
+TEST(GpuEquivalence, FloorOfNegativesAndLshShare) {
+  // A budget of 4 of 400 with 2 labels per sample: the floor (8) raises every active set to
+  // 10; LSH candidates take half of the slots beyond the labels (or all, with --fill stop).
+  for (FillPolicy fill : {FillPolicy::kRandom, FillPolicy::kBatch, FillPolicy::kStop})
+    for (QueryStrategy q : {QueryStrategy::kVanilla, QueryStrategy::kTopK}) {
+      SCOPED_TRACE(std::string(ToString(q)) + " " + ToString(fill));
+      Pair s(SmallLsh(HashFamily::kSrp, q, fill), {1.0, 0.01});
+      EXPECT_EQ(s.cfg.lsh.lsh_share, fill == FillPolicy::kStop ? 1.0 : 0.5);
+      const BatchRows h = s.Hidden(14);
+      const BatchLabels lab = s.Labels(15);
+      BatchRows a, b;
+      s.cpu->SelectActive(1, h, &lab, 7, &a);
+      s.dev->SelectActive(1, h, &lab, 7, &b);
+      ASSERT_EQ(a.n, b.n);
+      for (int64_t i = 0; i < s.B; ++i) {
+        const std::set<int32_t> own(lab.Of(i), lab.Of(i) + lab.Count(i));
+        if (fill != FillPolicy::kStop) EXPECT_EQ(a.n[i], static_cast<int64_t>(own.size()) + 8) << "sample " << i;
+        for (int64_t k = 0; k < a.n[i]; ++k) ASSERT_EQ(a.Ids(i)[k], b.Ids(i)[k]) << "sample " << i;
+      }
+    }
 }
 
 /// Forward on a batch of 100 under launch shapes that reach every path: several pipeline

@@ -80,6 +80,14 @@ TEST(AutoSettings, DenseBelowTheCrossoverAndConcreteAbove) {
   EXPECT_TRUE(wide.lsh.resolved());
   // The output layer's input is the dense hidden activation: SimHash.
   EXPECT_EQ(wide.lsh.family, HashFamily::kSrp);
+  // Hidden layers stay dense under auto, however wide.
+  TrainConfig deep;
+  deep.hidden = {4096, 2048};
+  ResolveAuto(&deep, 500, 670091);
+  const std::vector<double> ds = deep.LayerSparsity(3);
+  EXPECT_EQ(ds[0], 1.0);
+  EXPECT_EQ(ds[1], 1.0);
+  EXPECT_LT(ds[2], 1.0);
   // Budgets grow with the layer and never exceed it.
   int64_t last = 0;
   for (int64_t n : {kAutoDenseBelow, int64_t{20000}, int64_t{200000}, int64_t{2000000}, int64_t{20000000}}) {

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 #include <vector>
 
@@ -146,6 +147,33 @@ TEST(BudgetSampler, BatchPolicyTakesTheSharedSetInOrder) {
   EXPECT_EQ(out[0], 1);
   EXPECT_EQ(out[1], 2);
   CheckSet(out, 30, 100);
+}
+
+TEST(BudgetSampler, LshShareCapsTheCandidatesAndTheFillTakesTheRest) {
+  // 8 tables of buckets holding up to 64 of 1000 ids: far more candidates than the room.
+  // With a share of 0.5 of 100 slots beyond one forced id, 50 come from the buckets the
+  // query falls in, the other 49 from the batch's shared list.
+  Fixture f;
+  std::set<int32_t> in_buckets;
+  for (int t = 0; t < 8; ++t) {
+    const auto b = f.tables.Get(t, f.query[t]);
+    in_buckets.insert(b.ids, b.ids + b.size);
+  }
+  std::vector<int32_t> shared;
+  for (int32_t id = 0; id < 1000 && shared.size() < 200; ++id)
+    if (!in_buckets.count(id)) shared.push_back(id);
+  for (float share : {1.0f, 0.5f, 0.1f}) {
+    BudgetSampler sampler(SelectPolicy{QueryStrategy::kVanilla, 1, FillPolicy::kBatch, share});
+    SamplerScratch scratch(f.n);
+    Rng rng(5);
+    const int32_t forced = shared.back();
+    std::vector<int32_t> out(100);
+    ASSERT_EQ(sampler.Select(&f.tables, f.query.data(), &forced, 1, 100, 0, &rng, &scratch, out.data(), &shared), 100);
+    CheckSet(out, 100, f.n);
+    int64_t from_buckets = 0;
+    for (int32_t id : out) from_buckets += in_buckets.count(id) ? 1 : 0;
+    EXPECT_EQ(from_buckets, static_cast<int64_t>(std::ceil(share * 99))) << "share " << share;
+  }
 }
 
 }  // namespace

@@ -69,6 +69,9 @@ TEST(Config, ValidationOptions) {
   EXPECT_EQ(TrainError({"--train", "a", "--valid-fraction", "0.1", "--keep-best", "false"}), "");
   EXPECT_NE(TrainError({"--train", "a", "--min-negatives", "0"}).find("--min-negatives"),
             std::string::npos);
+  EXPECT_NE(TrainError({"--train", "a", "--fill", "stop", "--lsh-share", "0.5"}).find("--lsh-share"),
+            std::string::npos);
+  EXPECT_NE(TrainError({"--train", "a", "--lsh-share", "1.5"}).find("--lsh-share"), std::string::npos);
 }
 
 TEST(Config, UnknownOptionIsError) {

@@ -167,9 +167,10 @@ TEST(Predict, BadInputNamesFileAndLine) {
       Options(testing::WriteFile("predict_bad2.txt", "1 999 150\n 1:0.5\n"), "predict_bad.tsv");
   msg = PredictError(other_features);
   EXPECT_NE(msg.find("predict_bad2.txt:1: 999 features"), std::string::npos) << msg;
-  // No partial output is left behind a failure.
-  std::ifstream left(bad_value.out);
-  EXPECT_FALSE(left.good());
+  // No partial output is left behind a failure (the bad value is on the second row, after
+  // the temporary file was opened).
+  EXPECT_FALSE(std::ifstream(bad_value.out).good());
+  EXPECT_FALSE(std::ifstream(bad_value.out + ".tmp").good());
 }
 
 TEST(Evaluate, FullSoftmaxLossEqualsTheDenseTrainingLoss) {
