@@ -96,6 +96,12 @@ struct Pair {
     r.width = hidden;
     return r;
   }
+  /// The active sets of both backends for the same input, labels and iteration.
+  void SelectBoth(int layer, const BatchRows& in, const BatchLabels* lab, int64_t iter, BatchRows* a,
+                  BatchRows* b) {
+    cpu->SelectActive(layer, in, lab, iter, a);
+    dev->SelectActive(layer, in, lab, iter, b);
+  }
   BatchLabels Labels(uint64_t seed) const {
     Rng rng(seed);
     BatchLabels l;
@@ -177,8 +183,7 @@ TEST(GpuEquivalence, ActiveSetsAndForward) {
           const BatchRows& in = layer == 0 ? x : h;
           const BatchLabels* l = layer == 1 ? &lab : nullptr;
           BatchRows a, b;
-          s.cpu->SelectActive(layer, in, l, 7, &a);
-          s.dev->SelectActive(layer, in, l, 7, &b);
+          s.SelectBoth(layer, in, l, 7, &a, &b);
           ASSERT_EQ(a.n, b.n) << "layer " << layer;
           for (int64_t i = 0; i < s.B; ++i)
             for (int64_t k = 0; k < a.n[i]; ++k)
@@ -206,8 +211,7 @@ TEST(GpuEquivalence, FloorOfNegativesAndLshShare) {
       const BatchRows h = s.Hidden(14);
       const BatchLabels lab = s.Labels(15);
       BatchRows a, b;
-      s.cpu->SelectActive(1, h, &lab, 7, &a);
-      s.dev->SelectActive(1, h, &lab, 7, &b);
+      s.SelectBoth(1, h, &lab, 7, &a, &b);
       ASSERT_EQ(a.n, b.n);
       for (int64_t i = 0; i < s.B; ++i) {
         const std::set<int32_t> own(lab.Of(i), lab.Of(i) + lab.Count(i));
@@ -239,8 +243,7 @@ TEST(GpuEquivalence, ForwardChunksAndSharedMemoryLimits) {
     for (int layer = 0; layer < 2; ++layer) {
       const BatchRows& in = layer == 0 ? x : h;
       BatchRows a, b;
-      s.cpu->SelectActive(layer, in, layer == 1 ? &lab : nullptr, 2, &a);
-      s.dev->SelectActive(layer, in, layer == 1 ? &lab : nullptr, 2, &b);
+      s.SelectBoth(layer, in, layer == 1 ? &lab : nullptr, 2, &a, &b);
       ASSERT_EQ(a.ids, b.ids);
       s.cpu->Forward(layer, in, &a);
       s.dev->Forward(layer, in, &b);
@@ -338,8 +341,7 @@ TEST(GpuEquivalence, SoftmaxLossAndDelta) {
   lab.ids.erase(lab.ids.begin() + lab.off[3], lab.ids.begin() + lab.off[4]);
   for (size_t i = 4; i < lab.off.size(); ++i) lab.off[i] -= 2;
   BatchRows za, zb;
-  s.cpu->SelectActive(1, h, &lab, 5, &za);
-  s.dev->SelectActive(1, h, &lab, 5, &zb);
+  s.SelectBoth(1, h, &lab, 5, &za, &zb);
   ASSERT_EQ(za.ids, zb.ids);
   s.cpu->Forward(1, h, &za);
   s.dev->Forward(1, h, &zb);
@@ -509,8 +511,7 @@ TEST(GpuEquivalence, CheckpointsCrossBackends) {
   const BatchRows h = s.Hidden(51);
   const BatchLabels lab = s.Labels(52);
   BatchRows a, b;
-  s.cpu->SelectActive(1, h, &lab, 9, &a);
-  s.dev->SelectActive(1, h, &lab, 9, &b);
+  s.SelectBoth(1, h, &lab, 9, &a, &b);
   EXPECT_EQ(a.n, b.n);
   EXPECT_EQ(a.ids, b.ids);
 }

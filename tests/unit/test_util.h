@@ -3,14 +3,27 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <sys/stat.h>
+#include <unistd.h>
 
 namespace dslide::testing {
 
+/// A path in this process's own temporary folder: ctest runs every test case as its own
+/// process, in parallel, so two cases that write the same name must not share a file.
 inline std::string TmpPath(const std::string& name) {
-  return std::string(DSLIDE_TEST_TMP) + "/" + name;
+  struct Dir {
+    std::string path = std::string(DSLIDE_TEST_TMP) + "/p" + std::to_string(getpid());
+    Dir() { std::filesystem::create_directories(path); }
+    ~Dir() {
+      std::error_code ec;
+      std::filesystem::remove_all(path, ec);
+    }
+  };
+  static const Dir dir;
+  return dir.path + "/" + name;
 }
 
 inline std::string WriteFile(const std::string& name, const std::string& text) {
