@@ -49,6 +49,23 @@ namespace {
 
 using detail::Concat;
 
+// Upper limits of numeric options: far above any real run, low enough that a typo (an extra
+// digit or three) is an error at the start rather than an allocation failure or a run that
+// never ends. The help text and the messages state them.
+constexpr int64_t kMaxLayerSize = (int64_t{1} << 24) - 1;  ///< --hidden sizes
+constexpr int64_t kMaxDim = (int64_t{1} << 31) - 1;         ///< features, labels (int32 ids)
+constexpr int64_t kMaxIterations = int64_t{1} << 40;        ///< any count of iterations
+constexpr int64_t kMaxPoints = int64_t{1} << 40;            ///< --eval-points, eval --points
+constexpr int64_t kMaxGenPoints = (int64_t{1} << 31) - 1;   ///< gen/bench --points
+constexpr int64_t kMaxChunk = int64_t{1} << 24;             ///< predict --chunk
+constexpr int kMaxBatch = 1 << 20;
+constexpr int kMaxBucketSize = 1 << 20;
+constexpr int kMaxThreads = 4096;
+constexpr int kMaxGpusPerNode = 1024;
+constexpr int kMaxTopK = 10000;  ///< eval --k, predict --top-k
+constexpr int kMaxKeepCheckpoints = 1000;
+constexpr double kMaxEpochs = 1e6;
+
 template <class E, size_t N>
 E ParseEnum(const std::string& option, const std::string& value,
             const std::pair<const char*, E> (&table)[N]) {
@@ -60,21 +77,72 @@ E ParseEnum(const std::string& option, const std::string& value,
   throw Error(Concat("option --", option, ": invalid value '", value, "' (expected ", names, ")"));
 }
 
+/// A comma-separated list: every item a value of type T, none of them empty ("64,",
+/// ",64" and "64,,32" are errors naming the option and the value).
 template <class T>
 std::vector<T> ParseList(const std::string& option, const std::string& value) {
+  DSLIDE_CHECK(!value.empty(), "option --", option, ": empty list");
   std::vector<T> out;
-  std::stringstream ss(value);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
+  size_t start = 0;
+  while (true) {
+    const size_t comma = value.find(',', start);
+    const std::string item =
+        value.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    DSLIDE_CHECK(!item.empty(), "option --", option, ": empty item in '", value,
+                 "' (expected values separated by single commas)");
     std::istringstream is(item);
     T v;
     is >> v;
-    DSLIDE_CHECK(!is.fail() && is.eof() && !item.empty(), "option --", option,
-                 ": invalid list element '", item, "' in '", value, "'");
+    DSLIDE_CHECK(!is.fail() && is.eof(), "option --", option, ": invalid list element '", item,
+                 "' in '", value, "'");
     out.push_back(v);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
   }
-  DSLIDE_CHECK(!out.empty(), "option --", option, ": empty list");
   return out;
+}
+
+/// Integer options: v in [lo, hi], else an error naming the option and the range.
+template <class T>
+void CheckRange(const char* option, T v, T lo, T hi) {
+  DSLIDE_CHECK(v >= lo && v <= hi, "option --", option, ": must be in [", lo, ", ", hi, "], got ",
+               v);
+}
+
+/// A strict unsigned 64-bit integer: digits only, so that "-1" is an error rather than
+/// 2^64-1 (what Boost's lexical_cast and istream make of it).
+uint64_t ParseUnsigned(const std::string& option, const std::string& value) {
+  uint64_t v = 0;
+  bool ok = !value.empty();
+  for (char ch : value) {
+    const unsigned d = static_cast<unsigned>(ch - '0');
+    if (d > 9 || v > (UINT64_MAX - d) / 10) {
+      ok = false;
+      break;
+    }
+    v = v * 10 + d;
+  }
+  DSLIDE_CHECK(ok, "option --", option, ": must be an integer in [0, ", UINT64_MAX, "], got '",
+               value, "'");
+  return v;
+}
+
+/// Boost's "unrecognised option '--epoch'", with the options it abbreviates (abbreviations
+/// are not accepted: a later option sharing the prefix would change their meaning).
+std::string UnknownOptionMessage(const po::unknown_option& e, const po::options_description& all) {
+  std::string msg = e.what();
+  std::string name = e.get_option_name();
+  while (!name.empty() && name[0] == '-') name.erase(0, 1);
+  if (name.empty()) return msg;
+  std::string matches;
+  for (const auto& opt : all.options()) {
+    const std::string& full = opt->long_name();
+    if (full.size() > name.size() && full.compare(0, name.size(), name) == 0)
+      matches += (matches.empty() ? "--" : " or --") + full;
+  }
+  if (!matches.empty())
+    msg += " (options must be spelled out in full: did you mean " + matches + "?)";
+  return msg;
 }
 
 /// Parses the command line, then the INI file named by --config (the command line wins).
@@ -86,7 +154,22 @@ bool Parse(int argc, const char* const* argv, const po::options_description& des
                                                  "read options from an INI file (key = value)");
   all.add(desc);
   try {
-    po::store(po::command_line_parser(argc, argv).options(all).run(), *vm);
+    // No abbreviations ("--epoch" is not "--epochs"), and every token an option or its value.
+    const po::parsed_options parsed =
+        po::command_line_parser(argc, argv)
+            .options(all)
+            .style(po::command_line_style::default_style & ~po::command_line_style::allow_guessing)
+            .run();
+    for (const po::option& o : parsed.options) {
+      if (o.position_key < 0 && !o.string_key.empty()) continue;
+      const std::string arg = !o.original_tokens.empty() ? o.original_tokens.front()
+                              : !o.value.empty()         ? o.value.front()
+                                                         : std::string();
+      throw Error(Concat("unexpected argument '", arg,
+                         "' (neither an option nor an option's value; options take at most one "
+                         "value, lists are comma separated)"));
+    }
+    po::store(parsed, *vm);
     if (vm->count("help")) {
       std::ostringstream os;
       os << all;
@@ -104,6 +187,8 @@ bool Parse(int argc, const char* const* argv, const po::options_description& des
       }
     }
     po::notify(*vm);
+  } catch (const po::unknown_option& e) {
+    throw Error(UnknownOptionMessage(e, all));
   } catch (const po::error& e) {
     throw Error(e.what());
   }
@@ -123,7 +208,7 @@ void AddTrainOptions(po::options_description* d, TrainConfig* c) {
      "true|false: end with the model of the best validation P@1 (saved as "
      "CHECKPOINT_DIR/best); auto: true when validating")
     ("hidden", po::value<std::string>()->default_value("128"),
-     "hidden layer sizes, comma separated (e.g. 128 or 256,128)")
+     "hidden layer sizes, comma separated (e.g. 128 or 256,128), each in [1, 2^24)")
     ("sparsity", po::value<std::string>()->default_value("auto"),
      "auto: layers narrower than --dense-below are dense, wider ones get a budget and LSH "
      "settings from their size (printed at the start); or the share of a layer's neurons "
@@ -138,7 +223,8 @@ void AddTrainOptions(po::options_description* d, TrainConfig* c) {
      "LSH family: auto|dwta|srp|wta (auto: from the layer's size)")
     ("K", po::value<std::string>()->default_value("auto"), "hash functions per table (auto or a number)")
     ("L", po::value<std::string>()->default_value("auto"), "hash tables (auto or a number)")
-    ("bucket-size", po::value(&c->lsh.bucket_capacity)->default_value(128), "bucket capacity")
+    ("bucket-size", po::value(&c->lsh.bucket_capacity)->default_value(128),
+     "bucket capacity, in [1, 2^20]")
     ("bin-size", po::value(&c->lsh.bin_size)->default_value(8), "WTA/DWTA bin size")
     ("insert", po::value<std::string>()->default_value("reservoir"),
      "full-bucket insertion: reservoir|fifo")
@@ -148,7 +234,7 @@ void AddTrainOptions(po::options_description* d, TrainConfig* c) {
      "share in (0,1] of a sample's slots beyond its labels that LSH candidates may take; "
      "the fill supplies the rest (auto: from the layer's size)")
     ("threshold", po::value(&c->lsh.threshold)->default_value(2),
-     "minimum collisions for --query threshold")
+     "minimum collisions for --query threshold, in [1, 1024]")
     ("fill", po::value<std::string>()->default_value("batch"),
      "when candidates are fewer than the budget: batch (the batch's labels on this rank, "
      "then one uniform random set per batch and rank, shared by its samples)|random "
@@ -161,7 +247,7 @@ void AddTrainOptions(po::options_description* d, TrainConfig* c) {
      "draw new hash functions every N iterations (0: never)")
     ("lsh-mips", po::value(&c->lsh.mips)->default_value(false),
      "index neurons by inner product (MIPS transform) rather than by angle")
-    ("batch", po::value(&c->batch)->default_value(256), "batch size")
+    ("batch", po::value(&c->batch)->default_value(256), "batch size, in [1, 2^20]")
     ("lr", po::value(&c->lr)->default_value(1e-3), "Adam learning rate")
     ("beta1", po::value(&c->beta1)->default_value(0.9), "Adam beta1")
     ("beta2", po::value(&c->beta2)->default_value(0.999), "Adam beta2")
@@ -169,8 +255,9 @@ void AddTrainOptions(po::options_description* d, TrainConfig* c) {
     ("dense-adam", po::bool_switch(&c->dense_adam),
      "update every row each step (default: only the rows the batch touched)")
     ("iterations", po::value(&c->iterations)->default_value(0),
-     "iterations to train (0: use --epochs)")
-    ("epochs", po::value(&c->epochs)->default_value(1.0), "epochs to train when --iterations is 0")
+     "iterations to train, at most 2^40 (0: use --epochs)")
+    ("epochs", po::value(&c->epochs)->default_value(1.0),
+     "epochs to train when --iterations is 0, at most 10^6")
     ("eval-every", po::value(&c->eval_every)->default_value(0),
      "evaluate every N iterations (0: when validating, about 10 times per run and at most once "
      "per epoch; else only at the end)")
@@ -179,21 +266,29 @@ void AddTrainOptions(po::options_description* d, TrainConfig* c) {
     ("eval-sampled", po::bool_switch(&c->eval_sampled),
      "LSH-sampled inference instead of exact scoring of every output neuron")
     ("log-every", po::value(&c->log_every)->default_value(50), "progress line every N iterations")
-    ("threads", po::value(&c->threads)->default_value(0), "OpenMP threads per rank (0: default)")
-    ("seed", po::value(&c->seed)->default_value(1), "random seed")
+    ("threads", po::value(&c->threads)->default_value(0),
+     "OpenMP threads per rank, at most 4096 (0: default)")
+    ("seed", po::value<std::string>()->default_value("1"), "random seed, in [0, 2^64)")
     ("device", po::value<std::string>()->default_value("cpu"), "cpu|gpu")
     ("gpus-per-node", po::value(&c->gpus_per_node)->default_value(0),
      "--device gpu: local rank r uses GPU r % N of the visible ones (0: one rank per GPU)")
     ("strategy", po::value<std::string>()->default_value("sparse"),
      "sparse|dense-model-parallel|data-parallel")
-    ("metrics", po::value(&c->metrics_file), "write JSON lines metrics to this file")
+    ("metrics", po::value(&c->metrics_file),
+     "append JSON lines metrics to this file (an existing file is kept: a resumed run adds to it)")
     ("checkpoint-dir", po::value(&c->checkpoint_dir), "checkpoint directory")
     ("checkpoint-every", po::value(&c->checkpoint_every)->default_value(0),
-     "checkpoint every N iterations (0: never)")
+     "checkpoint every N iterations (0: only at the end of training and on a stop signal)")
     ("keep-checkpoints", po::value(&c->keep_checkpoints)->default_value(3),
-     "checkpoints kept in --checkpoint-dir (the newest)")
+     "checkpoints kept in --checkpoint-dir (the newest), in [1, 1000]")
     ("resume", po::value(&c->resume_dir),
-     "resume from the newest checkpoint in this directory (any number of ranks)");
+     "resume from the newest intact checkpoint in this directory (any number of ranks)")
+    ("save", po::value(&c->save_dir),
+     "write the final model (the --keep-best one when validating) as a checkpoint folder here")
+    ("checkpoint-tables", po::value(&c->checkpoint_tables)->default_value(true),
+     "write the LSH tables into checkpoints (exact resume; false: rebuilt from the weights)")
+    ("divergence-factor", po::value(&c->divergence_factor)->default_value(kDivergenceFactor),
+     "stop when a step's loss exceeds this factor times its running level (0: never)");
 }
 
 /// "auto" -> 0, else a positive integer.
@@ -236,6 +331,7 @@ HashFamily ParseHashFamily(const std::string& name, bool allow_auto) {
 namespace {
 
 void FinishTrain(const po::variables_map& vm, TrainConfig* c) {
+  c->seed = ParseUnsigned("seed", vm["seed"].as<std::string>());
   c->hidden = ParseList<int64_t>("hidden", vm["hidden"].as<std::string>());
   const std::string sparsity = vm["sparsity"].as<std::string>();
   if (sparsity == "auto")
@@ -295,7 +391,9 @@ std::vector<double> TrainConfig::LayerSparsity(size_t num_layers) const {
 
 void TrainConfig::Validate() const {
   DSLIDE_CHECK(!train_file.empty(), "option --train is required");
-  for (auto h : hidden) DSLIDE_CHECK(h > 0, "option --hidden: sizes must be positive, got ", h);
+  for (auto h : hidden)
+    DSLIDE_CHECK(h >= 1 && h <= kMaxLayerSize, "option --hidden: each size must be in [1, ",
+                 kMaxLayerSize, "] (below 2^24), got ", h);
   for (auto s : sparsity)
     DSLIDE_CHECK(s > 0.0 && s <= 1.0, "option --sparsity: values must be in (0, 1], got ", s);
   DSLIDE_CHECK(sparsity.size() <= 1 || sparsity.size() == hidden.size() + 1,
@@ -306,8 +404,8 @@ void TrainConfig::Validate() const {
   DSLIDE_CHECK(lsh.lsh_share == 0 || lsh.lsh_share >= 1 || lsh.fill != FillPolicy::kStop,
                "option --lsh-share ", lsh.lsh_share, " leaves slots to the fill, which --fill stop "
                "turns off: give --lsh-share 1 or another --fill");
-  DSLIDE_CHECK(dense_below >= 0, "option --dense-below: must be >= 0, got ", dense_below);
-  DSLIDE_CHECK(min_negatives >= 1, "option --min-negatives: must be >= 1, got ", min_negatives);
+  CheckRange<int64_t>("dense-below", dense_below, 0, kMaxDim);
+  CheckRange<int64_t>("min-negatives", min_negatives, 1, kMaxDim);
   DSLIDE_CHECK(valid_fraction >= 0 && valid_fraction < 1,
                "option --valid-fraction: must be in [0, 1), got ", valid_fraction);
   DSLIDE_CHECK(valid_file.empty() || valid_fraction == 0,
@@ -315,31 +413,36 @@ void TrainConfig::Validate() const {
   DSLIDE_CHECK(keep_best != 1 || validating(),
                "option --keep-best selects on validation data: give --valid FILE or "
                "--valid-fraction F");
-  DSLIDE_CHECK(lsh.bucket_capacity >= 1, "option --bucket-size: must be >= 1");
+  CheckRange("bucket-size", lsh.bucket_capacity, 1, kMaxBucketSize);
   DSLIDE_CHECK(lsh.bin_size >= 2 && lsh.bin_size <= 256 &&
                    (lsh.bin_size & (lsh.bin_size - 1)) == 0,
                "option --bin-size: must be a power of two in [2, 256], got ", lsh.bin_size);
-  DSLIDE_CHECK(lsh.threshold >= 1, "option --threshold: must be >= 1");
-  DSLIDE_CHECK(gpus_per_node >= 0, "option --gpus-per-node: must be >= 0, got ", gpus_per_node);
-  DSLIDE_CHECK(lsh.rebuild_n0 >= 1, "option --rebuild-n0: must be >= 1");
+  CheckRange("threshold", lsh.threshold, 1, 1024);
+  CheckRange("gpus-per-node", gpus_per_node, 0, kMaxGpusPerNode);
+  CheckRange<int64_t>("rebuild-n0", lsh.rebuild_n0, 1, kMaxIterations);
   DSLIDE_CHECK(lsh.rebuild_lambda >= 0 && lsh.rebuild_lambda < 10,
-               "option --rebuild-lambda: must be in [0, 10)");
-  DSLIDE_CHECK(lsh.rehash_every >= 0, "option --rehash-every: must be >= 0");
-  DSLIDE_CHECK(batch >= 1, "option --batch: must be >= 1, got ", batch);
-  DSLIDE_CHECK(lr > 0 && std::isfinite(lr), "option --lr: must be positive, got ", lr);
-  DSLIDE_CHECK(beta1 >= 0 && beta1 < 1, "option --beta1: must be in [0, 1)");
-  DSLIDE_CHECK(beta2 >= 0 && beta2 < 1, "option --beta2: must be in [0, 1)");
-  DSLIDE_CHECK(eps > 0, "option --eps: must be positive");
-  DSLIDE_CHECK(iterations >= 0, "option --iterations: must be >= 0");
-  DSLIDE_CHECK(iterations > 0 || epochs > 0, "option --epochs: must be positive");
-  DSLIDE_CHECK(eval_every >= 0, "option --eval-every: must be >= 0");
-  DSLIDE_CHECK(eval_points >= 0, "option --eval-points: must be >= 0");
-  DSLIDE_CHECK(log_every >= 1, "option --log-every: must be >= 1");
-  DSLIDE_CHECK(threads >= 0, "option --threads: must be >= 0");
-  DSLIDE_CHECK(checkpoint_every >= 0, "option --checkpoint-every: must be >= 0");
+               "option --rebuild-lambda: must be in [0, 10), got ", lsh.rebuild_lambda);
+  CheckRange<int64_t>("rehash-every", lsh.rehash_every, 0, kMaxIterations);
+  CheckRange("batch", batch, 1, kMaxBatch);
+  DSLIDE_CHECK(lr > 0 && std::isfinite(lr), "option --lr: must be a finite number > 0, got ", lr);
+  DSLIDE_CHECK(beta1 >= 0 && beta1 < 1, "option --beta1: must be in [0, 1), got ", beta1);
+  DSLIDE_CHECK(beta2 >= 0 && beta2 < 1, "option --beta2: must be in [0, 1), got ", beta2);
+  DSLIDE_CHECK(eps > 0 && eps <= 1, "option --eps: must be in (0, 1], got ", eps);
+  CheckRange<int64_t>("iterations", iterations, 0, kMaxIterations);
+  DSLIDE_CHECK(epochs >= 0 && epochs <= kMaxEpochs, "option --epochs: must be in [0, ",
+               static_cast<int64_t>(kMaxEpochs), "], got ", epochs);
+  DSLIDE_CHECK(iterations > 0 || epochs > 0,
+               "option --epochs: must be positive when --iterations is 0, got ", epochs);
+  CheckRange<int64_t>("eval-every", eval_every, 0, kMaxIterations);
+  CheckRange<int64_t>("eval-points", eval_points, 0, kMaxPoints);
+  CheckRange<int64_t>("log-every", log_every, 1, kMaxIterations);
+  CheckRange("threads", threads, 0, kMaxThreads);
+  CheckRange<int64_t>("checkpoint-every", checkpoint_every, 0, kMaxIterations);
   DSLIDE_CHECK(checkpoint_every == 0 || !checkpoint_dir.empty(),
                "option --checkpoint-every needs --checkpoint-dir");
-  DSLIDE_CHECK(keep_checkpoints >= 1, "option --keep-checkpoints: must be >= 1");
+  CheckRange("keep-checkpoints", keep_checkpoints, 1, kMaxKeepCheckpoints);
+  DSLIDE_CHECK(divergence_factor == 0 || (divergence_factor > 1 && std::isfinite(divergence_factor)),
+               "option --divergence-factor: must be 0 (off) or above 1, got ", divergence_factor);
 }
 
 void GenConfig::ResolveShape() {
@@ -371,15 +474,17 @@ void GenConfig::ResolveShape() {
 
 void GenConfig::Validate() const {
   DSLIDE_CHECK(!out.empty(), "option --out is required");
-  DSLIDE_CHECK(points >= 1, "option --points: must be >= 1");
-  DSLIDE_CHECK(test_points >= 1, "option --test-points: must be >= 1");
-  DSLIDE_CHECK(features >= 2 && features < (int64_t{1} << 31), "option --features: must be in [2, 2^31)");
-  DSLIDE_CHECK(labels >= 2 && labels < (int64_t{1} << 31), "option --labels: must be in [2, 2^31)");
-  DSLIDE_CHECK(nnz >= 1 && nnz <= features, "option --nnz: must be in [1, features]");
+  CheckRange<int64_t>("points", points, 1, kMaxGenPoints);
+  CheckRange<int64_t>("test-points", test_points, 1, kMaxGenPoints);
+  CheckRange<int64_t>("features", features, 2, kMaxDim);
+  CheckRange<int64_t>("labels", labels, 2, kMaxDim);
+  DSLIDE_CHECK(nnz >= 1 && nnz <= features, "option --nnz: must be in [1, features = ", features,
+               "], got ", nnz);
   DSLIDE_CHECK(labels_per_point >= 1 && labels_per_point <= labels,
-               "option --labels-per-point: must be in [1, labels]");
-  DSLIDE_CHECK(noise >= 0 && noise < 1, "option --noise: must be in [0, 1)");
-  DSLIDE_CHECK(zipf >= 0 && zipf <= 3, "option --zipf: must be in [0, 3]");
+               "option --labels-per-point: must be in [1, labels = ", labels, "], got ",
+               labels_per_point);
+  DSLIDE_CHECK(noise >= 0 && noise < 1, "option --noise: must be in [0, 1), got ", noise);
+  DSLIDE_CHECK(zipf >= 0 && zipf <= 3, "option --zipf: must be in [0, 3], got ", zipf);
 }
 
 bool ParseTrain(int argc, const char* const* argv, TrainConfig* cfg, std::string* help) {
@@ -406,11 +511,12 @@ bool ParseGen(int argc, const char* const* argv, GenConfig* c, std::string* help
      "maximum labels per point (each point has 1..M)")
     ("noise", po::value(&c->noise)->default_value(0.2), "fraction of random noise features")
     ("zipf", po::value(&c->zipf)->default_value(1.0), "Zipf exponent of label popularity")
-    ("seed", po::value(&c->seed)->default_value(1), "random seed")
+    ("seed", po::value<std::string>()->default_value("1"), "random seed, in [0, 2^64)")
     ("out", po::value(&c->out), "output prefix: writes PREFIX.train.txt and PREFIX.test.txt");
   po::variables_map vm;
   if (!Parse(argc, argv, d, "Usage: dslide gen [--shape NAME] [options] --out PREFIX", &vm, help))
     return false;
+  c->seed = ParseUnsigned("seed", vm["seed"].as<std::string>());
   c->ResolveShape();
   c->Validate();
   return true;
@@ -420,7 +526,8 @@ bool ParseEval(int argc, const char* const* argv, EvalConfig* c, std::string* he
   po::options_description d("eval options");
   d.add_options()("model", po::value(&c->model_dir), "model (checkpoint) directory")(
       "test", po::value(&c->test_file), "test file")(
-      "k", po::value<std::string>()->default_value("1,3,5"), "precision cut-offs")(
+      "k", po::value<std::string>()->default_value("1,3,5"),
+      "precision cut-offs, comma separated, each in [1, 10000]")(
       "points", po::value(&c->points)->default_value(0), "evaluate the first N test points (0: all)")(
       "threads", po::value(&c->threads)->default_value(0), "OpenMP threads per rank (0: default)");
   po::variables_map vm;
@@ -430,10 +537,13 @@ bool ParseEval(int argc, const char* const* argv, EvalConfig* c, std::string* he
              &vm, help))
     return false;
   c->k = ParseList<int>("k", vm["k"].as<std::string>());
+  for (int k : c->k)
+    DSLIDE_CHECK(k >= 1 && k <= kMaxTopK, "option --k: each cut-off must be in [1, ", kMaxTopK,
+                 "], got ", k);
   DSLIDE_CHECK(!c->model_dir.empty(), "option --model is required");
   DSLIDE_CHECK(!c->test_file.empty(), "option --test is required");
-  DSLIDE_CHECK(c->points >= 0, "option --points: must be >= 0");
-  DSLIDE_CHECK(c->threads >= 0, "option --threads: must be >= 0");
+  CheckRange<int64_t>("points", c->points, 0, kMaxPoints);
+  CheckRange("threads", c->threads, 0, kMaxThreads);
   return true;
 }
 
@@ -471,11 +581,12 @@ bool ParsePredict(int argc, const char* const* argv, PredictConfig* c, std::stri
   po::options_description d("predict options");
   d.add_options()("model", po::value(&c->model_dir), "checkpoint directory (its newest checkpoint) or folder")(
       "input", po::value(&c->input), "points to score (XC text, plain or gzip, or .dsb; labels are ignored)")(
-      "top-k", po::value(&c->top_k)->default_value(5), "labels per row, best first")(
+      "top-k", po::value(&c->top_k)->default_value(5), "labels per row, best first, in [1, 10000]")(
       "out", po::value(&c->out), "file to write")(
       "format", po::value(&c->format)->default_value("tsv"),
       "tsv: ROW<TAB>LABEL:SCORE ... | jsonl: {\"row\":..,\"labels\":[..],\"scores\":[..]}")(
-      "chunk", po::value(&c->chunk)->default_value(4096), "input points read and scored at a time")(
+      "chunk", po::value(&c->chunk)->default_value(4096),
+      "input points read and scored at a time, in [1, 2^24]")(
       "threads", po::value(&c->threads)->default_value(0), "OpenMP threads per rank (0: default)");
   po::variables_map vm;
   if (!Parse(argc, argv, d,
@@ -487,11 +598,11 @@ bool ParsePredict(int argc, const char* const* argv, PredictConfig* c, std::stri
   DSLIDE_CHECK(!c->model_dir.empty(), "option --model is required");
   DSLIDE_CHECK(!c->input.empty(), "option --input is required");
   DSLIDE_CHECK(!c->out.empty(), "option --out is required");
-  DSLIDE_CHECK(c->top_k >= 1 && c->top_k <= 10000, "option --top-k: must be in [1, 10000], got ", c->top_k);
+  CheckRange("top-k", c->top_k, 1, kMaxTopK);
   DSLIDE_CHECK(c->format == "tsv" || c->format == "jsonl", "option --format: invalid value '", c->format,
                "' (expected tsv|jsonl)");
-  DSLIDE_CHECK(c->chunk >= 1, "option --chunk: must be >= 1");
-  DSLIDE_CHECK(c->threads >= 0, "option --threads: must be >= 0");
+  CheckRange<int64_t>("chunk", c->chunk, 1, kMaxChunk);
+  CheckRange("threads", c->threads, 0, kMaxThreads);
   return true;
 }
 
@@ -514,6 +625,14 @@ bool ParseBench(int argc, const char* const* argv, BenchConfig* c, std::string* 
              &vm, help))
     return false;
   FinishTrain(vm, &c->train);
+  CheckRange<int64_t>("points", c->points, 0, kMaxGenPoints);
+  DSLIDE_CHECK(c->features == 0 || (c->features >= 2 && c->features <= kMaxDim),
+               "option --features: must be 0 (the shape's) or in [2, ", kMaxDim, "], got ",
+               c->features);
+  DSLIDE_CHECK(c->labels == 0 || (c->labels >= 2 && c->labels <= kMaxDim),
+               "option --labels: must be 0 (the shape's) or in [2, ", kMaxDim, "], got ",
+               c->labels);
+  CheckRange("nnz", c->nnz, 0, static_cast<int>(kMaxDim));
   if (vm["iterations"].defaulted()) c->train.iterations = 400;
   if (vm["eval-every"].defaulted()) c->train.eval_every = 100;
   if (vm["lr"].defaulted()) c->train.lr = 1e-3;

@@ -66,6 +66,10 @@ constexpr int64_t kAutoDenseBelow = 1024;
 /// 0.60 / 0.64 (dense 0.65) and bibtex 0.47 / 0.59 / 0.60 / 0.61.
 constexpr int64_t kMinNegatives = 256;
 
+/// A step's loss above this many times its running level (an exponential average, and at
+/// least the loss of the first step) is taken as divergence.
+constexpr double kDivergenceFactor = 10;
+
 /// Options of `dslide train` (and the training part of `dslide bench`).
 struct TrainConfig {
   std::string train_file;
@@ -100,6 +104,13 @@ struct TrainConfig {
   int64_t checkpoint_every = 0;
   std::string resume_dir;
   int keep_checkpoints = 3;
+  /// Also write the model when training ends (a checkpoint folder, for eval/predict/export).
+  std::string save_dir;
+  /// Write the LSH tables into checkpoints (exact resume); without them a resume rebuilds
+  /// them from the weights.
+  bool checkpoint_tables = true;
+  /// Stop when a step's training loss exceeds this factor times its running level (0: off).
+  double divergence_factor = kDivergenceFactor;
   /// Set by a resume: settings left to auto were taken from the checkpoint.
   bool settings_from_checkpoint = false;
 

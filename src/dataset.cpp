@@ -1,6 +1,7 @@
 // XC format reader with strict validation (DESIGN.md section 7): nothing is skipped silently.
 #include "dataset.h"
 
+#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -9,10 +10,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <climits>
 #include <limits>
 #include <cstdint>
 #include <memory>
+#include <new>
+#include <string>
 
 #include "checksum.h"
 #include "error.h"
@@ -136,6 +140,15 @@ bool ParseIndex(const char*& p, int64_t* out) {
 
 namespace {
 constexpr char kMagic[8] = {'D', 'S', 'L', 'I', 'D', 'E', 'B', '1'};
+/// Header limits of the text format: ids are int32; a point takes at least two bytes (a
+/// space and a newline), so a count above 2^40 points (a 2 TB file) is a damaged header.
+constexpr int64_t kMaxIds = INT32_MAX;
+constexpr int64_t kMaxTextPoints = int64_t{1} << 40;
+
+/// `text` for a message: at most 60 characters, "..." marking a cut.
+std::string Excerpt(const std::string& text) {
+  return text.size() <= 60 ? text : text.substr(0, 57) + "...";
+}
 
 }  // namespace
 
@@ -145,26 +158,57 @@ bool IsBinaryDataset(const std::string& path) {
   return f && std::fread(head, 1, 8, f.get()) == 8 && std::memcmp(head, kMagic, 8) == 0;
 }
 
-void WriteBinary(const Dataset& data, const std::string& path) {
-  std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "wb"), &std::fclose);
-  DSLIDE_CHECK(f != nullptr, path, ": cannot write: ", std::strerror(errno));
-  Checksum sum;
-  auto put = [&](const void* p, size_t bytes) {
-    sum.Add(p, bytes);
-    DSLIDE_CHECK(std::fwrite(p, 1, bytes, f.get()) == bytes, path, ": write failed: ", std::strerror(errno));
-  };
-  const int64_t head[5] = {data.size(), data.num_features, data.num_labels,
-                           static_cast<int64_t>(data.feat_ids.size()), static_cast<int64_t>(data.labels.size())};
-  put(kMagic, 8);
-  put(head, sizeof head);
-  put(data.feat_off.data(), data.feat_off.size() * sizeof(int64_t));
-  put(data.feat_ids.data(), data.feat_ids.size() * sizeof(int32_t));
-  put(data.feat_vals.data(), data.feat_vals.size() * sizeof(float));
-  put(data.label_off.data(), data.label_off.size() * sizeof(int64_t));
-  put(data.labels.data(), data.labels.size() * sizeof(int32_t));
-  const uint64_t check = sum.Final();
-  DSLIDE_CHECK(std::fwrite(&check, 1, 8, f.get()) == 8 && std::fflush(f.get()) == 0, path,
-               ": write failed: ", std::strerror(errno));
+namespace {
+
+/// write(TMP) into PATH.tmp, renamed to PATH when complete: a failed write never leaves a
+/// partial PATH (nor replaces an existing one), and its temporary file is removed.
+void WriteAtomically(const std::string& path, const std::function<void(const std::string&)>& write) {
+  const std::string tmp = path + ".tmp";
+  try {
+    write(tmp);
+  } catch (...) {
+    ::unlink(tmp.c_str());  // a file it wrote (never a folder of that name)
+    throw;
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    throw Error(detail::Concat("cannot rename ", tmp, " to ", path, ": ", std::strerror(err)));
+  }
+}
+
+/// Closes f, throwing (naming path) when the last writes did not reach the file.
+void CloseWritten(std::unique_ptr<FILE, int (*)(FILE*)>* f, const std::string& path) {
+  const bool ok = std::fflush(f->get()) == 0 && !std::ferror(f->get());
+  const int err = errno;
+  const bool closed = std::fclose(f->release()) == 0;
+  DSLIDE_CHECK(ok && closed, path, ": write failed: ", std::strerror(ok ? errno : err));
+}
+
+}  // namespace
+
+void WriteBinary(const Dataset& data, const std::string& final_path) {
+  WriteAtomically(final_path, [&](const std::string& path) {
+    std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "wb"), &std::fclose);
+    DSLIDE_CHECK(f != nullptr, path, ": cannot write: ", std::strerror(errno));
+    Checksum sum;
+    auto put = [&](const void* p, size_t bytes) {
+      sum.Add(p, bytes);
+      DSLIDE_CHECK(std::fwrite(p, 1, bytes, f.get()) == bytes, path, ": write failed: ", std::strerror(errno));
+    };
+    const int64_t head[5] = {data.size(), data.num_features, data.num_labels,
+                             static_cast<int64_t>(data.feat_ids.size()), static_cast<int64_t>(data.labels.size())};
+    put(kMagic, 8);
+    put(head, sizeof head);
+    put(data.feat_off.data(), data.feat_off.size() * sizeof(int64_t));
+    put(data.feat_ids.data(), data.feat_ids.size() * sizeof(int32_t));
+    put(data.feat_vals.data(), data.feat_vals.size() * sizeof(float));
+    put(data.label_off.data(), data.label_off.size() * sizeof(int64_t));
+    put(data.labels.data(), data.labels.size() * sizeof(int32_t));
+    const uint64_t check = sum.Final();
+    DSLIDE_CHECK(std::fwrite(&check, 1, 8, f.get()) == 8, path, ": write failed: ", std::strerror(errno));
+    CloseWritten(&f, path);
+  });
 }
 
 Dataset ReadBinary(const std::string& path) {
@@ -191,14 +235,28 @@ Dataset ReadBinary(const std::string& path) {
   DSLIDE_CHECK(points >= 0 && head[1] > 0 && head[2] > 0 && head[1] <= INT32_MAX && head[2] <= INT32_MAX &&
                    nnz >= 0 && nl >= 0 && points < size && nnz < size && nl < size,
                path, ": corrupted header (points ", points, ", features ", head[1], ", labels ", head[2], ")");
+  // The header's arrays must fill the file exactly: checked before anything is allocated, so
+  // that a damaged count cannot ask for many times the file's size.
+  const int64_t need = 48 + (points + 1) * 16 + nnz * 8 + nl * 4 + 8;
+  DSLIDE_CHECK(need <= size, path, ": truncated binary dataset (the header's ", points, " points, ",
+               nnz, " non-zeros and ", nl, " labels need ", need, " bytes, the file has ", size,
+               ")");
+  DSLIDE_CHECK(need == size, path, ": binary dataset has ", size - need,
+               " unexpected trailing bytes");
   Dataset d;
   d.num_features = head[1];
   d.num_labels = head[2];
-  d.feat_off.resize(points + 1);
-  d.feat_ids.resize(nnz);
-  d.feat_vals.resize(nnz);
-  d.label_off.resize(points + 1);
-  d.labels.resize(nl);
+  try {
+    d.feat_off.resize(points + 1);
+    d.feat_ids.resize(nnz);
+    d.feat_vals.resize(nnz);
+    d.label_off.resize(points + 1);
+    d.labels.resize(nl);
+  } catch (const std::bad_alloc&) {
+    d = Dataset();
+    throw Error(detail::Concat(path, ": out of memory: its ", points, " points need ", need - 56,
+                               " bytes in memory"));
+  }
   get(d.feat_off.data(), (points + 1) * 8, "feature offsets");
   get(d.feat_ids.data(), nnz * 4, "feature ids");
   get(d.feat_vals.data(), nnz * 4, "feature values");
@@ -320,6 +378,17 @@ void ParseXcLine(const std::string& line, const std::string& path, int64_t ln, D
 
 }  // namespace
 
+namespace {
+
+/// Bytes held by a dataset's arrays (for out-of-memory messages).
+int64_t DatasetBytes(const Dataset& d) {
+  return static_cast<int64_t>((d.feat_off.capacity() + d.label_off.capacity()) * sizeof(int64_t) +
+                              (d.feat_ids.capacity() + d.labels.capacity()) * sizeof(int32_t) +
+                              d.feat_vals.capacity() * sizeof(float));
+}
+
+}  // namespace
+
 struct DatasetStream::Impl {
   std::string path;
   bool binary = false;
@@ -392,20 +461,40 @@ DatasetStream::DatasetStream(const std::string& path) : impl_(std::make_unique<I
   m.lines = std::make_unique<LineReader>(path);
   DSLIDE_CHECK(m.lines->Next(&m.line), path, ":1: empty file (expected header 'points features labels')");
   const char* p = m.line.c_str();
-  if (static_cast<unsigned char>(p[0]) == 0xEF && static_cast<unsigned char>(p[1]) == 0xBB &&
-      static_cast<unsigned char>(p[2]) == 0xBF)
-    throw Error(detail::Concat(path, ":1: the file starts with a UTF-8 byte-order mark; remove it "
-                                     "(the header must be 'points features labels')"));
+  const auto* u = reinterpret_cast<const unsigned char*>(p);
+  if (u[0] == 0xEF && u[1] == 0xBB && u[2] == 0xBF)
+    throw Error(detail::Concat(path, ":1: starts with a UTF-8 byte-order mark; save the file "
+                                     "without it"));
+  if ((u[0] == 0xFF && u[1] == 0xFE) || (u[0] == 0xFE && u[1] == 0xFF))
+    throw Error(detail::Concat(path, ":1: starts with a UTF-16 byte-order mark; save the file as "
+                                     "ASCII (or UTF-8 without a byte-order mark)"));
+  // The three counts, as digits (any number of them: an absurd count is reported with its
+  // limit, not as unreadable).
   int64_t v[3];
+  std::string text[3];
   for (int i = 0; i < 3; ++i) {
     while (*p == ' ' || *p == '\t') ++p;
-    DSLIDE_CHECK(ParseIndex(p, &v[i]), path, ":1: bad header '", m.line,
+    const char* start = p;
+    int64_t x = 0;
+    while (*p >= '0' && *p <= '9') {
+      x = x > (INT64_MAX - 9) / 10 ? INT64_MAX : x * 10 + (*p - '0');
+      ++p;
+    }
+    DSLIDE_CHECK(p != start, path, ":1: bad header '", Excerpt(m.line),
                  "' (expected 'points features labels')");
+    v[i] = x;
+    text[i].assign(start, p);
   }
   while (*p == ' ' || *p == '\t') ++p;
-  DSLIDE_CHECK(*p == '\0', path, ":1: bad header '", m.line, "' (expected 'points features labels')");
-  DSLIDE_CHECK(v[1] >= 1 && v[1] < (int64_t{1} << 31) && v[2] >= 1 && v[2] < (int64_t{1} << 31),
-               path, ":1: bad header '", m.line, "' (features and labels must be in [1, 2^31))");
+  DSLIDE_CHECK(*p == '\0', path, ":1: bad header '", Excerpt(m.line),
+               "' (expected 'points features labels')");
+  DSLIDE_CHECK(v[0] <= kMaxTextPoints, path, ":1: bad header '", Excerpt(m.line), "': ",
+               Excerpt(text[0]), " points is beyond the limit of 2^40 = ", kMaxTextPoints,
+               " points");
+  const char* names[3] = {"points", "features", "labels"};
+  for (int i = 1; i < 3; ++i)
+    DSLIDE_CHECK(v[i] >= 1 && v[i] <= kMaxIds, path, ":1: bad header '", Excerpt(m.line), "': ",
+                 names[i], " must be in [1, 2^31 - 1 = ", kMaxIds, "], got ", Excerpt(text[i]));
   num_points_ = v[0];
   num_features_ = v[1];
   num_labels_ = v[2];
@@ -428,7 +517,15 @@ bool DatasetStream::Next(int64_t max_points, Dataset* chunk) {
                        std::fread(dst, 1, bytes, f) == static_cast<size_t>(bytes),
                    m.path, ": cannot read ", what, " of points ", p0, "..", p0 + n - 1);
     };
-    std::vector<int64_t> foff(n + 1), loff(n + 1);
+    std::vector<int64_t> foff, loff;
+    try {
+      foff.resize(n + 1);
+      loff.resize(n + 1);
+    } catch (const std::bad_alloc&) {
+      throw Error(detail::Concat(m.path, ": out of memory reading points ", p0, "..", p0 + n - 1,
+                                 " (", n, " points asked for; their offsets alone need ",
+                                 (n + 1) * 16, " bytes)"));
+    }
     read_at(b.feat_off_at + p0 * 8, foff.data(), (n + 1) * 8, "feature offsets");
     read_at(b.label_off_at + p0 * 8, loff.data(), (n + 1) * 8, "label offsets");
     DSLIDE_CHECK((p0 > 0 || (foff[0] == 0 && loff[0] == 0)) && foff[n] <= b.nnz && loff[n] <= b.nl &&
@@ -437,14 +534,22 @@ bool DatasetStream::Next(int64_t max_points, Dataset* chunk) {
     for (int64_t i = 0; i < n; ++i)
       DSLIDE_CHECK(foff[i + 1] >= foff[i] && loff[i + 1] >= loff[i] && foff[i] >= 0 && loff[i] >= 0,
                    m.path, ": point ", p0 + i, ": decreasing offsets");
-    chunk->feat_ids.resize(foff[n] - foff[0]);
-    chunk->feat_vals.resize(chunk->feat_ids.size());
-    chunk->labels.resize(loff[n] - loff[0]);
+    try {
+      chunk->feat_ids.resize(foff[n] - foff[0]);
+      chunk->feat_vals.resize(chunk->feat_ids.size());
+      chunk->labels.resize(loff[n] - loff[0]);
+      chunk->feat_off.resize(n + 1);
+      chunk->label_off.resize(n + 1);
+    } catch (const std::bad_alloc&) {
+      *chunk = Dataset();
+      throw Error(detail::Concat(m.path, ": out of memory reading points ", p0, "..", p0 + n - 1,
+                                 " (", n, " points asked for, ",
+                                 (foff[n] - foff[0]) * 8 + (loff[n] - loff[0]) * 4 + (n + 1) * 16,
+                                 " bytes)"));
+    }
     read_at(b.feat_ids_at + foff[0] * 4, chunk->feat_ids.data(), (foff[n] - foff[0]) * 4, "feature ids");
     read_at(b.feat_vals_at + foff[0] * 4, chunk->feat_vals.data(), (foff[n] - foff[0]) * 4, "feature values");
     read_at(b.labels_at + loff[0] * 4, chunk->labels.data(), (loff[n] - loff[0]) * 4, "labels");
-    chunk->feat_off.resize(n + 1);
-    chunk->label_off.resize(n + 1);
     for (int64_t i = 0; i <= n; ++i) {
       chunk->feat_off[i] = foff[i] - foff[0];
       chunk->label_off[i] = loff[i] - loff[0];
@@ -469,16 +574,37 @@ bool DatasetStream::Next(int64_t max_points, Dataset* chunk) {
   }
   // The header is not trusted for memory: a count of billions in a short file must end in
   // "fewer points than the header says", not in an allocation of gigabytes.
-  const int64_t reserve = std::min<int64_t>(std::min(max_points, num_points_), int64_t{1} << 20) + 1;
-  chunk->feat_off.reserve(reserve);
-  chunk->label_off.reserve(reserve);
   int64_t got = 0;
-  while (got < max_points && m.lines->Next(&m.line)) {
-    const int64_t ln = m.lines->line_no();
-    DSLIDE_CHECK(m.next < num_points_, m.path, ":", ln, ": more points than the header's ", num_points_);
-    ParseXcLine(m.line, m.path, ln, chunk, &m.fids, &m.fvals, &m.lbls, &m.sorted);
-    ++m.next;
-    ++got;
+  int64_t reading = m.lines->line_no() + 1;  // the line being read, for an out-of-memory message
+  try {
+    const int64_t reserve =
+        std::min<int64_t>(std::min(max_points, num_points_), int64_t{1} << 20) + 1;
+    chunk->feat_off.reserve(reserve);
+    chunk->label_off.reserve(reserve);
+    while (got < max_points && m.lines->Next(&m.line)) {
+      const int64_t ln = m.lines->line_no();
+      // A line of zero characters (a carriage return before the newline aside) is not a
+      // point: a point without labels and features is a line holding one space.
+      DSLIDE_CHECK(!m.line.empty(), m.path, ":", ln,
+                   ": empty line (every point needs a line; a point without labels or features is "
+                   "written as a single space)");
+      DSLIDE_CHECK(m.next < num_points_, m.path, ":", ln, ": more points than the header's ",
+                   num_points_);
+      ParseXcLine(m.line, m.path, ln, chunk, &m.fids, &m.fvals, &m.lbls, &m.sorted);
+      ++m.next;
+      ++got;
+      reading = ln + 1;
+    }
+  } catch (const std::bad_alloc&) {
+    const int64_t held = DatasetBytes(*chunk);
+    const int64_t line_bytes = static_cast<int64_t>(m.line.size());
+    const int64_t asked = std::min(max_points, num_points_ - (m.next - got));
+    *chunk = Dataset();  // give the memory back before the message is built
+    m.line = std::string();
+    throw Error(detail::Concat(m.path, ":", reading, ": out of memory after reading ", got,
+                               " of the ", asked, " points asked for (the points read hold ", held,
+                               " bytes, the line ", line_bytes, " bytes; the header says ",
+                               num_points_, " points)"));
   }
   if (got < max_points || m.next == num_points_) {
     // At the end of the file (or of the header's points): the count must agree.
@@ -490,34 +616,42 @@ bool DatasetStream::Next(int64_t max_points, Dataset* chunk) {
 }
 
 Dataset ReadXc(const std::string& path) {
-  if (IsBinaryDataset(path)) return ReadBinary(path);
-  DatasetStream in(path);
-  Dataset d;
-  if (!in.Next(std::numeric_limits<int64_t>::max(), &d)) {
-    d = Dataset();
-    d.num_features = in.num_features();
-    d.num_labels = in.num_labels();
+  try {
+    if (IsBinaryDataset(path)) return ReadBinary(path);
+    DatasetStream in(path);
+    Dataset d;
+    if (!in.Next(std::numeric_limits<int64_t>::max(), &d)) {
+      d = Dataset();
+      d.num_features = in.num_features();
+      d.num_labels = in.num_labels();
+    }
+    return d;
+  } catch (const std::bad_alloc&) {
+    // The readers name the line, points and bytes where they can; this is the fallback.
+    throw Error(detail::Concat(path, ": out of memory reading the dataset"));
   }
-  return d;
 }
 
-void WriteXc(const Dataset& data, const std::string& path) {
-  std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "w"), &std::fclose);
-  DSLIDE_CHECK(f != nullptr, path, ": cannot write: ", std::strerror(errno));
-  std::vector<char> buf(1 << 20);
-  std::setvbuf(f.get(), buf.data(), _IOFBF, buf.size());
-  std::fprintf(f.get(), "%lld %lld %lld\n", static_cast<long long>(data.size()),
-               static_cast<long long>(data.num_features), static_cast<long long>(data.num_labels));
-  for (int64_t i = 0; i < data.size(); ++i) {
-    const int32_t* l = data.Labels(i);
-    for (int64_t j = 0; j < data.NumLabels(i); ++j)
-      std::fprintf(f.get(), j ? ",%d" : "%d", l[j]);
-    const SparseView x = data.Features(i);
-    for (int64_t j = 0; j < x.n; ++j) std::fprintf(f.get(), " %d:%.6g", x.ids[j], x.vals[j]);
-    std::fputc('\n', f.get());
-  }
-  DSLIDE_CHECK(std::fflush(f.get()) == 0 && !std::ferror(f.get()), path, ": write failed: ",
-               std::strerror(errno));
+void WriteXc(const Dataset& data, const std::string& final_path) {
+  WriteAtomically(final_path, [&](const std::string& path) {
+    std::vector<char> buf(1 << 20);  // outlives the stream that uses it
+    std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "w"), &std::fclose);
+    DSLIDE_CHECK(f != nullptr, path, ": cannot write: ", std::strerror(errno));
+    std::setvbuf(f.get(), buf.data(), _IOFBF, buf.size());
+    std::fprintf(f.get(), "%lld %lld %lld\n", static_cast<long long>(data.size()),
+                 static_cast<long long>(data.num_features), static_cast<long long>(data.num_labels));
+    for (int64_t i = 0; i < data.size(); ++i) {
+      const int32_t* l = data.Labels(i);
+      for (int64_t j = 0; j < data.NumLabels(i); ++j)
+        std::fprintf(f.get(), j ? ",%d" : "%d", l[j]);
+      const SparseView x = data.Features(i);
+      for (int64_t j = 0; j < x.n; ++j) std::fprintf(f.get(), " %d:%.6g", x.ids[j], x.vals[j]);
+      // A point without labels and features is a single space: an empty line is an error.
+      if (data.NumLabels(i) == 0 && x.n == 0) std::fputc(' ', f.get());
+      std::fputc('\n', f.get());
+    }
+    CloseWritten(&f, path);
+  });
 }
 
 }  // namespace dslide

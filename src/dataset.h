@@ -49,7 +49,13 @@ struct Dataset {
 
 /// Reads an XC text file, plain or gzip-compressed, or a binary dataset written by
 /// WriteBinary (each detected from content). Every malformed input throws dslide::Error
-/// naming the file and, for text, the 1-based line.
+/// naming the file and, for text, the 1-based line. Text: the header "points features
+/// labels" (features and labels in [1, 2^31 - 1], points at most 2^40; no byte-order mark),
+/// then one line per point "l1,l2 f:v f:v"; a line starting with a space or tab has no
+/// labels, and a point without labels or features is a line holding a single space. A line of
+/// zero characters (a CR before the newline is not counted) is an error wherever it is.
+/// Running out of memory is a dslide::Error naming the file and the points or bytes asked
+/// for, not std::bad_alloc.
 Dataset ReadXc(const std::string& path);
 
 /// Reads a dataset a chunk of points at a time (XC text, plain or gzip, or the binary form,
@@ -87,7 +93,7 @@ bool IsBinaryDataset(const std::string& path);
 /// chosen uniformly by `seed`, as `held`; the rest is `kept`. Both keep the file's order.
 void SplitHoldout(const Dataset& all, double fraction, uint64_t seed, Dataset* kept, Dataset* held);
 
-/// Writes an XC text file (plain).
+/// Writes an XC text file (plain); a point without labels or features as a single space.
 void WriteXc(const Dataset& data, const std::string& path);
 
 }  // namespace dslide

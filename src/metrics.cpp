@@ -75,7 +75,8 @@ JsonObject& JsonObject::AddRaw(const std::string& key, const std::string& json) 
 
 MetricsFile::MetricsFile(const std::string& path) : path_(path) {
   if (path.empty()) return;
-  f_ = std::fopen(path.c_str(), "w");
+  // Append: a resumed run, or one that failed early, keeps the history written before.
+  f_ = std::fopen(path.c_str(), "a");
   DSLIDE_CHECK(f_ != nullptr, "option --metrics: cannot write '", path, "': ", std::strerror(errno));
 }
 

@@ -32,7 +32,11 @@ class JsonObject {
   std::string body_;
 };
 
-/// Appends JSON lines to a file; a no-op when constructed with an empty path.
+/// Appends JSON lines to a file, one object per line; a no-op when constructed with an
+/// empty path. An existing file is kept and appended to (opened with "a", never
+/// truncated): a resumed run, or a second run given the same --metrics, adds its lines after
+/// the earlier ones, and a run that fails early leaves the earlier history intact. Remove the
+/// file first to start a fresh one.
 class MetricsFile {
  public:
   explicit MetricsFile(const std::string& path);

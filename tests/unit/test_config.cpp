@@ -2,12 +2,19 @@
 // files are read and the command line wins over them.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
+#include <ostream>
+#include <string>
 #include <vector>
 
 #include "config.h"
 #include "error.h"
 #include "gpu/device_choice.h"
+#include "metrics.h"
+#include "predict.h"
 #include "test_util.h"
 
 namespace dslide {
@@ -19,6 +26,45 @@ std::string TrainError(std::vector<const char*> argv) {
   std::string help;
   try {
     ParseTrain(static_cast<int>(argv.size()), argv.data(), &c, &help);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+/// The message of parsing `args` (args[0] the subcommand: train, gen, eval, predict, export,
+/// convert, bench); "" when accepted.
+std::string ParseError(std::vector<std::string> args) {
+  std::vector<const char*> argv;
+  for (const auto& a : args) argv.push_back(a.c_str());
+  const int argc = static_cast<int>(argv.size());
+  const std::string cmd = args.at(0);
+  std::string help;
+  try {
+    if (cmd == "train") {
+      TrainConfig c;
+      ParseTrain(argc, argv.data(), &c, &help);
+    } else if (cmd == "gen") {
+      GenConfig c;
+      ParseGen(argc, argv.data(), &c, &help);
+    } else if (cmd == "eval") {
+      EvalConfig c;
+      ParseEval(argc, argv.data(), &c, &help);
+    } else if (cmd == "predict") {
+      PredictConfig c;
+      ParsePredict(argc, argv.data(), &c, &help);
+    } else if (cmd == "export") {
+      ExportConfig c;
+      ParseExport(argc, argv.data(), &c, &help);
+    } else if (cmd == "convert") {
+      ConvertConfig c;
+      ParseConvert(argc, argv.data(), &c, &help);
+    } else if (cmd == "bench") {
+      BenchConfig c;
+      ParseBench(argc, argv.data(), &c, &help);
+    } else {
+      ADD_FAILURE() << "unknown subcommand " << cmd;
+    }
   } catch (const Error& e) {
     return e.what();
   }
@@ -124,6 +170,317 @@ TEST(Config, GenShapes) {
   EXPECT_EQ(g.points, 10);
   const char* bad[] = {"gen", "--shape", "imagenet", "--out", "x"};
   EXPECT_THROW(ParseGen(5, bad, &g, &help), Error);
+}
+
+// The minimal valid command line of each subcommand.
+const std::vector<std::vector<std::string>> kValidCommands = {
+    {"train", "--train", "a.txt"},
+    {"gen", "--out", "x"},
+    {"eval", "--model", "m", "--test", "t.txt"},
+    {"predict", "--model", "m", "--input", "i.txt", "--out", "o.tsv"},
+    {"export", "--model", "m", "--out", "m.h5"},
+    {"convert", "--in", "a.txt", "--out", "a.dsb"},
+    {"bench", "--points", "10"},
+};
+
+std::vector<std::string> With(std::vector<std::string> args, const std::vector<std::string>& more) {
+  args.insert(args.end(), more.begin(), more.end());
+  return args;
+}
+
+TEST(Config, EverySubcommandAcceptsItsMinimalCommandLine) {
+  for (const auto& args : kValidCommands) EXPECT_EQ(ParseError(args), "") << args[0];
+}
+
+TEST(Config, AbbreviatedOptionsAreRejected) {
+  // Boost's default style took a unique prefix for the option ("--epoch" ran --epochs).
+  std::string msg = ParseError({"train", "--train", "a.txt", "--epoch", "3"});
+  EXPECT_NE(msg.find("unrecognised option '--epoch'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("did you mean --epochs?"), std::string::npos) << msg;
+  msg = ParseError({"train", "--trai", "a.txt"});
+  EXPECT_NE(msg.find("unrecognised option '--trai'"), std::string::npos) << msg;
+  msg = ParseError({"train", "--train", "a.txt", "--check", "d"});
+  EXPECT_NE(msg.find("unrecognised option '--check'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("--checkpoint-dir or --checkpoint-every"), std::string::npos) << msg;
+  // One abbreviation per subcommand, each a prefix of exactly one of its options.
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"gen", "--out", "x", "--poin", "5"}, "--poin"},
+      {{"eval", "--model", "m", "--test", "t", "--point", "5"}, "--point"},
+      {{"predict", "--model", "m", "--input", "i", "--out", "o", "--top", "3"}, "--top"},
+      {{"export", "--mod", "m", "--out", "o"}, "--mod"},
+      {{"convert", "--in", "a", "--ou", "b"}, "--ou"},
+      {{"bench", "--shap", "amazon-670k"}, "--shap"},
+      {{"bench", "--iter", "5"}, "--iter"},
+  };
+  for (const auto& [args, abbrev] : cases) {
+    msg = ParseError(args);
+    EXPECT_NE(msg.find("unrecognised option '" + abbrev + "'"), std::string::npos)
+        << args[0] << ": " << msg;
+  }
+}
+
+TEST(Config, IniFileRejectsAbbreviatedKeys) {
+  const auto ini = testing::WriteFile("cfg_abbrev.ini", "train = a\nbatc = 64\n");
+  const std::string msg = ParseError({"train", "--config", ini});
+  EXPECT_NE(msg.find("unrecognised option 'batc'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find(ini), std::string::npos) << msg;
+}
+
+TEST(Config, StrayPositionalArgumentsAreRejected) {
+  // Boost drops arguments no option takes; a second file after --train was silently lost.
+  std::string msg = ParseError({"train", "--train", "a.txt", "b.txt"});
+  EXPECT_NE(msg.find("unexpected argument 'b.txt'"), std::string::npos) << msg;
+  msg = ParseError({"train", "stray", "--train", "a.txt"});
+  EXPECT_NE(msg.find("unexpected argument 'stray'"), std::string::npos) << msg;
+  // A switch takes no value.
+  msg = ParseError({"train", "--train", "a.txt", "--dense-adam", "true"});
+  EXPECT_NE(msg.find("unexpected argument 'true'"), std::string::npos) << msg;
+  // After "--" everything is positional.
+  msg = ParseError({"train", "--train", "a.txt", "--", "--batch"});
+  EXPECT_NE(msg.find("unexpected argument '--batch'"), std::string::npos) << msg;
+  // Every subcommand.
+  for (const auto& args : kValidCommands) {
+    msg = ParseError(With(args, {"extra.txt"}));
+    EXPECT_NE(msg.find("unexpected argument 'extra.txt'"), std::string::npos)
+        << args[0] << ": " << msg;
+  }
+}
+
+struct ListCase {
+  std::vector<std::string> args;
+  std::string expect;
+};
+
+void PrintTo(const ListCase& c, std::ostream* os) {
+  for (const auto& a : c.args) *os << a << " ";
+}
+
+class ConfigBadList : public ::testing::TestWithParam<ListCase> {};
+
+TEST_P(ConfigBadList, EmptyItemRejectedNamingOptionAndValue) {
+  const std::string msg = ParseError(GetParam().args);
+  EXPECT_NE(msg.find(GetParam().expect), std::string::npos) << msg;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AllLists, ConfigBadList,
+    ::testing::Values(
+        // std::getline dropped a trailing empty item: "64," was read as "64".
+        ListCase{{"train", "--train", "a", "--hidden", "64,"},
+                 "option --hidden: empty item in '64,'"},
+        ListCase{{"train", "--train", "a", "--hidden", ",64"},
+                 "option --hidden: empty item in ',64'"},
+        ListCase{{"train", "--train", "a", "--hidden", "64,,32"},
+                 "option --hidden: empty item in '64,,32'"},
+        ListCase{{"train", "--train", "a", "--hidden", ","}, "option --hidden: empty item in ','"},
+        ListCase{{"train", "--train", "a", "--hidden", ""}, "option --hidden: empty list"},
+        ListCase{{"train", "--train", "a", "--sparsity", "0.1,"},
+                 "option --sparsity: empty item in '0.1,'"},
+        ListCase{{"bench", "--hidden", "32,"}, "option --hidden: empty item in '32,'"},
+        ListCase{{"eval", "--model", "m", "--test", "t", "--k", "1,,5"},
+                 "option --k: empty item in '1,,5'"},
+        ListCase{{"eval", "--model", "m", "--test", "t", "--k", "1,5,"},
+                 "option --k: empty item in '1,5,'"}));
+
+TEST(Config, ListsStillParse) {
+  const char* argv[] = {"train", "--train", "a", "--hidden", "256,128", "--sparsity", "1,1,0.1"};
+  TrainConfig c;
+  std::string help;
+  ASSERT_TRUE(ParseTrain(7, argv, &c, &help));
+  EXPECT_EQ(c.hidden, (std::vector<int64_t>{256, 128}));
+  EXPECT_EQ(c.sparsity, (std::vector<double>{1, 1, 0.1}));
+  const char* eval_argv[] = {"eval", "--model", "m", "--test", "t", "--k", "1,10000"};
+  EvalConfig e;
+  ASSERT_TRUE(ParseEval(7, eval_argv, &e, &help));
+  EXPECT_EQ(e.k, (std::vector<int>{1, 10000}));
+}
+
+TEST(Config, EvalCutOffsAreRangeChecked) {
+  // --k 0 and --k -1 used to pass here and crash the evaluation.
+  for (const char* k : {"0", "-1", "10001", "1,0,5", "3,-2"}) {
+    const std::string msg = ParseError({"eval", "--model", "m", "--test", "t", "--k", k});
+    EXPECT_NE(msg.find("option --k: each cut-off must be in [1, 10000], got "), std::string::npos)
+        << k << ": " << msg;
+  }
+  EXPECT_NE(ParseError({"eval", "--model", "m", "--test", "t", "--k", "-1"}).find("got -1"),
+            std::string::npos);
+  EXPECT_NE(ParseError({"eval", "--model", "m", "--test", "t", "--k", "1,x"})
+                .find("option --k: invalid list element 'x' in '1,x'"),
+            std::string::npos);
+}
+
+TEST(Config, NegativeSeedIsRejectedNotWrapped) {
+  // Boost's lexical_cast<uint64_t>("-1") is 2^64-1: the run would go on with that seed.
+  const std::string expect =
+      "option --seed: must be an integer in [0, 18446744073709551615], got '-1'";
+  EXPECT_NE(ParseError({"train", "--train", "a", "--seed", "-1"}).find(expect), std::string::npos)
+      << ParseError({"train", "--train", "a", "--seed", "-1"});
+  EXPECT_NE(ParseError({"train", "--train", "a", "--seed=-1"}).find(expect), std::string::npos);
+  EXPECT_NE(ParseError({"gen", "--out", "x", "--seed", "-1"}).find(expect), std::string::npos);
+  EXPECT_NE(ParseError({"bench", "--seed", "-1"}).find(expect), std::string::npos);
+  const auto ini = testing::WriteFile("cfg_seed.ini", "train = a\nseed = -1\n");
+  EXPECT_NE(ParseError({"train", "--config", ini}).find(expect), std::string::npos);
+  for (const char* bad : {"+5", "1e3", "18446744073709551616", " 5", "0x10", ""}) {
+    const std::string msg = ParseError({"train", "--train", "a", "--seed", bad});
+    EXPECT_NE(msg.find("option --seed: must be an integer in [0, 18446744073709551615]"),
+              std::string::npos)
+        << "'" << bad << "': " << msg;
+  }
+  // The whole range still parses.
+  const char* argv[] = {"train", "--train", "a", "--seed", "18446744073709551615"};
+  TrainConfig c;
+  std::string help;
+  ASSERT_TRUE(ParseTrain(5, argv, &c, &help));
+  EXPECT_EQ(c.seed, UINT64_MAX);
+  const char* gen_argv[] = {"gen", "--out", "x", "--seed", "0"};
+  GenConfig g;
+  ASSERT_TRUE(ParseGen(5, gen_argv, &g, &help));
+  EXPECT_EQ(g.seed, 0u);
+}
+
+struct RangeCase {
+  std::vector<std::string> args;
+  std::string expect;  ///< substring of the message
+};
+
+void PrintTo(const RangeCase& c, std::ostream* os) {
+  for (const auto& a : c.args) *os << a << " ";
+}
+
+class ConfigOutOfRange : public ::testing::TestWithParam<RangeCase> {};
+
+TEST_P(ConfigOutOfRange, RejectedNamingOptionAndRange) {
+  const std::string msg = ParseError(GetParam().args);
+  EXPECT_NE(msg.find(GetParam().expect), std::string::npos)
+      << (msg.empty() ? std::string("accepted") : msg);
+}
+
+std::vector<std::string> Train(std::vector<std::string> more) {
+  return With({"train", "--train", "a"}, more);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AllOptions, ConfigOutOfRange,
+    ::testing::Values(
+        RangeCase{Train({"--hidden", "0"}),
+                  "option --hidden: each size must be in [1, 16777215] (below 2^24), got 0"},
+        RangeCase{Train({"--hidden", "128,-5"}),
+                  "option --hidden: each size must be in [1, 16777215]"},
+        RangeCase{Train({"--hidden", "16777216"}), "got 16777216"},
+        RangeCase{Train({"--batch", "0"}), "option --batch: must be in [1, 1048576], got 0"},
+        RangeCase{Train({"--batch", "1048577"}),
+                  "option --batch: must be in [1, 1048576], got 1048577"},
+        RangeCase{Train({"--batch", "-3"}), "option --batch: must be in [1, 1048576], got -3"},
+        RangeCase{Train({"--iterations", "-1"}),
+                  "option --iterations: must be in [0, 1099511627776], got -1"},
+        RangeCase{Train({"--iterations", "1099511627777"}), "option --iterations: must be in [0, "},
+        RangeCase{Train({"--epochs", "inf"}), "option --epochs: must be in [0, 1000000], got inf"},
+        RangeCase{Train({"--epochs", "nan"}), "option --epochs: must be in [0, 1000000], got nan"},
+        RangeCase{Train({"--epochs", "-1", "--iterations", "10"}),
+                  "option --epochs: must be in [0, 1000000], got -1"},
+        RangeCase{Train({"--epochs", "0"}),
+                  "option --epochs: must be positive when --iterations is 0"},
+        RangeCase{Train({"--lr", "nan"}), "option --lr: must be a finite number > 0, got nan"},
+        RangeCase{Train({"--lr", "inf"}), "option --lr: must be a finite number > 0, got inf"},
+        RangeCase{Train({"--lr", "0"}), "option --lr: must be a finite number > 0, got 0"},
+        RangeCase{Train({"--eps", "inf"}), "option --eps: must be in (0, 1], got inf"},
+        RangeCase{Train({"--beta1", "nan"}), "option --beta1: must be in [0, 1), got nan"},
+        RangeCase{Train({"--eval-points", "-1"}),
+                  "option --eval-points: must be in [0, 1099511627776], got -1"},
+        RangeCase{Train({"--eval-every", "-1"}), "option --eval-every: must be in [0, "},
+        RangeCase{Train({"--threads", "4097"}), "option --threads: must be in [0, 4096], got 4097"},
+        RangeCase{Train({"--threads", "-1"}), "option --threads: must be in [0, 4096], got -1"},
+        RangeCase{Train({"--bucket-size", "1048577"}),
+                  "option --bucket-size: must be in [1, 1048576], got 1048577"},
+        RangeCase{Train({"--bucket-size", "0"}),
+                  "option --bucket-size: must be in [1, 1048576], got 0"},
+        RangeCase{Train({"--threshold", "0"}), "option --threshold: must be in [1, 1024], got 0"},
+        RangeCase{Train({"--keep-checkpoints", "0"}),
+                  "option --keep-checkpoints: must be in [1, 1000], got 0"},
+        RangeCase{Train({"--keep-checkpoints", "1001"}),
+                  "option --keep-checkpoints: must be in [1, 1000], got 1001"},
+        RangeCase{Train({"--log-every", "0"}),
+                  "option --log-every: must be in [1, 1099511627776], got 0"},
+        RangeCase{Train({"--checkpoint-every", "-5"}),
+                  "option --checkpoint-every: must be in [0, "},
+        RangeCase{Train({"--rebuild-n0", "0"}), "option --rebuild-n0: must be in [1, "},
+        RangeCase{Train({"--rehash-every", "-1"}), "option --rehash-every: must be in [0, "},
+        RangeCase{Train({"--gpus-per-node", "-1"}),
+                  "option --gpus-per-node: must be in [0, 1024], got -1"},
+        RangeCase{Train({"--dense-below", "-1"}),
+                  "option --dense-below: must be in [0, 2147483647]"},
+        RangeCase{Train({"--min-negatives", "0"}),
+                  "option --min-negatives: must be in [1, 2147483647]"},
+        RangeCase{Train({"--batch", "99999999999"}), "option '--batch' is invalid"},
+        RangeCase{{"bench", "--batch", "0"}, "option --batch: must be in [1, 1048576], got 0"},
+        RangeCase{{"bench", "--points", "-1"},
+                  "option --points: must be in [0, 2147483647], got -1"},
+        RangeCase{{"bench", "--features", "1"},
+                  "option --features: must be 0 (the shape's) or in [2, 2147483647], got 1"},
+        RangeCase{{"bench", "--nnz", "-2"}, "option --nnz: must be in [0, 2147483647], got -2"},
+        RangeCase{{"gen", "--out", "x", "--points", "-5"},
+                  "option --points: must be in [1, 2147483647], got -5"},
+        RangeCase{{"gen", "--out", "x", "--points", "3000000000"},
+                  "option --points: must be in [1, 2147483647], got 3000000000"},
+        RangeCase{{"gen", "--out", "x", "--test-points", "-1"},
+                  "option --test-points: must be in [1, "},
+        RangeCase{{"gen", "--out", "x", "--features", "1"},
+                  "option --features: must be in [2, 2147483647], got 1"},
+        RangeCase{{"gen", "--out", "x", "--labels", "3000000000"},
+                  "option --labels: must be in [2, 2147483647], got 3000000000"},
+        RangeCase{{"gen", "--out", "x", "--nnz", "-1"}, "option --nnz: must be in [1, features = "},
+        RangeCase{{"gen", "--out", "x", "--noise", "nan"},
+                  "option --noise: must be in [0, 1), got nan"},
+        RangeCase{{"eval", "--model", "m", "--test", "t", "--points", "-1"},
+                  "option --points: must be in [0, 1099511627776], got -1"},
+        RangeCase{{"eval", "--model", "m", "--test", "t", "--threads", "5000"},
+                  "option --threads: must be in [0, 4096], got 5000"},
+        RangeCase{{"predict", "--model", "m", "--input", "i", "--out", "o", "--top-k", "0"},
+                  "option --top-k: must be in [1, 10000], got 0"},
+        RangeCase{{"predict", "--model", "m", "--input", "i", "--out", "o", "--chunk", "0"},
+                  "option --chunk: must be in [1, 16777216], got 0"},
+        RangeCase{{"predict", "--model", "m", "--input", "i", "--out", "o", "--chunk", "16777217"},
+                  "option --chunk: must be in [1, 16777216], got 16777217"},
+        RangeCase{{"predict", "--model", "m", "--input", "i", "--out", "o", "--threads", "-1"},
+                  "option --threads: must be in [0, 4096], got -1"}));
+
+TEST(Config, RangeLimitsThemselvesAreAccepted) {
+  EXPECT_EQ(ParseError(Train({"--batch", "1048576", "--threads", "4096", "--hidden", "16777215",
+                              "--bucket-size", "1048576", "--keep-checkpoints", "1000", "--epochs",
+                              "1000000", "--iterations", "0"})),
+            "");
+  EXPECT_EQ(ParseError(Train({"--epochs", "0", "--iterations", "5"})), "");
+  EXPECT_EQ(ParseError({"predict", "--model", "m", "--input", "i", "--out", "o", "--top-k", "10000",
+                        "--chunk", "16777216"}),
+            "");
+}
+
+TEST(MetricsOption, FileIsAppendedNotTruncated) {
+  // A resumed run (or one that fails early) keeps the history of the runs before it.
+  const std::string p = testing::TmpPath("metrics_append.jsonl");
+  {
+    MetricsFile m(p);
+    m.Write(JsonObject().Add("run", 1).Add("iter", 10));
+  }
+  {
+    MetricsFile m(p);
+    m.Write(JsonObject().Add("run", 2).Add("iter", 20));
+  }
+  std::ifstream in(p);
+  std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(all, "{\"run\":1,\"iter\":10}\n{\"run\":2,\"iter\":20}\n");
+  // An empty path writes nothing; an unwritable one is an error naming the option.
+  MetricsFile none("");
+  none.Write(JsonObject().Add("x", 1));
+  try {
+    MetricsFile bad("/nonexistent/dir/m.jsonl");
+    FAIL() << "unwritable metrics file accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(
+        std::string(e.what()).find("option --metrics: cannot write '/nonexistent/dir/m.jsonl'"),
+        std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace
