@@ -5,13 +5,16 @@
 #include <hdf5.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <unistd.h>
 
 #include "checksum.h"
 #include "error.h"
+#include "fault.h"
 
 namespace dslide {
 
@@ -34,14 +37,33 @@ class Handle {
   Handle& operator=(const Handle&) = delete;
   hid_t get() const { return id_; }
   bool ok() const { return id_ >= 0; }
+  /// Closes now; false when closing failed (for a file: its last writes did not reach the disk).
+  bool Close() {
+    const hid_t id = id_;
+    id_ = -1;
+    return id < 0 || close_(id) >= 0;
+  }
 
  private:
   hid_t id_;
   herr_t (*close_)(hid_t);
 };
 
+/// Throws DamagedCheckpoint (a checkpoint that is there but cannot be trusted).
+#define DAMAGED_CHECK(cond, ...)                                                             \
+  do {                                                                                       \
+    if (!(cond)) throw ::dslide::DamagedCheckpoint(::dslide::detail::Concat(__VA_ARGS__)); \
+  } while (0)
+
+/// " (REASON)" for the errno an I/O call left behind, "" when it left none.
+std::string OsReason(int err) { return err != 0 ? std::string(" (") + std::strerror(err) + ")" : ""; }
+
 void QuietHdf5() {
   static const bool once = [] {
+    // A file whose close failed (a full disk) stays in the library's tables, and the
+    // library's exit handler then crashes closing it again: files are always closed by
+    // their Handle here, so the exit handler is not needed.
+    H5dont_atexit();
     H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
     return true;
   }();
@@ -72,10 +94,11 @@ void WriteArray(hid_t loc, const std::string& file, const std::string& name, con
     H5Pset_chunk(plist.get(), rank, chunk);
     H5Pset_fletcher32(plist.get());
   }
+  errno = 0;
   Handle ds(H5Dcreate2(loc, name.c_str(), Type<T>(), space.get(), H5P_DEFAULT, plist.get(), H5P_DEFAULT),
             H5Dclose);
   DSLIDE_CHECK(ds.ok() && (rows == 0 || H5Dwrite(ds.get(), Type<T>(), H5S_ALL, H5S_ALL, H5P_DEFAULT, data) >= 0),
-               file, ": cannot write dataset '", name, "'");
+               file, ": cannot write dataset '", name, "'", OsReason(errno));
 }
 
 template <class T>
@@ -88,11 +111,11 @@ template <class T>
 void ReadRows(hid_t loc, const std::string& file, const std::string& name, int64_t row0, int64_t rows,
               std::vector<T>* out, int64_t* cols_out = nullptr) {
   Handle ds(H5Dopen2(loc, name.c_str(), H5P_DEFAULT), H5Dclose);
-  DSLIDE_CHECK(ds.ok(), file, ": dataset '", name, "' is missing");
+  DAMAGED_CHECK(ds.ok(), file, ": dataset '", name, "' is missing");
   Handle space(H5Dget_space(ds.get()), H5Sclose);
   hsize_t dims[2] = {0, 0};
   const int rank = H5Sget_simple_extent_ndims(space.get());
-  DSLIDE_CHECK(rank == 1 || rank == 2, file, ": dataset '", name, "' has ", rank, " dimensions");
+  DAMAGED_CHECK(rank == 1 || rank == 2, file, ": dataset '", name, "' has ", rank, " dimensions");
   H5Sget_simple_extent_dims(space.get(), dims, nullptr);
   const hsize_t cols = rank == 2 ? dims[1] : 1;
   if (cols_out) *cols_out = static_cast<int64_t>(cols);
@@ -100,14 +123,14 @@ void ReadRows(hid_t loc, const std::string& file, const std::string& name, int64
     row0 = 0;
     rows = static_cast<int64_t>(dims[0]);
   }
-  DSLIDE_CHECK(row0 >= 0 && static_cast<hsize_t>(row0 + rows) <= dims[0], file, ": dataset '", name,
+  DAMAGED_CHECK(row0 >= 0 && static_cast<hsize_t>(row0 + rows) <= dims[0], file, ": dataset '", name,
                "' has ", dims[0], " rows, rows ", row0, "..", row0 + rows, " were asked for");
   out->resize(static_cast<size_t>(rows) * cols);
   if (rows == 0) return;
   const hsize_t start[2] = {static_cast<hsize_t>(row0), 0}, count[2] = {static_cast<hsize_t>(rows), cols};
   H5Sselect_hyperslab(space.get(), H5S_SELECT_SET, start, nullptr, count, nullptr);
   Handle mem(H5Screate_simple(rank, count, nullptr), H5Sclose);
-  DSLIDE_CHECK(H5Dread(ds.get(), Type<T>(), mem.get(), space.get(), H5P_DEFAULT, out->data()) >= 0,
+  DAMAGED_CHECK(H5Dread(ds.get(), Type<T>(), mem.get(), space.get(), H5P_DEFAULT, out->data()) >= 0,
                file, ": dataset '", name, "' is unreadable (truncated or corrupted: checksum or I/O error)");
 }
 
@@ -122,8 +145,8 @@ template <class T>
 T ReadAttr(hid_t loc, const std::string& file, const char* name) {
   Handle a(H5Aopen(loc, name, H5P_DEFAULT), H5Aclose);
   T value{};
-  DSLIDE_CHECK(a.ok() && H5Aread(a.get(), Type<T>(), &value) >= 0, file, ": attribute '", name,
-               "' is missing or unreadable");
+  DAMAGED_CHECK(a.ok() && H5Aread(a.get(), Type<T>(), &value) >= 0, file, ": attribute '", name,
+                "' is missing or unreadable");
   return value;
 }
 
@@ -139,15 +162,15 @@ void WriteString(hid_t loc, const std::string& file, const char* name, const std
 
 std::string ReadString(hid_t loc, const std::string& file, const char* name) {
   Handle a(H5Aopen(loc, name, H5P_DEFAULT), H5Aclose);
-  DSLIDE_CHECK(a.ok(), file, ": attribute '", name, "' is missing");
+  DAMAGED_CHECK(a.ok(), file, ": attribute '", name, "' is missing");
   Handle type(H5Aget_type(a.get()), H5Tclose);
   const size_t n = H5Tget_size(type.get());
-  DSLIDE_CHECK(H5Tget_class(type.get()) == H5T_STRING && n > 0 && n < (1 << 20), file,
+  DAMAGED_CHECK(H5Tget_class(type.get()) == H5T_STRING && n > 0 && n < (1 << 20), file,
                ": attribute '", name, "' is not a string");
   std::string s(n, '\0');
   Handle mem(H5Tcopy(H5T_C_S1), H5Tclose);
   H5Tset_size(mem.get(), n);
-  DSLIDE_CHECK(H5Aread(a.get(), mem.get(), s.data()) >= 0, file, ": attribute '", name, "' is unreadable");
+  DAMAGED_CHECK(H5Aread(a.get(), mem.get(), s.data()) >= 0, file, ": attribute '", name, "' is unreadable");
   s.resize(std::strlen(s.c_str()));
   return s;
 }
@@ -156,10 +179,15 @@ std::string ReadString(hid_t loc, const std::string& file, const char* name) {
 /// HDF5 parses the file, so a damaged file never reaches the library.
 void WriteSidecar(const std::string& file) {
   const FileSum s = SumFile(file);
-  std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen((file + ".sum").c_str(), "w"), &std::fclose);
-  DSLIDE_CHECK(f != nullptr, file, ".sum: cannot write");
-  std::fprintf(f.get(), "%lld %016llx\n", static_cast<long long>(s.size), static_cast<unsigned long long>(s.sum));
-  DSLIDE_CHECK(std::fflush(f.get()) == 0, file, ".sum: write failed");
+  errno = 0;
+  FILE* f = std::fopen((file + ".sum").c_str(), "w");
+  DSLIDE_CHECK(f != nullptr, file, ".sum: cannot write", OsReason(errno));
+  const bool written = std::fprintf(f, "%lld %016llx\n", static_cast<long long>(s.size),
+                                    static_cast<unsigned long long>(s.sum)) > 0;
+  const bool flushed = std::fflush(f) == 0;
+  const int err = errno;
+  const bool closed = std::fclose(f) == 0;
+  DSLIDE_CHECK(written && flushed && closed, file, ".sum: write failed", OsReason(err ? err : errno));
 }
 
 void VerifySidecar(const std::string& file) {
@@ -167,29 +195,94 @@ void VerifySidecar(const std::string& file) {
   unsigned long long sum = 0;
   {
     std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen((file + ".sum").c_str(), "r"), &std::fclose);
-    DSLIDE_CHECK(f != nullptr, file, ".sum: checksum file is missing (an unfinished checkpoint?)");
-    DSLIDE_CHECK(std::fscanf(f.get(), "%lld %llx", &size, &sum) == 2 && size >= 0, file,
-                 ".sum: malformed checksum file");
+    DAMAGED_CHECK(f != nullptr, file, ".sum: checksum file is missing (an unfinished checkpoint?)");
+    DAMAGED_CHECK(std::fscanf(f.get(), "%lld %llx", &size, &sum) == 2 && size >= 0, file,
+                  ".sum: malformed checksum file");
   }
   const FileSum s = SumFile(file);
-  DSLIDE_CHECK(s.size == size, file, ": ", s.size, " bytes, ", size, " were written (truncated or corrupted)");
-  DSLIDE_CHECK(s.sum == sum, file, ": checksum mismatch (corrupted)");
+  DAMAGED_CHECK(s.size == size, file, ": ", s.size, " bytes, ", size, " were written (truncated or corrupted)");
+  DAMAGED_CHECK(s.sum == sum, file, ": checksum mismatch (corrupted)");
 }
 
 Handle OpenFile(const std::string& file) {
   QuietHdf5();
-  DSLIDE_CHECK(fs::exists(file), file, ": checkpoint file is missing");
+  DAMAGED_CHECK(fs::exists(file), file, ": checkpoint file is missing");
   VerifySidecar(file);
   Handle f(H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
-  DSLIDE_CHECK(f.ok(), file, ": not a readable HDF5 checkpoint (truncated or corrupted)");
+  DAMAGED_CHECK(f.ok(), file, ": not a readable HDF5 checkpoint (truncated or corrupted)");
   return f;
 }
 
 Handle CreateFile(const std::string& file) {
   QuietHdf5();
+  errno = 0;
   Handle f(H5Fcreate(file.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
-  DSLIDE_CHECK(f.ok(), file, ": cannot create the checkpoint file");
+  DSLIDE_CHECK(f.ok(), file, ": cannot create the file", OsReason(errno));
   return f;
+}
+
+/// LSH tables, stored by their non-empty buckets: for each table its ids in bucket order
+/// (table_ids, table_sizes per table) and, per non-empty bucket, its index and size
+/// (table_buckets, table_counts; table_nonempty per table). A table of 2^18 buckets with
+/// a few thousand ids then costs the ids, not a million offsets.
+void WriteTables(hid_t g, const std::string& file, const LayerState& st) {
+  const size_t tables = st.table_sizes.size();
+  const size_t nb = st.table_offsets.size() / tables;  // buckets + 1 per table
+  std::vector<uint32_t> buckets, counts;
+  std::vector<int64_t> nonempty(tables, 0);
+  for (size_t t = 0; t < tables; ++t) {
+    const uint32_t* off = st.table_offsets.data() + t * nb;
+    for (size_t b = 0; b + 1 < nb; ++b)
+      if (off[b + 1] > off[b]) {
+        buckets.push_back(static_cast<uint32_t>(b));
+        counts.push_back(off[b + 1] - off[b]);
+        ++nonempty[t];
+      }
+  }
+  WriteAttr(g, file, "table_buckets_per_table", static_cast<int64_t>(nb - 1));
+  WriteVector(g, file, "table_ids", st.table_ids);
+  WriteVector(g, file, "table_sizes", st.table_sizes);
+  WriteVector(g, file, "table_nonempty", nonempty);
+  WriteVector(g, file, "table_buckets", buckets);
+  WriteVector(g, file, "table_counts", counts);
+}
+
+/// The tables of a shard's layer into st (offsets rebuilt); none when the checkpoint was
+/// written without them. Reads the earlier layout (table_offsets) too.
+void ReadTables(hid_t g, const std::string& file, LayerState* st) {
+  st->table_offsets.clear();
+  st->table_ids.clear();
+  st->table_sizes.clear();
+  if (H5Lexists(g, "table_offsets", H5P_DEFAULT) > 0) {
+    ReadRows(g, file, "table_offsets", 0, -1, &st->table_offsets);
+    ReadRows(g, file, "table_ids", 0, -1, &st->table_ids);
+    ReadRows(g, file, "table_sizes", 0, -1, &st->table_sizes);
+    return;
+  }
+  if (H5Lexists(g, "table_counts", H5P_DEFAULT) <= 0) return;  // written without tables
+  const int64_t nb = ReadAttr<int64_t>(g, file, "table_buckets_per_table");
+  std::vector<int64_t> nonempty;
+  std::vector<uint32_t> buckets, counts;
+  ReadRows(g, file, "table_ids", 0, -1, &st->table_ids);
+  ReadRows(g, file, "table_sizes", 0, -1, &st->table_sizes);
+  ReadRows(g, file, "table_nonempty", 0, -1, &nonempty);
+  ReadRows(g, file, "table_buckets", 0, -1, &buckets);
+  ReadRows(g, file, "table_counts", 0, -1, &counts);
+  const size_t tables = st->table_sizes.size();
+  DAMAGED_CHECK(nb >= 1 && nb <= (int64_t{1} << 32) && nonempty.size() == tables &&
+                    buckets.size() == counts.size(),
+                file, ": inconsistent LSH tables");
+  st->table_offsets.assign(tables * (nb + 1), 0);
+  size_t at = 0;
+  for (size_t t = 0; t < tables; ++t) {
+    uint32_t* off = st->table_offsets.data() + t * (nb + 1);
+    DAMAGED_CHECK(nonempty[t] >= 0 && at + nonempty[t] <= buckets.size(), file, ": inconsistent LSH tables");
+    for (int64_t j = 0; j < nonempty[t]; ++j, ++at) {
+      DAMAGED_CHECK(buckets[at] < nb, file, ": inconsistent LSH tables");
+      off[buckets[at] + 1] = counts[at];
+    }
+    for (int64_t b = 0; b < nb; ++b) off[b + 1] += off[b];
+  }
 }
 
 std::string ShardFile(const std::string& folder, int rank) {
@@ -230,6 +323,33 @@ std::string ResolveCheckpoint(const std::string& path, const char* option) {
   return folder;
 }
 
+std::vector<std::string> ResumeCandidates(const std::string& path, const char* option) {
+  if (fs::exists(path + "/meta.h5")) return {path};
+  std::vector<std::string> all = Complete(path);
+  DSLIDE_CHECK(!all.empty(), "option ", option, ": no complete checkpoint in ", path);
+  std::reverse(all.begin(), all.end());
+  return all;
+}
+
+void CheckWritableDir(const std::string& dir, int64_t bytes, const char* option) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  DSLIDE_CHECK(!ec, "option ", option, ": cannot create ", dir, " (", ec.message(), ")");
+  const std::string probe = dir + "/.dslide-write-test-" + std::to_string(getpid());
+  errno = 0;
+  FILE* f = std::fopen(probe.c_str(), "w");
+  DSLIDE_CHECK(f != nullptr, "option ", option, ": cannot write in ", dir, OsReason(errno));
+  const bool ok = std::fputc('x', f) != EOF && std::fflush(f) == 0;
+  const int err = errno;
+  std::fclose(f);
+  fs::remove(probe, ec);
+  DSLIDE_CHECK(ok, "option ", option, ": cannot write in ", dir, OsReason(err));
+  const fs::space_info sp = fs::space(dir, ec);
+  if (!ec && bytes > 0)
+    DSLIDE_CHECK(sp.available >= static_cast<uintmax_t>(bytes), "option ", option, ": ", dir, " has ",
+                 sp.available >> 20, " MB free, one checkpoint needs about ", (bytes >> 20) + 1, " MB");
+}
+
 void PruneCheckpoints(const std::string& dir, int keep) {
   const auto all = Complete(dir);
   for (size_t i = 0; i + keep < all.size(); ++i) fs::remove_all(all[i]);
@@ -268,6 +388,8 @@ void WriteMeta(const std::string& folder, const CheckpointMeta& m) {
     WriteString(g, file, "query", m.query);
     WriteAttr(g, file, "lsh_share", m.lsh_share);
     WriteAttr(g, file, "min_negatives", m.min_negatives);
+    errno = 0;
+    DSLIDE_CHECK(f.Close(), file, ": cannot write", OsReason(errno));
   }
   WriteSidecar(file);
 }
@@ -302,7 +424,7 @@ CheckpointMeta ReadMeta(const std::string& folder) {
     m.lsh_share = ReadAttr<double>(g, file, "lsh_share");
     m.min_negatives = ReadAttr<int64_t>(g, file, "min_negatives");
   }
-  DSLIDE_CHECK(m.ranks >= 1 && m.iter >= 0 && m.pos >= 0 && m.input_dim > 0 && !m.out_dims.empty() &&
+  DAMAGED_CHECK(m.ranks >= 1 && m.iter >= 0 && m.pos >= 0 && m.input_dim > 0 && !m.out_dims.empty() &&
                    m.sparsity.size() == m.out_dims.size(),
                file, ": inconsistent metadata");
   return m;
@@ -330,11 +452,10 @@ void WriteShard(const std::string& folder, int rank, const ModelSpec& spec,
       WriteVector(g.get(), file, "b", st.b);
       WriteVector(g.get(), file, "mb", st.mb);
       WriteVector(g.get(), file, "vb", st.vb);
-      WriteVector(g.get(), file, "table_offsets", st.table_offsets);
-      WriteVector(g.get(), file, "table_ids", st.table_ids);
-      WriteVector(g.get(), file, "table_sizes", st.table_sizes);
+      if (!st.table_sizes.empty()) WriteTables(g.get(), file, st);
   }
-  DSLIDE_CHECK(H5Fflush(f.get(), H5F_SCOPE_LOCAL) >= 0, file, ": cannot flush");
+  errno = 0;
+  DSLIDE_CHECK(H5Fflush(f.get(), H5F_SCOPE_LOCAL) >= 0 && f.Close(), file, ": cannot write", OsReason(errno));
   }
   WriteSidecar(file);
 }
@@ -371,8 +492,8 @@ std::vector<LayerState> ReadLayers(const std::string& folder, const CheckpointMe
       if (!f) f = std::make_unique<Handle>(OpenFile(file));
       const std::string name = "layer" + std::to_string(l);
       Handle g(H5Gopen2(f->get(), name.c_str(), H5P_DEFAULT), H5Gclose);
-      DSLIDE_CHECK(g.ok(), file, ": group ", name, " is missing");
-      DSLIDE_CHECK(ReadAttr<int64_t>(g.get(), file, "begin") == b0 && ReadAttr<int64_t>(g.get(), file, "end") == b1,
+      DAMAGED_CHECK(g.ok(), file, ": group ", name, " is missing");
+      DAMAGED_CHECK(ReadAttr<int64_t>(g.get(), file, "begin") == b0 && ReadAttr<int64_t>(g.get(), file, "end") == b1,
                    file, ": ", name, " does not hold neurons [", b0, ", ", b1, ") as its metadata says");
       const int64_t at = lo - spec.begin, rows = hi - lo, first = lo - b0, d = spec.in_dim;
       int64_t cols = 0;
@@ -385,7 +506,7 @@ std::vector<LayerState> ReadLayers(const std::string& folder, const CheckpointMe
           : std::vector<Field>{{"b", &st.b}, {"mb", &st.mb}, {"vb", &st.vb}};
       for (const auto& [ds, dst] : matrices) {
         ReadRows(g.get(), file, ds, first, rows, &buf, &cols);
-        DSLIDE_CHECK(cols == d, file, ": ", name, "/", ds, " has ", cols, " columns, expected ", d);
+        DAMAGED_CHECK(cols == d, file, ": ", name, "/", ds, " has ", cols, " columns, expected ", d);
         std::copy(buf.begin(), buf.end(), dst->begin() + at * d);
       }
       for (const auto& [ds, dst] : vectors) {
@@ -395,16 +516,25 @@ std::vector<LayerState> ReadLayers(const std::string& folder, const CheckpointMe
       st.hash_version = std::max(st.hash_version, ReadAttr<int64_t>(g.get(), file, "hash_version"));
       st.rebuilds = std::max(st.rebuilds, ReadAttr<int64_t>(g.get(), file, "rebuilds"));
       if (!weights_only && b0 == spec.begin && b1 == spec.end) {  // the same shard: keep its tables
-        ReadRows(g.get(), file, "table_offsets", 0, -1, &st.table_offsets);
-        ReadRows(g.get(), file, "table_ids", 0, -1, &st.table_ids);
-        ReadRows(g.get(), file, "table_sizes", 0, -1, &st.table_sizes);
+        ReadTables(g.get(), file, &st);
       }
     }
   }
   return states;
 }
 
-int64_t ExportModel(const std::string& folder, const std::string& out_file) {
+int64_t ExportModel(const std::string& folder, const std::string& final_file) {
+  // Written under a temporary name and renamed when complete: a failed export never
+  // replaces an existing file with a partial one.
+  const std::string out_file = final_file + ".tmp";
+  struct RemoveUnlessDone {
+    std::string path;
+    bool done = false;
+    ~RemoveUnlessDone() {
+      std::error_code ec;
+      if (!done) fs::remove(path, ec);
+    }
+  } guard{out_file};
   const CheckpointMeta meta = ReadMeta(folder);
   Handle f = CreateFile(out_file);
   const hid_t g = f.get();
@@ -436,7 +566,12 @@ int64_t ExportModel(const std::string& folder, const std::string& out_file) {
     WriteVector(grp.get(), out_file, "biases", states[l].b);
     params += s.out_dim * (s.in_dim + 1);
   }
-  DSLIDE_CHECK(H5Fflush(g, H5F_SCOPE_LOCAL) >= 0, out_file, ": cannot flush");
+  errno = 0;
+  DSLIDE_CHECK(H5Fflush(g, H5F_SCOPE_LOCAL) >= 0 && f.Close(), out_file, ": cannot write", OsReason(errno));
+  std::error_code ec;
+  fs::rename(out_file, final_file, ec);
+  DSLIDE_CHECK(!ec, "cannot rename ", out_file, " to ", final_file, " (", ec.message(), ")");
+  guard.done = true;
   return params;
 }
 

@@ -10,10 +10,18 @@
 #include <string>
 #include <vector>
 
+#include "error.h"
 #include "layer_backend.h"
 #include "model.h"
 
 namespace dslide {
+
+/// A checkpoint file that is there but cannot be trusted: missing from its folder,
+/// truncated, failing its checksum, or inconsistent (what --resume skips with a warning).
+class DamagedCheckpoint : public Error {
+ public:
+  explicit DamagedCheckpoint(const std::string& what) : Error(what) {}
+};
 
 struct CheckpointMeta {
   int64_t iter = 0;   ///< finished iterations
@@ -54,6 +62,12 @@ std::string LatestCheckpoint(const std::string& dir);
 /// `path` itself when it is a checkpoint folder, else the newest checkpoint in it; throws
 /// dslide::Error naming `option` and the path when there is none.
 std::string ResolveCheckpoint(const std::string& path, const char* option);
+/// What --resume PATH tries, newest first: PATH itself when it is a checkpoint folder,
+/// else every complete checkpoint in it; throws dslide::Error naming `option` when none.
+std::vector<std::string> ResumeCandidates(const std::string& path, const char* option);
+/// Creates `dir` when missing and checks that a file can be written in it and that it has
+/// `bytes` free; throws dslide::Error naming `option`, the folder and the system's reason.
+void CheckWritableDir(const std::string& dir, int64_t bytes, const char* option);
 /// Removes all but the newest `keep` complete checkpoints and any leftover .tmp folders
 /// older than the newest complete one.
 void PruneCheckpoints(const std::string& dir, int keep);
@@ -76,7 +90,8 @@ std::vector<LayerState> ReadLayers(const std::string& folder, const CheckpointMe
 /// Writes the model of a checkpoint (any number of ranks) as plain HDF5 for other tools:
 /// /layer<l>/weights (out x in, row per neuron), /layer<l>/biases (out), and on the root
 /// group the attributes input_dim, layers, iteration, activation ("relu, ..., softmax")
-/// and the LSH settings. Returns the number of parameters written.
+/// and the LSH settings. Returns the number of parameters written. The file is written as
+/// OUT.tmp and renamed when complete (a failure leaves an existing OUT as it was).
 int64_t ExportModel(const std::string& folder, const std::string& out_file);
 
 }  // namespace dslide

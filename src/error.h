@@ -13,6 +13,18 @@ class Error : public std::runtime_error {
   explicit Error(const std::string& what) : std::runtime_error(what) {}
 };
 
+/// Ends a run early on purpose and on every rank at once (a stop signal, divergence): the
+/// message is printed once and the process exits with `code` after a clean shutdown,
+/// without aborting the other ranks.
+class Stop : public std::runtime_error {
+ public:
+  Stop(int code, const std::string& what) : std::runtime_error(what), code_(code) {}
+  int code() const { return code_; }
+
+ private:
+  int code_;
+};
+
 namespace detail {
 inline void Append(std::ostringstream&) {}
 template <class T, class... Rest>

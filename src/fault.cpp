@@ -1,6 +1,8 @@
 #include "fault.h"
 
+#include <cerrno>
 #include <csignal>
+#include <cstring>
 #include <cstdlib>
 #include <new>
 #include <unistd.h>
@@ -21,7 +23,9 @@ FaultPlan FaultPlan::FromEnv() {
   if (kind == "throw") p.kind = Kind::kThrow;
   else if (kind == "oom") p.kind = Kind::kOom;
   else if (kind == "kill") p.kind = Kind::kKill;
-  else DSLIDE_CHECK(false, "DSLIDE_FAULT='", v, "': KIND must be throw, oom or kill");
+  else if (kind == "term") p.kind = Kind::kTerm;
+  else if (kind == "enospc") p.kind = Kind::kEnospc;
+  else DSLIDE_CHECK(false, "DSLIDE_FAULT='", v, "': KIND must be throw, oom, kill, term or enospc");
   char* end = nullptr;
   p.rank = static_cast<int>(std::strtol(v.c_str() + a + 1, &end, 10));
   DSLIDE_CHECK(end == v.c_str() + b && p.rank >= 0, "DSLIDE_FAULT='", v, "': bad RANK");
@@ -30,8 +34,13 @@ FaultPlan FaultPlan::FromEnv() {
   return p;
 }
 
+void FaultPlan::MaybeFailWrite(int rank, int64_t iter, const std::string& file) const {
+  if (kind != Kind::kEnospc || rank != this->rank || iter != this->iter) return;
+  throw Error(file + ": cannot write dataset 'w' (" + std::strerror(ENOSPC) + ", injected by DSLIDE_FAULT)");
+}
+
 void FaultPlan::MaybeFire(int rank, int64_t iter) const {
-  if (kind == Kind::kNone || rank != this->rank || iter != this->iter) return;
+  if (kind == Kind::kNone || kind == Kind::kEnospc || rank != this->rank || iter != this->iter) return;
   switch (kind) {
     case Kind::kThrow:
       throw Error("injected fault (DSLIDE_FAULT) at iteration " + std::to_string(iter));
@@ -44,7 +53,11 @@ void FaultPlan::MaybeFire(int rank, int64_t iter) const {
     case Kind::kKill:
       ::kill(::getpid(), SIGKILL);
       break;
+    case Kind::kTerm:
+      ::kill(::getpid(), SIGTERM);
+      break;
     case Kind::kNone:
+    case Kind::kEnospc:
       break;
   }
 }

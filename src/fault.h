@@ -2,7 +2,9 @@
 // at the start of training iteration ITER (1-based). KIND is
 //   throw  an exception (as a bad record or a failed check would),
 //   oom    an allocation that cannot be satisfied (std::bad_alloc),
-//   kill   SIGKILL to itself (a crashed or OOM-killed node).
+//   kill   SIGKILL to itself (a crashed or OOM-killed node),
+//   term   SIGTERM to itself (preemption: the stop handler, when installed, takes it),
+//   enospc its checkpoint shard of iteration ITER fails part-way as on a full disk.
 // Unset, it costs one comparison per iteration.
 #pragma once
 
@@ -12,7 +14,7 @@
 namespace dslide {
 
 struct FaultPlan {
-  enum class Kind { kNone, kThrow, kOom, kKill };
+  enum class Kind { kNone, kThrow, kOom, kKill, kTerm, kEnospc };
   Kind kind = Kind::kNone;
   int rank = -1;
   int64_t iter = -1;
@@ -21,6 +23,9 @@ struct FaultPlan {
   static FaultPlan FromEnv();
   /// Fires the fault when (rank, iter) match.
   void MaybeFire(int rank, int64_t iter) const;
+  /// kEnospc: throws, as a write to a full disk would, when (rank, iter) match; `file`
+  /// names what was being written.
+  void MaybeFailWrite(int rank, int64_t iter, const std::string& file) const;
 };
 
 }  // namespace dslide

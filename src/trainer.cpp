@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <limits>
 #include <numeric>
 
@@ -15,6 +16,7 @@
 #include "error.h"
 #include "fault.h"
 #include "metrics.h"
+#include "stop_signal.h"
 #include "parallel.h"
 #include "rng.h"
 #include "synthetic.h"
@@ -357,56 +359,131 @@ void Trainer::SaveCheckpoint(const std::string& dir, int64_t epoch, int64_t pos,
 
 void Trainer::WriteCheckpoint(const std::string& folder, int64_t epoch, int64_t pos) {
   const std::string tmp = folder + ".tmp";
-  int64_t ok = 1;
-  if (comm_->rank() == 0) {
+  // Every rank writes its part, then all agree; a part that failed (a full disk, an I/O
+  // error) leaves no .tmp folder behind and the checkpoints written before untouched.
+  std::string failed;
+  auto attempt = [&](const std::function<void()>& write) {
+    if (!failed.empty()) return;
+    try {
+      write();
+    } catch (const Error& e) {
+      failed = e.what();
+    }
+  };
+  attempt([&] {
+    if (comm_->rank() != 0) return;
     std::error_code ec;
     std::filesystem::remove_all(tmp, ec);
     std::filesystem::create_directories(tmp, ec);
-    ok = ec ? 0 : 1;
-  }
+    DSLIDE_CHECK(!ec, "cannot create the checkpoint folder ", tmp, " (", ec.message(), ")");
+  });
+  int64_t ok = failed.empty() ? 1 : 0;
   comm_->Allreduce(&ok, 1, ReduceOp::kMin, Traffic::kControl);
-  DSLIDE_CHECK(ok == 1, "cannot create the checkpoint folder ", tmp);
   // Data parallelism: the replicas are identical, rank 0 writes the one shard.
-  if (cfg_.strategy != Strategy::kDataParallel || comm_->rank() == 0) {
-    std::vector<LayerState> layers(spec_.layers.size());
-    for (size_t l = 0; l < layers.size(); ++l) backend_->SaveLayer(static_cast<int>(l), &layers[l]);
-    WriteShard(tmp, model_comm_->rank(), spec_, layers);
+  if (ok && (cfg_.strategy != Strategy::kDataParallel || comm_->rank() == 0)) {
+    attempt([&] {
+      std::vector<LayerState> layers(spec_.layers.size());
+      for (size_t l = 0; l < layers.size(); ++l) {
+        backend_->SaveLayer(static_cast<int>(l), &layers[l]);
+        if (!cfg_.checkpoint_tables) {  // rebuilt from the weights on loading
+          layers[l].table_offsets.clear();
+          layers[l].table_ids.clear();
+          layers[l].table_sizes.clear();
+        }
+      }
+      WriteShard(tmp, model_comm_->rank(), spec_, layers);
+      fault_.MaybeFailWrite(comm_->rank(), iter_, tmp + "/rank shard");
+    });
   }
-  if (comm_->rank() == 0) {
-    CheckpointMeta m;
-    m.iter = iter_;
-    m.epoch = epoch;
-    m.pos = pos;
-    m.ranks = model_comm_->size();
-    m.input_dim = spec_.layers[0].in_dim;
-    for (const auto& l : spec_.layers) {
-      m.out_dims.push_back(l.out_dim);
-      m.sparsity.push_back(l.sparsity);
-    }
-    m.seed = cfg_.seed;
-    m.batch = cfg_.batch;
-    m.hash_family = ToString(cfg_.lsh.family);
-    m.hash_k = cfg_.lsh.k;
-    m.hash_l = cfg_.lsh.l;
-    m.hash_bin = cfg_.lsh.bin_size;
-    m.hash_bucket = cfg_.lsh.bucket_capacity;
-    m.strategy = ToString(cfg_.strategy);
-    m.best_iter = best_iter_;
-    m.best_p_at_1 = best_p1_;
-    m.query = ToString(cfg_.lsh.query);
-    m.lsh_share = cfg_.lsh.lsh_share;
-    m.min_negatives = cfg_.min_negatives;
-    WriteMeta(tmp, m);
-  }
+  if (ok && comm_->rank() == 0) attempt([&] { WriteMeta(tmp, MetaNow(epoch, pos)); });
+  ok = failed.empty() ? 1 : 0;
   comm_->Allreduce(&ok, 1, ReduceOp::kMin, Traffic::kControl);  // every shard is written
+  if (ok && comm_->rank() == 0) {
+    attempt([&] {
+      std::error_code ec;
+      std::filesystem::remove_all(folder, ec);
+      std::filesystem::rename(tmp, folder, ec);
+      DSLIDE_CHECK(!ec, "cannot rename ", tmp, " to ", folder, " (", ec.message(), ")");
+    });
+  }
+  ok = failed.empty() ? 1 : 0;
+  comm_->Allreduce(&ok, 1, ReduceOp::kMin, Traffic::kControl);
+  if (ok) return;
+  if (!failed.empty() && comm_->size() > 1) {  // rank 0's message says it with one rank
+    std::fprintf(stderr, "[rank %d] dslide error: %s\n", comm_->rank(), failed.c_str());
+    std::fflush(stderr);
+  }
   if (comm_->rank() == 0) {
     std::error_code ec;
-    std::filesystem::remove_all(folder, ec);
-    std::filesystem::rename(tmp, folder, ec);
-    ok = ec ? 0 : 1;
+    std::filesystem::remove_all(tmp, ec);
   }
-  comm_->Allreduce(&ok, 1, ReduceOp::kMin, Traffic::kControl);
-  DSLIDE_CHECK(ok == 1, "cannot rename ", tmp, " to ", folder);
+  const std::string parent = std::filesystem::path(folder).parent_path().string();
+  const std::string newest = LatestCheckpoint(parent);
+  throw Stop(1, detail::Concat("the checkpoint of iteration ", iter_, " could not be written (", failed.empty()
+                                                                                          ? "see the rank's error above"
+                                                                                          : failed,
+                       "); its partial folder was removed and the checkpoints written before are kept",
+                       newest.empty() ? std::string(" (none)") : " (newest: " + newest + ")"));
+}
+
+CheckpointMeta Trainer::MetaNow(int64_t epoch, int64_t pos) const {
+  CheckpointMeta m;
+  m.iter = iter_;
+  m.epoch = epoch;
+  m.pos = pos;
+  m.ranks = model_comm_->size();
+  m.input_dim = spec_.layers[0].in_dim;
+  for (const auto& l : spec_.layers) {
+    m.out_dims.push_back(l.out_dim);
+    m.sparsity.push_back(l.sparsity);
+  }
+  m.seed = cfg_.seed;
+  m.batch = cfg_.batch;
+  m.hash_family = ToString(cfg_.lsh.family);
+  m.hash_k = cfg_.lsh.k;
+  m.hash_l = cfg_.lsh.l;
+  m.hash_bin = cfg_.lsh.bin_size;
+  m.hash_bucket = cfg_.lsh.bucket_capacity;
+  m.strategy = ToString(cfg_.strategy);
+  m.best_iter = best_iter_;
+  m.best_p_at_1 = best_p1_;
+  m.query = ToString(cfg_.lsh.query);
+  m.lsh_share = cfg_.lsh.lsh_share;
+  m.min_negatives = cfg_.min_negatives;
+  return m;
+}
+
+CheckpointMeta Trainer::ResumeNewestIntact() {
+  const std::vector<std::string> candidates = ResumeCandidates(cfg_.resume_dir, "--resume");
+  for (const std::string& folder : candidates) {
+    std::string damage;
+    CheckpointMeta m;
+    try {
+      m = LoadCheckpoint(folder);
+    } catch (const DamagedCheckpoint& e) {
+      damage = e.what();
+    }
+    int64_t ok = damage.empty() ? 1 : 0;
+    comm_->Allreduce(&ok, 1, ReduceOp::kMin, Traffic::kControl);
+    if (ok) return m;
+    if (!damage.empty()) {
+      std::fprintf(stderr, "[rank %d] warning: skipping the damaged checkpoint %s: %s\n", comm_->rank(),
+                   folder.c_str(), damage.c_str());
+      std::fflush(stderr);
+    }
+  }
+  throw Error(detail::Concat("option --resume: none of the ", candidates.size(), " checkpoint(s) in ",
+                             cfg_.resume_dir, " is intact (see the warnings above)"));
+}
+
+int64_t Trainer::CheckpointBytes() const {
+  int64_t bytes = 1 << 20;  // metadata, HDF5 structure
+  for (const auto& l : spec_.layers) {
+    bytes += l.local() * (l.in_dim + 1) * 3 * static_cast<int64_t>(sizeof(float));  // w, b, Adam m, v
+    if (!l.dense() && cfg_.checkpoint_tables)  // ids, and a bucket index and size per id at most
+      bytes += l.local() * cfg_.lsh.l * 3 * static_cast<int64_t>(sizeof(int32_t));
+  }
+  return bytes;
 }
 
 CheckpointMeta Trainer::LoadCheckpoint(const std::string& folder) {
@@ -679,9 +756,14 @@ EvalResult Trainer::Run(const Dataset& train, const Dataset* valid, const Datase
     Rng rng(StreamSeed(cfg_.seed, kEpochStream, e));
     for (int64_t i = N - 1; i > 0; --i) std::swap(order[i], order[rng.Below(i + 1)]);
   };
+  std::string resumed_from;
   if (!cfg_.resume_dir.empty()) {
-    const std::string folder = ResolveCheckpoint(cfg_.resume_dir, "--resume");
-    const CheckpointMeta m = LoadCheckpoint(folder);
+    const auto t_load = Clock::now();
+    const CheckpointMeta m = ResumeNewestIntact();
+    double load_s = Seconds(t_load);
+    comm_->Allreduce(&load_s, 1, ReduceOp::kMax, Traffic::kControl);
+    const std::string folder = CheckpointFolder(cfg_.resume_dir, m.iter);
+    resumed_from = std::filesystem::exists(cfg_.resume_dir + "/meta.h5") ? cfg_.resume_dir : folder;
     DSLIDE_CHECK(m.pos <= N, folder, ": data position ", m.pos, " is beyond the ", N,
                  " training points (a different --train file?)");
     epoch = m.epoch;
@@ -689,8 +771,8 @@ EvalResult Trainer::Run(const Dataset& train, const Dataset* valid, const Datase
     if (epoch >= 0) shuffle(epoch);
     saved_iter = iter_;
     if (root) {
-      std::printf("resumed from %s at iteration %lld (epoch %lld, point %lld)\n", folder.c_str(),
-                  (long long)iter_, (long long)epoch, (long long)pos);
+      std::printf("resumed from %s at iteration %lld (epoch %lld, point %lld), read in %.2fs\n", resumed_from.c_str(),
+                  (long long)iter_, (long long)epoch, (long long)pos, load_s);
       std::fflush(stdout);
     }
     // The best model before the interruption competes on: its weights from
@@ -699,21 +781,34 @@ EvalResult Trainer::Run(const Dataset& train, const Dataset* valid, const Datase
     const std::string best = cfg_.checkpoint_dir.empty() ? "" : cfg_.checkpoint_dir + "/best";
     bool found = false;
     if (keep_best && !best.empty() && std::filesystem::exists(best + "/meta.h5")) {
-      const CheckpointMeta bm = ReadMeta(best);
-      const bool same = best_iter_ >= 0 && bm.iter == best_iter_;
-      const bool later = bm.iter > iter_ && bm.best_iter == bm.iter && bm.best_p_at_1 > best_p1_;
-      if (same || later) {
-        const std::vector<LayerState> st = ReadLayers(best, bm, spec_.layers, /*weights_only=*/true);
-        best_w_.resize(st.size());
-        best_b_.resize(st.size());
-        for (size_t l = 0; l < st.size(); ++l) {  // rows per neuron, as GetLayer gives them
-          best_w_[l] = st[l].w;
-          best_b_[l] = st[l].b;
+      std::string damage;
+      try {
+        const CheckpointMeta bm = ReadMeta(best);
+        const bool same = best_iter_ >= 0 && bm.iter == best_iter_;
+        const bool later = bm.iter > iter_ && bm.best_iter == bm.iter && bm.best_p_at_1 > best_p1_;
+        if (same || later) {
+          const std::vector<LayerState> st = ReadLayers(best, bm, spec_.layers, /*weights_only=*/true);
+          best_w_.resize(st.size());
+          best_b_.resize(st.size());
+          for (size_t l = 0; l < st.size(); ++l) {  // rows per neuron, as GetLayer gives them
+            best_w_[l] = st[l].w;
+            best_b_[l] = st[l].b;
+          }
+          best_iter_ = bm.iter;
+          best_p1_ = bm.best_p_at_1;
+          found = true;
         }
-        best_iter_ = bm.iter;
-        best_p1_ = bm.best_p_at_1;
-        found = true;
+      } catch (const DamagedCheckpoint& e) {
+        damage = e.what();
       }
+      int64_t all_found = found ? 1 : 0;  // every rank restores the best model, or none does
+      comm_->Allreduce(&all_found, 1, ReduceOp::kMin, Traffic::kControl);
+      if (!damage.empty()) {
+        std::fprintf(stderr, "[rank %d] warning: the best model in %s is damaged: %s\n", comm_->rank(),
+                     best.c_str(), damage.c_str());
+        std::fflush(stderr);
+      }
+      found = all_found == 1;
     }
     if (root && keep_best && (found || best_iter_ >= 0)) {
       std::printf(found ? "the best model so far is that of iteration %lld (valid P@1 %.4f), in %s\n"
@@ -727,11 +822,68 @@ EvalResult Trainer::Run(const Dataset& train, const Dataset* valid, const Datase
       best_p1_ = -1;
     }
   }
+  if (root && !resumed_from.empty()) {
+    JsonObject o;
+    o.Add("event", "resume").Add("iter", iter_).Add("from", resumed_from);
+    base(o);
+    metrics.Write(o);
+  }
+  // Storage problems show now, not at the first checkpoint.
+  if (!cfg_.checkpoint_dir.empty() || !cfg_.save_dir.empty()) {
+    int64_t bytes = CheckpointBytes();
+    if (!cfg_.checkpoint_dir.empty()) {
+      int64_t all = bytes;  // every shard of a checkpoint, when the folder is shared
+      comm_->Allreduce(&all, 1, ReduceOp::kSum, Traffic::kControl);
+      CheckWritableDir(cfg_.checkpoint_dir, root ? all : bytes, "--checkpoint-dir");
+    }
+    if (!cfg_.save_dir.empty()) {
+      const std::filesystem::path parent = std::filesystem::path(cfg_.save_dir).parent_path();
+      CheckWritableDir(parent.empty() ? "." : parent.string(), bytes, "--save");
+    }
+    if (root && cfg_.checkpoint_every > total - iter_ && total > iter_)
+      std::printf("note: --checkpoint-every %lld is more than the %lld iterations left: only the final "
+                  "checkpoint will be written\n",
+                  (long long)cfg_.checkpoint_every, (long long)(total - iter_));
+  }
+  // Divergence: a step's loss far above its running level (a finite loss of 1e13 as well
+  // as NaN). The level starts at the loss of a model that knows nothing (log of the
+  // active slots per sample), so early steps cannot trip it.
+  const double uninformed = std::log(std::max(2.0, spec_.layers.back().dense()
+                                                       ? static_cast<double>(spec_.layers.back().out_dim)
+                                                       : slots.mean_active));
+  double level = -1;
   const int64_t iter_start = iter_;
   iter_last = iter_;
-  const FaultPlan fault = FaultPlan::FromEnv();
+  auto stop_line = [&](const char* event, const std::string& text, const std::string& checkpoint) {
+    if (!root) return;
+    JsonObject o;
+    o.Add("event", event).Add("iter", iter_).Add("message", text);
+    if (!checkpoint.empty()) o.Add("checkpoint", checkpoint);
+    base(o);
+    metrics.Write(o);
+  };
+  // A checkpoint of this iteration, its size and time on the progress output and in --metrics.
+  auto save = [&]() {
+    const auto t0 = Clock::now();
+    SaveCheckpoint(cfg_.checkpoint_dir, epoch, pos, cfg_.keep_checkpoints);
+    double seconds = Seconds(t0);
+    comm_->Allreduce(&seconds, 1, ReduceOp::kMax, Traffic::kControl);
+    if (!root) return;
+    const std::string folder = CheckpointFolder(cfg_.checkpoint_dir, iter_);
+    std::error_code ec;
+    double bytes = 0;
+    for (const auto& e : std::filesystem::directory_iterator(folder, ec))
+      bytes += static_cast<double>(std::filesystem::file_size(e.path(), ec));
+    std::printf("checkpoint %s: %.1f MB in %.2fs\n", folder.c_str(), bytes / (1 << 20), seconds);
+    std::fflush(stdout);
+    JsonObject o;
+    o.Add("event", "checkpoint").Add("iter", iter_).Add("path", folder).Add("bytes", bytes)
+        .Add("seconds", seconds);
+    base(o);
+    metrics.Write(o);
+  };
   while (iter_ < total) {
-    fault.MaybeFire(comm_->rank(), iter_ + 1);
+    fault_.MaybeFire(comm_->rank(), iter_ + 1);
     if (pos >= N) {
       shuffle(++epoch);
       pos = 0;
@@ -739,8 +891,25 @@ EvalResult Trainer::Run(const Dataset& train, const Dataset* valid, const Datase
     const int64_t b = std::min(B, N - pos);
     points.assign(order.begin() + pos, order.begin() + pos + b);
     pos += b;
-    loss_sum += Step(train, points);
+    const double step_loss = Step(train, points);
+    loss_sum += step_loss;
     ++loss_n;
+    // The loss is the same on every rank (from all-reduced statistics): all stop together.
+    if (cfg_.divergence_factor > 0) {
+      const double ref = std::max(level, uninformed);
+      if (step_loss > cfg_.divergence_factor * ref) {
+        const std::string newest = cfg_.checkpoint_dir.empty() ? "" : LatestCheckpoint(cfg_.checkpoint_dir);
+        const std::string text = detail::Concat(
+            "training diverged at iteration ", iter_, ": the sampled loss ", step_loss, " is more than ",
+            cfg_.divergence_factor, " times its running level ", ref,
+            " (--divergence-factor); no checkpoint was written of it",
+            newest.empty() ? std::string("") : "; the last good one is " + newest,
+            ". Try a smaller --lr (now ", cfg_.lr, ")");
+        stop_line("diverged", text, newest);
+        throw Stop(kExitDiverged, text);
+      }
+      level = level < 0 ? step_loss : 0.95 * level + 0.05 * step_loss;
+    }
     const bool log = iter_ % cfg_.log_every == 0 || iter_ == total;
     if (log) {
       double rss = PeakRssMb();
@@ -779,15 +948,35 @@ EvalResult Trainer::Run(const Dataset& train, const Dataset* valid, const Datase
     // Evaluation first, so that a checkpoint of this iteration records its selection.
     if (eval_every > 0 && iter_ % eval_every == 0 && iter_ < total) evaluate();
     if (cfg_.checkpoint_every > 0 && iter_ % cfg_.checkpoint_every == 0) {
-      SaveCheckpoint(cfg_.checkpoint_dir, epoch, pos, cfg_.keep_checkpoints);
+      save();
       saved_iter = iter_;
+    }
+    // A stop signal on any rank stops every rank after this step.
+    int64_t sig = StopSignal();
+    if (comm_->size() > 1) comm_->Allreduce(&sig, 1, ReduceOp::kMax, Traffic::kControl);
+    if (sig != 0 && iter_ < total) {
+      std::string where;
+      if (!cfg_.checkpoint_dir.empty()) {
+        if (saved_iter != iter_) save();
+        saved_iter = iter_;
+        where = CheckpointFolder(cfg_.checkpoint_dir, iter_);
+      }
+      const std::string text =
+          where.empty()
+              ? detail::Concat("stopped by ", SignalName(static_cast<int>(sig)), " at iteration ", iter_, " of ",
+                               total, "; nothing was saved (no --checkpoint-dir)")
+              : detail::Concat("stopped by ", SignalName(static_cast<int>(sig)), " at iteration ", iter_, " of ",
+                               total, "; checkpoint written to ", where, ": continue with --resume ",
+                               cfg_.checkpoint_dir);
+      stop_line("stopped", text, where);
+      throw Stop(kExitStopped, text);
     }
   }
   evaluate();
   // The last state, for resuming or scoring later (also when no periodic checkpoint fell on
   // the last iteration).
   if (!cfg_.checkpoint_dir.empty() && saved_iter != iter_)
-    SaveCheckpoint(cfg_.checkpoint_dir, epoch, pos, cfg_.keep_checkpoints);
+    save();
   int64_t model_iter = iter_;
   if (keep_best && best_iter_ >= 0 && best_iter_ != iter_) {
     RestoreWeights();
@@ -798,6 +987,16 @@ EvalResult Trainer::Run(const Dataset& train, const Dataset* valid, const Datase
                 best_p1_, cfg_.checkpoint_dir.empty() ? "" : ", saved in ",
                 cfg_.checkpoint_dir.empty() ? "" : (cfg_.checkpoint_dir + "/best").c_str());
     std::fflush(stdout);
+  }
+  if (!cfg_.save_dir.empty()) {
+    const int64_t now = iter_;
+    iter_ = model_iter;  // the weights written are those of the selected iteration
+    WriteCheckpoint(cfg_.save_dir, epoch, pos);
+    iter_ = now;
+    if (root) {
+      std::printf("saved the model of iteration %lld to %s\n", (long long)model_iter, cfg_.save_dir.c_str());
+      std::fflush(stdout);
+    }
   }
   if (valid != nullptr && test != nullptr) {
     // The one score of the test data, on the selected model.
@@ -842,6 +1041,7 @@ EvalResult RunTraining(const TrainConfig& asked, Communicator* comm) {
   if (!cfg.test_file.empty()) {
     test = ReadXc(cfg.test_file);
     check_header(test, cfg.test_file);
+    DSLIDE_CHECK(test.size() > 0, cfg.test_file, ": no points to score (the header says 0)");
   }
   if (!cfg.resume_dir.empty()) {
     // Settings left to auto continue with the checkpoint's (explicit ones are checked).
@@ -860,9 +1060,26 @@ EvalResult RunTraining(const TrainConfig& asked, Communicator* comm) {
       std::printf("note: %s predates the floor of negatives; --min-negatives %lld applies from here\n",
                   cfg.resume_dir.c_str(), (long long)cfg.min_negatives);
   }
-  Trainer trainer(cfg, comm, MakeBackend(cfg.device, comm->rank(), cfg.gpus_per_node), train.num_features,
-                  train.num_labels);
-  return trainer.Run(train, cfg.validating() ? &valid : nullptr, cfg.test_file.empty() ? nullptr : &test);
+  std::unique_ptr<Trainer> trainer;
+  try {
+    trainer = std::make_unique<Trainer>(cfg, comm, MakeBackend(cfg.device, comm->rank(), cfg.gpus_per_node),
+                                        train.num_features, train.num_labels);
+  } catch (const std::bad_alloc&) {
+    // Weights, biases and both Adam moments of this rank's shard.
+    int64_t params = 0, in = train.num_features;
+    std::string hidden;
+    for (int64_t h : cfg.hidden) {
+      params += (in + 1) * h;
+      in = h;
+      hidden += (hidden.empty() ? "" : ",") + std::to_string(h);
+    }
+    params += (in + 1) * train.num_labels;
+    throw Error(detail::Concat("cannot allocate the model: ", params, " parameters (about ",
+                               params * 12 / comm->size() / (1 << 20), " MB of weights and Adam moments per rank over ",
+                               comm->size(), " rank(s)) for --hidden ", hidden, " and ", cfg.train_file, "'s ",
+                               train.num_features, " features and ", train.num_labels, " labels"));
+  }
+  return trainer->Run(train, cfg.validating() ? &valid : nullptr, cfg.test_file.empty() ? nullptr : &test);
 }
 
 }  // namespace dslide

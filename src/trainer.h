@@ -15,6 +15,7 @@
 #include "config.h"
 #include "dataset.h"
 #include "evaluator.h"
+#include "fault.h"
 #include "layer_backend.h"
 #include "model.h"
 #include "rebuild_schedule.h"
@@ -104,6 +105,14 @@ class Trainer {
   double DataParallelStep(const Dataset& data, const std::vector<int64_t>& points,
                           const AdamStep& step);
 
+  /// The checkpoint metadata of the current state at data position (epoch, pos).
+  CheckpointMeta MetaNow(int64_t epoch, int64_t pos) const;
+  /// Restores the newest intact checkpoint of --resume (skipping damaged ones with a
+  /// warning, agreed by every rank); returns its metadata.
+  CheckpointMeta ResumeNewestIntact();
+  /// About how many bytes one checkpoint of this rank's shard takes.
+  int64_t CheckpointBytes() const;
+
   /// Keeps (in host memory) the weights and biases of the model, or puts them back.
   void SnapshotWeights();
   void RestoreWeights();
@@ -133,6 +142,7 @@ class Trainer {
   std::vector<std::vector<float>> best_w_, best_b_;
   int64_t best_iter_ = -1;
   double best_p1_ = -1;
+  FaultPlan fault_ = FaultPlan::FromEnv();  // DSLIDE_FAULT (failure tests)
 };
 
 /// Reads the training/test files, trains as configured, returns the final evaluation.

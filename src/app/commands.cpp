@@ -12,6 +12,7 @@
 #include "metrics.h"
 #include "parallel.h"
 #include "predict.h"
+#include "stop_signal.h"
 #include "synthetic.h"
 #include "trainer.h"
 
@@ -64,6 +65,7 @@ int Train(int argc, const char* const* argv, Communicator* comm) {
     if (Root(comm)) std::printf("%s", help.c_str());
     return 0;
   }
+  InstallStopHandlers();
   RunTraining(cfg, comm);
   return 0;
 }
@@ -78,6 +80,7 @@ int Eval(int argc, const char* const* argv, Communicator* comm) {
   SetNumThreads(cfg.threads);
   const std::string folder = ResolveCheckpoint(cfg.model_dir, "--model");
   const Dataset test = ReadXc(cfg.test_file);
+  DSLIDE_CHECK(test.size() > 0, cfg.test_file, ": no points to score (the header says 0)");
   CheckpointMeta meta = ReadMeta(folder);
   DSLIDE_CHECK(test.num_features == meta.input_dim && test.num_labels == meta.out_dims.back(),
                cfg.test_file, ": ", test.num_features, " features and ", test.num_labels,

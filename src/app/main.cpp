@@ -60,6 +60,16 @@ int main(int argc, char** argv) {
     comm.reset();
     if (mpi) mpi->Finalize();
     return rc;
+  } catch (const Stop& e) {
+    // Every rank stops together (a stop signal, divergence, a checkpoint that could not be
+    // written): no abort, a clean shutdown and the stated exit code.
+    if (rank == 0) {
+      std::fprintf(stderr, "dslide: %s\n", e.what());
+      std::fflush(stderr);
+    }
+    comm.reset();
+    if (mpi) mpi->Finalize();
+    return e.code();
   } catch (const std::bad_alloc&) {
     std::fprintf(stderr, "[rank %d] dslide error: out of memory (an allocation failed)\n", rank);
     std::fflush(stderr);

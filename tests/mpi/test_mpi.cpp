@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <numeric>
 #include <sstream>
@@ -18,6 +19,7 @@
 #endif
 #include "parallel.h"
 #include "predict.h"
+#include "stop_signal.h"
 #include "synthetic.h"
 #include "trainer.h"
 
@@ -252,6 +254,57 @@ TEST(Distributed, PredictOnRanksEqualsOneRank) {
   }
   EXPECT_EQ(rows, input.size());
   EXPECT_FALSE(std::getline(b, lb));
+}
+
+/// This rank's weights and biases of every layer.
+std::vector<float> RankWeights(Trainer& t) {
+  std::vector<float> all, w, b;
+  for (size_t l = 0; l < t.spec().layers.size(); ++l) {
+    t.backend().GetLayer(static_cast<int>(l), &w, &b);
+    all.insert(all.end(), w.begin(), w.end());
+    all.insert(all.end(), b.begin(), b.end());
+  }
+  return all;
+}
+
+TEST(Distributed, SignalOnOneRankStopsAllAndTheResumedRunEndsWithTheSameWeights) {
+  SetNumThreads(1);
+  const Dataset data = Small(800);
+  TrainConfig cfg;
+  cfg.hidden = {16};
+  cfg.sparsity = {0.3};
+  cfg.batch = 32;
+  cfg.iterations = 24;
+  cfg.log_every = 1000;
+  Trainer whole(cfg, g_comm, MakeBackend(Device::kCpu, 0), data.num_features, data.num_labels);
+  whole.Run(data, nullptr, nullptr);
+  const std::vector<float> expect = RankWeights(whole);
+
+  const int last = g_comm->size() - 1;
+  cfg.checkpoint_dir = std::string(DSLIDE_TEST_TMP) + "/stop_np" + std::to_string(g_comm->size());
+  if (g_comm->rank() == 0) std::filesystem::remove_all(cfg.checkpoint_dir);
+  int64_t sync = 0;
+  g_comm->Allreduce(&sync, 1, ReduceOp::kSum, Traffic::kControl);
+  InstallStopHandlers();
+  setenv("DSLIDE_FAULT", ("term:" + std::to_string(last) + ":9").c_str(), 1);  // SIGTERM on the last rank only
+  Trainer first(cfg, g_comm, MakeBackend(Device::kCpu, 0), data.num_features, data.num_labels);
+  unsetenv("DSLIDE_FAULT");
+  int code = -1;
+  try {
+    first.Run(data, nullptr, nullptr);
+  } catch (const Stop& e) {
+    code = e.code();
+  }
+  ClearStopSignal();
+  EXPECT_EQ(code, kExitStopped) << "rank " << g_comm->rank();
+  EXPECT_EQ(first.iteration(), 9) << "rank " << g_comm->rank();
+  EXPECT_EQ(LatestCheckpoint(cfg.checkpoint_dir), CheckpointFolder(cfg.checkpoint_dir, 9));
+
+  cfg.resume_dir = cfg.checkpoint_dir;
+  Trainer resumed(cfg, g_comm, MakeBackend(Device::kCpu, 0), data.num_features, data.num_labels);
+  resumed.Run(data, nullptr, nullptr);
+  EXPECT_EQ(resumed.iteration(), 24);
+  EXPECT_TRUE(RankWeights(resumed) == expect) << "rank " << g_comm->rank() << ": the resumed weights differ";
 }
 
 }  // namespace

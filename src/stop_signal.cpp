@@ -1,0 +1,53 @@
+#include "stop_signal.h"
+
+#include <csignal>
+#include <cstring>
+#include <initializer_list>
+#include <unistd.h>
+
+namespace dslide {
+
+namespace {
+
+volatile std::sig_atomic_t g_signal = 0;
+
+void Write(const char* s) {
+  const ssize_t n = write(STDERR_FILENO, s, std::strlen(s));
+  (void)n;
+}
+
+extern "C" void OnStopSignal(int sig) {
+  if (g_signal != 0) {
+    Write("dslide: second stop signal: exiting now, without a checkpoint\n");
+    _exit(128 + sig);
+  }
+  g_signal = sig;
+  Write("dslide: stop requested: finishing this step, then writing a checkpoint "
+        "(a second signal exits at once)\n");
+}
+
+}  // namespace
+
+void InstallStopHandlers() {
+  struct sigaction sa;
+  std::memset(&sa, 0, sizeof sa);
+  sa.sa_handler = OnStopSignal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;  // blocking reads and MPI progress continue after the handler
+  for (int sig : {SIGTERM, SIGINT, SIGUSR1}) sigaction(sig, &sa, nullptr);
+}
+
+int StopSignal() { return g_signal; }
+
+void ClearStopSignal() { g_signal = 0; }
+
+const char* SignalName(int sig) {
+  switch (sig) {
+    case SIGTERM: return "SIGTERM";
+    case SIGINT: return "SIGINT";
+    case SIGUSR1: return "SIGUSR1";
+    default: return "a signal";
+  }
+}
+
+}  // namespace dslide

@@ -1,0 +1,26 @@
+// Preemption: SIGTERM (what Slurm sends at preemption and at the time limit), SIGINT and
+// SIGUSR1 (Slurm's --signal, and what mpirun forwards to every rank at once) ask a training
+// run to stop. The handler only records the signal; the training loop finishes the current
+// step, agrees with every rank that a stop was asked (one rank's signal stops them all),
+// writes a checkpoint when a checkpoint directory is set and exits with kExitStopped. A
+// second signal ends the process at once (exit 128 + signal).
+#pragma once
+
+namespace dslide {
+
+/// The exit code of a run stopped by a signal, after its checkpoint (EX_TEMPFAIL: the job
+/// may be requeued and resumed).
+constexpr int kExitStopped = 75;
+/// The exit code of a run stopped because its loss diverged.
+constexpr int kExitDiverged = 3;
+
+/// Installs the handlers for SIGTERM, SIGINT and SIGUSR1 (idempotent).
+void InstallStopHandlers();
+/// The first stop signal received since the handlers were installed (0: none).
+int StopSignal();
+/// Forgets a received signal (tests).
+void ClearStopSignal();
+/// "SIGTERM", "SIGINT", "SIGUSR1" or "signal N".
+const char* SignalName(int sig);
+
+}  // namespace dslide

@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# The fault cases of the README's reliability section, through the command line:
+# preemption by a real signal (one rank, and mpirun forwarding SIGUSR1 to two), a second
+# signal, a full disk (injected; and a real tmpfs where it can be mounted), divergence, an
+# unwritable checkpoint folder, --save, the final checkpoint, and --metrics appending.
+# Usage: reliability_cli.sh DSLIDE MPIEXEC WORKDIR [MPIEXEC FLAGS...]
+set -uo pipefail
+dslide=$1 mpiexec=$2 work=$3
+shift 3
+mpiflags=("$@")
+rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
+fail() { echo "FAIL: $*"; for f in out*.txt; do [[ -f $f ]] && { echo "--- $f"; tail -20 "$f"; }; done; exit 1; }
+pass() { echo "ok: $*"; }
+expect_rc() { [[ $1 == "$2" ]] || fail "$3: exit code $1, expected $2"; }
+expect_in() { grep -q -- "$2" "$1" || fail "$3: '$2' not in $1"; }
+
+"$dslide" gen --points 3000 --test-points 500 --features 2000 --labels 3000 --nnz 20 --out syn >/dev/null ||
+  fail "gen"
+train=(train --train syn.train.txt --test syn.test.txt --threads 1)
+
+# Waits until FILE has a progress line of iteration >= N (at most 60 s).
+wait_iter() {
+  for _ in $(seq 600); do
+    grep -qE "^iter ([0-9]+)/" "$1" 2>/dev/null &&
+      (( $(grep -oE "^iter [0-9]+" "$1" | tail -1 | cut -d' ' -f2) >= $2 )) && return 0
+    sleep 0.1
+  done
+  fail "no progress to iteration $2 in $1"
+}
+
+# 1. SIGTERM mid-run: the step finishes, a checkpoint is written, exit 75 with the resume hint;
+#    the resumed run ends where an uninterrupted one does.
+"$dslide" "${train[@]}" --iterations 400 --log-every 400 >out_whole.txt 2>&1 || fail "uninterrupted run"
+"$dslide" "${train[@]}" --iterations 400 --log-every 1 --checkpoint-dir ck --metrics m.jsonl >out_term.txt 2>&1 &
+pid=$!
+wait_iter out_term.txt 5
+kill -TERM $pid
+wait $pid
+expect_rc $? 75 "SIGTERM"
+expect_in out_term.txt "stopped by SIGTERM at iteration [0-9]* of 400; checkpoint written to ck/ckpt-" "SIGTERM"
+expect_in out_term.txt "continue with --resume ck" "SIGTERM"
+[[ -n $(ls -d ck/ckpt-* 2>/dev/null) ]] || fail "SIGTERM: no checkpoint"
+"$dslide" "${train[@]}" --iterations 400 --log-every 400 --checkpoint-dir ck --resume ck --metrics m.jsonl \
+  >out_resumed.txt 2>&1 || fail "resume after SIGTERM"
+want=$(grep "^test" out_whole.txt)
+got=$(grep "^test" out_resumed.txt)
+[[ -n $want && "${want% points in*}" == "${got% points in*}" ]] ||
+  fail "resumed run: '$got', uninterrupted: '$want'"
+[[ $(grep -c '"event":"start"' m.jsonl) == 2 && $(grep -c '"event":"resume"' m.jsonl) == 1 &&
+   $(grep -c '"event":"stopped"' m.jsonl) == 1 ]] || fail "--metrics did not keep both runs"
+pass "SIGTERM: exit 75, checkpoint, resumed to the uninterrupted result ($got)"
+
+# 2. A second signal exits at once, without a checkpoint (a wider model, so that the step
+#    and the checkpoint after the first signal leave time for the second).
+"$dslide" "${train[@]}" --hidden 2048 --iterations 100000 --log-every 1 --checkpoint-dir ck2 >out_twice.txt 2>&1 &
+pid=$!
+wait_iter out_twice.txt 2
+kill -TERM $pid
+for _ in $(seq 200); do grep -q "stop requested" out_twice.txt && break; sleep 0.01; done
+kill -TERM $pid
+wait $pid
+expect_rc $? 143 "two signals"
+expect_in out_twice.txt "second stop signal: exiting now" "two signals"
+pass "a second signal: exit 143 at once"
+
+# 3. mpirun forwards SIGUSR1 (Slurm's --signal) to every rank: all stop after the same step,
+#    one checkpoint with both shards.
+"$mpiexec" -n 2 "${mpiflags[@]}" -x OMP_NUM_THREADS=1 "$dslide" "${train[@]}" --iterations 100000 --log-every 1 \
+  --checkpoint-dir ck3 >out_mpi.txt 2>&1 &
+pid=$!
+wait_iter out_mpi.txt 5
+kill -USR1 $pid
+wait $pid
+expect_rc $? 75 "mpirun SIGUSR1"
+expect_in out_mpi.txt "stopped by SIGUSR1 at iteration" "mpirun SIGUSR1"
+ck=$(ls -d ck3/ckpt-* | tail -1)
+[[ -f $ck/rank-00000.h5 && -f $ck/rank-00001.h5 && -f $ck/meta.h5 ]] || fail "mpirun SIGUSR1: incomplete $ck"
+pass "mpirun -n 2 and SIGUSR1: exit 75, $ck with both shards"
+
+# 4. A write that fails as on a full disk: exit 1 with the reason, no partial folder, the
+#    earlier checkpoint kept and resumable.
+DSLIDE_FAULT=enospc:0:20 "$dslide" "${train[@]}" --iterations 40 --checkpoint-dir ck4 --checkpoint-every 10 \
+  >out_enospc.txt 2>&1
+expect_rc $? 1 "ENOSPC"
+expect_in out_enospc.txt "No space left on device" "ENOSPC"
+expect_in out_enospc.txt "checkpoints written before are kept (newest: ck4/ckpt-000000000010)" "ENOSPC"
+[[ $(ls ck4) == "ckpt-000000000010" ]] || fail "ENOSPC: ck4 holds $(ls ck4)"
+"$dslide" "${train[@]}" --iterations 12 --checkpoint-dir ck4 --resume ck4 >out_enospc2.txt 2>&1 ||
+  fail "resume after ENOSPC"
+pass "injected ENOSPC: exit 1, no .tmp, resumable from ckpt-10"
+
+# 4b. A real full disk: a 12 MB tmpfs holds one checkpoint of this model (8 MB), not two.
+mkdir -p tfs
+if mount -t tmpfs -o size=12m tmpfs tfs 2>/dev/null; then
+  "$dslide" "${train[@]}" --iterations 40 --checkpoint-dir tfs/ck --checkpoint-every 10 --keep-checkpoints 5 \
+    >out_tmpfs.txt 2>&1
+  rc=$?
+  ls_tfs=$(ls tfs/ck)
+  umount tfs
+  expect_rc $rc 1 "tmpfs"
+  expect_in out_tmpfs.txt "No space left on device" "tmpfs"
+  [[ $ls_tfs == "ckpt-000000000010" ]] || fail "tmpfs: holds $ls_tfs"
+  pass "a full tmpfs: exit 1 (no crash), no .tmp, ckpt-10 kept"
+else
+  echo "skip: a tmpfs cannot be mounted here (not root, or no CAP_SYS_ADMIN)"
+fi
+
+# 5. Divergence: stops with exit 3 before the diverged model is checkpointed.
+"$dslide" "${train[@]}" --iterations 200 --lr 1e6 --checkpoint-dir ck5 --checkpoint-every 1 >out_div.txt 2>&1
+expect_rc $? 3 "divergence"
+expect_in out_div.txt "training diverged at iteration" "divergence"
+at=$(grep -oE "diverged at iteration [0-9]+" out_div.txt | grep -oE "[0-9]+$")
+for c in ck5/ckpt-*; do
+  [[ -e $c ]] || continue
+  (( 10#${c##*-} < at )) || fail "divergence: $c written at or after iteration $at"
+done
+pass "--lr 1e6: exit 3 at iteration $at, no checkpoint of it"
+
+# 6. An unusable checkpoint folder is reported before training, with the system's reason.
+touch afile
+"$dslide" "${train[@]}" --iterations 50 --checkpoint-dir afile/ck --checkpoint-every 10 >out_dir.txt 2>&1
+expect_rc $? 1 "unwritable folder"
+expect_in out_dir.txt "option --checkpoint-dir: cannot create afile/ck (Not a directory)" "unwritable folder"
+grep -q "^iter " out_dir.txt && fail "unwritable folder: training started"
+pass "--checkpoint-dir under a file: refused before the first step"
+
+# 7. A run shorter than --checkpoint-every says so and still ends with a checkpoint; --save
+#    writes the final model for eval.
+"$dslide" "${train[@]}" --iterations 30 --checkpoint-dir ck7 --checkpoint-every 500 --save model7 >out_save.txt 2>&1 ||
+  fail "--save"
+expect_in out_save.txt "only the final checkpoint will be written" "--checkpoint-every beyond the run"
+[[ -d ck7/ckpt-000000000030 ]] || fail "no final checkpoint"
+"$dslide" eval --model model7 --test syn.test.txt >out_eval.txt 2>&1 || fail "eval --model of --save"
+expect_in out_eval.txt "iteration 30" "--save"
+pass "final checkpoint, --save usable by eval"
+echo "all reliability cases passed"
