@@ -77,6 +77,19 @@ ck=$(ls -d ck3/ckpt-* | tail -1)
 [[ -f $ck/rank-00000.h5 && -f $ck/rank-00001.h5 && -f $ck/meta.h5 ]] || fail "mpirun SIGUSR1: incomplete $ck"
 pass "mpirun -n 2 and SIGUSR1: exit 75, $ck with both shards"
 
+# 3b. SIGTERM to mpirun: Open MPI 4 passes SIGTERM to the ranks and kills them a second later;
+#     a model of this size is checkpointed within that second.
+"$mpiexec" -n 2 "${mpiflags[@]}" -x OMP_NUM_THREADS=1 "$dslide" "${train[@]}" --iterations 100000 --log-every 1 \
+  --checkpoint-dir ck3b >out_mpiterm.txt 2>&1 &
+pid=$!
+wait_iter out_mpiterm.txt 5
+kill -TERM $pid
+wait $pid
+expect_in out_mpiterm.txt "stopped by SIGTERM at iteration" "mpirun SIGTERM"
+ck=$(ls -d ck3b/ckpt-* | tail -1)
+[[ -f $ck/rank-00000.h5 && -f $ck/rank-00001.h5 && -f $ck/meta.h5 ]] || fail "mpirun SIGTERM: incomplete $ck"
+pass "mpirun -n 2 and SIGTERM: $ck with both shards"
+
 # 4. A write that fails as on a full disk: exit 1 with the reason, no partial folder, the
 #    earlier checkpoint kept and resumable.
 DSLIDE_FAULT=enospc:0:20 "$dslide" "${train[@]}" --iterations 40 --checkpoint-dir ck4 --checkpoint-every 10 \
