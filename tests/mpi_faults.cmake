@@ -1,6 +1,6 @@
 # A failing rank stops the whole job with a message naming the rank and the cause, never a
 # hang: an exception, a failed allocation, SIGKILL, and a missing file on every rank.
-# Faults are injected with DSLIDE_FAULT=KIND:RANK:ITER (src/fault.h).
+# Faults are injected with DSLIDE_FAULT=KIND:RANK:ITER (src/common/fault.h).
 file(REMOVE_RECURSE ${WORK})
 file(MAKE_DIRECTORY ${WORK})
 execute_process(COMMAND ${DSLIDE} gen --points 2000 --features 500 --labels 100 --nnz 10

@@ -77,9 +77,12 @@ ck=$(ls -d ck3/ckpt-* | tail -1)
 [[ -f $ck/rank-00000.h5 && -f $ck/rank-00001.h5 && -f $ck/meta.h5 ]] || fail "mpirun SIGUSR1: incomplete $ck"
 pass "mpirun -n 2 and SIGUSR1: exit 75, $ck with both shards"
 
-# 3b. SIGTERM to mpirun: Open MPI 4 passes SIGTERM to the ranks and kills them a second later;
-#     a model of this size is checkpointed within that second.
-"$mpiexec" -n 2 "${mpiflags[@]}" -x OMP_NUM_THREADS=1 "$dslide" "${train[@]}" --iterations 100000 --log-every 1 \
+# 3b. SIGTERM to mpirun: Open MPI 4 waits S seconds, passes SIGTERM to the ranks and kills
+#     them S seconds later (S = odls_base_sigkill_timeout, 1 by default: too tight on a loaded
+#     machine, so 3 here). While it waits, mpirun no longer forwards the ranks' output: a
+#     progress line every step would fill the pipe and block rank 0, so one every 50.
+"$mpiexec" -n 2 "${mpiflags[@]}" --mca odls_base_sigkill_timeout 3 -x OMP_NUM_THREADS=1 "$dslide" "${train[@]}" \
+  --iterations 100000 --log-every 50 \
   --checkpoint-dir ck3b >out_mpiterm.txt 2>&1 &
 pid=$!
 wait_iter out_mpiterm.txt 5

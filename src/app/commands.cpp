@@ -1,5 +1,5 @@
 // gen, train, eval and bench: option parsing, data, and the trainer, for any communicator.
-#include "app/commands.h"
+#include "commands.h"
 
 #include <algorithm>
 #include <chrono>

@@ -7,8 +7,8 @@
 #include <new>
 #include <string>
 
-#include "app/commands.h"
-#include "dist/mpi_communicator.h"
+#include "commands.h"
+#include "mpi_communicator.h"
 #include "error.h"
 
 namespace {

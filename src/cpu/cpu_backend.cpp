@@ -10,7 +10,7 @@
 // Weight gradients there have no races and do not depend on the thread count; input
 // gradients are summed from per-thread partials. Layers with every neuron active walk row
 // blocks instead (DenseRows). With one thread every result is deterministic.
-#include "cpu/cpu_backend.h"
+#include "cpu_backend.h"
 
 #include <algorithm>
 #include <atomic>

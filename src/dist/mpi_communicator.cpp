@@ -1,5 +1,5 @@
 // MPI collectives with byte/time accounting done by the Communicator base class.
-#include "dist/mpi_communicator.h"
+#include "mpi_communicator.h"
 
 #include <mpi.h>
 

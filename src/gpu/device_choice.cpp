@@ -1,4 +1,4 @@
-#include "gpu/device_choice.h"
+#include "device_choice.h"
 
 #include <dlfcn.h>
 

@@ -3,7 +3,7 @@
 
 #include <memory>
 
-#include "gpu/gpu_tuning.h"
+#include "gpu_tuning.h"
 #include "layer_backend.h"
 
 namespace dslide::gpu {

@@ -14,8 +14,8 @@
 
 #include "auto_settings.h"
 #include "communicator.h"
-#include "cpu/cpu_backend.h"
-#include "gpu/gpu_tuning.h"
+#include "cpu_backend.h"
+#include "gpu_tuning.h"
 #include "layer_backend.h"
 #include "parallel.h"
 #include "rng.h"

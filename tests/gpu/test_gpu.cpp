@@ -2,8 +2,8 @@
 // skipped by ctest) where no device is visible.
 #include <cstdio>
 
-#include "gpu/gpu_backend.h"
-#include "gpu/gpu_device.h"
+#include "gpu_backend.h"
+#include "gpu_device.h"
 
 #include "backend_equivalence.h"
 

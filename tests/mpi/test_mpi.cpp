@@ -11,11 +11,11 @@
 #include <sstream>
 
 #include "../test_presets.h"
-#include "dist/mpi_communicator.h"
-#include "gpu/gpu_backend_impl.h"
-#include "gpu/host_exec.h"
+#include "mpi_communicator.h"
+#include "gpu_backend_impl.h"
+#include "host_exec.h"
 #ifdef DSLIDE_WITH_CUDA
-#include "gpu/gpu_device.h"
+#include "gpu_device.h"
 #endif
 #include "parallel.h"
 #include "predict.h"

@@ -12,7 +12,7 @@
 
 #include "config.h"
 #include "error.h"
-#include "gpu/device_choice.h"
+#include "device_choice.h"
 #include "metrics.h"
 #include "predict.h"
 #include "test_util.h"

@@ -17,7 +17,6 @@
 
 namespace dslide {
 
-struct BatchLabels;
 
 enum SoftmaxPhase : unsigned {
   kSoftmaxMax = 1,

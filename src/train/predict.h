@@ -17,15 +17,6 @@ namespace dslide {
 std::unique_ptr<Trainer> LoadModel(const std::string& folder, Communicator* comm,
                                    CheckpointMeta* meta);
 
-/// Options of `dslide predict`.
-struct PredictConfig {
-  std::string model_dir, input, out;
-  int top_k = 5;
-  std::string format = "tsv";  ///< tsv | jsonl
-  int threads = 0;
-  int64_t chunk = 4096;        ///< input points read and scored at a time
-};
-
 /// Collective: exact top-k labels with their softmax probabilities for every row of
 /// `cfg.input` (XC text or binary; labels in it are ignored), streamed a chunk at a time,
 /// each rank scoring its own block of outputs and the lists merged as in evaluation. Rank

@@ -53,4 +53,13 @@ struct BatchRows {
   }
 };
 
+
+/// Labels of the samples of a batch (global label ids, sorted per sample).
+struct BatchLabels {
+  std::vector<int64_t> off{0};
+  std::vector<int32_t> ids;
+  int64_t Count(int64_t s) const { return off[s + 1] - off[s]; }
+  const int32_t* Of(int64_t s) const { return ids.data() + off[s]; }
+};
+
 }  // namespace dslide

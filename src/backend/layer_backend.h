@@ -17,14 +17,6 @@
 
 namespace dslide {
 
-/// Labels of the samples of a batch (global label ids, sorted per sample).
-struct BatchLabels {
-  std::vector<int64_t> off{0};
-  std::vector<int32_t> ids;
-  int64_t Count(int64_t s) const { return off[s + 1] - off[s]; }
-  const int32_t* Of(int64_t s) const { return ids.data() + off[s]; }
-};
-
 /// Wall-clock split of a step, accumulated by the caller.
 struct PhaseTimes {
   double query = 0, forward = 0, backward = 0, update = 0, rebuild = 0, comm = 0;

@@ -153,6 +153,15 @@ struct ConvertConfig {
   std::string in, out;
 };
 
+/// Options of `dslide predict`.
+struct PredictConfig {
+  std::string model_dir, input, out;
+  int top_k = 5;
+  std::string format = "tsv";  ///< tsv | jsonl
+  int threads = 0;
+  int64_t chunk = 4096;        ///< input points read and scored at a time
+};
+
 /// Options of `dslide bench`.
 struct BenchConfig {
   std::string shape = "amazon-670k";
@@ -171,7 +180,6 @@ bool ParseEval(int argc, const char* const* argv, EvalConfig* cfg, std::string* 
 bool ParseExport(int argc, const char* const* argv, ExportConfig* cfg, std::string* help);
 bool ParseConvert(int argc, const char* const* argv, ConvertConfig* cfg, std::string* help);
 bool ParseBench(int argc, const char* const* argv, BenchConfig* cfg, std::string* help);
-struct PredictConfig;
 bool ParsePredict(int argc, const char* const* argv, PredictConfig* cfg, std::string* help);
 
 }  // namespace dslide

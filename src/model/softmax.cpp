@@ -5,7 +5,6 @@
 #include <limits>
 
 #include "error.h"
-#include "layer_backend.h"
 #include "parallel.h"
 
 namespace dslide {

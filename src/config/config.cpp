@@ -7,7 +7,6 @@
 #include <sstream>
 
 #include "error.h"
-#include "predict.h"
 
 namespace po = boost::program_options;
 

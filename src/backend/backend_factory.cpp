@@ -1,11 +1,11 @@
 // The one place that knows which backends were built (CUDA or not).
-#include "cpu/cpu_backend.h"
+#include "cpu_backend.h"
 #include "error.h"
-#include "gpu/device_choice.h"
+#include "device_choice.h"
 #include "layer_backend.h"
 #ifdef DSLIDE_WITH_CUDA
-#include "gpu/gpu_backend.h"
-#include "gpu/gpu_device.h"
+#include "gpu_backend.h"
+#include "gpu_device.h"
 #endif
 
 namespace dslide {
