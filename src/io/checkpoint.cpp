@@ -362,6 +362,93 @@ void PruneCheckpoints(const std::string& dir, int keep) {
   }
 }
 
+CheckpointMeta MetaOf(const ModelSpec& spec, const TrainConfig& cfg, int ranks, int64_t iter, int64_t epoch,
+                      int64_t pos, int64_t best_iter, double best_p_at_1) {
+  CheckpointMeta m;
+  m.iter = iter;
+  m.epoch = epoch;
+  m.pos = pos;
+  m.ranks = ranks;
+  m.input_dim = spec.layers[0].in_dim;
+  for (const auto& l : spec.layers) {
+    m.out_dims.push_back(l.out_dim);
+    m.sparsity.push_back(l.sparsity);
+  }
+  m.seed = cfg.seed;
+  m.batch = cfg.batch;
+  m.hash_family = ToString(cfg.lsh.family);
+  m.hash_k = cfg.lsh.k;
+  m.hash_l = cfg.lsh.l;
+  m.hash_bin = cfg.lsh.bin_size;
+  m.hash_bucket = cfg.lsh.bucket_capacity;
+  m.strategy = ToString(cfg.strategy);
+  m.best_iter = best_iter;
+  m.best_p_at_1 = best_p_at_1;
+  m.query = ToString(cfg.lsh.query);
+  m.lsh_share = cfg.lsh.lsh_share;
+  m.min_negatives = cfg.min_negatives;
+  return m;
+}
+
+TrainConfig ConfigOf(const CheckpointMeta& m) {
+  TrainConfig tc;
+  tc.hidden.assign(m.out_dims.begin(), m.out_dims.end() - 1);
+  tc.seed = m.seed;
+  tc.batch = static_cast<int>(m.batch);
+  tc.lsh.bin_size = static_cast<int>(m.hash_bin);
+  tc.lsh.bucket_capacity = static_cast<int>(m.hash_bucket);
+  AdoptCheckpointSettings(m, &tc);  // sparsity, family, K, L, query, share
+  return tc;
+}
+
+void CheckMetaFits(const CheckpointMeta& m, const std::string& file, const ModelSpec& spec,
+                   const TrainConfig& cfg) {
+  DSLIDE_CHECK(m.input_dim == spec.layers[0].in_dim && m.out_dims.size() == spec.layers.size(), file,
+               ": the checkpoint's network (", m.input_dim, " inputs, ", m.out_dims.size(),
+               " layers) does not match this one (", spec.layers[0].in_dim, " inputs, ",
+               spec.layers.size(), " layers)");
+  for (size_t l = 0; l < spec.layers.size(); ++l) {
+    DSLIDE_CHECK(m.out_dims[l] == spec.layers[l].out_dim, file, ": layer ", l, " has ", m.out_dims[l],
+                 " neurons in the checkpoint, ", spec.layers[l].out_dim, " here (--hidden, data)");
+    DSLIDE_CHECK(m.sparsity[l] == spec.layers[l].sparsity, file, ": layer ", l, " sparsity ",
+                 m.sparsity[l], " in the checkpoint, ", spec.layers[l].sparsity, " here (--sparsity)");
+  }
+  DSLIDE_CHECK(m.seed == cfg.seed, file, ": --seed ", cfg.seed, " differs from the checkpoint's ", m.seed);
+  DSLIDE_CHECK(m.batch == cfg.batch, file, ": --batch ", cfg.batch, " differs from the checkpoint's ", m.batch);
+  const LshConfig& c = cfg.lsh;
+  const std::string lsh =
+      CheckpointMeta::DescribeLsh(ToString(c.family), c.k, c.l, c.bin_size, c.bucket_capacity);
+  DSLIDE_CHECK(m.LshText() == lsh, file, ": LSH settings '", lsh, "' differ from the checkpoint's '",
+               m.LshText(), "'");
+}
+
+bool AdoptCheckpointSettings(const CheckpointMeta& m, TrainConfig* cfg) {
+  const bool adopted = cfg->sparsity_auto() || !cfg->lsh.resolved();
+  if (cfg->sparsity_auto()) cfg->sparsity = m.sparsity;
+  if (cfg->lsh.family == HashFamily::kAuto) cfg->lsh.family = ParseHashFamily(m.hash_family);
+  if (cfg->lsh.k == 0) cfg->lsh.k = static_cast<int>(m.hash_k);
+  if (cfg->lsh.l == 0) cfg->lsh.l = static_cast<int>(m.hash_l);
+  // Checkpoints of earlier versions recorded no query or share: vanilla queries with every
+  // slot open to LSH candidates, as they ran.
+  if (cfg->lsh.query == QueryStrategy::kAuto)
+    cfg->lsh.query = m.query.empty() ? QueryStrategy::kVanilla : ParseQueryStrategy(m.query);
+  if (cfg->lsh.lsh_share == 0) cfg->lsh.lsh_share = m.lsh_share > 0 ? m.lsh_share : 1.0;
+  return adopted;
+}
+
+CheckpointMeta ReadResumeMeta(const std::string& path) {
+  const std::vector<std::string> candidates = ResumeCandidates(path, "--resume");
+  for (const std::string& folder : candidates) {
+    try {
+      return ReadMeta(folder);
+    } catch (const DamagedCheckpoint&) {
+      // Training's resume skips it too, with a warning.
+    }
+  }
+  throw Error(detail::Concat("option --resume: none of the ", candidates.size(), " checkpoint(s) in ", path,
+                             " has an intact meta.h5"));
+}
+
 void WriteMeta(const std::string& folder, const CheckpointMeta& m) {
   const std::string file = folder + "/meta.h5";
   {  // the file is closed before its checksum is taken

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "config.h"
 #include "error.h"
 #include "layer_backend.h"
 #include "model.h"
@@ -71,6 +72,24 @@ void CheckWritableDir(const std::string& dir, int64_t bytes, const char* option)
 /// Removes all but the newest `keep` complete checkpoints and any leftover .tmp folders
 /// older than the newest complete one.
 void PruneCheckpoints(const std::string& dir, int keep);
+
+/// The one mapping between a run and its checkpoint metadata. What a checkpoint records of
+/// a run of `spec` and resolved `cfg` on `ranks` model ranks after `iter` iterations, at
+/// data position (epoch, pos), with its best validated iteration and P@1 (-1: none).
+CheckpointMeta MetaOf(const ModelSpec& spec, const TrainConfig& cfg, int ranks, int64_t iter, int64_t epoch,
+                      int64_t pos, int64_t best_iter, double best_p_at_1);
+/// The network and settings checkpoint `m` was written with (for scoring it: eval, predict).
+TrainConfig ConfigOf(const CheckpointMeta& m);
+/// Throws dslide::Error naming `file` and the option when checkpoint `m` does not fit the
+/// network `spec` and the settings of `cfg` (shapes, sparsity, seed, batch, LSH).
+void CheckMetaFits(const CheckpointMeta& m, const std::string& file, const ModelSpec& spec,
+                   const TrainConfig& cfg);
+/// --resume: the settings `cfg` leaves to auto (sparsity, LSH family, K, L, query, share)
+/// take the checkpoint's; returns true when any did.
+bool AdoptCheckpointSettings(const CheckpointMeta& m, TrainConfig* cfg);
+/// --resume PATH: the metadata of the newest candidate (ResumeCandidates) whose meta.h5 is
+/// intact.
+CheckpointMeta ReadResumeMeta(const std::string& path);
 
 void WriteMeta(const std::string& folder, const CheckpointMeta& meta);
 /// Throws dslide::Error naming the file when it is missing, truncated or corrupted.

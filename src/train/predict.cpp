@@ -18,16 +18,7 @@ std::unique_ptr<Trainer> LoadModel(const std::string& folder, Communicator* comm
                                    CheckpointMeta* meta) {
   *meta = ReadMeta(folder);
   // The network as the checkpoint describes it, sharded over this job's ranks.
-  TrainConfig tc;
-  tc.hidden.assign(meta->out_dims.begin(), meta->out_dims.end() - 1);
-  tc.sparsity = meta->sparsity;
-  tc.seed = meta->seed;
-  tc.batch = static_cast<int>(meta->batch);
-  tc.lsh.family = ParseHashFamily(meta->hash_family);
-  tc.lsh.k = static_cast<int>(meta->hash_k);
-  tc.lsh.l = static_cast<int>(meta->hash_l);
-  tc.lsh.bin_size = static_cast<int>(meta->hash_bin);
-  tc.lsh.bucket_capacity = static_cast<int>(meta->hash_bucket);
+  const TrainConfig tc = ConfigOf(*meta);
   auto trainer = std::make_unique<Trainer>(tc, comm, MakeBackend(tc.device, comm->rank(), tc.gpus_per_node),
                                            meta->input_dim, meta->out_dims.back());
   trainer->LoadCheckpoint(folder);

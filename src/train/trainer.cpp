@@ -15,6 +15,7 @@
 #include "auto_settings.h"
 #include "error.h"
 #include "fault.h"
+#include "activation.h"
 #include "metrics.h"
 #include "stop_signal.h"
 #include "parallel.h"
@@ -71,6 +72,7 @@ Trainer::Trainer(const TrainConfig& cfg, Communicator* comm, std::unique_ptr<Lay
       cfg_(cfg),
       comm_(comm),
       model_comm_(cfg.strategy == Strategy::kDataParallel ? &replica_comm_ : comm),
+      exchange_(model_comm_),
       backend_(std::move(backend)),
       schedule_(cfg.lsh.rebuild_n0, cfg.lsh.rebuild_lambda) {
   ResolveAuto(&cfg_, input_dim, output_dim);
@@ -83,109 +85,6 @@ Trainer::Trainer(const TrainConfig& cfg, Communicator* comm, std::unique_ptr<Lay
   outputs_.resize(n);
   deltas_.resize(n);
   segs_.resize(n);
-}
-
-void Trainer::Gather(int layer, const BatchRows& local, BatchRows* full,
-                     std::vector<int64_t>* seg) {
-  const LayerSpec& s = spec_.layers[layer];
-  const int P = model_comm_->size();
-  const int64_t B = local.samples();
-  seg->assign(static_cast<size_t>(P) * B, 0);
-  if (s.dense()) {
-    // Sizes are known from the sharding: no counts, no ids on the wire.
-    for (int r = 0; r < P; ++r) {
-      const int64_t w = ModelSpec::BlockBegin(s.out_dim, r + 1, P) - ModelSpec::BlockBegin(s.out_dim, r, P);
-      std::fill(seg->begin() + r * B, seg->begin() + (r + 1) * B, w);
-    }
-  } else {
-    model_comm_->Allgatherv(local.n.data(), std::vector<int64_t>(P, B), seg->data(), Traffic::kActivations);
-  }
-  std::vector<int64_t> rank_total(P, 0);
-  for (int r = 0; r < P; ++r)
-    for (int64_t i = 0; i < B; ++i) rank_total[r] += (*seg)[r * B + i];
-  // Pack this rank's snapshot sample-major.
-  const int64_t mine = rank_total[model_comm_->rank()];
-  pack_vals_.resize(mine);
-  pack_ids_.resize(s.dense() ? 0 : mine);
-  for (int64_t i = 0, o = 0; i < B; ++i) {
-    std::copy(local.vals.begin() + local.off[i], local.vals.begin() + local.off[i] + local.n[i],
-              pack_vals_.begin() + o);
-    if (!s.dense())
-      std::copy(local.ids.begin() + local.off[i], local.ids.begin() + local.off[i] + local.n[i],
-                pack_ids_.begin() + o);
-    o += local.n[i];
-  }
-  const int64_t total = std::accumulate(rank_total.begin(), rank_total.end(), int64_t{0});
-  gathered_vals_.resize(total);
-  model_comm_->Allgatherv(pack_vals_.data(), rank_total, gathered_vals_.data(), Traffic::kActivations);
-  if (!s.dense()) {
-    gathered_ids_.resize(total);
-    model_comm_->Allgatherv(pack_ids_.data(), rank_total, gathered_ids_.data(), Traffic::kActivations);
-  }
-  // Regroup per sample: sample i's row is rank 0's segment, then rank 1's, ...
-  full->off.resize(B);
-  full->n.assign(B, 0);
-  for (int64_t i = 0; i < B; ++i)
-    for (int r = 0; r < P; ++r) full->n[i] += (*seg)[r * B + i];
-  for (int64_t i = 0, o = 0; i < B; ++i) {
-    full->off[i] = o;
-    o += full->n[i];
-  }
-  full->ids.resize(total);
-  full->vals.resize(total);
-  std::vector<int64_t> src(P);
-  for (int r = 0, o = 0; r < P; o += rank_total[r], ++r) src[r] = o;
-  for (int64_t i = 0; i < B; ++i) {
-    int64_t dst = full->off[i];
-    for (int r = 0; r < P; ++r) {
-      const int64_t c = (*seg)[r * B + i];
-      std::copy(gathered_vals_.begin() + src[r], gathered_vals_.begin() + src[r] + c,
-                full->vals.begin() + dst);
-      if (!s.dense())
-        std::copy(gathered_ids_.begin() + src[r], gathered_ids_.begin() + src[r] + c,
-                  full->ids.begin() + dst);
-      src[r] += c;
-      dst += c;
-    }
-    if (s.dense())
-      std::iota(full->ids.begin() + full->off[i], full->ids.begin() + full->off[i] + full->n[i], 0);
-  }
-  full->dense = s.dense();
-  full->width = s.out_dim;
-}
-
-void Trainer::ScatterGrad(int layer, const BatchRows& full_grad, const std::vector<int64_t>& seg,
-                          BatchRows* local_delta) {
-  const int P = model_comm_->size();
-  const int64_t B = full_grad.samples();
-  std::vector<int64_t> rank_total(P, 0), dst(P, 0);
-  for (int r = 0; r < P; ++r)
-    for (int64_t i = 0; i < B; ++i) rank_total[r] += seg[r * B + i];
-  for (int r = 1; r < P; ++r) dst[r] = dst[r - 1] + rank_total[r - 1];
-  // Rank-major layout: the exact inverse of Gather's regrouping.
-  pack_vals_.resize(std::accumulate(rank_total.begin(), rank_total.end(), int64_t{0}));
-  for (int64_t i = 0; i < B; ++i) {
-    int64_t src = full_grad.off[i];
-    for (int r = 0; r < P; ++r) {
-      const int64_t c = seg[r * B + i];
-      std::copy(full_grad.vals.begin() + src, full_grad.vals.begin() + src + c,
-                pack_vals_.begin() + dst[r]);
-      src += c;
-      dst[r] += c;
-    }
-  }
-  gathered_vals_.resize(rank_total[model_comm_->rank()]);
-  model_comm_->ReduceScatterSum(pack_vals_.data(), rank_total, gathered_vals_.data(), Traffic::kInputGrads);
-  // Back into the strided layout of this layer's local output, times ReLU'.
-  const BatchRows& act = outputs_[layer];
-  local_delta->LikeZero(act);
-  for (int64_t i = 0, o = 0; i < B; ++i) {
-    float* d = local_delta->Vals(i);
-    const float* a = act.vals.data() + act.off[i];
-    for (int64_t j = 0; j < act.n[i]; ++j) d[j] = a[j] > 0.0f ? gathered_vals_[o + j] : 0.0f;
-    o += act.n[i];
-  }
-  local_delta->ids = act.ids;
 }
 
 void Trainer::ForwardHidden(const Dataset& data, const std::vector<int64_t>& points,
@@ -203,7 +102,7 @@ void Trainer::ForwardHidden(const Dataset& data, const std::vector<int64_t>& poi
     phases_.query += std::chrono::duration<double>(t1 - t0).count();
     phases_.forward += std::chrono::duration<double>(t2 - t1).count();
     if (!out) {
-      Gather(l, outputs_[l], &inputs_[l + 1], &segs_[l]);
+      exchange_.Gather(spec_.layers[l], outputs_[l], &inputs_[l + 1], &segs_[l]);
       phases_.comm += Seconds(t2);
     }
   }
@@ -277,7 +176,8 @@ double Trainer::Backpropagate(const Dataset& data, const std::vector<int64_t>& p
     }
     if (need_grad) {
       t0 = Clock::now();
-      ScatterGrad(l - 1, grad_, segs_[l - 1], &deltas_[l - 1]);
+      exchange_.ScatterGrad(grad_, segs_[l - 1], outputs_[l - 1], &deltas_[l - 1]);
+      ReluBackward(outputs_[l - 1], &deltas_[l - 1]);
       phases_.comm += Seconds(t0);
     }
   }
@@ -427,30 +327,7 @@ void Trainer::WriteCheckpoint(const std::string& folder, int64_t epoch, int64_t 
 }
 
 CheckpointMeta Trainer::MetaNow(int64_t epoch, int64_t pos) const {
-  CheckpointMeta m;
-  m.iter = iter_;
-  m.epoch = epoch;
-  m.pos = pos;
-  m.ranks = model_comm_->size();
-  m.input_dim = spec_.layers[0].in_dim;
-  for (const auto& l : spec_.layers) {
-    m.out_dims.push_back(l.out_dim);
-    m.sparsity.push_back(l.sparsity);
-  }
-  m.seed = cfg_.seed;
-  m.batch = cfg_.batch;
-  m.hash_family = ToString(cfg_.lsh.family);
-  m.hash_k = cfg_.lsh.k;
-  m.hash_l = cfg_.lsh.l;
-  m.hash_bin = cfg_.lsh.bin_size;
-  m.hash_bucket = cfg_.lsh.bucket_capacity;
-  m.strategy = ToString(cfg_.strategy);
-  m.best_iter = best_iter_;
-  m.best_p_at_1 = best_p1_;
-  m.query = ToString(cfg_.lsh.query);
-  m.lsh_share = cfg_.lsh.lsh_share;
-  m.min_negatives = cfg_.min_negatives;
-  return m;
+  return MetaOf(spec_, cfg_, model_comm_->size(), iter_, epoch, pos, best_iter_, best_p1_);
 }
 
 CheckpointMeta Trainer::ResumeNewestIntact() {
@@ -488,24 +365,7 @@ int64_t Trainer::CheckpointBytes() const {
 
 CheckpointMeta Trainer::LoadCheckpoint(const std::string& folder) {
   const CheckpointMeta m = ReadMeta(folder);
-  const std::string file = folder + "/meta.h5";
-  DSLIDE_CHECK(m.input_dim == spec_.layers[0].in_dim && m.out_dims.size() == spec_.layers.size(), file,
-               ": the checkpoint's network (", m.input_dim, " inputs, ", m.out_dims.size(),
-               " layers) does not match this one (", spec_.layers[0].in_dim, " inputs, ",
-               spec_.layers.size(), " layers)");
-  for (size_t l = 0; l < spec_.layers.size(); ++l) {
-    DSLIDE_CHECK(m.out_dims[l] == spec_.layers[l].out_dim, file, ": layer ", l, " has ", m.out_dims[l],
-                 " neurons in the checkpoint, ", spec_.layers[l].out_dim, " here (--hidden, data)");
-    DSLIDE_CHECK(m.sparsity[l] == spec_.layers[l].sparsity, file, ": layer ", l, " sparsity ",
-                 m.sparsity[l], " in the checkpoint, ", spec_.layers[l].sparsity, " here (--sparsity)");
-  }
-  DSLIDE_CHECK(m.seed == cfg_.seed, file, ": --seed ", cfg_.seed, " differs from the checkpoint's ", m.seed);
-  DSLIDE_CHECK(m.batch == cfg_.batch, file, ": --batch ", cfg_.batch, " differs from the checkpoint's ", m.batch);
-  const LshConfig& c = cfg_.lsh;
-  const std::string lsh =
-      CheckpointMeta::DescribeLsh(ToString(c.family), c.k, c.l, c.bin_size, c.bucket_capacity);
-  DSLIDE_CHECK(m.LshText() == lsh, file, ": LSH settings '", lsh, "' differ from the checkpoint's '",
-               m.LshText(), "'");
+  CheckMetaFits(m, folder + "/meta.h5", spec_, cfg_);
   const std::vector<LayerState> states = ReadLayers(folder, m, spec_.layers);
   for (size_t l = 0; l < states.size(); ++l) backend_->LoadLayer(static_cast<int>(l), states[l]);
   iter_ = m.iter;
@@ -1045,17 +905,8 @@ EvalResult RunTraining(const TrainConfig& asked, Communicator* comm) {
   }
   if (!cfg.resume_dir.empty()) {
     // Settings left to auto continue with the checkpoint's (explicit ones are checked).
-    const CheckpointMeta m = ReadMeta(ResolveCheckpoint(cfg.resume_dir, "--resume"));
-    cfg.settings_from_checkpoint = cfg.sparsity_auto() || !cfg.lsh.resolved();
-    if (cfg.sparsity_auto()) cfg.sparsity = m.sparsity;
-    if (cfg.lsh.family == HashFamily::kAuto) cfg.lsh.family = ParseHashFamily(m.hash_family);
-    if (cfg.lsh.k == 0) cfg.lsh.k = static_cast<int>(m.hash_k);
-    if (cfg.lsh.l == 0) cfg.lsh.l = static_cast<int>(m.hash_l);
-    // Checkpoints of earlier versions recorded no query or share: vanilla queries with
-    // every slot open to LSH candidates, as they ran.
-    if (cfg.lsh.query == QueryStrategy::kAuto)
-      cfg.lsh.query = m.query.empty() ? QueryStrategy::kVanilla : ParseQueryStrategy(m.query);
-    if (cfg.lsh.lsh_share == 0) cfg.lsh.lsh_share = m.lsh_share > 0 ? m.lsh_share : 1.0;
+    const CheckpointMeta m = ReadResumeMeta(cfg.resume_dir);
+    cfg.settings_from_checkpoint = AdoptCheckpointSettings(m, &cfg);
     if (m.min_negatives == 0 && comm->rank() == 0)
       std::printf("note: %s predates the floor of negatives; --min-negatives %lld applies from here\n",
                   cfg.resume_dir.c_str(), (long long)cfg.min_negatives);

@@ -19,6 +19,7 @@
 #include "layer_backend.h"
 #include "model.h"
 #include "rebuild_schedule.h"
+#include "snapshot_exchange.h"
 
 namespace dslide {
 
@@ -93,9 +94,6 @@ class Trainer {
   const std::vector<double>& step_ms() const { return step_ms_; }
 
  private:
-  void Gather(int layer, const BatchRows& local, BatchRows* full, std::vector<int64_t>* seg);
-  void ScatterGrad(int layer, const BatchRows& full_grad, const std::vector<int64_t>& seg,
-                   BatchRows* local_delta);
   void ForwardHidden(const Dataset& data, const std::vector<int64_t>& points,
                      const BatchLabels* labels, int64_t stream, bool through_output);
   double SoftmaxLoss(const BatchLabels& labels);
@@ -122,6 +120,7 @@ class Trainer {
   Communicator* comm_;              // every rank: progress, metrics, data-parallel all-reduce
   LocalCommunicator replica_comm_;  // data-parallel: each rank holds the whole model
   Communicator* model_comm_;        // the ranks that share one model (comm_ or replica_comm_)
+  SnapshotExchange exchange_;       // hidden layers' activations and input gradients over model_comm_
   std::unique_ptr<LayerBackend> backend_;
   ModelSpec spec_;
   RebuildSchedule schedule_;
@@ -134,8 +133,6 @@ class Trainer {
   std::vector<BatchRows> inputs_, outputs_, deltas_;
   std::vector<std::vector<int64_t>> segs_;
   BatchRows grad_;
-  std::vector<float> pack_vals_, gathered_vals_;
-  std::vector<int32_t> pack_ids_, gathered_ids_;
   std::vector<float> fused_;  // data-parallel gradient buffer
   // --keep-best: the best validated model so far (its weights and biases, on this rank's
   // shard), its iteration and validation P@1 (-1: none).

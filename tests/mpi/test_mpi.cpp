@@ -19,6 +19,7 @@
 #endif
 #include "parallel.h"
 #include "predict.h"
+#include "snapshot_exchange.h"
 #include "stop_signal.h"
 #include "synthetic.h"
 #include "trainer.h"
@@ -254,6 +255,69 @@ TEST(Distributed, PredictOnRanksEqualsOneRank) {
   }
   EXPECT_EQ(rows, input.size());
   EXPECT_FALSE(std::getline(b, lb));
+}
+
+/// The exchange on its own: a sparse layer's gathered snapshot holds, per sample, every
+/// rank's (id, value) pairs in rank order; a dense layer's holds its full width with ids
+/// 0..width-1; the scatter of a gradient laid out like the snapshot gives each rank the sum
+/// over ranks of its own entries, in its own layout.
+TEST(Distributed, SnapshotExchangeGathersEveryRanksRowsAndScattersTheSums) {
+  const int P = g_comm->size(), me = g_comm->rank();
+  const int64_t B = 4;
+  for (const bool dense : {false, true}) {
+    LayerSpec s;
+    s.in_dim = 8;
+    s.out_dim = 50;
+    s.sparsity = dense ? 1.0 : 0.2;
+    s.begin = ModelSpec::BlockBegin(s.out_dim, me, P);
+    s.end = ModelSpec::BlockBegin(s.out_dim, me + 1, P);
+    // Rank r gives sample i (r + i) % 3 entries (its whole block when dense), values that
+    // name the rank, sample and id.
+    auto count = [&](int r, int64_t i) {
+      return dense ? ModelSpec::BlockBegin(s.out_dim, r + 1, P) - ModelSpec::BlockBegin(s.out_dim, r, P)
+                   : (r + i) % 3;
+    };
+    auto value = [](int r, int64_t i, int64_t id) { return static_cast<float>(1000 * r + 100 * i + id); };
+    BatchRows local;
+    local.Strided(B, s.local());
+    for (int64_t i = 0; i < B; ++i) {
+      local.n[i] = count(me, i);
+      for (int64_t j = 0; j < local.n[i]; ++j) {
+        const int64_t id = dense ? s.begin + j : s.begin + (j * 7 + i) % s.local();
+        local.Ids(i)[j] = static_cast<int32_t>(id);
+        local.Vals(i)[j] = value(me, i, id);
+      }
+    }
+    SnapshotExchange ex(g_comm);
+    BatchRows full;
+    std::vector<int64_t> seg;
+    ex.Gather(s, local, &full, &seg);
+    ASSERT_EQ(full.samples(), B);
+    EXPECT_EQ(full.dense, dense);
+    for (int64_t i = 0; i < B; ++i) {
+      int64_t at = 0;
+      for (int r = 0; r < P; ++r) {
+        EXPECT_EQ(seg[r * B + i], count(r, i)) << "rank " << r << " sample " << i;
+        const int64_t r0 = ModelSpec::BlockBegin(s.out_dim, r, P), rn = ModelSpec::BlockBegin(s.out_dim, r + 1, P) - r0;
+        for (int64_t j = 0; j < count(r, i); ++j, ++at) {
+          const int64_t id = dense ? r0 + j : r0 + (j * 7 + i) % rn;
+          EXPECT_EQ(full.Row(i).ids[at], id) << (dense ? "dense" : "sparse") << " sample " << i;
+          EXPECT_EQ(full.Row(i).vals[at], value(r, i, id)) << (dense ? "dense" : "sparse") << " sample " << i;
+        }
+      }
+      EXPECT_EQ(full.n[i], at);
+    }
+    // Every rank holds the same snapshot, so the summed gradient of an entry is P times
+    // the value each rank sends for it.
+    BatchRows grad = full;
+    for (auto& v : grad.vals) v = v * 0.5f + 1.0f;
+    BatchRows mine;
+    ex.ScatterGrad(grad, seg, local, &mine);
+    for (int64_t i = 0; i < B; ++i)
+      for (int64_t j = 0; j < local.n[i]; ++j)
+        EXPECT_EQ(mine.Vals(i)[j], P * (local.Vals(i)[j] * 0.5f + 1.0f)) << "sample " << i << " entry " << j;
+    EXPECT_EQ(mine.ids, local.ids);
+  }
 }
 
 /// This rank's weights and biases of every layer.

@@ -1,0 +1,107 @@
+#include "snapshot_exchange.h"
+
+#include <algorithm>
+#include <numeric>
+
+namespace dslide {
+
+void SnapshotExchange::Gather(const LayerSpec& s, const BatchRows& local, BatchRows* full,
+                              std::vector<int64_t>* seg) {
+  const int P = comm_->size();
+  const int64_t B = local.samples();
+  seg->assign(static_cast<size_t>(P) * B, 0);
+  if (s.dense()) {
+    // Sizes are known from the sharding: no counts, no ids on the wire.
+    for (int r = 0; r < P; ++r) {
+      const int64_t w = ModelSpec::BlockBegin(s.out_dim, r + 1, P) - ModelSpec::BlockBegin(s.out_dim, r, P);
+      std::fill(seg->begin() + r * B, seg->begin() + (r + 1) * B, w);
+    }
+  } else {
+    comm_->Allgatherv(local.n.data(), std::vector<int64_t>(P, B), seg->data(), Traffic::kActivations);
+  }
+  std::vector<int64_t> rank_total(P, 0);
+  for (int r = 0; r < P; ++r)
+    for (int64_t i = 0; i < B; ++i) rank_total[r] += (*seg)[r * B + i];
+  // Pack this rank's snapshot sample-major.
+  const int64_t mine = rank_total[comm_->rank()];
+  pack_vals_.resize(mine);
+  pack_ids_.resize(s.dense() ? 0 : mine);
+  for (int64_t i = 0, o = 0; i < B; ++i) {
+    std::copy(local.vals.begin() + local.off[i], local.vals.begin() + local.off[i] + local.n[i],
+              pack_vals_.begin() + o);
+    if (!s.dense())
+      std::copy(local.ids.begin() + local.off[i], local.ids.begin() + local.off[i] + local.n[i],
+                pack_ids_.begin() + o);
+    o += local.n[i];
+  }
+  const int64_t total = std::accumulate(rank_total.begin(), rank_total.end(), int64_t{0});
+  gathered_vals_.resize(total);
+  comm_->Allgatherv(pack_vals_.data(), rank_total, gathered_vals_.data(), Traffic::kActivations);
+  if (!s.dense()) {
+    gathered_ids_.resize(total);
+    comm_->Allgatherv(pack_ids_.data(), rank_total, gathered_ids_.data(), Traffic::kActivations);
+  }
+  // Regroup per sample: sample i's row is rank 0's segment, then rank 1's, ...
+  full->off.resize(B);
+  full->n.assign(B, 0);
+  for (int64_t i = 0; i < B; ++i)
+    for (int r = 0; r < P; ++r) full->n[i] += (*seg)[r * B + i];
+  for (int64_t i = 0, o = 0; i < B; ++i) {
+    full->off[i] = o;
+    o += full->n[i];
+  }
+  full->ids.resize(total);
+  full->vals.resize(total);
+  std::vector<int64_t> src(P);
+  for (int r = 0, o = 0; r < P; o += rank_total[r], ++r) src[r] = o;
+  for (int64_t i = 0; i < B; ++i) {
+    int64_t dst = full->off[i];
+    for (int r = 0; r < P; ++r) {
+      const int64_t c = (*seg)[r * B + i];
+      std::copy(gathered_vals_.begin() + src[r], gathered_vals_.begin() + src[r] + c,
+                full->vals.begin() + dst);
+      if (!s.dense())
+        std::copy(gathered_ids_.begin() + src[r], gathered_ids_.begin() + src[r] + c,
+                  full->ids.begin() + dst);
+      src[r] += c;
+      dst += c;
+    }
+    if (s.dense())
+      std::iota(full->ids.begin() + full->off[i], full->ids.begin() + full->off[i] + full->n[i], 0);
+  }
+  full->dense = s.dense();
+  full->width = s.out_dim;
+}
+
+void SnapshotExchange::ScatterGrad(const BatchRows& full_grad, const std::vector<int64_t>& seg,
+                                   const BatchRows& act, BatchRows* local_grad) {
+  const int P = comm_->size();
+  const int64_t B = full_grad.samples();
+  std::vector<int64_t> rank_total(P, 0), dst(P, 0);
+  for (int r = 0; r < P; ++r)
+    for (int64_t i = 0; i < B; ++i) rank_total[r] += seg[r * B + i];
+  for (int r = 1; r < P; ++r) dst[r] = dst[r - 1] + rank_total[r - 1];
+  // Rank-major layout: the exact inverse of Gather's regrouping.
+  pack_vals_.resize(std::accumulate(rank_total.begin(), rank_total.end(), int64_t{0}));
+  for (int64_t i = 0; i < B; ++i) {
+    int64_t src = full_grad.off[i];
+    for (int r = 0; r < P; ++r) {
+      const int64_t c = seg[r * B + i];
+      std::copy(full_grad.vals.begin() + src, full_grad.vals.begin() + src + c,
+                pack_vals_.begin() + dst[r]);
+      src += c;
+      dst[r] += c;
+    }
+  }
+  gathered_vals_.resize(rank_total[comm_->rank()]);
+  comm_->ReduceScatterSum(pack_vals_.data(), rank_total, gathered_vals_.data(), Traffic::kInputGrads);
+  // Back into the strided layout of this rank's layer output.
+  local_grad->LikeZero(act);
+  for (int64_t i = 0, o = 0; i < B; ++i) {
+    std::copy(gathered_vals_.begin() + o, gathered_vals_.begin() + o + act.n[i], local_grad->Vals(i));
+    o += act.n[i];
+  }
+  local_grad->ids = act.ids;
+}
+
+}  // namespace dslide

@@ -1,0 +1,38 @@
+// The exchange between the ranks that share a model, per hidden layer (DESIGN.md, protocol):
+// forward, every rank's active (id, value) pairs of each sample are all-gathered into the
+// next layer's input ("the snapshot"); backward, the input gradient of that snapshot is
+// reduce-scattered back, each rank receiving the summed gradient of its own entries.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "batch_rows.h"
+#include "communicator.h"
+#include "model.h"
+
+namespace dslide {
+
+class SnapshotExchange {
+ public:
+  explicit SnapshotExchange(Communicator* comm) : comm_(comm) {}
+
+  /// Collective: `full` receives, per sample, rank 0's entries of `local` (this layer's
+  /// output on each rank, shaped by `s`), then rank 1's, ...; `seg[r * B + i]` how many
+  /// entries rank r contributed to sample i. A dense layer sends values only (its ids and
+  /// sizes follow from the sharding); a sparse one sends counts, ids and values.
+  void Gather(const LayerSpec& s, const BatchRows& local, BatchRows* full, std::vector<int64_t>* seg);
+
+  /// Collective, the inverse of Gather: the gradient `full_grad` (laid out like the gathered
+  /// snapshot) is summed over ranks and this rank's entries are written to `local_grad` in
+  /// the layout of this rank's layer output `act` (which Gather sent).
+  void ScatterGrad(const BatchRows& full_grad, const std::vector<int64_t>& seg, const BatchRows& act,
+                   BatchRows* local_grad);
+
+ private:
+  Communicator* comm_;
+  std::vector<float> pack_vals_, gathered_vals_;
+  std::vector<int32_t> pack_ids_, gathered_ids_;
+};
+
+}  // namespace dslide
