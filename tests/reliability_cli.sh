@@ -149,4 +149,28 @@ expect_in out_save.txt "only the final checkpoint will be written" "--checkpoint
 "$dslide" eval --model model7 --test syn.test.txt >out_eval.txt 2>&1 || fail "eval --model of --save"
 expect_in out_eval.txt "iteration 30" "--save"
 pass "final checkpoint, --save usable by eval"
+
+# 8. --save replaces its folder, so it refuses one that is not a checkpoint, and the
+#    checkpoint folder itself; a trailing slash is the same folder.
+mkdir -p notes && echo x >notes/mine.txt
+"$dslide" "${train[@]}" --iterations 5 --save notes >out_save2.txt 2>&1
+expect_rc $? 1 "--save over a folder"
+expect_in out_save2.txt "option --save: notes exists and is not a checkpoint folder" "--save over a folder"
+[[ -f notes/mine.txt ]] || fail "--save removed notes/mine.txt"
+"$dslide" "${train[@]}" --iterations 5 --checkpoint-dir ck8 --save ck8/ >out_save3.txt 2>&1
+expect_rc $? 1 "--save = --checkpoint-dir"
+expect_in out_save3.txt "is or holds --checkpoint-dir" "--save = --checkpoint-dir"
+"$dslide" "${train[@]}" --iterations 5 --save model7/ >out_save4.txt 2>&1 || fail "--save DIR/ over a checkpoint"
+"$dslide" eval --model model7 --test syn.test.txt >out_eval2.txt 2>&1 || fail "eval after --save DIR/"
+expect_in out_eval2.txt "iteration 5" "--save DIR/"
+pass "--save refuses a non-checkpoint folder and the checkpoint folder; DIR/ replaces DIR"
+
+# 9. A damaged meta.h5 of the newest checkpoint: --resume warns and resumes from the one before.
+"$dslide" "${train[@]}" --iterations 20 --checkpoint-dir ck9 --checkpoint-every 10 >/dev/null 2>&1 || fail "ck9"
+printf 'x' | dd of=ck9/ckpt-000000000020/meta.h5 bs=1 seek=600 conv=notrunc status=none
+"$dslide" "${train[@]}" --iterations 25 --checkpoint-dir ck9 --resume ck9 >out_meta.txt 2>&1 ||
+  fail "resume past a damaged meta.h5"
+expect_in out_meta.txt "skipping the damaged checkpoint ck9/ckpt-000000000020" "damaged meta.h5"
+expect_in out_meta.txt "resumed from ck9/ckpt-000000000010" "damaged meta.h5"
+pass "--resume past a damaged meta.h5: from ckpt-10"
 echo "all reliability cases passed"

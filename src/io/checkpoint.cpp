@@ -335,7 +335,9 @@ void CheckWritableDir(const std::string& dir, int64_t bytes, const char* option)
   std::error_code ec;
   fs::create_directories(dir, ec);
   DSLIDE_CHECK(!ec, "option ", option, ": cannot create ", dir, " (", ec.message(), ")");
-  const std::string probe = dir + "/.dslide-write-test-" + std::to_string(getpid());
+  char host[256] = "host";
+  gethostname(host, sizeof host - 1);
+  const std::string probe = dir + "/.dslide-write-test-" + host + "-" + std::to_string(getpid());
   errno = 0;
   FILE* f = std::fopen(probe.c_str(), "w");
   DSLIDE_CHECK(f != nullptr, "option ", option, ": cannot write in ", dir, OsReason(errno));

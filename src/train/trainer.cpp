@@ -332,6 +332,12 @@ CheckpointMeta Trainer::MetaNow(int64_t epoch, int64_t pos) const {
 
 CheckpointMeta Trainer::ResumeNewestIntact() {
   const std::vector<std::string> candidates = ResumeCandidates(cfg_.resume_dir, "--resume");
+  // Every rank must see the same checkpoints (a folder shared by all ranks).
+  int64_t lo = static_cast<int64_t>(candidates.size()), hi = lo;
+  comm_->Allreduce(&lo, 1, ReduceOp::kMin, Traffic::kControl);
+  comm_->Allreduce(&hi, 1, ReduceOp::kMax, Traffic::kControl);
+  DSLIDE_CHECK(lo == hi, "option --resume: the ranks see different checkpoints in ", cfg_.resume_dir, " (", lo,
+               " to ", hi, "); it must be one folder shared by every rank");
   for (const std::string& folder : candidates) {
     std::string damage;
     CheckpointMeta m;
@@ -342,7 +348,14 @@ CheckpointMeta Trainer::ResumeNewestIntact() {
     }
     int64_t ok = damage.empty() ? 1 : 0;
     comm_->Allreduce(&ok, 1, ReduceOp::kMin, Traffic::kControl);
-    if (ok) return m;
+    if (ok) {
+      int64_t first = m.iter, last = m.iter;
+      comm_->Allreduce(&first, 1, ReduceOp::kMin, Traffic::kControl);
+      comm_->Allreduce(&last, 1, ReduceOp::kMax, Traffic::kControl);
+      DSLIDE_CHECK(first == last, "option --resume: the ranks loaded checkpoints of iterations ", first, " and ",
+                   last, " from ", cfg_.resume_dir, "; it must be one folder shared by every rank");
+      return m;
+    }
     if (!damage.empty()) {
       std::fprintf(stderr, "[rank %d] warning: skipping the damaged checkpoint %s: %s\n", comm_->rank(),
                    folder.c_str(), damage.c_str());
@@ -640,7 +653,9 @@ EvalResult Trainer::Run(const Dataset& train, const Dataset* valid, const Datase
     // resumed from), else selection starts afresh.
     const std::string best = cfg_.checkpoint_dir.empty() ? "" : cfg_.checkpoint_dir + "/best";
     bool found = false;
-    if (keep_best && !best.empty() && std::filesystem::exists(best + "/meta.h5")) {
+    int64_t has_best = keep_best && !best.empty() && std::filesystem::exists(best + "/meta.h5") ? 1 : 0;
+    comm_->Allreduce(&has_best, 1, ReduceOp::kMin, Traffic::kControl);  // every rank sees it, or none uses it
+    if (has_best) {
       std::string damage;
       try {
         const CheckpointMeta bm = ReadMeta(best);
@@ -692,11 +707,26 @@ EvalResult Trainer::Run(const Dataset& train, const Dataset* valid, const Datase
   if (!cfg_.checkpoint_dir.empty() || !cfg_.save_dir.empty()) {
     int64_t bytes = CheckpointBytes();
     if (!cfg_.checkpoint_dir.empty()) {
-      int64_t all = bytes;  // every shard of a checkpoint, when the folder is shared
-      comm_->Allreduce(&all, 1, ReduceOp::kSum, Traffic::kControl);
+      // Every shard of a checkpoint, when the folder is shared (one shard: data parallelism).
+      int64_t all = bytes;
+      model_comm_->Allreduce(&all, 1, ReduceOp::kSum, Traffic::kControl);
       CheckWritableDir(cfg_.checkpoint_dir, root ? all : bytes, "--checkpoint-dir");
     }
     if (!cfg_.save_dir.empty()) {
+      // --save replaces its folder: never one that is not a checkpoint, nor the checkpoints.
+      namespace fs = std::filesystem;
+      while (cfg_.save_dir.size() > 1 && cfg_.save_dir.back() == '/') cfg_.save_dir.pop_back();
+      std::error_code ec;
+      const fs::path save = fs::weakly_canonical(cfg_.save_dir, ec);
+      DSLIDE_CHECK(!fs::exists(save) || fs::exists(save / "meta.h5") ||
+                       (fs::is_directory(save) && fs::is_empty(save)),
+                   "option --save: ", cfg_.save_dir, " exists and is not a checkpoint folder (it would be replaced)");
+      if (!cfg_.checkpoint_dir.empty()) {
+        const fs::path ck = fs::weakly_canonical(cfg_.checkpoint_dir, ec);
+        const auto rel = ck.lexically_relative(save);
+        DSLIDE_CHECK(save != ck && (rel.empty() || *rel.begin() == ".."), "option --save: ", cfg_.save_dir,
+                     " is or holds --checkpoint-dir ", cfg_.checkpoint_dir, " (it would be replaced)");
+      }
       const std::filesystem::path parent = std::filesystem::path(cfg_.save_dir).parent_path();
       CheckWritableDir(parent.empty() ? "." : parent.string(), bytes, "--save");
     }
@@ -705,9 +735,10 @@ EvalResult Trainer::Run(const Dataset& train, const Dataset* valid, const Datase
                   "checkpoint will be written\n",
                   (long long)cfg_.checkpoint_every, (long long)(total - iter_));
   }
-  // Divergence: a step's loss far above its running level (a finite loss of 1e13 as well
-  // as NaN). The level starts at the loss of a model that knows nothing (log of the
-  // active slots per sample), so early steps cannot trip it.
+  // Divergence: a step's loss far above its running level (a finite blow-up: a NaN or
+  // infinite loss is an error of its own, in Backpropagate). The level starts at the loss of
+  // a model that knows nothing (log of the active slots per sample), so early steps cannot
+  // trip it.
   const double uninformed = std::log(std::max(2.0, spec_.layers.back().dense()
                                                        ? static_cast<double>(spec_.layers.back().out_dim)
                                                        : slots.mean_active));
@@ -754,22 +785,23 @@ EvalResult Trainer::Run(const Dataset& train, const Dataset* valid, const Datase
     const double step_loss = Step(train, points);
     loss_sum += step_loss;
     ++loss_n;
-    // The loss is the same on every rank (from all-reduced statistics): all stop together.
-    if (cfg_.divergence_factor > 0) {
-      const double ref = std::max(level, uninformed);
-      if (step_loss > cfg_.divergence_factor * ref) {
-        const std::string newest = cfg_.checkpoint_dir.empty() ? "" : LatestCheckpoint(cfg_.checkpoint_dir);
-        const std::string text = detail::Concat(
-            "training diverged at iteration ", iter_, ": the sampled loss ", step_loss, " is more than ",
-            cfg_.divergence_factor, " times its running level ", ref,
-            " (--divergence-factor); no checkpoint was written of it",
-            newest.empty() ? std::string("") : "; the last good one is " + newest,
-            ". Try a smaller --lr (now ", cfg_.lr, ")");
-        stop_line("diverged", text, newest);
-        throw Stop(kExitDiverged, text);
-      }
-      level = level < 0 ? step_loss : 0.95 * level + 0.05 * step_loss;
+    // One agreement per step, with more than one rank: a stop signal, or a loss far above
+    // its running level, on any rank stops every rank.
+    const double ref = std::max(level, uninformed);
+    int64_t flags[2] = {StopSignal(), cfg_.divergence_factor > 0 && step_loss > cfg_.divergence_factor * ref};
+    if (comm_->size() > 1) comm_->Allreduce(flags, 2, ReduceOp::kMax, Traffic::kControl);
+    if (flags[1] != 0) {
+      const std::string newest = cfg_.checkpoint_dir.empty() ? "" : LatestCheckpoint(cfg_.checkpoint_dir);
+      const std::string text = detail::Concat(
+          "training diverged at iteration ", iter_, ": the sampled loss ", step_loss, " is more than ",
+          cfg_.divergence_factor, " times its running level ", ref,
+          " (--divergence-factor); no checkpoint was written of it",
+          newest.empty() ? std::string("") : "; the last good one is " + newest, ". Try a smaller --lr (now ",
+          cfg_.lr, ")");
+      stop_line("diverged", text, newest);
+      throw Stop(kExitDiverged, text);
     }
+    level = level < 0 ? step_loss : 0.95 * level + 0.05 * step_loss;
     const bool log = iter_ % cfg_.log_every == 0 || iter_ == total;
     if (log) {
       double rss = PeakRssMb();
@@ -811,9 +843,9 @@ EvalResult Trainer::Run(const Dataset& train, const Dataset* valid, const Datase
       save();
       saved_iter = iter_;
     }
-    // A stop signal on any rank stops every rank after this step.
-    int64_t sig = StopSignal();
-    if (comm_->size() > 1) comm_->Allreduce(&sig, 1, ReduceOp::kMax, Traffic::kControl);
+    // A stop signal on any rank (agreed above) stops every rank after this step; one rank
+    // alone also sees a signal that came during the evaluation or checkpoint.
+    const int64_t sig = comm_->size() > 1 ? flags[0] : StopSignal();
     if (sig != 0 && iter_ < total) {
       std::string where;
       if (!cfg_.checkpoint_dir.empty()) {

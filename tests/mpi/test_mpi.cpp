@@ -331,7 +331,9 @@ std::vector<float> RankWeights(Trainer& t) {
   return all;
 }
 
-TEST(Distributed, SignalOnOneRankStopsAllAndTheResumedRunEndsWithTheSameWeights) {
+class SignalStrategies : public ::testing::TestWithParam<Strategy> {};
+
+TEST_P(SignalStrategies, OnOneRankStopsAllAndTheResumedRunEndsWithTheSameWeights) {
   SetNumThreads(1);
   const Dataset data = Small(800);
   TrainConfig cfg;
@@ -340,12 +342,14 @@ TEST(Distributed, SignalOnOneRankStopsAllAndTheResumedRunEndsWithTheSameWeights)
   cfg.batch = 32;
   cfg.iterations = 24;
   cfg.log_every = 1000;
+  cfg.strategy = GetParam();
   Trainer whole(cfg, g_comm, MakeBackend(Device::kCpu, 0), data.num_features, data.num_labels);
   whole.Run(data, nullptr, nullptr);
   const std::vector<float> expect = RankWeights(whole);
 
   const int last = g_comm->size() - 1;
-  cfg.checkpoint_dir = std::string(DSLIDE_TEST_TMP) + "/stop_np" + std::to_string(g_comm->size());
+  cfg.checkpoint_dir = std::string(DSLIDE_TEST_TMP) + "/stop_np" + std::to_string(g_comm->size()) + "_" +
+                       ToString(GetParam());
   if (g_comm->rank() == 0) std::filesystem::remove_all(cfg.checkpoint_dir);
   int64_t sync = 0;
   g_comm->Allreduce(&sync, 1, ReduceOp::kSum, Traffic::kControl);
@@ -370,6 +374,16 @@ TEST(Distributed, SignalOnOneRankStopsAllAndTheResumedRunEndsWithTheSameWeights)
   EXPECT_EQ(resumed.iteration(), 24);
   EXPECT_TRUE(RankWeights(resumed) == expect) << "rank " << g_comm->rank() << ": the resumed weights differ";
 }
+
+INSTANTIATE_TEST_SUITE_P(Distributed, SignalStrategies,
+                         ::testing::Values(Strategy::kSparse, Strategy::kDenseModelParallel,
+                                           Strategy::kDataParallel),
+                         [](const ::testing::TestParamInfo<Strategy>& p) {
+                           std::string n = ToString(p.param);
+                           for (char& c : n)
+                             if (c == '-') c = '_';
+                           return n;
+                         });
 
 }  // namespace
 }  // namespace dslide

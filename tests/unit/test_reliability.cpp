@@ -184,10 +184,24 @@ TEST(Reliability, DivergenceStopsBeforeItIsCheckpointed) {
   EXPECT_TRUE(Has(stop.what(), "training diverged at iteration " + std::to_string(t->iteration()))) << stop.what();
   const std::string newest = LatestCheckpoint(c.checkpoint_dir);
   if (!newest.empty()) EXPECT_LT(ReadMeta(newest).iter, t->iteration());  // never the diverged model
-  // The same run at the default rate does not stop, nor one that never checks.
-  TrainConfig ok = s.cfg;
-  auto healthy = s.Make(&comm, ok);
+  // The same run at the default rate does not stop.
+  auto healthy = s.Make(&comm);
   EXPECT_EQ(RunUntilStop(*healthy, s.data).code(), -1);
+  // With the check off (--divergence-factor 0) the diverging run is not stopped for it (it
+  // may still end on a non-finite loss, an error of its own).
+  TrainConfig off = c;
+  off.divergence_factor = 0;
+  off.checkpoint_dir.clear();
+  off.checkpoint_every = 0;
+  auto unchecked = s.Make(&comm, off);
+  int code = -1;
+  try {
+    code = RunUntilStop(*unchecked, s.data).code();
+  } catch (const Error&) {
+    code = -2;
+  }
+  EXPECT_NE(code, kExitDiverged);
+  EXPECT_GT(unchecked->iteration(), t->iteration());
 }
 
 /// Flips one byte in the middle of `file`.
