@@ -62,14 +62,19 @@ inline SelectPolicy SelectionPolicy(const LshConfig& c) {
   return p;
 }
 
-class LayerBackend {
+/// What a backend needs of the run's settings: the (resolved) LSH settings and the seed of
+/// every random stream it draws from.
+struct BackendOptions {
+  LshConfig lsh;
+  uint64_t seed = 1;
+  static BackendOptions Of(const TrainConfig& cfg) { return {cfg.lsh, cfg.seed}; }
+};
+
+/// What a training step and exact scoring need: select, forward, the softmax phases,
+/// backward and update, table rebuilds, top-k.
+class StepOps {
  public:
-  virtual ~LayerBackend() = default;
-
-  /// Allocates and initialises this rank's shard of every layer. Weights are a function of
-  /// (seed, layer, global neuron) only, so any number of ranks starts from the same model.
-  virtual void Init(const ModelSpec& spec, const TrainConfig& cfg) = 0;
-
+  virtual ~StepOps() = default;
   /// Chooses each sample's active neurons on this shard into out->ids (global ids), out->n:
   /// all local neurons for a dense layer; else LSH candidates queried with the sample's
   /// layer input, made exactly the per-rank budget (labels it owns first when `labels` is
@@ -113,12 +118,34 @@ class LayerBackend {
                     std::vector<float>* scores, const BatchLabels* labels = nullptr,
                     SoftmaxStats* st = nullptr) = 0;
 
+  /// True when an update of the layer produced a NaN or infinite parameter since the last
+  /// call (then clears the flag).
+  virtual bool TakeNonFinite(int layer) = 0;
+};
+
+/// What checkpoints, export and tests need: a layer's state out and in.
+class LayerStateIO {
+ public:
+  virtual ~LayerStateIO() = default;
   /// This shard's layer as row-per-neuron weights (local x in_dim) and biases (for tests,
   /// checkpoints and export).
   virtual void GetLayer(int layer, std::vector<float>* w, std::vector<float>* b) const = 0;
   virtual void SetLayer(int layer, const std::vector<float>& w, const std::vector<float>& b) = 0;
   /// The accumulated (not yet applied) gradients, laid out like GetLayer.
   virtual void GetGradient(int layer, std::vector<float>* gw, std::vector<float>* gb) const = 0;
+  /// Checkpoints: the whole state of a layer's shard, and its restoration. Pending
+  /// gradients are not part of it (checkpoints are taken between steps).
+  virtual void SaveLayer(int layer, LayerState* state) const = 0;
+  virtual void LoadLayer(int layer, const LayerState& state) = 0;
+  /// Bytes of model state held (weights, gradients, moments, tables).
+  virtual size_t StateBytes() const = 0;
+};
+
+/// What data parallelism needs: the pending gradient out, the averaged one in, and where
+/// the communicator may reduce it.
+class ReplicaGradients {
+ public:
+  virtual ~ReplicaGradients() = default;
   /// Data parallelism (identical full replicas): the pending gradient of a layer in the
   /// backend's own storage order (GradientSize(layer) weights, then one per neuron for the
   /// biases), and Adam on every parameter with such a gradient (averaged over replicas);
@@ -142,15 +169,14 @@ class LayerBackend {
     (void)n;
     (void)s;
   }
-  /// True when an update of the layer produced a NaN or infinite parameter since the last
-  /// call (then clears the flag).
-  virtual bool TakeNonFinite(int layer) = 0;
-  /// Checkpoints: the whole state of a layer's shard, and its restoration. Pending
-  /// gradients are not part of it (checkpoints are taken between steps).
-  virtual void SaveLayer(int layer, LayerState* state) const = 0;
-  virtual void LoadLayer(int layer, const LayerState& state) = 0;
-  /// Bytes of model state held (weights, gradients, moments, tables).
-  virtual size_t StateBytes() const = 0;
+};
+
+/// A backend: one rank's shard of every layer on one device (CPU threads or a GPU).
+class LayerBackend : public StepOps, public LayerStateIO, public ReplicaGradients {
+ public:
+  /// Allocates and initialises this rank's shard of every layer. Weights are a function of
+  /// (seed, layer, global neuron) only, so any number of ranks starts from the same model.
+  virtual void Init(const ModelSpec& spec, const BackendOptions& options) = 0;
   virtual const char* name() const = 0;
 };
 

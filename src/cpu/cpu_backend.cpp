@@ -126,10 +126,10 @@ struct CpuBackend::ThreadScratch {
 CpuBackend::CpuBackend() = default;
 CpuBackend::~CpuBackend() = default;
 
-void CpuBackend::Init(const ModelSpec& spec, const TrainConfig& cfg) {
-  CheckLshResolved(spec, cfg.lsh);
+void CpuBackend::Init(const ModelSpec& spec, const BackendOptions& options) {
+  CheckLshResolved(spec, options.lsh);
   spec_ = spec;
-  cfg_ = cfg;
+  opt_ = options;
   layers_.clear();
   const int threads = NumThreads();
   scratch_.clear();
@@ -156,9 +156,9 @@ void CpuBackend::Init(const ModelSpec& spec, const TrainConfig& cfg) {
       L->touched.assign(L->rows, 0);
       L->btouched.assign(s.local(), 0);
     }
-    InitialWeights(s, li, cfg.seed, L->w.data());
+    InitialWeights(s, li, options.seed, L->w.data());
     if (!s.dense()) {
-      L->sampler = std::make_unique<BudgetSampler>(SelectionPolicy(cfg.lsh));
+      L->sampler = std::make_unique<BudgetSampler>(SelectionPolicy(options.lsh));
     }
     layers_.push_back(std::move(L));
     if (!s.dense()) RebuildTables(static_cast<int>(li), /*new_hashes=*/true);
@@ -186,9 +186,9 @@ void CpuBackend::SelectActive(int layer, const BatchRows& in, const BatchLabels*
   // floor of negatives. The batch's shared fill covers that many.
   const int64_t cap = BudgetSampler::ActiveCap(s.budget, max_labels, s.min_negatives, s.local());
   out->Strided(B, cap);
-  const bool batch_fill = cfg_.lsh.fill == FillPolicy::kBatch;
+  const bool batch_fill = opt_.lsh.fill == FillPolicy::kBatch;
   if (batch_fill) {
-    Rng rng(StreamSeed(cfg_.seed, streams::kBatchFill, iter, (uint64_t(layer) << 32) | spec_.rank));
+    Rng rng(StreamSeed(opt_.seed, streams::kBatchFill, iter, (uint64_t(layer) << 32) | spec_.rank));
     BudgetSampler::BatchList(s.begin, s.end, cap, labels ? &labels->ids : nullptr, &rng,
                              &L.batch_fill);
   }
@@ -216,7 +216,7 @@ void CpuBackend::SelectActive(int layer, const BatchRows& in, const BatchLabels*
       for (int64_t j = 0; j < labels->Count(i); ++j)
         if (lab[j] >= s.begin && lab[j] < s.end) ts.forced.push_back(static_cast<int32_t>(lab[j] - s.begin));
     }
-    Rng rng(StreamSeed(cfg_.seed, streams::kSample, iter, i, (uint64_t(layer) << 32) | spec_.rank));
+    Rng rng(StreamSeed(opt_.seed, streams::kSample, iter, i, (uint64_t(layer) << 32) | spec_.rank));
     int32_t* ids = out->Ids(i);
     const int64_t k = L.sampler->Select(&L.tables, ts.buckets.data(), ts.forced.data(),
                                         ts.forced.size(), s.budget, s.min_negatives, &rng,
@@ -559,7 +559,7 @@ void CpuBackend::RebuildTables(int layer, bool new_hashes) {
   Layer& L = *layers_[layer];
   const LayerSpec& s = L.spec;
   if (s.dense()) return;
-  const LshConfig& c = cfg_.lsh;
+  const LshConfig& c = opt_.lsh;
   if (new_hashes || !L.hash) {
     ++L.hash_version;
     MakeHash(layer);
@@ -601,15 +601,15 @@ void CpuBackend::RebuildTables(int layer, bool new_hashes) {
     for (int64_t r = 0; r < rows; ++r)
       for (int t = 0; t < nt; ++t) buckets[static_cast<size_t>(t) * n + i0 + r] = ts.buckets[r * nt + t];
   }, 4);
-  L.tables.Build(buckets.data(), n, StreamSeed(cfg_.seed, streams::kHash, layer, ++L.rebuilds, spec_.rank));
+  L.tables.Build(buckets.data(), n, StreamSeed(opt_.seed, streams::kHash, layer, ++L.rebuilds, spec_.rank));
 }
 
 void CpuBackend::MakeHash(int layer) {
   Layer& L = *layers_[layer];
-  const LshConfig& c = cfg_.lsh;
+  const LshConfig& c = opt_.lsh;
   L.hash = std::make_unique<LshHash>(
       c.family, L.spec.in_dim + 1 + (c.mips ? 1 : 0), c.k, c.l, c.bin_size,
-      StreamSeed(cfg_.seed, streams::kHash, layer, L.hash_version, spec_.rank));
+      StreamSeed(opt_.seed, streams::kHash, layer, L.hash_version, spec_.rank));
   L.tables = LshTables(c.l, L.hash->table_bits(), c.bucket_capacity, c.insert);
 }
 

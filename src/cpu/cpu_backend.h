@@ -17,7 +17,7 @@ class CpuBackend : public LayerBackend {
  public:
   CpuBackend();
   ~CpuBackend() override;
-  void Init(const ModelSpec& spec, const TrainConfig& cfg) override;
+  void Init(const ModelSpec& spec, const BackendOptions& options) override;
   void SelectActive(int layer, const BatchRows& in, const BatchLabels* labels, int64_t iter,
                     BatchRows* out) override;
   void Forward(int layer, const BatchRows& in, BatchRows* out) override;
@@ -65,7 +65,7 @@ class CpuBackend : public LayerBackend {
   std::vector<std::unique_ptr<Layer>> layers_;
   std::vector<std::unique_ptr<ThreadScratch>> scratch_;
   ModelSpec spec_;
-  TrainConfig cfg_;
+  BackendOptions opt_;  // the LSH settings and the seed of every random stream
 };
 
 }  // namespace dslide::cpu

@@ -275,10 +275,10 @@ class GpuBackendT : public LayerBackend {
     std::vector<int64_t> host_base;  // L + 1
   };
 
-  void Init(const ModelSpec& spec, const TrainConfig& cfg) override {
-    CheckLshResolved(spec, cfg.lsh);
+  void Init(const ModelSpec& spec, const BackendOptions& options) override {
+    CheckLshResolved(spec, options.lsh);
     spec_ = spec;
-    cfg_ = cfg;
+    opt_ = options;
     exchange_on_device_ = tune_.device_exchange == 1 ||
                           (tune_.device_exchange < 0 && X::kDevice && MpiReadsDeviceMemory());
     layers_.clear();
@@ -290,7 +290,7 @@ class GpuBackendT : public LayerBackend {
       L->cols = s.input_major ? s.local() : s.in_dim;
       const size_t n = static_cast<size_t>(L->rows) * L->cols;
       std::vector<float> host(n);
-      InitialWeights(s, li, cfg.seed, host.data());
+      InitialWeights(s, li, options.seed, host.data());
       L->w.Upload(host.data(), n);
       Zeros(&L->m, n);
       Zeros(&L->v, n);
@@ -409,21 +409,21 @@ class GpuBackendT : public LayerBackend {
     // batch's shared fill covers; as on the CPU backend.
     const int64_t cap = BudgetSampler::ActiveCap(s.budget, max_forced, s.min_negatives, s.local());
     std::vector<int32_t> shared;
-    const bool batch_fill = cfg_.lsh.fill == FillPolicy::kBatch;
+    const bool batch_fill = opt_.lsh.fill == FillPolicy::kBatch;
     if (batch_fill) {
-      Rng rng(StreamSeed(cfg_.seed, streams::kBatchFill, iter, (uint64_t(layer) << 32) | spec_.rank));
+      Rng rng(StreamSeed(opt_.seed, streams::kBatchFill, iter, (uint64_t(layer) << 32) | spec_.rank));
       BudgetSampler::BatchList(s.begin, s.end, cap, labels ? &labels->ids : nullptr, &rng, &shared);
     }
     out->Strided(B, cap);
 
     // Device side: per-sample scratch.
     const int64_t n = s.local();
-    const int L_ = static_cast<int>(cfg_.lsh.l);
+    const int L_ = static_cast<int>(opt_.lsh.l);
     const int64_t nh = L.dhash.num_hashes;
     const int64_t cand_cap =
-        std::max<int64_t>(static_cast<int64_t>(L_) * cfg_.lsh.bucket_capacity, 2 * cap > n ? n : 0);
+        std::max<int64_t>(static_cast<int64_t>(L_) * opt_.lsh.bucket_capacity, 2 * cap > n ? n : 0);
     int64_t set = 1;
-    while (set < 2 * (max_forced + static_cast<int64_t>(L_) * cfg_.lsh.bucket_capacity + cap) + 2) set *= 2;
+    while (set < 2 * (max_forced + static_cast<int64_t>(L_) * opt_.lsh.bucket_capacity + cap) + 2) set *= 2;
     DevRows q;
     QueryRows(in, s.in_dim, &q);
     forced_off_.Upload(foff.data(), foff.size());
@@ -463,8 +463,8 @@ class GpuBackendT : public LayerBackend {
     const int32_t* fi = forced_ids_.data();
     const int32_t* sh = shared_.data();
     const int64_t nsh = static_cast<int64_t>(shared.size());
-    const SelectPolicy policy = SelectionPolicy(cfg_.lsh);
-    const uint64_t seed = cfg_.seed;
+    const SelectPolicy policy = SelectionPolicy(opt_.lsh);
+    const uint64_t seed = opt_.seed;
     const uint64_t lane = (uint64_t(layer) << 32) | spec_.rank;
     X::For(B, [=] DSLIDE_HD(int64_t i) {
       // Query [x, 1, 0]: the 1 meets the bias coordinate, so collisions follow w.x + b.
@@ -1005,7 +1005,7 @@ class GpuBackendT : public LayerBackend {
     Layer& L = *layers_[layer];
     const LayerSpec& s = L.spec;
     if (s.dense()) return;
-    const LshConfig& c = cfg_.lsh;
+    const LshConfig& c = opt_.lsh;
     if (new_hashes || !L.hash) {
       ++L.hash_version;
       MakeHash(layer);
@@ -1098,7 +1098,7 @@ class GpuBackendT : public LayerBackend {
     uint32_t* toff = L.toff.data();
     int64_t* tbase = L.tbase.data();
     const bool fifo = c.insert == InsertPolicy::kFifo;
-    const uint64_t bseed = StreamSeed(cfg_.seed, streams::kHash, layer, ++L.rebuilds, spec_.rank);
+    const uint64_t bseed = StreamSeed(opt_.seed, streams::kHash, layer, ++L.rebuilds, spec_.rank);
     X::For(nt * (nb + 1), [=] DSLIDE_HD(int64_t u) {
       const int64_t t = u / (nb + 1), bb = u % (nb + 1);
       toff[u] = gp[t * nb + bb] - gp[t * nb];
@@ -1118,10 +1118,10 @@ class GpuBackendT : public LayerBackend {
   /// Draws the hash functions of version L.hash_version and copies them to the device.
   void MakeHash(int layer) {
     Layer& L = *layers_[layer];
-    const LshConfig& c = cfg_.lsh;
+    const LshConfig& c = opt_.lsh;
     L.hash = std::make_unique<LshHash>(
         c.family, L.spec.in_dim + 1 + (c.mips ? 1 : 0), c.k, c.l, c.bin_size,
-        StreamSeed(cfg_.seed, streams::kHash, layer, L.hash_version, spec_.rank));
+        StreamSeed(opt_.seed, streams::kHash, layer, L.hash_version, spec_.rank));
     const HashView hv = L.hash->View();
     const int64_t nh = hv.num_hashes, dim = hv.dim;
     const bool srp = hv.family == HashView::kSrp;
@@ -1425,7 +1425,7 @@ class GpuBackendT : public LayerBackend {
       return;
     }
     // Validate through LshTables::Import (the CPU's checks), then copy.
-    LshTables check(cfg_.lsh.l, L.hash->table_bits(), cfg_.lsh.bucket_capacity, cfg_.lsh.insert);
+    LshTables check(opt_.lsh.l, L.hash->table_bits(), opt_.lsh.bucket_capacity, opt_.lsh.insert);
     check.Import(st.table_offsets, st.table_ids, st.table_sizes, s.local());
     L.toff.Upload(st.table_offsets.data(), st.table_offsets.size());
     UploadAtLeastOne(st.table_ids, &L.tids);
@@ -1462,7 +1462,7 @@ class GpuBackendT : public LayerBackend {
   GpuTuning tune_;
   std::vector<std::unique_ptr<Layer>> layers_;
   ModelSpec spec_;
-  TrainConfig cfg_;
+  BackendOptions opt_;  // the LSH settings and the seed of every random stream
   // The layer whose forward output act_ holds (and the rows it was computed for), and the
   // delta Softmax left in dz_ (with the host rows it wrote).
   struct KeptDelta {

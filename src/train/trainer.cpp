@@ -79,7 +79,7 @@ Trainer::Trainer(const TrainConfig& cfg, Communicator* comm, std::unique_ptr<Lay
   spec_ = ModelSpec::Make(input_dim, cfg_.hidden, output_dim,
                           cfg_.LayerSparsity(cfg_.hidden.size() + 1), model_comm_->rank(),
                           model_comm_->size(), cfg_.min_negatives);
-  backend_->Init(spec_, cfg_);
+  backend_->Init(spec_, BackendOptions::Of(cfg_));
   const size_t n = spec_.layers.size();
   inputs_.resize(n);
   outputs_.resize(n);

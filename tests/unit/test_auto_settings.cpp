@@ -151,7 +151,7 @@ TEST(AutoSettings, PrintedSlotsMatchTheSelection) {
   for (int r = 0; r < 2; ++r) {
     const ModelSpec spec = ModelSpec::Make(20, cfg.hidden, 2000, cfg.LayerSparsity(2), r, 2, cfg.min_negatives);
     auto be = MakeBackend(Device::kCpu, r);
-    be->Init(spec, cfg);
+    be->Init(spec, BackendOptions::Of(cfg));
     BatchRows in;
     in.Strided(d.size(), 8);
     for (int64_t i = 0; i < d.size(); ++i) {

@@ -103,8 +103,8 @@ TEST_P(FusedUpdate, EqualsBackwardThenUpdate) {
   ResolveAuto(&cfg, 30, 200);
   const ModelSpec spec = ModelSpec::Make(30, cfg.hidden, 200, cfg.sparsity, 0, 1);
   auto a = MakeBackend(Device::kCpu, 0), b = MakeBackend(Device::kCpu, 0);
-  a->Init(spec, cfg);
-  b->Init(spec, cfg);
+  a->Init(spec, BackendOptions::Of(cfg));
+  b->Init(spec, BackendOptions::Of(cfg));
   Rng rng(11);
   const BatchRows in = DenseRows(24, 16, &rng);
   BatchLabels labels;
@@ -182,7 +182,7 @@ TEST(CpuBackend, BatchFillMakesTheBatchLabelsNegativesOfEverySample) {
   cfg.lsh.lsh_share = 1.0;
   const ModelSpec spec = ModelSpec::Make(30, cfg.hidden, 1000, cfg.sparsity, 0, 1);
   auto be = MakeBackend(Device::kCpu, 0);
-  be->Init(spec, cfg);
+  be->Init(spec, BackendOptions::Of(cfg));
   Rng rng(5);
   const BatchRows in = DenseRows(32, 16, &rng);
   BatchLabels labels;
