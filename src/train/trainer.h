@@ -20,6 +20,7 @@
 #include "model.h"
 #include "rebuild_schedule.h"
 #include "snapshot_exchange.h"
+#include "step_strategy.h"
 
 namespace dslide {
 
@@ -94,14 +95,14 @@ class Trainer {
   const std::vector<double>& step_ms() const { return step_ms_; }
 
  private:
+  friend class ModelParallelStep;
+  friend class DataParallelStep;
   void ForwardHidden(const Dataset& data, const std::vector<int64_t>& points,
                      const BatchLabels* labels, int64_t stream, bool through_output);
   double SoftmaxLoss(const BatchLabels& labels);
   /// Forward, loss and backward; with `step`, each layer is updated inside its backward.
   double Backpropagate(const Dataset& data, const std::vector<int64_t>& points,
                        const AdamStep* step);
-  double DataParallelStep(const Dataset& data, const std::vector<int64_t>& points,
-                          const AdamStep& step);
 
   /// The checkpoint metadata of the current state at data position (epoch, pos).
   CheckpointMeta MetaNow(int64_t epoch, int64_t pos) const;
@@ -119,6 +120,7 @@ class Trainer {
   TrainConfig cfg_;    // resolved
   Communicator* comm_;              // every rank: progress, metrics, data-parallel all-reduce
   LocalCommunicator replica_comm_;  // data-parallel: each rank holds the whole model
+  std::unique_ptr<StepStrategy> strategy_;  // --strategy: how a step computes its update
   Communicator* model_comm_;        // the ranks that share one model (comm_ or replica_comm_)
   SnapshotExchange exchange_;       // hidden layers' activations and input gradients over model_comm_
   std::unique_ptr<LayerBackend> backend_;
