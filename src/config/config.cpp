@@ -3,6 +3,8 @@
 
 #include <boost/program_options.hpp>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
@@ -144,6 +146,43 @@ std::string UnknownOptionMessage(const po::unknown_option& e, const po::options_
   return msg;
 }
 
+/// The shortest text that reads back as v (0.05, not 0.050000000000000003).
+std::string Text(double v) {
+  char buf[32];
+  if (v == std::floor(v) && std::fabs(v) < 1e15) {  // 10, not 1e+01
+    std::snprintf(buf, sizeof buf, "%.0f", v);
+    return buf;
+  }
+  for (int digits = 1; digits <= 17; ++digits) {
+    std::snprintf(buf, sizeof buf, "%.*g", digits, v);
+    if (std::strtod(buf, nullptr) == v) break;
+  }
+  return buf;
+}
+std::string Text(bool v) { return v ? "true" : "false"; }
+std::string Text(const std::string& v) { return v; }
+template <class T>
+std::string Text(T v) {
+  return std::to_string(v);
+}
+
+/// An option bound to a field whose initialiser is its default: the one place a default is
+/// written. --help shows it as Text gives it.
+template <class T>
+po::typed_value<T>* Value(T* field) {
+  return po::value(field)->default_value(*field, Text(*field));
+}
+
+/// "a,b,c" of a list default.
+template <class T>
+std::string Join(const std::vector<T>& v) {
+  std::string out;
+  for (const T& x : v) out += (out.empty() ? "" : ",") + Text(x);
+  return out;
+}
+/// "auto" for 0, else the number.
+std::string AutoOr(int v) { return v == 0 ? "auto" : std::to_string(v); }
+
 /// Parses the command line, then the INI file named by --config (the command line wins).
 /// Returns false when --help was asked for.
 bool Parse(int argc, const char* const* argv, const po::options_description& desc,
@@ -201,92 +240,92 @@ void AddTrainOptions(po::options_description* d, TrainConfig* c) {
      "test file, scored once at the end (on the --keep-best model when validating)")
     ("valid", po::value(&c->valid_file),
      "validation file: evaluations during training score it and --keep-best selects on it")
-    ("valid-fraction", po::value(&c->valid_fraction)->default_value(0),
+    ("valid-fraction", Value(&c->valid_fraction),
      "or hold back this share of the training file for validation (points chosen by --seed)")
-    ("keep-best", po::value<std::string>()->default_value("auto")->implicit_value("true"),
+    ("keep-best", po::value<std::string>()->default_value(c->keep_best < 0 ? "auto" : Text(c->keep_best == 1))->implicit_value("true"),
      "true|false: end with the model of the best validation P@1 (saved as "
      "CHECKPOINT_DIR/best); auto: true when validating")
-    ("hidden", po::value<std::string>()->default_value("128"),
+    ("hidden", po::value<std::string>()->default_value(Join(c->hidden)),
      "hidden layer sizes, comma separated (e.g. 128 or 256,128), each in [1, 2^24)")
-    ("sparsity", po::value<std::string>()->default_value("auto"),
+    ("sparsity", po::value<std::string>()->default_value(c->sparsity.empty() ? "auto" : Join(c->sparsity)),
      "auto: layers narrower than --dense-below are dense, wider ones get a budget and LSH "
      "settings from their size (printed at the start); or the share of a layer's neurons "
      "active per sample in (0,1]: one value per layer (hidden..., output), or one value for "
      "the output layer with dense hidden layers")
-    ("dense-below", po::value(&c->dense_below)->default_value(kAutoDenseBelow),
+    ("dense-below", Value(&c->dense_below),
      "--sparsity auto: layers with fewer neurons are computed densely")
-    ("min-negatives", po::value(&c->min_negatives)->default_value(kMinNegatives),
+    ("min-negatives", Value(&c->min_negatives),
      "every sample's active set keeps at least this many neurons beyond its own labels "
      "(over all ranks), raising the budget where its labels would crowd them out")
-    ("hash", po::value<std::string>()->default_value("auto"),
+    ("hash", po::value<std::string>()->default_value(ToString(c->lsh.family)),
      "LSH family: auto|dwta|srp|wta (auto: from the layer's size)")
-    ("K", po::value<std::string>()->default_value("auto"), "hash functions per table (auto or a number)")
-    ("L", po::value<std::string>()->default_value("auto"), "hash tables (auto or a number)")
-    ("bucket-size", po::value(&c->lsh.bucket_capacity)->default_value(128),
+    ("K", po::value<std::string>()->default_value(AutoOr(c->lsh.k)), "hash functions per table (auto or a number)")
+    ("L", po::value<std::string>()->default_value(AutoOr(c->lsh.l)), "hash tables (auto or a number)")
+    ("bucket-size", Value(&c->lsh.bucket_capacity),
      "bucket capacity, in [1, 2^20]")
-    ("bin-size", po::value(&c->lsh.bin_size)->default_value(8), "WTA/DWTA bin size")
-    ("insert", po::value<std::string>()->default_value("reservoir"),
+    ("bin-size", Value(&c->lsh.bin_size), "WTA/DWTA bin size")
+    ("insert", po::value<std::string>()->default_value(ToString(c->lsh.insert)),
      "full-bucket insertion: reservoir|fifo")
-    ("query", po::value<std::string>()->default_value("auto"),
+    ("query", po::value<std::string>()->default_value(ToString(c->lsh.query)),
      "query strategy: auto|vanilla|topk|threshold")
-    ("lsh-share", po::value<std::string>()->default_value("auto"),
+    ("lsh-share", po::value<std::string>()->default_value(c->lsh.lsh_share == 0 ? "auto" : Text(c->lsh.lsh_share)),
      "share in (0,1] of a sample's slots beyond its labels that LSH candidates may take; "
      "the fill supplies the rest (auto: from the layer's size)")
-    ("threshold", po::value(&c->lsh.threshold)->default_value(2),
+    ("threshold", Value(&c->lsh.threshold),
      "minimum collisions for --query threshold, in [1, 1024]")
-    ("fill", po::value<std::string>()->default_value("batch"),
+    ("fill", po::value<std::string>()->default_value(ToString(c->lsh.fill)),
      "when candidates are fewer than the budget: batch (the batch's labels on this rank, "
      "then one uniform random set per batch and rank, shared by its samples)|random "
      "(uniform random neurons per sample)|stop")
-    ("rebuild-n0", po::value(&c->lsh.rebuild_n0)->default_value(50),
+    ("rebuild-n0", Value(&c->lsh.rebuild_n0),
      "first table rebuild after this many iterations")
-    ("rebuild-lambda", po::value(&c->lsh.rebuild_lambda)->default_value(0.05),
+    ("rebuild-lambda", Value(&c->lsh.rebuild_lambda),
      "rebuild interval growth: the t-th interval is n0*exp(lambda*t)")
-    ("rehash-every", po::value(&c->lsh.rehash_every)->default_value(1000),
+    ("rehash-every", Value(&c->lsh.rehash_every),
      "draw new hash functions every N iterations (0: never)")
-    ("lsh-mips", po::value(&c->lsh.mips)->default_value(false),
+    ("lsh-mips", Value(&c->lsh.mips),
      "index neurons by inner product (MIPS transform) rather than by angle")
-    ("batch", po::value(&c->batch)->default_value(256), "batch size, in [1, 2^20]")
-    ("lr", po::value(&c->lr)->default_value(1e-3), "Adam learning rate")
-    ("beta1", po::value(&c->beta1)->default_value(0.9), "Adam beta1")
-    ("beta2", po::value(&c->beta2)->default_value(0.999), "Adam beta2")
-    ("eps", po::value(&c->eps)->default_value(1e-8), "Adam epsilon")
+    ("batch", Value(&c->batch), "batch size, in [1, 2^20]")
+    ("lr", Value(&c->lr), "Adam learning rate")
+    ("beta1", Value(&c->beta1), "Adam beta1")
+    ("beta2", Value(&c->beta2), "Adam beta2")
+    ("eps", Value(&c->eps), "Adam epsilon")
     ("dense-adam", po::bool_switch(&c->dense_adam),
      "update every row each step (default: only the rows the batch touched)")
-    ("iterations", po::value(&c->iterations)->default_value(0),
+    ("iterations", Value(&c->iterations),
      "iterations to train, at most 2^40 (0: use --epochs)")
-    ("epochs", po::value(&c->epochs)->default_value(1.0),
+    ("epochs", Value(&c->epochs),
      "epochs to train when --iterations is 0, at most 10^6")
-    ("eval-every", po::value(&c->eval_every)->default_value(0),
+    ("eval-every", Value(&c->eval_every),
      "evaluate every N iterations (0: when validating, about 10 times per run and at most once "
      "per epoch; else only at the end)")
-    ("eval-points", po::value(&c->eval_points)->default_value(0),
+    ("eval-points", Value(&c->eval_points),
      "evaluate on the first N points of the evaluation set (0: all)")
     ("eval-sampled", po::bool_switch(&c->eval_sampled),
      "LSH-sampled inference instead of exact scoring of every output neuron")
-    ("log-every", po::value(&c->log_every)->default_value(50), "progress line every N iterations")
-    ("threads", po::value(&c->threads)->default_value(0),
+    ("log-every", Value(&c->log_every), "progress line every N iterations")
+    ("threads", Value(&c->threads),
      "OpenMP threads per rank, at most 4096 (0: default)")
-    ("seed", po::value<std::string>()->default_value("1"), "random seed, in [0, 2^64)")
-    ("device", po::value<std::string>()->default_value("cpu"), "cpu|gpu")
-    ("gpus-per-node", po::value(&c->gpus_per_node)->default_value(0),
+    ("seed", po::value<std::string>()->default_value(Text(c->seed)), "random seed, in [0, 2^64)")
+    ("device", po::value<std::string>()->default_value(ToString(c->device)), "cpu|gpu")
+    ("gpus-per-node", Value(&c->gpus_per_node),
      "--device gpu: local rank r uses GPU r % N of the visible ones (0: one rank per GPU)")
-    ("strategy", po::value<std::string>()->default_value("sparse"),
+    ("strategy", po::value<std::string>()->default_value(ToString(c->strategy)),
      "sparse|dense-model-parallel|data-parallel")
     ("metrics", po::value(&c->metrics_file),
      "append JSON lines metrics to this file (an existing file is kept: a resumed run adds to it)")
     ("checkpoint-dir", po::value(&c->checkpoint_dir), "checkpoint directory")
-    ("checkpoint-every", po::value(&c->checkpoint_every)->default_value(0),
+    ("checkpoint-every", Value(&c->checkpoint_every),
      "checkpoint every N iterations (0: only at the end of training and on a stop signal)")
-    ("keep-checkpoints", po::value(&c->keep_checkpoints)->default_value(3),
+    ("keep-checkpoints", Value(&c->keep_checkpoints),
      "checkpoints kept in --checkpoint-dir (the newest), in [1, 1000]")
     ("resume", po::value(&c->resume_dir),
      "resume from the newest intact checkpoint in this directory (any number of ranks)")
     ("save", po::value(&c->save_dir),
      "write the final model (the --keep-best one when validating) as a checkpoint folder here")
-    ("checkpoint-tables", po::value(&c->checkpoint_tables)->default_value(true),
+    ("checkpoint-tables", Value(&c->checkpoint_tables),
      "write the LSH tables into checkpoints (exact resume; false: rebuilt from the weights)")
-    ("divergence-factor", po::value(&c->divergence_factor)->default_value(kDivergenceFactor),
+    ("divergence-factor", Value(&c->divergence_factor),
      "stop when a step's loss exceeds this factor times its running level (0: never)");
 }
 
@@ -501,16 +540,16 @@ bool ParseGen(int argc, const char* const* argv, GenConfig* c, std::string* help
   po::options_description d("gen options");
   d.add_options()
     ("shape", po::value(&c->shape), "amazon-670k|delicious-200k|wikilshtc-325k (sets sizes)")
-    ("points", po::value(&c->points)->default_value(0), "training points (0: shape default)")
-    ("test-points", po::value(&c->test_points)->default_value(0), "test points (0: points/5)")
-    ("features", po::value(&c->features)->default_value(0), "input dimension")
-    ("labels", po::value(&c->labels)->default_value(0), "number of labels")
-    ("nnz", po::value(&c->nnz)->default_value(0), "average non-zero features per point")
-    ("labels-per-point", po::value(&c->labels_per_point)->default_value(0),
+    ("points", Value(&c->points), "training points (0: shape default)")
+    ("test-points", Value(&c->test_points), "test points (0: points/5)")
+    ("features", Value(&c->features), "input dimension")
+    ("labels", Value(&c->labels), "number of labels")
+    ("nnz", Value(&c->nnz), "average non-zero features per point")
+    ("labels-per-point", Value(&c->labels_per_point),
      "maximum labels per point (each point has 1..M)")
-    ("noise", po::value(&c->noise)->default_value(0.2), "fraction of random noise features")
-    ("zipf", po::value(&c->zipf)->default_value(1.0), "Zipf exponent of label popularity")
-    ("seed", po::value<std::string>()->default_value("1"), "random seed, in [0, 2^64)")
+    ("noise", Value(&c->noise), "fraction of random noise features")
+    ("zipf", Value(&c->zipf), "Zipf exponent of label popularity")
+    ("seed", po::value<std::string>()->default_value(Text(c->seed)), "random seed, in [0, 2^64)")
     ("out", po::value(&c->out), "output prefix: writes PREFIX.train.txt and PREFIX.test.txt");
   po::variables_map vm;
   if (!Parse(argc, argv, d, "Usage: dslide gen [--shape NAME] [options] --out PREFIX", &vm, help))
@@ -525,10 +564,10 @@ bool ParseEval(int argc, const char* const* argv, EvalConfig* c, std::string* he
   po::options_description d("eval options");
   d.add_options()("model", po::value(&c->model_dir), "model (checkpoint) directory")(
       "test", po::value(&c->test_file), "test file")(
-      "k", po::value<std::string>()->default_value("1,3,5"),
+      "k", po::value<std::string>()->default_value(Join(c->k)),
       "precision cut-offs, comma separated, each in [1, 10000]")(
-      "points", po::value(&c->points)->default_value(0), "evaluate the first N test points (0: all)")(
-      "threads", po::value(&c->threads)->default_value(0), "OpenMP threads per rank (0: default)");
+      "points", Value(&c->points), "evaluate the first N test points (0: all)")(
+      "threads", Value(&c->threads), "OpenMP threads per rank (0: default)");
   po::variables_map vm;
   if (!Parse(argc, argv, d,
              "Usage: dslide eval --model DIR --test FILE [options]\n"
@@ -580,13 +619,13 @@ bool ParsePredict(int argc, const char* const* argv, PredictConfig* c, std::stri
   po::options_description d("predict options");
   d.add_options()("model", po::value(&c->model_dir), "checkpoint directory (its newest checkpoint) or folder")(
       "input", po::value(&c->input), "points to score (XC text, plain or gzip, or .dsb; labels are ignored)")(
-      "top-k", po::value(&c->top_k)->default_value(5), "labels per row, best first, in [1, 10000]")(
+      "top-k", Value(&c->top_k), "labels per row, best first, in [1, 10000]")(
       "out", po::value(&c->out), "file to write")(
-      "format", po::value(&c->format)->default_value("tsv"),
+      "format", Value(&c->format),
       "tsv: ROW<TAB>LABEL:SCORE ... | jsonl: {\"row\":..,\"labels\":[..],\"scores\":[..]}")(
-      "chunk", po::value(&c->chunk)->default_value(4096),
+      "chunk", Value(&c->chunk),
       "input points read and scored at a time, in [1, 2^24]")(
-      "threads", po::value(&c->threads)->default_value(0), "OpenMP threads per rank (0: default)");
+      "threads", Value(&c->threads), "OpenMP threads per rank (0: default)");
   po::variables_map vm;
   if (!Parse(argc, argv, d,
              "Usage: dslide predict --model DIR --input FILE --top-k K --out FILE [--format tsv|jsonl]\n"
@@ -607,12 +646,12 @@ bool ParsePredict(int argc, const char* const* argv, PredictConfig* c, std::stri
 
 bool ParseBench(int argc, const char* const* argv, BenchConfig* c, std::string* help) {
   po::options_description d("bench options");
-  d.add_options()("shape", po::value(&c->shape)->default_value("amazon-670k"),
+  d.add_options()("shape", Value(&c->shape),
                   "data shape to generate")(
-      "points", po::value(&c->points)->default_value(0), "training points to generate (0: shape default)")(
-      "features", po::value(&c->features)->default_value(0), "input dimension (0: the shape's)")(
-      "labels", po::value(&c->labels)->default_value(0), "output labels (0: the shape's)")(
-      "nnz", po::value(&c->nnz)->default_value(0), "non-zero features per point (0: the shape's)");
+      "points", Value(&c->points), "training points to generate (0: shape default)")(
+      "features", Value(&c->features), "input dimension (0: the shape's)")(
+      "labels", Value(&c->labels), "output labels (0: the shape's)")(
+      "nnz", Value(&c->nnz), "non-zero features per point (0: the shape's)");
   AddTrainOptions(&d, &c->train);
   po::variables_map vm;
   if (!Parse(argc, argv, d,

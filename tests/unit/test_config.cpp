@@ -89,6 +89,33 @@ TEST(Config, DefaultsNeedOnlyTrain) {
   EXPECT_EQ(c.keep_best, -1);
 }
 
+/// A field of `parsed` equals the same field of a default-constructed TrainConfig: the
+/// struct's initialisers are the only defaults, the parser adds none of its own.
+TEST(Config, ParsedDefaultsAreTheStructsAndHelpShowsThemShort) {
+  const char* argv[] = {"train", "--train", "a.txt"};
+  TrainConfig parsed;
+  std::string help;
+  ASSERT_TRUE(ParseTrain(3, argv, &parsed, &help));
+  const TrainConfig d;
+  EXPECT_EQ(parsed.lsh.rebuild_lambda, d.lsh.rebuild_lambda);
+  EXPECT_EQ(parsed.beta1, d.beta1);
+  EXPECT_EQ(parsed.divergence_factor, d.divergence_factor);
+  EXPECT_EQ(parsed.checkpoint_tables, d.checkpoint_tables);
+  EXPECT_EQ(parsed.keep_checkpoints, d.keep_checkpoints);
+  EXPECT_EQ(parsed.min_negatives, d.min_negatives);
+  EXPECT_EQ(parsed.seed, d.seed);
+  EXPECT_EQ(parsed.hidden, d.hidden);
+  EXPECT_EQ(parsed.lsh.fill, d.lsh.fill);
+  const char* ask[] = {"train", "--help"};
+  TrainConfig c;
+  ASSERT_FALSE(ParseTrain(2, ask, &c, &help));
+  for (const char* shown : {"--rebuild-lambda arg (=0.05)", "--beta1 arg (=0.9)", "--eps arg (=1e-08)",
+                            "--divergence-factor arg (=10)", "--checkpoint-tables arg (=true)",
+                            "--lsh-mips arg (=false)", "--hidden arg (=128)", "--fill arg (=batch)"})
+    EXPECT_NE(help.find(shown), std::string::npos) << shown << "\n" << help;
+  EXPECT_EQ(help.find("0000000"), std::string::npos) << help;
+}
+
 TEST(Config, AutoAndExplicitLshSettings) {
   const char* argv[] = {"train", "--train", "a.txt", "--sparsity", "0.1", "--hash", "srp", "--K", "9",
                         "--L", "auto", "--query", "topk"};
