@@ -320,17 +320,6 @@ TEST(Distributed, SnapshotExchangeGathersEveryRanksRowsAndScattersTheSums) {
   }
 }
 
-/// This rank's weights and biases of every layer.
-std::vector<float> RankWeights(Trainer& t) {
-  std::vector<float> all, w, b;
-  for (size_t l = 0; l < t.spec().layers.size(); ++l) {
-    t.backend().GetLayer(static_cast<int>(l), &w, &b);
-    all.insert(all.end(), w.begin(), w.end());
-    all.insert(all.end(), b.begin(), b.end());
-  }
-  return all;
-}
-
 class SignalStrategies : public ::testing::TestWithParam<Strategy> {};
 
 TEST_P(SignalStrategies, OnOneRankStopsAllAndTheResumedRunEndsWithTheSameWeights) {
@@ -345,7 +334,7 @@ TEST_P(SignalStrategies, OnOneRankStopsAllAndTheResumedRunEndsWithTheSameWeights
   cfg.strategy = GetParam();
   Trainer whole(cfg, g_comm, MakeBackend(Device::kCpu, 0), data.num_features, data.num_labels);
   whole.Run(data, nullptr, nullptr);
-  const std::vector<float> expect = RankWeights(whole);
+  const std::vector<float> expect = testing::AllWeights(whole);
 
   const int last = g_comm->size() - 1;
   cfg.checkpoint_dir = std::string(DSLIDE_TEST_TMP) + "/stop_np" + std::to_string(g_comm->size()) + "_" +
@@ -372,7 +361,7 @@ TEST_P(SignalStrategies, OnOneRankStopsAllAndTheResumedRunEndsWithTheSameWeights
   Trainer resumed(cfg, g_comm, MakeBackend(Device::kCpu, 0), data.num_features, data.num_labels);
   resumed.Run(data, nullptr, nullptr);
   EXPECT_EQ(resumed.iteration(), 24);
-  EXPECT_TRUE(RankWeights(resumed) == expect) << "rank " << g_comm->rank() << ": the resumed weights differ";
+  EXPECT_TRUE(testing::AllWeights(resumed) == expect) << "rank " << g_comm->rank() << ": the resumed weights differ";
 }
 
 INSTANTIATE_TEST_SUITE_P(Distributed, SignalStrategies,

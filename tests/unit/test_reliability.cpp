@@ -48,6 +48,8 @@ struct Small {
     return std::make_unique<Trainer>(c, comm, MakeBackend(Device::kCpu, 0), data.num_features, data.num_labels);
   }
   std::unique_ptr<Trainer> Make(Communicator* comm) const { return Make(comm, cfg); }
+  /// cfg with checkpoints every `every` iterations into a fresh folder TMP/name.
+  TrainConfig Checkpointing(const std::string& name, int64_t every) const;
 };
 
 std::string Dir(const std::string& name) {
@@ -57,21 +59,18 @@ std::string Dir(const std::string& name) {
   return d;
 }
 
+TrainConfig Small::Checkpointing(const std::string& name, int64_t every) const {
+  TrainConfig c = cfg;
+  c.checkpoint_dir = Dir(name);
+  c.checkpoint_every = every;
+  return c;
+}
+
 /// DSLIDE_FAULT for the lifetime of the object (trainers read it when constructed).
 struct FaultEnv {
   explicit FaultEnv(const std::string& v) { setenv("DSLIDE_FAULT", v.c_str(), 1); }
   ~FaultEnv() { unsetenv("DSLIDE_FAULT"); }
 };
-
-std::vector<float> AllWeights(Trainer& t) {
-  std::vector<float> all, w, b;
-  for (size_t l = 0; l < t.spec().layers.size(); ++l) {
-    t.backend().GetLayer(static_cast<int>(l), &w, &b);
-    all.insert(all.end(), w.begin(), w.end());
-    all.insert(all.end(), b.begin(), b.end());
-  }
-  return all;
-}
 
 /// Runs `t` and returns the Stop it ended with (code -1: it ran to the end).
 Stop RunUntilStop(Trainer& t, const Dataset& data) {
@@ -91,11 +90,9 @@ TEST(Reliability, StopSignalCheckpointsAndTheResumedRunEndsWithTheSameWeights) {
   LocalCommunicator comm;
   auto whole = s.Make(&comm);
   whole->Run(s.data, nullptr, nullptr);
-  const std::vector<float> expect = AllWeights(*whole);
+  const std::vector<float> expect = testing::AllWeights(*whole);
 
-  TrainConfig c = s.cfg;
-  c.checkpoint_dir = Dir("stop_signal");
-  c.checkpoint_every = 100;  // none periodic: the stop writes the one checkpoint
+  TrainConfig c = s.Checkpointing("stop_signal", 100);  // none periodic: the stop writes the one
   InstallStopHandlers();
   Stop stop(-1, "");
   {
@@ -114,7 +111,7 @@ TEST(Reliability, StopSignalCheckpointsAndTheResumedRunEndsWithTheSameWeights) {
   auto resumed = s.Make(&comm, c);
   resumed->Run(s.data, nullptr, nullptr);
   EXPECT_EQ(resumed->iteration(), 30);
-  EXPECT_TRUE(AllWeights(*resumed) == expect) << "the resumed run's weights differ";
+  EXPECT_TRUE(testing::AllWeights(*resumed) == expect) << "the resumed run's weights differ";
   // The run's end wrote the final state too.
   EXPECT_EQ(LatestCheckpoint(c.checkpoint_dir), CheckpointFolder(c.checkpoint_dir, 30));
 }
@@ -174,9 +171,7 @@ TEST(Reliability, DivergenceStopsBeforeItIsCheckpointed) {
   SetNumThreads(1);
   Small s;
   LocalCommunicator comm;
-  TrainConfig c = s.cfg;
-  c.checkpoint_dir = Dir("diverge");
-  c.checkpoint_every = 1;
+  TrainConfig c = s.Checkpointing("diverge", 1);
   c.lr = 1e6;
   auto t = s.Make(&comm, c);
   const Stop stop = RunUntilStop(*t, s.data);
@@ -220,9 +215,7 @@ TEST(Reliability, ResumeSkipsDamagedCheckpoints) {
   SetNumThreads(1);
   Small s;
   LocalCommunicator comm;
-  TrainConfig c = s.cfg;
-  c.checkpoint_dir = Dir("skip_damaged");
-  c.checkpoint_every = 4;
+  TrainConfig c = s.Checkpointing("skip_damaged", 4);
   c.iterations = 8;
   s.Make(&comm, c)->Run(s.data, nullptr, nullptr);
   Corrupt(CheckpointFolder(c.checkpoint_dir, 8) + "/rank-00000.h5");
