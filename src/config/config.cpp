@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <sstream>
 
 #include "error.h"
@@ -233,100 +234,182 @@ bool Parse(int argc, const char* const* argv, const po::options_description& des
   return true;
 }
 
-void AddTrainOptions(po::options_description* d, TrainConfig* c) {
-  d->add_options()
-    ("train", po::value(&c->train_file), "training file (XC format, plain or gzip, or .dsb)")
-    ("test", po::value(&c->test_file),
-     "test file, scored once at the end (on the --keep-best model when validating)")
-    ("valid", po::value(&c->valid_file),
-     "validation file: evaluations during training score it and --keep-best selects on it")
-    ("valid-fraction", Value(&c->valid_fraction),
-     "or hold back this share of the training file for validation (points chosen by --seed)")
-    ("keep-best", po::value<std::string>()->default_value(c->keep_best < 0 ? "auto" : Text(c->keep_best == 1))->implicit_value("true"),
-     "true|false: end with the model of the best validation P@1 (saved as "
-     "CHECKPOINT_DIR/best); auto: true when validating")
-    ("hidden", po::value<std::string>()->default_value(Join(c->hidden)),
-     "hidden layer sizes, comma separated (e.g. 128 or 256,128), each in [1, 2^24)")
-    ("sparsity", po::value<std::string>()->default_value(c->sparsity.empty() ? "auto" : Join(c->sparsity)),
-     "auto: layers narrower than --dense-below are dense, wider ones get a budget and LSH "
-     "settings from their size (printed at the start); or the share of a layer's neurons "
-     "active per sample in (0,1]: one value per layer (hidden..., output), or one value for "
-     "the output layer with dense hidden layers")
-    ("dense-below", Value(&c->dense_below),
-     "--sparsity auto: layers with fewer neurons are computed densely")
-    ("min-negatives", Value(&c->min_negatives),
-     "every sample's active set keeps at least this many neurons beyond its own labels "
-     "(over all ranks), raising the budget where its labels would crowd them out")
-    ("hash", po::value<std::string>()->default_value(ToString(c->lsh.family)),
-     "LSH family: auto|dwta|srp|wta (auto: from the layer's size)")
-    ("K", po::value<std::string>()->default_value(AutoOr(c->lsh.k)), "hash functions per table (auto or a number)")
-    ("L", po::value<std::string>()->default_value(AutoOr(c->lsh.l)), "hash tables (auto or a number)")
-    ("bucket-size", Value(&c->lsh.bucket_capacity),
-     "bucket capacity, in [1, 2^20]")
-    ("bin-size", Value(&c->lsh.bin_size), "WTA/DWTA bin size")
-    ("insert", po::value<std::string>()->default_value(ToString(c->lsh.insert)),
-     "full-bucket insertion: reservoir|fifo")
-    ("query", po::value<std::string>()->default_value(ToString(c->lsh.query)),
-     "query strategy: auto|vanilla|topk|threshold")
-    ("lsh-share", po::value<std::string>()->default_value(c->lsh.lsh_share == 0 ? "auto" : Text(c->lsh.lsh_share)),
-     "share in (0,1] of a sample's slots beyond its labels that LSH candidates may take; "
-     "the fill supplies the rest (auto: from the layer's size)")
-    ("threshold", Value(&c->lsh.threshold),
-     "minimum collisions for --query threshold, in [1, 1024]")
-    ("fill", po::value<std::string>()->default_value(ToString(c->lsh.fill)),
-     "when candidates are fewer than the budget: batch (the batch's labels on this rank, "
-     "then one uniform random set per batch and rank, shared by its samples)|random "
-     "(uniform random neurons per sample)|stop")
-    ("rebuild-n0", Value(&c->lsh.rebuild_n0),
-     "first table rebuild after this many iterations")
-    ("rebuild-lambda", Value(&c->lsh.rebuild_lambda),
-     "rebuild interval growth: the t-th interval is n0*exp(lambda*t)")
-    ("rehash-every", Value(&c->lsh.rehash_every),
-     "draw new hash functions every N iterations (0: never)")
-    ("lsh-mips", Value(&c->lsh.mips),
-     "index neurons by inner product (MIPS transform) rather than by angle")
-    ("batch", Value(&c->batch), "batch size, in [1, 2^20]")
-    ("lr", Value(&c->lr), "Adam learning rate")
-    ("beta1", Value(&c->beta1), "Adam beta1")
-    ("beta2", Value(&c->beta2), "Adam beta2")
-    ("eps", Value(&c->eps), "Adam epsilon")
-    ("dense-adam", po::bool_switch(&c->dense_adam),
-     "update every row each step (default: only the rows the batch touched)")
-    ("iterations", Value(&c->iterations),
-     "iterations to train, at most 2^40 (0: use --epochs)")
-    ("epochs", Value(&c->epochs),
-     "epochs to train when --iterations is 0, at most 10^6")
-    ("eval-every", Value(&c->eval_every),
-     "evaluate every N iterations (0: when validating, about 10 times per run and at most once "
-     "per epoch; else only at the end)")
-    ("eval-points", Value(&c->eval_points),
-     "evaluate on the first N points of the evaluation set (0: all)")
-    ("eval-sampled", po::bool_switch(&c->eval_sampled),
-     "LSH-sampled inference instead of exact scoring of every output neuron")
-    ("log-every", Value(&c->log_every), "progress line every N iterations")
-    ("threads", Value(&c->threads),
-     "OpenMP threads per rank, at most 4096 (0: default)")
-    ("seed", po::value<std::string>()->default_value(Text(c->seed)), "random seed, in [0, 2^64)")
-    ("device", po::value<std::string>()->default_value(ToString(c->device)), "cpu|gpu")
-    ("gpus-per-node", Value(&c->gpus_per_node),
-     "--device gpu: local rank r uses GPU r % N of the visible ones (0: one rank per GPU)")
-    ("strategy", po::value<std::string>()->default_value(ToString(c->strategy)),
-     "sparse|dense-model-parallel|data-parallel")
-    ("metrics", po::value(&c->metrics_file),
-     "append JSON lines metrics to this file (an existing file is kept: a resumed run adds to it)")
-    ("checkpoint-dir", po::value(&c->checkpoint_dir), "checkpoint directory")
-    ("checkpoint-every", Value(&c->checkpoint_every),
-     "checkpoint every N iterations (0: only at the end of training and on a stop signal)")
-    ("keep-checkpoints", Value(&c->keep_checkpoints),
-     "checkpoints kept in --checkpoint-dir (the newest), in [1, 1000]")
-    ("resume", po::value(&c->resume_dir),
-     "resume from the newest intact checkpoint in this directory (any number of ranks)")
-    ("save", po::value(&c->save_dir),
-     "write the final model (the --keep-best one when validating) as a checkpoint folder here")
-    ("checkpoint-tables", Value(&c->checkpoint_tables),
-     "write the LSH tables into checkpoints (exact resume; false: rebuilt from the weights)")
-    ("divergence-factor", Value(&c->divergence_factor),
-     "stop when a step's loss exceeds this factor times its running level (0: never)");
+/// A string as a JSON string literal.
+std::string JsonString(const std::string& v) {
+  std::string out = "\"";
+  for (char ch : v) {
+    if (ch == '"' || ch == '\\') out += '\\';
+    if (static_cast<unsigned char>(ch) < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", ch);
+      out += buf;
+    } else {
+      out += ch;
+    }
+  }
+  return out + "\"";
+}
+std::string Json(const std::string& v) { return JsonString(v); }
+std::string Json(bool v) { return v ? "true" : "false"; }
+template <class T>
+std::string Json(T v) {
+  return Text(v);
+}
+
+/// The options of a command as a table: each row adds its option to the parser (default
+/// and help) and keeps how to echo the option's value as JSON.
+class OptionTable {
+ public:
+  explicit OptionTable(po::options_description* d) : d_(d) {}
+
+  /// An option bound to a field; the field's initialiser is its default.
+  template <class T>
+  void Field(const char* name, T* field, const char* help) {
+    d_->add_options()(name, Value(field), help);
+    echo_.push_back({name, [field] { return Json(*field); }});
+  }
+  /// A file or folder name, or a string without default.
+  void Path(const char* name, std::string* field, const char* help) {
+    d_->add_options()(name, po::value(field), help);
+    echo_.push_back({name, [field] { return JsonString(*field); }});
+  }
+  /// A switch (absent: false).
+  void Switch(const char* name, bool* field, const char* help) {
+    d_->add_options()(name, po::bool_switch(field), help);
+    echo_.push_back({name, [field] { return Json(*field); }});
+  }
+  /// An option given as text (a list, an enum, auto or a number) that the command parses
+  /// into fields; `shown` gives the text of the fields' value (before parsing: the default).
+  /// With `implicit`, the value taken when the option is given without one.
+  void Text(const char* name, std::function<std::string()> shown, const char* help,
+            const char* implicit = nullptr) {
+    auto* v = po::value<std::string>()->default_value(shown());
+    if (implicit != nullptr) v->implicit_value(implicit);
+    d_->add_options()(name, v, help);
+    echo_.push_back({name, [shown] { return JsonString(shown()); }});
+  }
+  /// {"name":value,...} of every row, as the bound fields hold them now.
+  std::string Echo() const {
+    std::string out = "{";
+    for (const auto& [name, value] : echo_) out += (out.size() > 1 ? "," : "") + JsonString(name) + ":" + value();
+    return out + "}";
+  }
+
+ private:
+  po::options_description* d_;
+  std::vector<std::pair<std::string, std::function<std::string()>>> echo_;
+};
+
+/// The options of `dslide train`, one row each: the parser, the INI reader and --help take
+/// them from here, and so does SettingsJson (the run's settings in the metrics' start
+/// event). A default is the bound field's initialiser (config.h); options given as text
+/// (lists, enums, auto) are parsed by FinishTrain and shown from the fields they fill.
+void AddTrainOptions(OptionTable& t, TrainConfig* c) {
+  t.Path("train", &c->train_file,
+         "training file (XC format, plain or gzip, or .dsb)");
+  t.Path("test", &c->test_file,
+         "test file, scored once at the end (on the --keep-best model when validating)");
+  t.Path("valid", &c->valid_file,
+         "validation file: evaluations during training score it and --keep-best selects on it");
+  t.Field("valid-fraction", &c->valid_fraction,
+          "or hold back this share of the training file for validation (points chosen by --seed)");
+  t.Text("keep-best", [c] { return c->keep_best < 0 ? "auto" : Text(c->keep_best == 1); },
+         "true|false: end with the model of the best validation P@1 (saved as "
+         "CHECKPOINT_DIR/best); auto: true when validating", "true");
+  t.Text("hidden", [c] { return Join(c->hidden); },
+         "hidden layer sizes, comma separated (e.g. 128 or 256,128), each in [1, 2^24)");
+  t.Text("sparsity", [c] { return c->sparsity.empty() ? "auto" : Join(c->sparsity); },
+         "auto: layers narrower than --dense-below are dense, wider ones get a budget and LSH "
+         "settings from their size (printed at the start); or the share of a layer's neurons "
+         "active per sample in (0,1]: one value per layer (hidden..., output), or one value for "
+         "the output layer with dense hidden layers");
+  t.Field("dense-below", &c->dense_below,
+          "--sparsity auto: layers with fewer neurons are computed densely");
+  t.Field("min-negatives", &c->min_negatives,
+          "every sample's active set keeps at least this many neurons beyond its own labels "
+         "(over all ranks), raising the budget where its labels would crowd them out");
+  t.Text("hash", [c] { return ToString(c->lsh.family); },
+         "LSH family: auto|dwta|srp|wta (auto: from the layer's size)");
+  t.Text("K", [c] { return AutoOr(c->lsh.k); },
+         "hash functions per table (auto or a number)");
+  t.Text("L", [c] { return AutoOr(c->lsh.l); },
+         "hash tables (auto or a number)");
+  t.Field("bucket-size", &c->lsh.bucket_capacity,
+          "bucket capacity, in [1, 2^20]");
+  t.Field("bin-size", &c->lsh.bin_size,
+          "WTA/DWTA bin size");
+  t.Text("insert", [c] { return ToString(c->lsh.insert); },
+         "full-bucket insertion: reservoir|fifo");
+  t.Text("query", [c] { return ToString(c->lsh.query); },
+         "query strategy: auto|vanilla|topk|threshold");
+  t.Text("lsh-share", [c] { return c->lsh.lsh_share == 0 ? "auto" : Text(c->lsh.lsh_share); },
+         "share in (0,1] of a sample's slots beyond its labels that LSH candidates may take; "
+         "the fill supplies the rest (auto: from the layer's size)");
+  t.Field("threshold", &c->lsh.threshold,
+          "minimum collisions for --query threshold, in [1, 1024]");
+  t.Text("fill", [c] { return ToString(c->lsh.fill); },
+         "when candidates are fewer than the budget: batch (the batch's labels on this rank, "
+         "then one uniform random set per batch and rank, shared by its samples)|random "
+         "(uniform random neurons per sample)|stop");
+  t.Field("rebuild-n0", &c->lsh.rebuild_n0,
+          "first table rebuild after this many iterations");
+  t.Field("rebuild-lambda", &c->lsh.rebuild_lambda,
+          "rebuild interval growth: the t-th interval is n0*exp(lambda*t)");
+  t.Field("rehash-every", &c->lsh.rehash_every,
+          "draw new hash functions every N iterations (0: never)");
+  t.Field("lsh-mips", &c->lsh.mips,
+          "index neurons by inner product (MIPS transform) rather than by angle");
+  t.Field("batch", &c->batch,
+          "batch size, in [1, 2^20]");
+  t.Field("lr", &c->lr,
+          "Adam learning rate");
+  t.Field("beta1", &c->beta1,
+          "Adam beta1");
+  t.Field("beta2", &c->beta2,
+          "Adam beta2");
+  t.Field("eps", &c->eps,
+          "Adam epsilon");
+  t.Switch("dense-adam", &c->dense_adam,
+           "update every row each step (default: only the rows the batch touched)");
+  t.Field("iterations", &c->iterations,
+          "iterations to train, at most 2^40 (0: use --epochs)");
+  t.Field("epochs", &c->epochs,
+          "epochs to train when --iterations is 0, at most 10^6");
+  t.Field("eval-every", &c->eval_every,
+          "evaluate every N iterations (0: when validating, about 10 times per run and at most once "
+         "per epoch; else only at the end)");
+  t.Field("eval-points", &c->eval_points,
+          "evaluate on the first N points of the evaluation set (0: all)");
+  t.Switch("eval-sampled", &c->eval_sampled,
+           "LSH-sampled inference instead of exact scoring of every output neuron");
+  t.Field("log-every", &c->log_every,
+          "progress line every N iterations");
+  t.Field("threads", &c->threads,
+          "OpenMP threads per rank, at most 4096 (0: default)");
+  t.Text("seed", [c] { return Text(c->seed); },
+         "random seed, in [0, 2^64)");
+  t.Text("device", [c] { return ToString(c->device); },
+         "cpu|gpu");
+  t.Field("gpus-per-node", &c->gpus_per_node,
+          "--device gpu: local rank r uses GPU r % N of the visible ones (0: one rank per GPU)");
+  t.Text("strategy", [c] { return ToString(c->strategy); },
+         "sparse|dense-model-parallel|data-parallel");
+  t.Path("metrics", &c->metrics_file,
+         "append JSON lines metrics to this file (an existing file is kept: a resumed run adds to it)");
+  t.Path("checkpoint-dir", &c->checkpoint_dir,
+         "checkpoint directory");
+  t.Field("checkpoint-every", &c->checkpoint_every,
+          "checkpoint every N iterations (0: only at the end of training and on a stop signal)");
+  t.Field("keep-checkpoints", &c->keep_checkpoints,
+          "checkpoints kept in --checkpoint-dir (the newest), in [1, 1000]");
+  t.Path("resume", &c->resume_dir,
+         "resume from the newest intact checkpoint in this directory (any number of ranks)");
+  t.Path("save", &c->save_dir,
+         "write the final model (the --keep-best one when validating) as a checkpoint folder here");
+  t.Field("checkpoint-tables", &c->checkpoint_tables,
+          "write the LSH tables into checkpoints (exact resume; false: rebuilt from the weights)");
+  t.Field("divergence-factor", &c->divergence_factor,
+          "stop when a step's loss exceeds this factor times its running level (0: never)");
 }
 
 /// "auto" -> 0, else a positive integer.
@@ -525,9 +608,18 @@ void GenConfig::Validate() const {
   DSLIDE_CHECK(zipf >= 0 && zipf <= 3, "option --zipf: must be in [0, 3], got ", zipf);
 }
 
+std::string SettingsJson(const TrainConfig& cfg) {
+  TrainConfig shown = cfg;
+  po::options_description d;
+  OptionTable table(&d);
+  AddTrainOptions(table, &shown);
+  return table.Echo();
+}
+
 bool ParseTrain(int argc, const char* const* argv, TrainConfig* cfg, std::string* help) {
   po::options_description d("train options");
-  AddTrainOptions(&d, cfg);
+  OptionTable table(&d);
+  AddTrainOptions(table, cfg);
   po::variables_map vm;
   if (!Parse(argc, argv, d, "Usage: dslide train --train FILE --test FILE [options]", &vm, help))
     return false;
@@ -652,7 +744,8 @@ bool ParseBench(int argc, const char* const* argv, BenchConfig* c, std::string* 
       "features", Value(&c->features), "input dimension (0: the shape's)")(
       "labels", Value(&c->labels), "output labels (0: the shape's)")(
       "nnz", Value(&c->nnz), "non-zero features per point (0: the shape's)");
-  AddTrainOptions(&d, &c->train);
+  OptionTable table(&d);
+  AddTrainOptions(table, &c->train);
   po::variables_map vm;
   if (!Parse(argc, argv, d,
              "Usage: dslide bench --shape NAME [options]\n"

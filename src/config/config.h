@@ -172,6 +172,11 @@ struct BenchConfig {
   int nnz = 0;           ///< 0: the shape's
 };
 
+/// Every `dslide train` option with its value in `cfg` as one JSON object
+/// ({"train":"a.txt","lr":0.001,"hidden":"128","sparsity":"auto",...}), from the same table
+/// as the parser and --help.
+std::string SettingsJson(const TrainConfig& cfg);
+
 /// Parses argv of one subcommand (argv[0] is the subcommand name). Returns false and fills
 /// `help` when --help was given. Throws dslide::Error on unknown options and bad values.
 bool ParseTrain(int argc, const char* const* argv, TrainConfig* cfg, std::string* help);

@@ -97,6 +97,7 @@ EvalResult Trainer::Run(const Dataset& train, const Dataset* valid, const Datase
     }
     o.AddRaw("layers", layers + "]");
     if (valid != nullptr) o.Add("valid_points", valid->size()).Add("eval_every", eval_every);
+    o.AddRaw("settings", SettingsJson(asked_));  // every option as given (auto where left to it)
     base(o);
     metrics.Write(o);
   }

@@ -116,6 +116,28 @@ TEST(Config, ParsedDefaultsAreTheStructsAndHelpShowsThemShort) {
   EXPECT_EQ(help.find("0000000"), std::string::npos) << help;
 }
 
+/// The echo of the run's settings comes from the parser's own table: every option of
+/// --help, with the values parsed.
+TEST(Config, SettingsEchoHasEveryOptionWithItsValue) {
+  const char* argv[] = {"train", "--train", "a.txt", "--lr", "0.002", "--hidden", "64,32", "--fill", "random",
+                        "--checkpoint-tables", "false"};
+  TrainConfig c;
+  std::string help;
+  ASSERT_TRUE(ParseTrain(11, argv, &c, &help));
+  const std::string json = SettingsJson(c);
+  for (const char* kv : {"\"train\":\"a.txt\"", "\"lr\":0.002", "\"hidden\":\"64,32\"", "\"fill\":\"random\"",
+                         "\"checkpoint-tables\":false", "\"sparsity\":\"auto\"", "\"batch\":256",
+                         "\"rebuild-lambda\":0.05", "\"dense-adam\":false", "\"seed\":\"1\""})  // a 64-bit seed as text
+    EXPECT_NE(json.find(kv), std::string::npos) << kv << " in " << json;
+  const char* ask[] = {"train", "--help"};
+  TrainConfig d;
+  ASSERT_FALSE(ParseTrain(2, ask, &d, &help));
+  int options = 0, keys = 0;
+  for (size_t at = help.find("\n  --"); at != std::string::npos; at = help.find("\n  --", at + 1)) ++options;
+  for (size_t at = json.find("\":"); at != std::string::npos; at = json.find("\":", at + 1)) ++keys;
+  EXPECT_EQ(keys, options - 1) << json;  // --help lists --config as well
+}
+
 TEST(Config, AutoAndExplicitLshSettings) {
   const char* argv[] = {"train", "--train", "a.txt", "--sparsity", "0.1", "--hash", "srp", "--K", "9",
                         "--L", "auto", "--query", "topk"};
