@@ -173,4 +173,13 @@ printf 'x' | dd of=ck9/ckpt-000000000020/meta.h5 bs=1 seek=600 conv=notrunc stat
 expect_in out_meta.txt "skipping the damaged checkpoint ck9/ckpt-000000000020" "damaged meta.h5"
 expect_in out_meta.txt "resumed from ck9/ckpt-000000000010" "damaged meta.h5"
 pass "--resume past a damaged meta.h5: from ckpt-10"
+# 10. A test file of 0 points is an error naming it (it used to report P@1 0.0000).
+printf '0 2000 3000\n' >empty.txt
+"$dslide" "${train[@]/syn.test.txt/empty.txt}" --iterations 2 >out_empty.txt 2>&1
+expect_rc $? 1 "empty test file"
+expect_in out_empty.txt "empty.txt: no points to score" "empty test file"
+"$dslide" eval --model model7 --test empty.txt >out_empty2.txt 2>&1
+expect_rc $? 1 "eval of an empty test file"
+expect_in out_empty2.txt "empty.txt: no points to score" "eval of an empty test file"
+pass "a test file of 0 points: refused by train and eval"
 echo "all reliability cases passed"
