@@ -18,6 +18,7 @@
 #include <new>
 #include <string>
 
+#include "atomic_file.h"
 #include "checksum.h"
 #include "error.h"
 #include "rng.h"
@@ -158,34 +159,6 @@ bool IsBinaryDataset(const std::string& path) {
   return f && std::fread(head, 1, 8, f.get()) == 8 && std::memcmp(head, kMagic, 8) == 0;
 }
 
-namespace {
-
-/// write(TMP) into PATH.tmp, renamed to PATH when complete: a failed write never leaves a
-/// partial PATH (nor replaces an existing one), and its temporary file is removed.
-void WriteAtomically(const std::string& path, const std::function<void(const std::string&)>& write) {
-  const std::string tmp = path + ".tmp";
-  try {
-    write(tmp);
-  } catch (...) {
-    ::unlink(tmp.c_str());  // a file it wrote (never a folder of that name)
-    throw;
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    ::unlink(tmp.c_str());
-    throw Error(detail::Concat("cannot rename ", tmp, " to ", path, ": ", std::strerror(err)));
-  }
-}
-
-/// Closes f, throwing (naming path) when the last writes did not reach the file.
-void CloseWritten(std::unique_ptr<FILE, int (*)(FILE*)>* f, const std::string& path) {
-  const bool ok = std::fflush(f->get()) == 0 && !std::ferror(f->get());
-  const int err = errno;
-  const bool closed = std::fclose(f->release()) == 0;
-  DSLIDE_CHECK(ok && closed, path, ": write failed: ", std::strerror(ok ? errno : err));
-}
-
-}  // namespace
 
 void WriteBinary(const Dataset& data, const std::string& final_path) {
   WriteAtomically(final_path, [&](const std::string& path) {

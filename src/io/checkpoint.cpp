@@ -12,6 +12,7 @@
 #include <memory>
 #include <unistd.h>
 
+#include "atomic_file.h"
 #include "checksum.h"
 #include "error.h"
 #include "fault.h"
@@ -613,30 +614,8 @@ std::vector<LayerState> ReadLayers(const std::string& folder, const CheckpointMe
 }
 
 int64_t ExportModel(const std::string& folder, const std::string& final_file) {
-  // Written under a temporary name and renamed when complete: a failed export never
-  // replaces an existing file with a partial one.
-  const std::string out_file = final_file + ".tmp";
-  struct RemoveUnlessDone {
-    std::string path;
-    bool done = false;
-    ~RemoveUnlessDone() {
-      std::error_code ec;
-      if (!done) fs::remove(path, ec);
-    }
-  } guard{out_file};
   const CheckpointMeta meta = ReadMeta(folder);
-  Handle f = CreateFile(out_file);
-  const hid_t g = f.get();
   const int n = static_cast<int>(meta.out_dims.size());
-  WriteAttr(g, out_file, "input_dim", meta.input_dim);
-  WriteAttr(g, out_file, "layers", static_cast<int64_t>(n));
-  WriteAttr(g, out_file, "iteration", meta.iter);
-  std::string act;
-  for (int l = 0; l < n; ++l) act += l + 1 < n ? "relu, " : "softmax";
-  WriteString(g, out_file, "activation", act);
-  WriteString(g, out_file, "lsh", meta.LshText());
-  WriteVector(g, out_file, "layer_sizes", meta.out_dims);
-  WriteVector(g, out_file, "sparsity", meta.sparsity);
   std::vector<LayerSpec> specs(n);  // each layer whole, as one block
   for (int l = 0; l < n; ++l) {
     specs[l].in_dim = l == 0 ? meta.input_dim : meta.out_dims[l - 1];
@@ -646,21 +625,31 @@ int64_t ExportModel(const std::string& folder, const std::string& final_file) {
   }
   const std::vector<LayerState> states = ReadLayers(folder, meta, specs, /*weights_only=*/true);
   int64_t params = 0;
-  for (int l = 0; l < n; ++l) {
-    const LayerSpec& s = specs[l];
-    const std::string name = "layer" + std::to_string(l);
-    Handle grp(H5Gcreate2(g, name.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
-    DSLIDE_CHECK(grp.ok(), out_file, ": cannot create group ", name);
-    WriteArray(grp.get(), out_file, "weights", states[l].w.data(), s.out_dim, s.in_dim);
-    WriteVector(grp.get(), out_file, "biases", states[l].b);
-    params += s.out_dim * (s.in_dim + 1);
-  }
-  errno = 0;
-  DSLIDE_CHECK(H5Fflush(g, H5F_SCOPE_LOCAL) >= 0 && f.Close(), out_file, ": cannot write", OsReason(errno));
-  std::error_code ec;
-  fs::rename(out_file, final_file, ec);
-  DSLIDE_CHECK(!ec, "cannot rename ", out_file, " to ", final_file, " (", ec.message(), ")");
-  guard.done = true;
+  // A failed export never replaces an existing file with a partial one.
+  WriteAtomically(final_file, [&](const std::string& out_file) {
+    Handle f = CreateFile(out_file);
+    const hid_t g = f.get();
+    WriteAttr(g, out_file, "input_dim", meta.input_dim);
+    WriteAttr(g, out_file, "layers", static_cast<int64_t>(n));
+    WriteAttr(g, out_file, "iteration", meta.iter);
+    std::string act;
+    for (int l = 0; l < n; ++l) act += l + 1 < n ? "relu, " : "softmax";
+    WriteString(g, out_file, "activation", act);
+    WriteString(g, out_file, "lsh", meta.LshText());
+    WriteVector(g, out_file, "layer_sizes", meta.out_dims);
+    WriteVector(g, out_file, "sparsity", meta.sparsity);
+    for (int l = 0; l < n; ++l) {
+      const LayerSpec& s = specs[l];
+      const std::string name = "layer" + std::to_string(l);
+      Handle grp(H5Gcreate2(g, name.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
+      DSLIDE_CHECK(grp.ok(), out_file, ": cannot create group ", name);
+      WriteArray(grp.get(), out_file, "weights", states[l].w.data(), s.out_dim, s.in_dim);
+      WriteVector(grp.get(), out_file, "biases", states[l].b);
+      params += s.out_dim * (s.in_dim + 1);
+    }
+    errno = 0;
+    DSLIDE_CHECK(H5Fflush(g, H5F_SCOPE_LOCAL) >= 0 && f.Close(), out_file, ": cannot write", OsReason(errno));
+  });
   return params;
 }
 

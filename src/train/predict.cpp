@@ -5,8 +5,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
 
+#include "atomic_file.h"
 #include "dataset.h"
 #include "error.h"
 #include "layer_backend.h"
@@ -37,23 +37,6 @@ int64_t Predict(const PredictConfig& cfg, Communicator* comm) {
                  " features, the model (", folder, ") has ", m.input_dim, " inputs");
   }
   std::unique_ptr<Trainer> model = LoadModel(folder, comm, &meta);
-  const bool root = comm->rank() == 0;
-  const std::string tmp = cfg.out + ".tmp";
-  std::unique_ptr<FILE, int (*)(FILE*)> out(nullptr, &std::fclose);
-  // Whatever stops the run before the rename (bad input, a full disk) removes the
-  // temporary file: no partial output is left behind.
-  struct RemoveUnlessDone {
-    const std::string* path = nullptr;
-    bool done = false;
-    ~RemoveUnlessDone() {
-      if (path != nullptr && !done) std::remove(path->c_str());
-    }
-  } cleanup;
-  if (root) {
-    out.reset(std::fopen(tmp.c_str(), "w"));
-    DSLIDE_CHECK(out != nullptr, "option --out: cannot write ", tmp, ": ", std::strerror(errno));
-    cleanup.path = &tmp;
-  }
   const int k = cfg.top_k;
   const bool jsonl = cfg.format == "jsonl";
   Dataset chunk;
@@ -62,53 +45,57 @@ int64_t Predict(const PredictConfig& cfg, Communicator* comm) {
   std::string line;
   char buf[64];
   // Chunks of whole evaluation blocks, so that every point is scored in the block
-  // `dslide eval` scores it in (the same scores where hidden layers are sampled).
+  // `dslide eval` scores it in (the same scores where hidden layers are sampled). Every
+  // rank scores; rank 0 writes the rows to `out`.
   const int64_t eb = model->EvalBlock();
   const int64_t chunk_points = (cfg.chunk + eb - 1) / eb * eb;
-  while (in.Next(chunk_points, &chunk)) {
-    const int64_t n = chunk.size(), row0 = row;
-    for (int64_t b0 = 0; b0 < n; b0 += eb) {
-      const int64_t count = std::min<int64_t>(eb, n - b0);
-      model->Score(chunk, b0, count, k, &sc, row0);
-      if (!root) continue;
-      for (int64_t i = 0; i < count; ++i, ++row) {
-        line.clear();
-        std::string labels, scores;
-        if (!jsonl) {
-          line = std::to_string(row) + "\t";
-        }
-        for (int j = 0; j < k; ++j) {
-          const int32_t id = sc.ids[i * k + j];
-          if (id < 0) break;
-          const double p = std::exp(static_cast<double>(sc.logits[i * k + j]) - sc.log_z[i]);
-          std::snprintf(buf, sizeof buf, "%.6g", p);
-          if (jsonl) {
-            labels += (j ? "," : "") + std::to_string(id);
-            scores += std::string(j ? "," : "") + buf;
-          } else {
-            line += (j ? " " : "") + std::to_string(id) + ":" + buf;
+  auto score_all = [&](FILE* out) {
+    while (in.Next(chunk_points, &chunk)) {
+      const int64_t n = chunk.size(), row0 = row;
+      for (int64_t b0 = 0; b0 < n; b0 += eb) {
+        const int64_t count = std::min<int64_t>(eb, n - b0);
+        model->Score(chunk, b0, count, k, &sc, row0);
+        if (out == nullptr) continue;
+        for (int64_t i = 0; i < count; ++i, ++row) {
+          line.clear();
+          std::string labels, scores;
+          if (!jsonl) {
+            line = std::to_string(row) + "\t";
           }
+          for (int j = 0; j < k; ++j) {
+            const int32_t id = sc.ids[i * k + j];
+            if (id < 0) break;
+            const double p = std::exp(static_cast<double>(sc.logits[i * k + j]) - sc.log_z[i]);
+            std::snprintf(buf, sizeof buf, "%.6g", p);
+            if (jsonl) {
+              labels += (j ? "," : "") + std::to_string(id);
+              scores += std::string(j ? "," : "") + buf;
+            } else {
+              line += (j ? " " : "") + std::to_string(id) + ":" + buf;
+            }
+          }
+          if (jsonl)
+            line = "{\"row\":" + std::to_string(row) + ",\"labels\":[" + labels + "],\"scores\":[" +
+                   scores + "]}";
+          line += "\n";
+          DSLIDE_CHECK(std::fwrite(line.data(), 1, line.size(), out) == line.size(), cfg.out,
+                       ": write failed: ", std::strerror(errno));
         }
-        if (jsonl)
-          line = "{\"row\":" + std::to_string(row) + ",\"labels\":[" + labels + "],\"scores\":[" +
-                 scores + "]}";
-        line += "\n";
-        DSLIDE_CHECK(std::fwrite(line.data(), 1, line.size(), out.get()) == line.size(), cfg.out,
-                     ": write failed: ", std::strerror(errno));
       }
+      if (out == nullptr) row += n;
     }
-    if (!root) row += n;
+  };
+  if (comm->rank() != 0) {
+    score_all(nullptr);
+    return row;
   }
-  if (root) {
-    const bool ok = std::fflush(out.get()) == 0 && !std::ferror(out.get()) ? 1 : 0;
-    const int err = errno;
-    out.reset();
-    DSLIDE_CHECK(ok, cfg.out, ": write failed: ", std::strerror(err));
-    std::error_code ec;
-    std::filesystem::rename(tmp, cfg.out, ec);
-    DSLIDE_CHECK(!ec, "cannot rename ", tmp, " to ", cfg.out, ": ", ec.message());
-    cleanup.done = true;
-  }
+  // Bad input or a full disk before the end leaves no partial output behind.
+  WriteAtomically(cfg.out, [&](const std::string& tmp) {
+    std::unique_ptr<FILE, int (*)(FILE*)> out(std::fopen(tmp.c_str(), "w"), &std::fclose);
+    DSLIDE_CHECK(out != nullptr, "option --out: cannot write ", tmp, ": ", std::strerror(errno));
+    score_all(out.get());
+    CloseWritten(&out, cfg.out);
+  });
   return row;
 }
 
