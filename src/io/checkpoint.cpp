@@ -318,18 +318,16 @@ std::string LatestCheckpoint(const std::string& dir) {
   return all.empty() ? "" : all.back();
 }
 
-std::string ResolveCheckpoint(const std::string& path, const char* option) {
-  const std::string folder = fs::exists(path + "/meta.h5") ? path : LatestCheckpoint(path);
-  DSLIDE_CHECK(!folder.empty(), "option ", option, ": no complete checkpoint in ", path);
-  return folder;
-}
-
 std::vector<std::string> ResumeCandidates(const std::string& path, const char* option) {
   if (fs::exists(path + "/meta.h5")) return {path};
   std::vector<std::string> all = Complete(path);
   DSLIDE_CHECK(!all.empty(), "option ", option, ": no complete checkpoint in ", path);
   std::reverse(all.begin(), all.end());
   return all;
+}
+
+std::string ResolveCheckpoint(const std::string& path, const char* option) {
+  return ResumeCandidates(path, option).front();
 }
 
 void CheckWritableDir(const std::string& dir, int64_t bytes, const char* option) {

@@ -232,8 +232,13 @@ void Trainer::WriteCheckpoint(const std::string& folder, int64_t epoch, int64_t 
     std::filesystem::create_directories(tmp, ec);
     DSLIDE_CHECK(!ec, "cannot create the checkpoint folder ", tmp, " (", ec.message(), ")");
   });
-  int64_t ok = failed.empty() ? 1 : 0;
-  comm_->Allreduce(&ok, 1, ReduceOp::kMin, Traffic::kControl);
+  // Collective: true when no rank has failed so far.
+  auto agree = [&] {
+    int64_t ok = failed.empty() ? 1 : 0;
+    comm_->Allreduce(&ok, 1, ReduceOp::kMin, Traffic::kControl);
+    return ok == 1;
+  };
+  bool ok = agree();
   // Data parallelism: the replicas are identical, rank 0 writes the one shard.
   if (ok && strategy_->WritesShard(comm_->rank())) {
     attempt([&] {
@@ -251,8 +256,7 @@ void Trainer::WriteCheckpoint(const std::string& folder, int64_t epoch, int64_t 
     });
   }
   if (ok && comm_->rank() == 0) attempt([&] { WriteMeta(tmp, MetaNow(epoch, pos)); });
-  ok = failed.empty() ? 1 : 0;
-  comm_->Allreduce(&ok, 1, ReduceOp::kMin, Traffic::kControl);  // every shard is written
+  ok = agree();  // every shard is written
   if (ok && comm_->rank() == 0) {
     attempt([&] {
       std::error_code ec;
@@ -261,9 +265,7 @@ void Trainer::WriteCheckpoint(const std::string& folder, int64_t epoch, int64_t 
       DSLIDE_CHECK(!ec, "cannot rename ", tmp, " to ", folder, " (", ec.message(), ")");
     });
   }
-  ok = failed.empty() ? 1 : 0;
-  comm_->Allreduce(&ok, 1, ReduceOp::kMin, Traffic::kControl);
-  if (ok) return;
+  if (agree()) return;
   if (!failed.empty() && comm_->size() > 1) {  // rank 0's message says it with one rank
     std::fprintf(stderr, "[rank %d] dslide error: %s\n", comm_->rank(), failed.c_str());
     std::fflush(stderr);
@@ -274,23 +276,31 @@ void Trainer::WriteCheckpoint(const std::string& folder, int64_t epoch, int64_t 
   }
   const std::string parent = std::filesystem::path(folder).parent_path().string();
   const std::string newest = LatestCheckpoint(parent);
-  throw Stop(1, detail::Concat("the checkpoint of iteration ", iter_, " could not be written (", failed.empty()
-                                                                                          ? "see the rank's error above"
-                                                                                          : failed,
-                       "); its partial folder was removed and the checkpoints written before are kept",
-                       newest.empty() ? std::string(" (none)") : " (newest: " + newest + ")"));
+  const std::string reason = failed.empty() ? "see the rank's error above" : failed;
+  throw Stop(1, detail::Concat("the checkpoint of iteration ", iter_, " could not be written (", reason,
+                               "); its partial folder was removed and the checkpoints written before are kept",
+                               newest.empty() ? std::string(" (none)") : " (newest: " + newest + ")"));
 }
 
 CheckpointMeta Trainer::MetaNow(int64_t epoch, int64_t pos) const {
   return MetaOf(spec_, cfg_, model_comm_->size(), iter_, epoch, pos, best_iter_, best_p1_);
 }
 
-CheckpointMeta Trainer::ResumeNewestIntact() {
+namespace {
+
+/// Collective: the smallest and largest of `v` over the ranks, in one all-reduce.
+std::pair<int64_t, int64_t> RangeOverRanks(Communicator* comm, int64_t v) {
+  int64_t m[2] = {v, -v};
+  comm->Allreduce(m, 2, ReduceOp::kMin, Traffic::kControl);
+  return {m[0], -m[1]};
+}
+
+}  // namespace
+
+CheckpointMeta Trainer::ResumeNewestIntact(std::string* loaded) {
   const std::vector<std::string> candidates = ResumeCandidates(cfg_.resume_dir, "--resume");
   // Every rank must see the same checkpoints (a folder shared by all ranks).
-  int64_t lo = static_cast<int64_t>(candidates.size()), hi = lo;
-  comm_->Allreduce(&lo, 1, ReduceOp::kMin, Traffic::kControl);
-  comm_->Allreduce(&hi, 1, ReduceOp::kMax, Traffic::kControl);
+  const auto [lo, hi] = RangeOverRanks(comm_, static_cast<int64_t>(candidates.size()));
   DSLIDE_CHECK(lo == hi, "option --resume: the ranks see different checkpoints in ", cfg_.resume_dir, " (", lo,
                " to ", hi, "); it must be one folder shared by every rank");
   for (const std::string& folder : candidates) {
@@ -304,11 +314,10 @@ CheckpointMeta Trainer::ResumeNewestIntact() {
     int64_t ok = damage.empty() ? 1 : 0;
     comm_->Allreduce(&ok, 1, ReduceOp::kMin, Traffic::kControl);
     if (ok) {
-      int64_t first = m.iter, last = m.iter;
-      comm_->Allreduce(&first, 1, ReduceOp::kMin, Traffic::kControl);
-      comm_->Allreduce(&last, 1, ReduceOp::kMax, Traffic::kControl);
+      const auto [first, last] = RangeOverRanks(comm_, m.iter);
       DSLIDE_CHECK(first == last, "option --resume: the ranks loaded checkpoints of iterations ", first, " and ",
                    last, " from ", cfg_.resume_dir, "; it must be one folder shared by every rank");
+      *loaded = folder;
       return m;
     }
     if (!damage.empty()) {

@@ -107,8 +107,8 @@ class Trainer {
   /// The checkpoint metadata of the current state at data position (epoch, pos).
   CheckpointMeta MetaNow(int64_t epoch, int64_t pos) const;
   /// Restores the newest intact checkpoint of --resume (skipping damaged ones with a
-  /// warning, agreed by every rank); returns its metadata.
-  CheckpointMeta ResumeNewestIntact();
+  /// warning, agreed by every rank); returns its metadata, and its folder in `folder`.
+  CheckpointMeta ResumeNewestIntact(std::string* folder);
   /// About how many bytes one checkpoint of this rank's shard takes.
   int64_t CheckpointBytes() const;
 

@@ -160,12 +160,10 @@ EvalResult Trainer::Run(const Dataset& train, const Dataset* valid, const Datase
   std::string resumed_from;
   if (!cfg_.resume_dir.empty()) {
     const auto t_load = Clock::now();
-    const CheckpointMeta m = ResumeNewestIntact();
+    const CheckpointMeta m = ResumeNewestIntact(&resumed_from);
     double load_s = Seconds(t_load);
     comm_->Allreduce(&load_s, 1, ReduceOp::kMax, Traffic::kControl);
-    const std::string folder = CheckpointFolder(cfg_.resume_dir, m.iter);
-    resumed_from = std::filesystem::exists(cfg_.resume_dir + "/meta.h5") ? cfg_.resume_dir : folder;
-    DSLIDE_CHECK(m.pos <= N, folder, ": data position ", m.pos, " is beyond the ", N,
+    DSLIDE_CHECK(m.pos <= N, resumed_from, ": data position ", m.pos, " is beyond the ", N,
                  " training points (a different --train file?)");
     epoch = m.epoch;
     pos = m.pos;
@@ -281,10 +279,12 @@ EvalResult Trainer::Run(const Dataset& train, const Dataset* valid, const Datase
     base(o);
     metrics.Write(o);
   };
-  // A checkpoint of this iteration, its size and time on the progress output and in --metrics.
+  // A checkpoint of this iteration (remembered in saved_iter), its size and time on the
+  // progress output and in --metrics.
   auto save = [&]() {
     const auto t0 = Clock::now();
     SaveCheckpoint(cfg_.checkpoint_dir, epoch, pos, cfg_.keep_checkpoints);
+    saved_iter = iter_;
     double seconds = Seconds(t0);
     comm_->Allreduce(&seconds, 1, ReduceOp::kMax, Traffic::kControl);
     if (!root) return;
@@ -367,10 +367,7 @@ EvalResult Trainer::Run(const Dataset& train, const Dataset* valid, const Datase
     }
     // Evaluation first, so that a checkpoint of this iteration records its selection.
     if (eval_every > 0 && iter_ % eval_every == 0 && iter_ < total) evaluate();
-    if (cfg_.checkpoint_every > 0 && iter_ % cfg_.checkpoint_every == 0) {
-      save();
-      saved_iter = iter_;
-    }
+    if (cfg_.checkpoint_every > 0 && iter_ % cfg_.checkpoint_every == 0) save();
     // A stop signal on any rank (agreed above) stops every rank after this step; one rank
     // alone also sees a signal that came during the evaluation or checkpoint.
     const int64_t sig = comm_->size() > 1 ? flags[0] : StopSignal();
@@ -378,16 +375,13 @@ EvalResult Trainer::Run(const Dataset& train, const Dataset* valid, const Datase
       std::string where;
       if (!cfg_.checkpoint_dir.empty()) {
         if (saved_iter != iter_) save();
-        saved_iter = iter_;
         where = CheckpointFolder(cfg_.checkpoint_dir, iter_);
       }
       const std::string text =
-          where.empty()
-              ? detail::Concat("stopped by ", SignalName(static_cast<int>(sig)), " at iteration ", iter_, " of ",
-                               total, "; nothing was saved (no --checkpoint-dir)")
-              : detail::Concat("stopped by ", SignalName(static_cast<int>(sig)), " at iteration ", iter_, " of ",
-                               total, "; checkpoint written to ", where, ": continue with --resume ",
-                               cfg_.checkpoint_dir);
+          detail::Concat("stopped by ", SignalName(static_cast<int>(sig)), " at iteration ", iter_, " of ", total,
+                         where.empty() ? "; nothing was saved (no --checkpoint-dir)"
+                                       : "; checkpoint written to " + where + ": continue with --resume " +
+                                             cfg_.checkpoint_dir);
       stop_line("stopped", text, where);
       throw Stop(kExitStopped, text);
     }
