@@ -11,6 +11,7 @@ gradient as it does for any PyTorch model. One thread per rank.
 
   mpirun -np P python horovod_peer.py TRAIN.txt TEST.txt [--iterations 5] [--batch 256]
       [--fp16] [--fusion-threshold-mb MB] [--eval-every N] [--eval-points 500]
+      [--time-limit S]
   python horovod_peer.py TRAIN.txt TEST.txt --no-horovod ...   (one process, plain Adam)
 
 --fusion-threshold-mb sets HOROVOD_FUSION_THRESHOLD before hvd.init() (Horovod's default is
@@ -86,6 +87,9 @@ def main():
     ap.add_argument("--eps", type=float, default=1e-8)
     ap.add_argument("--eval-every", type=int, default=0, help="0: only at the end")
     ap.add_argument("--eval-points", type=int, default=500, help="first N test points (0: all)")
+    ap.add_argument("--time-limit", type=float, default=0,
+                    help="stop after this many seconds of training (rank 0's clock, evaluations "
+                         "excluded) or --iterations, whichever comes first (0: no limit)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--fp16", action="store_true", help="hvd.Compression.fp16 on the wire")
@@ -213,15 +217,24 @@ def main():
         step_s.append(dt)
         train_s += dt
         losses.append(float(loss))
-        if (a.eval_every > 0 and it % a.eval_every == 0) or it == a.iterations:
+        last = it == a.iterations
+        if a.time_limit > 0:
+            # Rank 0's clock decides for every rank (one 1-element broadcast per step).
+            flag = torch.tensor([1.0 if train_s >= a.time_limit else 0.0])
+            if hvd is not None:
+                flag = hvd.broadcast(flag, root_rank=0, name="time_limit")
+            last = last or float(flag[0]) > 0
+        if (a.eval_every > 0 and it % a.eval_every == 0) or last:
             if rank == 0:
                 p1, _ = evaluate()
                 curve.append([it, round(p1, 6), round(train_s, 3)])
+        if last:
+            break
     tx1 = tx_bytes()
 
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
     mean_loss = sum(losses) / len(losses)
-    tx_iter = (tx1 - tx0) / a.iterations if tx0 is not None and tx1 is not None else -1.0
+    tx_iter = (tx1 - tx0) / len(step_s) if tx0 is not None and tx1 is not None else -1.0
     if hvd is not None:
         g = hvd.allgather(torch.tensor([[rss_mb, float(tx_iter), losses[-1]]], dtype=torch.float64),
                           name="report")
@@ -238,7 +251,7 @@ def main():
     res = {
         "engine": "horovod" if hvd is not None else "pytorch",
         "strategy": a.label or ("horovod" if hvd is not None else "pytorch"),
-        "data": a.train, "iterations": a.iterations, "batch": a.batch,
+        "data": a.train, "iterations": len(step_s), "batch": a.batch,
         "batch_per_rank": hi - lo, "hidden": a.hidden, "lr": a.lr, "ranks": size,
         "threads": torch.get_num_threads(), "parameters": n_params,
         "fp16": bool(a.fp16),

@@ -35,4 +35,16 @@ assert r["s_per_iter_median"] > 0 and r["loss_last"] > 0, r
 assert r["p_at_1_by_iter"] and r["p_at_1_by_iter"][-1][0] == 3, r["p_at_1_by_iter"]
 assert 0 <= r["p_at_1"] <= 1, r["p_at_1"]
 PY
+# --time-limit stops the loop on the clock, evaluates there and reports the steps it ran.
+"$py" "$here/launch/horovod_peer.py" "$work/syn.train.txt" "$work/syn.test.txt" --no-horovod \
+  --iterations 100000 --time-limit 0.3 --eval-every 50 --batch 64 --eval-points 50 \
+  > "$work/limit.txt" 2>&1 || fail "horovod_peer.py --time-limit exited $?"
+"$py" - "$(grep '^{' "$work/limit.txt" | tail -1)" <<'PY' || fail "bad --time-limit run: $(tail -3 "$work/limit.txt")"
+import json, sys
+r = json.loads(sys.argv[1])
+n, curve = r["iterations"], r["p_at_1_by_iter"]
+assert 1 <= n < 100000 and len(r["s_by_iter"]) == n, (n, len(r["s_by_iter"]))
+assert curve[-1][0] == n and curve[-1][2] >= 0.3, curve[-1]
+assert all(c[0] % 50 == 0 for c in curve[:-1]), curve
+PY
 echo "ok: horovod_peer.py --no-horovod with $py ($(sed 's/.*"torch":"\([^"]*\)".*/torch \1/' <<< "$json"))"

@@ -215,12 +215,17 @@ int Bench(int argc, const char* const* argv, Communicator* comm) {
   double eval_s = 0;
   for (const auto& e : trainer.evals()) eval_s += e.second.seconds;
   const double wall = Seconds(t_train) - eval_s;
-  std::string curve = "[";
-  for (const auto& e : trainer.evals())
-    curve += (curve.size() > 1 ? ",[" : "[") + std::to_string(e.first) + "," +
-             std::to_string(e.second.At(1)) + "]";
-  curve += "]";
   const auto& ms = trainer.step_ms();
+  // [iteration, P@1, training seconds so far (the steps' own times, evaluations excluded)].
+  std::string curve = "[";
+  for (const auto& e : trainer.evals()) {
+    const size_t n = std::min(ms.size(), static_cast<size_t>(std::max<int64_t>(e.first, 0)));
+    double train_s = 0;
+    for (size_t i = 0; i < n; ++i) train_s += ms[i] / 1e3;
+    curve += (curve.size() > 1 ? ",[" : "[") + std::to_string(e.first) + "," +
+             std::to_string(e.second.At(1)) + "," + std::to_string(train_s) + "]";
+  }
+  curve += "]";
   const PhaseTimes& ph = trainer.phases();
   const double iters = static_cast<double>(ms.size());
   double mean = 0;
