@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Installs what dslide needs to build on Debian bookworm (skips what is already there).
+# Installs what dslide needs to build on Debian bookworm (skips what is already there);
+# with --test also what the tests use beyond the build (clang-format for the format check).
 set -euo pipefail
 pkgs=(build-essential cmake libopenmpi-dev openmpi-bin libboost-program-options-dev
       libhdf5-dev zlib1g-dev libgtest-dev)
+[[ ${1:-} == --test ]] && pkgs+=(clang-format)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

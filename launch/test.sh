@@ -4,7 +4,7 @@
 # FUZZ_SECONDS each (default 60).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash launch/install-deps.sh
+bash launch/install-deps.sh --test
 bash launch/build.sh
 cd build
 ctest --output-on-failure -j "$(nproc)"

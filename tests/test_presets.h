@@ -77,8 +77,10 @@ inline double MaxLayerDiff(const LayerBackend& a, const LayerBackend& b, int l) 
   EXPECT_EQ(wa.size(), wb.size()) << "layer " << l;
   EXPECT_EQ(ba.size(), bb.size()) << "layer " << l;
   double d = 0;
-  for (size_t i = 0; i < std::min(wa.size(), wb.size()); ++i) d = std::max(d, std::abs(double(wa[i]) - wb[i]));
-  for (size_t i = 0; i < std::min(ba.size(), bb.size()); ++i) d = std::max(d, std::abs(double(ba[i]) - bb[i]));
+  for (size_t i = 0; i < std::min(wa.size(), wb.size()); ++i)
+    d = std::max(d, std::abs(double(wa[i]) - wb[i]));
+  for (size_t i = 0; i < std::min(ba.size(), bb.size()); ++i)
+    d = std::max(d, std::abs(double(ba[i]) - bb[i]));
   return d;
 }
 

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 
 #include "auto_settings.h"
@@ -11,6 +12,7 @@
 #include "error.h"
 #include "metrics.h"
 #include "parallel.h"
+#include "peers.h"
 #include "predict.h"
 #include "stop_signal.h"
 #include "synthetic.h"
@@ -29,7 +31,7 @@ double Seconds(std::chrono::steady_clock::time_point t) {
 double Percentile(std::vector<double> v, double q) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
-  return v[static_cast<size_t>(q * (v.size() - 1) + 0.5)];
+  return v[static_cast<size_t>(std::llround(q * static_cast<double>(v.size() - 1)))];
 }
 
 }  // namespace
@@ -47,14 +49,15 @@ int Gen(int argc, const char* const* argv, Communicator* comm) {
   const Dataset test = GenerateSynthetic(cfg, cfg.points, cfg.test_points);
   WriteXc(train, cfg.out + ".train.txt");
   WriteXc(test, cfg.out + ".test.txt");
-  std::printf("wrote %s.train.txt (%lld points) and %s.test.txt (%lld points): %lld features, "
-              "%lld labels, %.1f non-zeros and %.2f labels per point; most-popular-label P@1 "
-              "on test %.4f (%.1fs)\n",
-              cfg.out.c_str(), (long long)train.size(), cfg.out.c_str(), (long long)test.size(),
-              (long long)cfg.features, (long long)cfg.labels,
-              static_cast<double>(train.feat_ids.size()) / train.size(),
-              static_cast<double>(train.labels.size()) / train.size(), MostPopularLabelP1(train, test),
-              Seconds(t0));
+  std::printf(
+      "wrote %s.train.txt (%lld points) and %s.test.txt (%lld points): %lld features, "
+      "%lld labels, %.1f non-zeros and %.2f labels per point; most-popular-label P@1 "
+      "on test %.4f (%.1fs)\n",
+      cfg.out.c_str(), (long long)train.size(), cfg.out.c_str(), (long long)test.size(),
+      (long long)cfg.features, (long long)cfg.labels,
+      static_cast<double>(train.feat_ids.size()) / train.size(),
+      static_cast<double>(train.labels.size()) / train.size(), MostPopularLabelP1(train, test),
+      Seconds(t0));
   return 0;
 }
 
@@ -126,7 +129,8 @@ int Export(int argc, const char* const* argv, Communicator* comm) {
   if (!Root(comm)) return 0;
   const std::string folder = ResolveCheckpoint(cfg.model_dir, "--model");
   const int64_t params = ExportModel(folder, cfg.out);
-  std::printf("export: %s -> %s (%lld parameters)\n", folder.c_str(), cfg.out.c_str(), (long long)params);
+  std::printf("export: %s -> %s (%lld parameters)\n", folder.c_str(), cfg.out.c_str(),
+              (long long)params);
   return 0;
 }
 
@@ -153,10 +157,11 @@ int Convert(int argc, const char* const* argv, Communicator* comm) {
     bin_s = std::min(bin_s, Seconds(t0));
   }
   DSLIDE_CHECK(bin == text, cfg.out, ": read back differs from ", cfg.in);
-  std::printf("convert: %s -> %s | %lld points | text read %.3f s, binary load %.3f s (best of 3): "
-              "%.1fx faster\n",
-              cfg.in.c_str(), cfg.out.c_str(), (long long)text.size(), text_s, bin_s,
-              text_s / std::max(bin_s, 1e-9));
+  std::printf(
+      "convert: %s -> %s | %lld points | text read %.3f s, binary load %.3f s (best of 3): "
+      "%.1fx faster\n",
+      cfg.in.c_str(), cfg.out.c_str(), (long long)text.size(), text_s, bin_s,
+      text_s / std::max(bin_s, 1e-9));
   return 0;
 }
 
@@ -188,7 +193,8 @@ int Bench(int argc, const char* const* argv, Communicator* comm) {
     gen.nnz = cfg.nnz;
     gen.seed = cfg.train.seed;
     gen.ResolveShape();
-    gen.test_points = std::min<int64_t>(gen.test_points, std::max<int64_t>(cfg.train.eval_points, 1));
+    gen.test_points =
+        std::min<int64_t>(gen.test_points, std::max<int64_t>(cfg.train.eval_points, 1));
     gen.out = "(memory)";
     gen.Validate();
     train = GenerateSynthetic(gen, 0, gen.points);
@@ -198,15 +204,16 @@ int Bench(int argc, const char* const* argv, Communicator* comm) {
   baseline = MostPopularLabelP1(train, test, cfg.train.eval_points);
   const std::string data_name = files ? cfg.train.train_file : cfg.shape;
   if (Root(comm)) {
-    std::printf("bench: %s %s: %lld train / %lld test points in %.1fs; "
-                "most-popular-label P@1 %.4f\n",
-                files ? "read" : "generated shape", data_name.c_str(), (long long)train.size(),
-                (long long)test.size(), load_s, baseline);
+    std::printf(
+        "bench: %s %s: %lld train / %lld test points in %.1fs; "
+        "most-popular-label P@1 %.4f\n",
+        files ? "read" : "generated shape", data_name.c_str(), (long long)train.size(),
+        (long long)test.size(), load_s, baseline);
     std::fflush(stdout);
   }
   TrainConfig tc = cfg.train;
-  Trainer trainer(tc, comm, MakeBackend(tc.device, comm->rank(), tc.gpus_per_node), train.num_features,
-                  train.num_labels);
+  Trainer trainer(tc, comm, MakeBackend(tc.device, comm->rank(), tc.gpus_per_node),
+                  train.num_features, train.num_labels);
   const double init_rss = PeakRssMb();
   const EvalResult before = trainer.Evaluate(test, tc.eval_points, tc.eval_sampled);
   comm->ResetStats();
@@ -236,29 +243,37 @@ int Bench(int argc, const char* const* argv, Communicator* comm) {
   const TrafficStats tot = comm->Total();
   const int64_t eval_bytes = comm->Stats(Traffic::kEval).bytes;
   if (Root(comm)) {
-    // Figures measured for the alternatives on the Amazon-670K shape (2 threads, batch 256;
-    // printed only for that shape).
-    constexpr double kSlideRefMs = 2020, kPytorchDenseMs = 1540;
-    constexpr double kSlideRefRssMb = 18.9 * 1024, kPytorchDenseRssMb = 6.0 * 1024;
     const TrainConfig& rc = trainer.config();  // "auto" resolved
     const LayerSpec& out_layer = trainer.spec().layers.back();
     const LayerSlots slots = OutputSlots(trainer.spec(), rc.min_negatives, train);
     JsonObject phase;
-    phase.Add("query", ph.query * 1e3 / iters).Add("forward", ph.forward * 1e3 / iters)
-        .Add("backward", ph.backward * 1e3 / iters).Add("update", ph.update * 1e3 / iters)
+    phase.Add("query", ph.query * 1e3 / iters)
+        .Add("forward", ph.forward * 1e3 / iters)
+        .Add("backward", ph.backward * 1e3 / iters)
+        .Add("update", ph.update * 1e3 / iters)
         .Add("backward_update", ph.backward_update * 1e3 / iters)
-        .Add("rebuild", ph.rebuild * 1e3 / iters).Add("comm", ph.comm * 1e3 / iters);
+        .Add("rebuild", ph.rebuild * 1e3 / iters)
+        .Add("comm", ph.comm * 1e3 / iters);
     JsonObject o;
-    o.Add("shape", files ? std::string("(file)") : cfg.shape).Add("data", data_name)
-        .Add("iterations", static_cast<int64_t>(iters)).Add("batch", tc.batch)
-        .Add("hidden", tc.hidden[0]).Add("sparsity", out_layer.sparsity)
+    o.Add("shape", files ? std::string("(file)") : cfg.shape)
+        .Add("data", data_name)
+        .Add("iterations", static_cast<int64_t>(iters))
+        .Add("batch", tc.batch)
+        .Add("hidden", tc.hidden[0])
+        .Add("sparsity", out_layer.sparsity)
         .Add("budget", ModelSpec::Budget(out_layer.sparsity, out_layer.out_dim))
         .Add("min_negatives", out_layer.dense() ? int64_t{0} : rc.min_negatives)
         .Add("mean_negatives", slots.mean_negatives)
-        .Add("hash", ToString(rc.lsh.family)).Add("K", rc.lsh.k).Add("L", rc.lsh.l)
-        .Add("query", ToString(rc.lsh.query)).Add("lsh_share", rc.lsh.lsh_share).Add("lr", tc.lr)
-        .Add("ms_per_iter", Median(ms)).Add("ms_per_iter_p10", Percentile(ms, 0.1))
-        .Add("ms_per_iter_p90", Percentile(ms, 0.9)).Add("ms_per_iter_max", Percentile(ms, 1.0))
+        .Add("hash", ToString(rc.lsh.family))
+        .Add("K", rc.lsh.k)
+        .Add("L", rc.lsh.l)
+        .Add("query", ToString(rc.lsh.query))
+        .Add("lsh_share", rc.lsh.lsh_share)
+        .Add("lr", tc.lr)
+        .Add("ms_per_iter", Median(ms))
+        .Add("ms_per_iter_p10", Percentile(ms, 0.1))
+        .Add("ms_per_iter_p90", Percentile(ms, 0.9))
+        .Add("ms_per_iter_max", Percentile(ms, 1.0))
         .Add("ms_per_iter_mean", mean)
         .Add("samples_per_s", iters * tc.batch / wall)
         .AddRaw("phase_ms", phase.str())
@@ -267,21 +282,30 @@ int Bench(int argc, const char* const* argv, Communicator* comm) {
         // A Horovod-style step all-reduces one fp32 gradient per parameter.
         .Add("dense_allreduce_bytes", 4.0 * static_cast<double>(trainer.spec().NumParameters()))
         .Add("comm_ms_per_iter", (tot.seconds - comm->Stats(Traffic::kEval).seconds) * 1e3 / iters)
-        .Add("peak_rss_mb", rss).Add("rss_after_init_mb", init_rss)
+        .Add("peak_rss_mb", rss)
+        .Add("rss_after_init_mb", init_rss)
         .Add("state_mb", static_cast<double>(trainer.backend().StateBytes()) / (1 << 20))
-        .Add("p_at_1_start", before.At(1)).Add("p_at_1", after.At(1)).Add("p_at_3", after.At(3))
-        .Add("p_at_5", after.At(5)).AddRaw("p_at_1_by_iter", curve).Add("eval_points", after.points)
+        .Add("p_at_1_start", before.At(1))
+        .Add("p_at_1", after.At(1))
+        .Add("p_at_3", after.At(3))
+        .Add("p_at_5", after.At(5))
+        .AddRaw("p_at_1_by_iter", curve)
+        .Add("eval_points", after.points)
         .Add("most_popular_label_p_at_1", baseline)
         .Add("p_at_1_over_baseline", baseline > 0 ? after.At(1) / baseline : 0.0)
-        .Add("ranks", comm->size()).Add("threads", NumThreads()).Add("device", ToString(tc.device))
+        .Add("ranks", comm->size())
+        .Add("threads", NumThreads())
+        .Add("device", ToString(tc.device))
         .Add("strategy", ToString(tc.strategy));
-    if (!files && cfg.shape == "amazon-670k") {
-      o.Add("slide_ref_ms_per_iter", kSlideRefMs).Add("pytorch_dense_ms_per_iter", kPytorchDenseMs)
-          .Add("speedup_vs_slide_ref", kSlideRefMs / mean)
-          .Add("speedup_vs_pytorch_dense", kPytorchDenseMs / mean)
-          .Add("slide_ref_peak_rss_mb", kSlideRefRssMb)
-          .Add("pytorch_dense_peak_rss_mb", kPytorchDenseRssMb)
-          .Add("memory_vs_slide_ref", kSlideRefRssMb / rss);
+    // The peers' figures for this shape (bench/peers.tsv) and the ratios to them, where
+    // --features and --labels left the shape's sizes as they are.
+    if (!files && cfg.features == 0 && cfg.labels == 0) {
+      for (const PeerFigure& p : PeerFiguresOf(cfg.shape)) {
+        o.Add(p.key, p.value);
+        if (p.key == "slide_ref_ms_per_iter") o.Add("speedup_vs_slide_ref", p.value / mean);
+        if (p.key == "pytorch_dense_ms_per_iter") o.Add("speedup_vs_pytorch_dense", p.value / mean);
+        if (p.key == "slide_ref_peak_rss_mb") o.Add("memory_vs_slide_ref", p.value / rss);
+      }
     }
     std::printf("%s\n", o.str().c_str());
     std::fflush(stdout);

@@ -8,8 +8,8 @@
 #include <string>
 
 #include "commands.h"
-#include "mpi_communicator.h"
 #include "error.h"
+#include "mpi_communicator.h"
 
 namespace {
 
@@ -49,14 +49,23 @@ int main(int argc, char** argv) {
     const char* const* sub = argv + 1;
     const int nsub = argc - 1;
     int rc;
-    if (cmd == "gen") rc = app::Gen(nsub, sub, comm.get());
-    else if (cmd == "train") rc = app::Train(nsub, sub, comm.get());
-    else if (cmd == "eval") rc = app::Eval(nsub, sub, comm.get());
-    else if (cmd == "predict") rc = app::Predict(nsub, sub, comm.get());
-    else if (cmd == "bench") rc = app::Bench(nsub, sub, comm.get());
-    else if (cmd == "export") rc = app::Export(nsub, sub, comm.get());
-    else if (cmd == "convert") rc = app::Convert(nsub, sub, comm.get());
-    else throw Error("unknown command '" + cmd + "' (expected gen, train, eval, predict, bench, export or convert)");
+    if (cmd == "gen")
+      rc = app::Gen(nsub, sub, comm.get());
+    else if (cmd == "train")
+      rc = app::Train(nsub, sub, comm.get());
+    else if (cmd == "eval")
+      rc = app::Eval(nsub, sub, comm.get());
+    else if (cmd == "predict")
+      rc = app::Predict(nsub, sub, comm.get());
+    else if (cmd == "bench")
+      rc = app::Bench(nsub, sub, comm.get());
+    else if (cmd == "export")
+      rc = app::Export(nsub, sub, comm.get());
+    else if (cmd == "convert")
+      rc = app::Convert(nsub, sub, comm.get());
+    else
+      throw Error("unknown command '" + cmd +
+                  "' (expected gen, train, eval, predict, bench, export or convert)");
     comm.reset();
     if (mpi) mpi->Finalize();
     return rc;

@@ -1,7 +1,7 @@
 // The one place that knows which backends were built (CUDA or not).
 #include "cpu_backend.h"
-#include "error.h"
 #include "device_choice.h"
+#include "error.h"
 #include "layer_backend.h"
 #ifdef DSLIDE_WITH_CUDA
 #include "gpu_backend.h"

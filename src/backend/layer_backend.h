@@ -79,14 +79,15 @@ class StepOps {
   /// all local neurons for a dense layer; else LSH candidates queried with the sample's
   /// layer input, made exactly the per-rank budget (labels it owns first when `labels` is
   /// given). `iter` seeds the per-sample random streams.
-  virtual void SelectActive(int layer, const BatchRows& in, const BatchLabels* labels,
-                            int64_t iter, BatchRows* out) = 0;
+  virtual void SelectActive(int layer, const BatchRows& in, const BatchLabels* labels, int64_t iter,
+                            BatchRows* out) = 0;
   /// Computes out->vals for the active ids already in `out`: ReLU(Wx+b) for hidden layers,
   /// the logits Wx+b for the output layer.
   virtual void Forward(int layer, const BatchRows& in, BatchRows* out) = 0;
   /// Records the weight and bias gradients of the active neurons from `delta` (aligned
-  /// with the forward output; one Backward per layer between Updates), and, when in_grad is not null, adds this shard's partial
-  /// gradient w.r.t. the layer input into in_grad->vals (aligned with `in`).
+  /// with the forward output; one Backward per layer between Updates), and, when in_grad is not
+  /// null, adds this shard's partial gradient w.r.t. the layer input into in_grad->vals (aligned
+  /// with `in`).
   virtual void Backward(int layer, const BatchRows& in, const BatchRows& delta,
                         BatchRows* in_grad) = 0;
   /// Adam on the rows the batch touched (or every row with dense Adam); clears gradients.

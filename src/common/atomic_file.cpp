@@ -1,14 +1,15 @@
 #include "atomic_file.h"
 
+#include <unistd.h>
 #include <cerrno>
 #include <cstring>
-#include <unistd.h>
 
 #include "error.h"
 
 namespace dslide {
 
-void WriteAtomically(const std::string& path, const std::function<void(const std::string&)>& write) {
+void WriteAtomically(const std::string& path,
+                     const std::function<void(const std::string&)>& write) {
   const std::string tmp = path + ".tmp";
   try {
     write(tmp);

@@ -10,7 +10,8 @@ namespace dslide {
 
 /// write(TMP) into PATH.tmp, renamed to PATH when it returns: a failed write never leaves a
 /// partial PATH (nor replaces an existing one), and its temporary file is removed.
-void WriteAtomically(const std::string& path, const std::function<void(const std::string& tmp)>& write);
+void WriteAtomically(const std::string& path,
+                     const std::function<void(const std::string& tmp)>& write);
 
 /// Flushes and closes f, throwing dslide::Error (naming `path` and the system's reason)
 /// when the last writes did not reach the file.

@@ -32,8 +32,8 @@ class Checksum {
     }
   }
   uint64_t Final() const {
-    uint64_t h = lanes_[0] ^ (lanes_[1] << 17 | lanes_[1] >> 47) ^ (lanes_[2] << 31 | lanes_[2] >> 33) ^
-                 (lanes_[3] << 47 | lanes_[3] >> 17);
+    uint64_t h = lanes_[0] ^ (lanes_[1] << 17 | lanes_[1] >> 47) ^
+                 (lanes_[2] << 31 | lanes_[2] >> 33) ^ (lanes_[3] << 47 | lanes_[3] >> 17);
     for (size_t i = 0; i < fill_; ++i) h = (h ^ buf_[i]) * kMul;
     return (h ^ (h >> 29)) * kMul;
   }

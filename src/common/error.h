@@ -44,15 +44,15 @@ std::string Concat(const Args&... args) {
 }  // namespace dslide
 
 /// Throws dslide::Error with the concatenated message when cond is false.
-#define DSLIDE_CHECK(cond, ...)                                              \
-  do {                                                                       \
+#define DSLIDE_CHECK(cond, ...)                                                \
+  do {                                                                         \
     if (!(cond)) throw ::dslide::Error(::dslide::detail::Concat(__VA_ARGS__)); \
   } while (0)
 
 /// Internal invariant: prints and aborts when cond is false (a bug, not a user error).
-#define DSLIDE_ASSERT(cond, ...)                                                     \
-  do {                                                                               \
-    if (!(cond))                                                                     \
-      ::dslide::detail::AssertFail(#cond, __FILE__, __LINE__,                        \
+#define DSLIDE_ASSERT(cond, ...)                                                             \
+  do {                                                                                       \
+    if (!(cond))                                                                             \
+      ::dslide::detail::AssertFail(#cond, __FILE__, __LINE__,                                \
                                    ::dslide::detail::Concat("" __VA_OPT__(, ) __VA_ARGS__)); \
   } while (0)

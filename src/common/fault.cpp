@@ -1,11 +1,11 @@
 #include "fault.h"
 
+#include <unistd.h>
 #include <cerrno>
 #include <csignal>
-#include <cstring>
 #include <cstdlib>
+#include <cstring>
 #include <new>
-#include <unistd.h>
 #include <vector>
 
 #include "error.h"
@@ -20,12 +20,18 @@ FaultPlan FaultPlan::FromEnv() {
   const size_t a = v.find(':'), b = a == std::string::npos ? a : v.find(':', a + 1);
   DSLIDE_CHECK(b != std::string::npos, "DSLIDE_FAULT='", v, "': expected KIND:RANK:ITER");
   const std::string kind = v.substr(0, a);
-  if (kind == "throw") p.kind = Kind::kThrow;
-  else if (kind == "oom") p.kind = Kind::kOom;
-  else if (kind == "kill") p.kind = Kind::kKill;
-  else if (kind == "term") p.kind = Kind::kTerm;
-  else if (kind == "enospc") p.kind = Kind::kEnospc;
-  else DSLIDE_CHECK(false, "DSLIDE_FAULT='", v, "': KIND must be throw, oom, kill, term or enospc");
+  if (kind == "throw")
+    p.kind = Kind::kThrow;
+  else if (kind == "oom")
+    p.kind = Kind::kOom;
+  else if (kind == "kill")
+    p.kind = Kind::kKill;
+  else if (kind == "term")
+    p.kind = Kind::kTerm;
+  else if (kind == "enospc")
+    p.kind = Kind::kEnospc;
+  else
+    DSLIDE_CHECK(false, "DSLIDE_FAULT='", v, "': KIND must be throw, oom, kill, term or enospc");
   char* end = nullptr;
   p.rank = static_cast<int>(std::strtol(v.c_str() + a + 1, &end, 10));
   DSLIDE_CHECK(end == v.c_str() + b && p.rank >= 0, "DSLIDE_FAULT='", v, "': bad RANK");
@@ -36,11 +42,13 @@ FaultPlan FaultPlan::FromEnv() {
 
 void FaultPlan::MaybeFailWrite(int rank, int64_t iter, const std::string& file) const {
   if (kind != Kind::kEnospc || rank != this->rank || iter != this->iter) return;
-  throw Error(file + ": cannot write dataset 'w' (" + std::strerror(ENOSPC) + ", injected by DSLIDE_FAULT)");
+  throw Error(file + ": cannot write dataset 'w' (" + std::strerror(ENOSPC) +
+              ", injected by DSLIDE_FAULT)");
 }
 
 void FaultPlan::MaybeFire(int rank, int64_t iter) const {
-  if (kind == Kind::kNone || kind == Kind::kEnospc || rank != this->rank || iter != this->iter) return;
+  if (kind == Kind::kNone || kind == Kind::kEnospc || rank != this->rank || iter != this->iter)
+    return;
   switch (kind) {
     case Kind::kThrow:
       throw Error("injected fault (DSLIDE_FAULT) at iteration " + std::to_string(iter));

@@ -3,6 +3,8 @@
 
 #include <omp.h>
 
+#include <algorithm>
+#include <exception>
 #include <mutex>
 
 namespace dslide {
@@ -13,13 +15,18 @@ void SetNumThreads(int threads) {
 int NumThreads() { return omp_get_max_threads(); }
 int ThreadId() { return omp_get_thread_num(); }
 
-void ParallelFor(int64_t n, const std::function<void(int64_t)>& fn, int64_t chunk) {
+namespace detail {
+
+void ParallelBlocks(int64_t n, int64_t chunk, void* ctx, void (*body)(void*, int64_t, int64_t)) {
+  if (n <= 0) return;
+  chunk = std::max<int64_t>(chunk, 1);
+  const int64_t blocks = (n + chunk - 1) / chunk;
   std::exception_ptr error;
   std::mutex mu;
-#pragma omp parallel for schedule(dynamic, chunk)
-  for (int64_t i = 0; i < n; ++i) {
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int64_t b = 0; b < blocks; ++b) {
     try {
-      fn(i);
+      body(ctx, b * chunk, std::min(n, (b + 1) * chunk));
     } catch (...) {
       std::lock_guard<std::mutex> lock(mu);
       if (!error) error = std::current_exception();
@@ -27,5 +34,7 @@ void ParallelFor(int64_t n, const std::function<void(int64_t)>& fn, int64_t chun
   }
   if (error) std::rethrow_exception(error);
 }
+
+}  // namespace detail
 
 }  // namespace dslide

@@ -2,8 +2,9 @@
 #pragma once
 
 #include <cstdint>
-#include <exception>
-#include <functional>
+#include <memory>
+#include <type_traits>
+#include <utility>
 
 namespace dslide {
 
@@ -14,9 +15,31 @@ int NumThreads();
 /// Index of the calling thread inside a parallel region (0 outside).
 int ThreadId();
 
-/// Runs fn(i) for i in [0, n) on the OpenMP threads (dynamic schedule, chunks of `chunk`).
-/// An exception thrown by fn stops nothing in flight but is rethrown (the first one) after
-/// the region: no exception leaves an OpenMP region.
-void ParallelFor(int64_t n, const std::function<void(int64_t)>& fn, int64_t chunk = 1);
+namespace detail {
+/// Runs body(ctx, begin, end) over the blocks [b * chunk, min(n, (b + 1) * chunk)) on the
+/// OpenMP threads (dynamic schedule, a block at a time), forwarding the first exception.
+void ParallelBlocks(int64_t n, int64_t chunk, void* ctx, void (*body)(void*, int64_t, int64_t));
+}  // namespace detail
+
+/// Runs fn(i) for i in [0, n) on the OpenMP threads (dynamic schedule, chunks of `chunk`
+/// indices). fn is called directly inside each chunk's loop (no std::function, no
+/// allocation): one indirect call per chunk. An exception thrown by fn skips the rest of its
+/// chunk, stops nothing else in flight, and is rethrown (the first one) after the region: no
+/// exception leaves an OpenMP region.
+template <class Fn>
+void ParallelFor(int64_t n, int64_t chunk, Fn&& fn) {
+  using F = std::remove_reference_t<Fn>;
+  detail::ParallelBlocks(n, chunk, const_cast<void*>(static_cast<const void*>(std::addressof(fn))),
+                         [](void* ctx, int64_t begin, int64_t end) {
+                           F& f = *static_cast<F*>(ctx);
+                           for (int64_t i = begin; i < end; ++i) f(i);
+                         });
+}
+
+/// ParallelFor with chunks of one index.
+template <class Fn>
+void ParallelFor(int64_t n, Fn&& fn) {
+  ParallelFor(n, 1, std::forward<Fn>(fn));
+}
 
 }  // namespace dslide

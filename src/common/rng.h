@@ -19,7 +19,7 @@ DSLIDE_HD inline uint64_t Mix64(uint64_t x) {
 
 /// Derives a seed from a base seed and up to four indices.
 DSLIDE_HD inline uint64_t StreamSeed(uint64_t seed, uint64_t a, uint64_t b = 0, uint64_t c = 0,
-                           uint64_t d = 0) {
+                                     uint64_t d = 0) {
   return Mix64(Mix64(Mix64(Mix64(seed ^ Mix64(a)) ^ b) ^ Mix64(c)) ^ d);
 }
 

@@ -1,9 +1,9 @@
 #include "stop_signal.h"
 
+#include <unistd.h>
 #include <csignal>
 #include <cstring>
 #include <initializer_list>
-#include <unistd.h>
 
 namespace dslide {
 
@@ -22,8 +22,9 @@ extern "C" void OnStopSignal(int sig) {
     _exit(128 + sig);
   }
   g_signal = sig;
-  Write("dslide: stop requested: finishing this step, then writing a checkpoint "
-        "(a second signal exits at once)\n");
+  Write(
+      "dslide: stop requested: finishing this step, then writing a checkpoint "
+      "(a second signal exits at once)\n");
 }
 
 }  // namespace
@@ -43,10 +44,14 @@ void ClearStopSignal() { g_signal = 0; }
 
 const char* SignalName(int sig) {
   switch (sig) {
-    case SIGTERM: return "SIGTERM";
-    case SIGINT: return "SIGINT";
-    case SIGUSR1: return "SIGUSR1";
-    default: return "a signal";
+    case SIGTERM:
+      return "SIGTERM";
+    case SIGINT:
+      return "SIGINT";
+    case SIGUSR1:
+      return "SIGUSR1";
+    default:
+      return "a signal";
   }
 }
 

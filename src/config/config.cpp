@@ -17,20 +17,28 @@ namespace dslide {
 
 const char* ToString(HashFamily v) {
   switch (v) {
-    case HashFamily::kSrp: return "srp";
-    case HashFamily::kWta: return "wta";
-    case HashFamily::kDwta: return "dwta";
-    case HashFamily::kAuto: return "auto";
+    case HashFamily::kSrp:
+      return "srp";
+    case HashFamily::kWta:
+      return "wta";
+    case HashFamily::kDwta:
+      return "dwta";
+    case HashFamily::kAuto:
+      return "auto";
   }
   return "?";
 }
 const char* ToString(InsertPolicy v) { return v == InsertPolicy::kFifo ? "fifo" : "reservoir"; }
 const char* ToString(QueryStrategy v) {
   switch (v) {
-    case QueryStrategy::kVanilla: return "vanilla";
-    case QueryStrategy::kTopK: return "topk";
-    case QueryStrategy::kThreshold: return "threshold";
-    case QueryStrategy::kAuto: return "auto";
+    case QueryStrategy::kVanilla:
+      return "vanilla";
+    case QueryStrategy::kTopK:
+      return "topk";
+    case QueryStrategy::kThreshold:
+      return "threshold";
+    case QueryStrategy::kAuto:
+      return "auto";
   }
   return "?";
 }
@@ -39,9 +47,12 @@ const char* ToString(FillPolicy v) {
 }
 const char* ToString(Strategy v) {
   switch (v) {
-    case Strategy::kSparse: return "sparse";
-    case Strategy::kDenseModelParallel: return "dense-model-parallel";
-    case Strategy::kDataParallel: return "data-parallel";
+    case Strategy::kSparse:
+      return "sparse";
+    case Strategy::kDenseModelParallel:
+      return "dense-model-parallel";
+    case Strategy::kDataParallel:
+      return "data-parallel";
   }
   return "?";
 }
@@ -55,11 +66,11 @@ using detail::Concat;
 // digit or three) is an error at the start rather than an allocation failure or a run that
 // never ends. The help text and the messages state them.
 constexpr int64_t kMaxLayerSize = (int64_t{1} << 24) - 1;  ///< --hidden sizes
-constexpr int64_t kMaxDim = (int64_t{1} << 31) - 1;         ///< features, labels (int32 ids)
-constexpr int64_t kMaxIterations = int64_t{1} << 40;        ///< any count of iterations
-constexpr int64_t kMaxPoints = int64_t{1} << 40;            ///< --eval-points, eval --points
-constexpr int64_t kMaxGenPoints = (int64_t{1} << 31) - 1;   ///< gen/bench --points
-constexpr int64_t kMaxChunk = int64_t{1} << 24;             ///< predict --chunk
+constexpr int64_t kMaxDim = (int64_t{1} << 31) - 1;        ///< features, labels (int32 ids)
+constexpr int64_t kMaxIterations = int64_t{1} << 40;       ///< any count of iterations
+constexpr int64_t kMaxPoints = int64_t{1} << 40;           ///< --eval-points, eval --points
+constexpr int64_t kMaxGenPoints = (int64_t{1} << 31) - 1;  ///< gen/bench --points
+constexpr int64_t kMaxChunk = int64_t{1} << 24;            ///< predict --chunk
 constexpr int kMaxBatch = 1 << 20;
 constexpr int kMaxBucketSize = 1 << 20;
 constexpr int kMaxThreads = 4096;
@@ -190,7 +201,7 @@ bool Parse(int argc, const char* const* argv, const po::options_description& des
            const std::string& usage, po::variables_map* vm, std::string* help) {
   po::options_description all(usage);
   all.add_options()("help,h", "show this help")("config", po::value<std::string>(),
-                                                 "read options from an INI file (key = value)");
+                                                "read options from an INI file (key = value)");
   all.add(desc);
   try {
     // No abbreviations ("--epoch" is not "--epochs"), and every token an option or its value.
@@ -249,7 +260,7 @@ std::string JsonString(const std::string& v) {
   }
   return out + "\"";
 }
-std::string Json(const std::string& v) { return JsonString(v); }
+[[maybe_unused]] std::string Json(const std::string& v) { return JsonString(v); }
 std::string Json(bool v) { return v ? "true" : "false"; }
 template <class T>
 std::string Json(T v) {
@@ -266,32 +277,33 @@ class OptionTable {
   template <class T>
   void Field(const char* name, T* field, const char* help) {
     d_->add_options()(name, Value(field), help);
-    echo_.push_back({name, [field] { return Json(*field); }});
+    echo_.emplace_back(name, [field] { return Json(*field); });
   }
   /// A file or folder name, or a string without default.
   void Path(const char* name, std::string* field, const char* help) {
     d_->add_options()(name, po::value(field), help);
-    echo_.push_back({name, [field] { return JsonString(*field); }});
+    echo_.emplace_back(name, [field] { return JsonString(*field); });
   }
   /// A switch (absent: false).
   void Switch(const char* name, bool* field, const char* help) {
     d_->add_options()(name, po::bool_switch(field), help);
-    echo_.push_back({name, [field] { return Json(*field); }});
+    echo_.emplace_back(name, [field] { return Json(*field); });
   }
   /// An option given as text (a list, an enum, auto or a number) that the command parses
   /// into fields; `shown` gives the text of the fields' value (before parsing: the default).
   /// With `implicit`, the value taken when the option is given without one.
-  void Text(const char* name, std::function<std::string()> shown, const char* help,
+  void Text(const char* name, const std::function<std::string()>& shown, const char* help,
             const char* implicit = nullptr) {
     auto* v = po::value<std::string>()->default_value(shown());
     if (implicit != nullptr) v->implicit_value(implicit);
     d_->add_options()(name, v, help);
-    echo_.push_back({name, [shown] { return JsonString(shown()); }});
+    echo_.emplace_back(name, [shown] { return JsonString(shown()); });
   }
   /// {"name":value,...} of every row, as the bound fields hold them now.
   std::string Echo() const {
     std::string out = "{";
-    for (const auto& [name, value] : echo_) out += (out.size() > 1 ? "," : "") + JsonString(name) + ":" + value();
+    for (const auto& [name, value] : echo_)
+      out += (out.size() > 1 ? "," : "") + JsonString(name) + ":" + value();
     return out + "}";
   }
 
@@ -305,99 +317,95 @@ class OptionTable {
 /// event). A default is the bound field's initialiser (config.h); options given as text
 /// (lists, enums, auto) are parsed by FinishTrain and shown from the fields they fill.
 void AddTrainOptions(OptionTable& t, TrainConfig* c) {
-  t.Path("train", &c->train_file,
-         "training file (XC format, plain or gzip, or .dsb)");
+  t.Path("train", &c->train_file, "training file (XC format, plain or gzip, or .dsb)");
   t.Path("test", &c->test_file,
          "test file, scored once at the end (on the --keep-best model when validating)");
   t.Path("valid", &c->valid_file,
          "validation file: evaluations during training score it and --keep-best selects on it");
   t.Field("valid-fraction", &c->valid_fraction,
           "or hold back this share of the training file for validation (points chosen by --seed)");
-  t.Text("keep-best", [c] { return c->keep_best < 0 ? "auto" : Text(c->keep_best == 1); },
-         "true|false: end with the model of the best validation P@1 (saved as "
-         "CHECKPOINT_DIR/best); auto: true when validating", "true");
-  t.Text("hidden", [c] { return Join(c->hidden); },
-         "hidden layer sizes, comma separated (e.g. 128 or 256,128), each in [1, 2^24)");
-  t.Text("sparsity", [c] { return c->sparsity.empty() ? "auto" : Join(c->sparsity); },
-         "auto: layers narrower than --dense-below are dense, wider ones get a budget and LSH "
-         "settings from their size (printed at the start); or the share of a layer's neurons "
-         "active per sample in (0,1]: one value per layer (hidden..., output), or one value for "
-         "the output layer with dense hidden layers");
+  t.Text(
+      "keep-best", [c] { return c->keep_best < 0 ? "auto" : Text(c->keep_best == 1); },
+      "true|false: end with the model of the best validation P@1 (saved as "
+      "CHECKPOINT_DIR/best); auto: true when validating",
+      "true");
+  t.Text(
+      "hidden", [c] { return Join(c->hidden); },
+      "hidden layer sizes, comma separated (e.g. 128 or 256,128), each in [1, 2^24)");
+  t.Text(
+      "sparsity", [c] { return c->sparsity.empty() ? "auto" : Join(c->sparsity); },
+      "auto: layers narrower than --dense-below are dense, wider ones get a budget and LSH "
+      "settings from their size (printed at the start); or the share of a layer's neurons "
+      "active per sample in (0,1]: one value per layer (hidden..., output), or one value for "
+      "the output layer with dense hidden layers");
   t.Field("dense-below", &c->dense_below,
           "--sparsity auto: layers with fewer neurons are computed densely");
   t.Field("min-negatives", &c->min_negatives,
           "every sample's active set keeps at least this many neurons beyond its own labels "
-         "(over all ranks), raising the budget where its labels would crowd them out");
-  t.Text("hash", [c] { return ToString(c->lsh.family); },
-         "LSH family: auto|dwta|srp|wta (auto: from the layer's size)");
-  t.Text("K", [c] { return AutoOr(c->lsh.k); },
-         "hash functions per table (auto or a number)");
-  t.Text("L", [c] { return AutoOr(c->lsh.l); },
-         "hash tables (auto or a number)");
-  t.Field("bucket-size", &c->lsh.bucket_capacity,
-          "bucket capacity, in [1, 2^20]");
-  t.Field("bin-size", &c->lsh.bin_size,
-          "WTA/DWTA bin size");
-  t.Text("insert", [c] { return ToString(c->lsh.insert); },
-         "full-bucket insertion: reservoir|fifo");
-  t.Text("query", [c] { return ToString(c->lsh.query); },
-         "query strategy: auto|vanilla|topk|threshold");
-  t.Text("lsh-share", [c] { return c->lsh.lsh_share == 0 ? "auto" : Text(c->lsh.lsh_share); },
-         "share in (0,1] of a sample's slots beyond its labels that LSH candidates may take; "
-         "the fill supplies the rest (auto: from the layer's size)");
-  t.Field("threshold", &c->lsh.threshold,
-          "minimum collisions for --query threshold, in [1, 1024]");
-  t.Text("fill", [c] { return ToString(c->lsh.fill); },
-         "when candidates are fewer than the budget: batch (the batch's labels on this rank, "
-         "then one uniform random set per batch and rank, shared by its samples)|random "
-         "(uniform random neurons per sample)|stop");
-  t.Field("rebuild-n0", &c->lsh.rebuild_n0,
-          "first table rebuild after this many iterations");
+          "(over all ranks), raising the budget where its labels would crowd them out");
+  t.Text(
+      "hash", [c] { return ToString(c->lsh.family); },
+      "LSH family: auto|dwta|srp|wta (auto: from the layer's size)");
+  t.Text(
+      "K", [c] { return AutoOr(c->lsh.k); }, "hash functions per table (auto or a number)");
+  t.Text(
+      "L", [c] { return AutoOr(c->lsh.l); }, "hash tables (auto or a number)");
+  t.Field("bucket-size", &c->lsh.bucket_capacity, "bucket capacity, in [1, 2^20]");
+  t.Field("bin-size", &c->lsh.bin_size, "WTA/DWTA bin size");
+  t.Text(
+      "insert", [c] { return ToString(c->lsh.insert); }, "full-bucket insertion: reservoir|fifo");
+  t.Text(
+      "query", [c] { return ToString(c->lsh.query); },
+      "query strategy: auto|vanilla|topk|threshold");
+  t.Text(
+      "lsh-share", [c] { return c->lsh.lsh_share == 0 ? "auto" : Text(c->lsh.lsh_share); },
+      "share in (0,1] of a sample's slots beyond its labels that LSH candidates may take; "
+      "the fill supplies the rest (auto: from the layer's size)");
+  t.Field("threshold", &c->lsh.threshold, "minimum collisions for --query threshold, in [1, 1024]");
+  t.Text(
+      "fill", [c] { return ToString(c->lsh.fill); },
+      "when candidates are fewer than the budget: batch (the batch's labels on this rank, "
+      "then one uniform random set per batch and rank, shared by its samples)|random "
+      "(uniform random neurons per sample)|stop");
+  t.Field("rebuild-n0", &c->lsh.rebuild_n0, "first table rebuild after this many iterations");
   t.Field("rebuild-lambda", &c->lsh.rebuild_lambda,
           "rebuild interval growth: the t-th interval is n0*exp(lambda*t)");
   t.Field("rehash-every", &c->lsh.rehash_every,
           "draw new hash functions every N iterations (0: never)");
   t.Field("lsh-mips", &c->lsh.mips,
           "index neurons by inner product (MIPS transform) rather than by angle");
-  t.Field("batch", &c->batch,
-          "batch size, in [1, 2^20]");
-  t.Field("lr", &c->lr,
-          "Adam learning rate");
-  t.Field("beta1", &c->beta1,
-          "Adam beta1");
-  t.Field("beta2", &c->beta2,
-          "Adam beta2");
-  t.Field("eps", &c->eps,
-          "Adam epsilon");
+  t.Field("batch", &c->batch, "batch size, in [1, 2^20]");
+  t.Field("lr", &c->lr, "Adam learning rate");
+  t.Field("beta1", &c->beta1, "Adam beta1");
+  t.Field("beta2", &c->beta2, "Adam beta2");
+  t.Field("eps", &c->eps, "Adam epsilon");
   t.Switch("dense-adam", &c->dense_adam,
            "update every row each step (default: only the rows the batch touched)");
-  t.Field("iterations", &c->iterations,
-          "iterations to train, at most 2^40 (0: use --epochs)");
-  t.Field("epochs", &c->epochs,
-          "epochs to train when --iterations is 0, at most 10^6");
-  t.Field("eval-every", &c->eval_every,
-          "evaluate every N iterations (0: when validating, about 10 times per run and at most once "
-         "per epoch; else only at the end)");
+  t.Field("iterations", &c->iterations, "iterations to train, at most 2^40 (0: use --epochs)");
+  t.Field("epochs", &c->epochs, "epochs to train when --iterations is 0, at most 10^6");
+  t.Field(
+      "eval-every", &c->eval_every,
+      "evaluate every N iterations (0: when validating, about 10 times per run and at most once "
+      "per epoch; else only at the end)");
   t.Field("eval-points", &c->eval_points,
           "evaluate on the first N points of the evaluation set (0: all)");
   t.Switch("eval-sampled", &c->eval_sampled,
            "LSH-sampled inference instead of exact scoring of every output neuron");
-  t.Field("log-every", &c->log_every,
-          "progress line every N iterations");
-  t.Field("threads", &c->threads,
-          "OpenMP threads per rank, at most 4096 (0: default)");
-  t.Text("seed", [c] { return Text(c->seed); },
-         "random seed, in [0, 2^64)");
-  t.Text("device", [c] { return ToString(c->device); },
-         "cpu|gpu");
+  t.Field("log-every", &c->log_every, "progress line every N iterations");
+  t.Field("threads", &c->threads, "OpenMP threads per rank, at most 4096 (0: default)");
+  t.Text(
+      "seed", [c] { return Text(c->seed); }, "random seed, in [0, 2^64)");
+  t.Text(
+      "device", [c] { return ToString(c->device); }, "cpu|gpu");
   t.Field("gpus-per-node", &c->gpus_per_node,
           "--device gpu: local rank r uses GPU r % N of the visible ones (0: one rank per GPU)");
-  t.Text("strategy", [c] { return ToString(c->strategy); },
-         "sparse|dense-model-parallel|data-parallel");
+  t.Text(
+      "strategy", [c] { return ToString(c->strategy); },
+      "sparse|dense-model-parallel|data-parallel");
   t.Path("metrics", &c->metrics_file,
-         "append JSON lines metrics to this file (an existing file is kept: a resumed run adds to it)");
-  t.Path("checkpoint-dir", &c->checkpoint_dir,
-         "checkpoint directory");
+         "append JSON lines metrics to this file (an existing file is kept: a resumed run adds to "
+         "it)");
+  t.Path("checkpoint-dir", &c->checkpoint_dir, "checkpoint directory");
   t.Field("checkpoint-every", &c->checkpoint_every,
           "checkpoint every N iterations (0: only at the end of training and on a stop signal)");
   t.Field("keep-checkpoints", &c->keep_checkpoints,
@@ -426,7 +434,8 @@ int ParseAutoInt(const std::string& option, const std::string& value) {
 bool ParseBool(const std::string& option, const std::string& value) {
   if (value == "true" || value == "1" || value == "yes" || value == "on") return true;
   if (value == "false" || value == "0" || value == "no" || value == "off") return false;
-  throw Error(Concat("option --", option, ": invalid value '", value, "' (expected true or false)"));
+  throw Error(
+      Concat("option --", option, ": invalid value '", value, "' (expected true or false)"));
 }
 
 }  // namespace
@@ -446,7 +455,8 @@ HashFamily ParseHashFamily(const std::string& name, bool allow_auto) {
                                   {"srp", HashFamily::kSrp},
                                   {"wta", HashFamily::kWta}});
   return ParseEnum<HashFamily>(
-      "hash", name, {{"dwta", HashFamily::kDwta}, {"srp", HashFamily::kSrp}, {"wta", HashFamily::kWta}});
+      "hash", name,
+      {{"dwta", HashFamily::kDwta}, {"srp", HashFamily::kSrp}, {"wta", HashFamily::kWta}});
 }
 
 namespace {
@@ -469,7 +479,8 @@ void FinishTrain(const po::variables_map& vm, TrainConfig* c) {
     std::istringstream is(share);
     is >> c->lsh.lsh_share;
     DSLIDE_CHECK(!is.fail() && is.eof() && c->lsh.lsh_share > 0 && c->lsh.lsh_share <= 1,
-                 "option --lsh-share: invalid value '", share, "' (expected auto or a share in (0, 1])");
+                 "option --lsh-share: invalid value '", share,
+                 "' (expected auto or a share in (0, 1])");
   }
   const std::string keep = vm["keep-best"].as<std::string>();
   c->keep_best = keep == "auto" ? -1 : ParseBool("keep-best", keep) ? 1 : 0;
@@ -502,7 +513,8 @@ std::vector<double> TrainConfig::LayerSparsity(size_t num_layers) const {
     s.back() = sparsity[0];
   } else {
     DSLIDE_CHECK(sparsity.size() == num_layers, "option --sparsity: ", sparsity.size(),
-                 " values given for ", num_layers, " layers (give one per layer, or one for "
+                 " values given for ", num_layers,
+                 " layers (give one per layer, or one for "
                  "the output layer)");
     s = sparsity;
   }
@@ -523,7 +535,8 @@ void TrainConfig::Validate() const {
   DSLIDE_CHECK(lsh.k >= 0 && lsh.k <= 32, "option --K: must be in [1, 32], got ", lsh.k);
   DSLIDE_CHECK(lsh.l >= 0 && lsh.l <= 1024, "option --L: must be in [1, 1024], got ", lsh.l);
   DSLIDE_CHECK(lsh.lsh_share == 0 || lsh.lsh_share >= 1 || lsh.fill != FillPolicy::kStop,
-               "option --lsh-share ", lsh.lsh_share, " leaves slots to the fill, which --fill stop "
+               "option --lsh-share ", lsh.lsh_share,
+               " leaves slots to the fill, which --fill stop "
                "turns off: give --lsh-share 1 or another --fill");
   CheckRange<int64_t>("dense-below", dense_below, 0, kMaxDim);
   CheckRange<int64_t>("min-negatives", min_negatives, 1, kMaxDim);
@@ -535,8 +548,7 @@ void TrainConfig::Validate() const {
                "option --keep-best selects on validation data: give --valid FILE or "
                "--valid-fraction F");
   CheckRange("bucket-size", lsh.bucket_capacity, 1, kMaxBucketSize);
-  DSLIDE_CHECK(lsh.bin_size >= 2 && lsh.bin_size <= 256 &&
-                   (lsh.bin_size & (lsh.bin_size - 1)) == 0,
+  DSLIDE_CHECK(lsh.bin_size >= 2 && lsh.bin_size <= 256 && (lsh.bin_size & (lsh.bin_size - 1)) == 0,
                "option --bin-size: must be a power of two in [2, 256], got ", lsh.bin_size);
   CheckRange("threshold", lsh.threshold, 1, 1024);
   CheckRange("gpus-per-node", gpus_per_node, 0, kMaxGpusPerNode);
@@ -562,12 +574,17 @@ void TrainConfig::Validate() const {
   DSLIDE_CHECK(checkpoint_every == 0 || !checkpoint_dir.empty(),
                "option --checkpoint-every needs --checkpoint-dir");
   CheckRange("keep-checkpoints", keep_checkpoints, 1, kMaxKeepCheckpoints);
-  DSLIDE_CHECK(divergence_factor == 0 || (divergence_factor > 1 && std::isfinite(divergence_factor)),
-               "option --divergence-factor: must be 0 (off) or above 1, got ", divergence_factor);
+  DSLIDE_CHECK(
+      divergence_factor == 0 || (divergence_factor > 1 && std::isfinite(divergence_factor)),
+      "option --divergence-factor: must be 0 (off) or above 1, got ", divergence_factor);
 }
 
 void GenConfig::ResolveShape() {
-  struct Shape { const char* name; int64_t features, labels, points; int nnz, lpp; };
+  struct Shape {
+    const char* name;
+    int64_t features, labels, points;
+    int nnz, lpp;
+  };
   static const Shape kShapes[] = {
       {"amazon-670k", 135909, 670091, 100000, 75, 5},
       {"delicious-200k", 782585, 205443, 50000, 300, 75},
@@ -630,19 +647,19 @@ bool ParseTrain(int argc, const char* const* argv, TrainConfig* cfg, std::string
 
 bool ParseGen(int argc, const char* const* argv, GenConfig* c, std::string* help) {
   po::options_description d("gen options");
-  d.add_options()
-    ("shape", po::value(&c->shape), "amazon-670k|delicious-200k|wikilshtc-325k (sets sizes)")
-    ("points", Value(&c->points), "training points (0: shape default)")
-    ("test-points", Value(&c->test_points), "test points (0: points/5)")
-    ("features", Value(&c->features), "input dimension")
-    ("labels", Value(&c->labels), "number of labels")
-    ("nnz", Value(&c->nnz), "average non-zero features per point")
-    ("labels-per-point", Value(&c->labels_per_point),
-     "maximum labels per point (each point has 1..M)")
-    ("noise", Value(&c->noise), "fraction of random noise features")
-    ("zipf", Value(&c->zipf), "Zipf exponent of label popularity")
-    ("seed", po::value<std::string>()->default_value(Text(c->seed)), "random seed, in [0, 2^64)")
-    ("out", po::value(&c->out), "output prefix: writes PREFIX.train.txt and PREFIX.test.txt");
+  d.add_options()("shape", po::value(&c->shape),
+                  "amazon-670k|delicious-200k|wikilshtc-325k (sets sizes)")(
+      "points", Value(&c->points), "training points (0: shape default)")(
+      "test-points", Value(&c->test_points), "test points (0: points/5)")(
+      "features", Value(&c->features), "input dimension")(
+      "labels", Value(&c->labels), "number of labels")("nnz", Value(&c->nnz),
+                                                       "average non-zero features per point")(
+      "labels-per-point", Value(&c->labels_per_point),
+      "maximum labels per point (each point has 1..M)")("noise", Value(&c->noise),
+                                                        "fraction of random noise features")(
+      "zipf", Value(&c->zipf), "Zipf exponent of label popularity")(
+      "seed", po::value<std::string>()->default_value(Text(c->seed)), "random seed, in [0, 2^64)")(
+      "out", po::value(&c->out), "output prefix: writes PREFIX.train.txt and PREFIX.test.txt");
   po::variables_map vm;
   if (!Parse(argc, argv, d, "Usage: dslide gen [--shape NAME] [options] --out PREFIX", &vm, help))
     return false;
@@ -679,8 +696,9 @@ bool ParseEval(int argc, const char* const* argv, EvalConfig* c, std::string* he
 
 bool ParseExport(int argc, const char* const* argv, ExportConfig* c, std::string* help) {
   po::options_description d("export options");
-  d.add_options()("model", po::value(&c->model_dir), "checkpoint directory (its newest checkpoint)")(
-      "out", po::value(&c->out), "HDF5 file to write");
+  d.add_options()("model", po::value(&c->model_dir),
+                  "checkpoint directory (its newest checkpoint)")("out", po::value(&c->out),
+                                                                  "HDF5 file to write");
   po::variables_map vm;
   if (!Parse(argc, argv, d,
              "Usage: dslide export --model DIR --out FILE.h5\n"
@@ -709,28 +727,31 @@ bool ParseConvert(int argc, const char* const* argv, ConvertConfig* c, std::stri
 
 bool ParsePredict(int argc, const char* const* argv, PredictConfig* c, std::string* help) {
   po::options_description d("predict options");
-  d.add_options()("model", po::value(&c->model_dir), "checkpoint directory (its newest checkpoint) or folder")(
-      "input", po::value(&c->input), "points to score (XC text, plain or gzip, or .dsb; labels are ignored)")(
+  d.add_options()("model", po::value(&c->model_dir),
+                  "checkpoint directory (its newest checkpoint) or folder")(
+      "input", po::value(&c->input),
+      "points to score (XC text, plain or gzip, or .dsb; labels are ignored)")(
       "top-k", Value(&c->top_k), "labels per row, best first, in [1, 10000]")(
       "out", po::value(&c->out), "file to write")(
       "format", Value(&c->format),
       "tsv: ROW<TAB>LABEL:SCORE ... | jsonl: {\"row\":..,\"labels\":[..],\"scores\":[..]}")(
-      "chunk", Value(&c->chunk),
-      "input points read and scored at a time, in [1, 2^24]")(
+      "chunk", Value(&c->chunk), "input points read and scored at a time, in [1, 2^24]")(
       "threads", Value(&c->threads), "OpenMP threads per rank (0: default)");
   po::variables_map vm;
-  if (!Parse(argc, argv, d,
-             "Usage: dslide predict --model DIR --input FILE --top-k K --out FILE [--format tsv|jsonl]\n"
-             "Writes the K most probable labels (softmax probabilities, exact over every output) of\n"
-             "each input row; under mpirun every rank scores its block of the outputs.",
-             &vm, help))
+  if (!Parse(
+          argc, argv, d,
+          "Usage: dslide predict --model DIR --input FILE --top-k K --out FILE [--format "
+          "tsv|jsonl]\n"
+          "Writes the K most probable labels (softmax probabilities, exact over every output) of\n"
+          "each input row; under mpirun every rank scores its block of the outputs.",
+          &vm, help))
     return false;
   DSLIDE_CHECK(!c->model_dir.empty(), "option --model is required");
   DSLIDE_CHECK(!c->input.empty(), "option --input is required");
   DSLIDE_CHECK(!c->out.empty(), "option --out is required");
   CheckRange("top-k", c->top_k, 1, kMaxTopK);
-  DSLIDE_CHECK(c->format == "tsv" || c->format == "jsonl", "option --format: invalid value '", c->format,
-               "' (expected tsv|jsonl)");
+  DSLIDE_CHECK(c->format == "tsv" || c->format == "jsonl", "option --format: invalid value '",
+               c->format, "' (expected tsv|jsonl)");
   CheckRange<int64_t>("chunk", c->chunk, 1, kMaxChunk);
   CheckRange("threads", c->threads, 0, kMaxThreads);
   return true;
@@ -738,8 +759,7 @@ bool ParsePredict(int argc, const char* const* argv, PredictConfig* c, std::stri
 
 bool ParseBench(int argc, const char* const* argv, BenchConfig* c, std::string* help) {
   po::options_description d("bench options");
-  d.add_options()("shape", Value(&c->shape),
-                  "data shape to generate")(
+  d.add_options()("shape", Value(&c->shape), "data shape to generate")(
       "points", Value(&c->points), "training points to generate (0: shape default)")(
       "features", Value(&c->features), "input dimension (0: the shape's)")(
       "labels", Value(&c->labels), "output labels (0: the shape's)")(

@@ -32,21 +32,21 @@ const char* ToString(Device v);
 /// see resolved settings.
 struct LshConfig {
   HashFamily family = HashFamily::kAuto;
-  int k = 0;                 ///< hash functions concatenated per table (0: auto)
-  int l = 0;                 ///< tables (0: auto)
+  int k = 0;  ///< hash functions concatenated per table (0: auto)
+  int l = 0;  ///< tables (0: auto)
   int bucket_capacity = 128;
-  int bin_size = 8;          ///< WTA/DWTA bin size m
+  int bin_size = 8;  ///< WTA/DWTA bin size m
   InsertPolicy insert = InsertPolicy::kReservoir;
   QueryStrategy query = QueryStrategy::kAuto;
-  int threshold = 2;         ///< minimum collisions for the threshold strategy
+  int threshold = 2;  ///< minimum collisions for the threshold strategy
   FillPolicy fill = FillPolicy::kBatch;
   /// Share of a sample's slots (beyond its labels) that LSH candidates may take; the fill
   /// supplies the rest (0: auto).
   double lsh_share = 0;
-  int64_t rebuild_n0 = 50;   ///< first table rebuild after this many iterations
+  int64_t rebuild_n0 = 50;       ///< first table rebuild after this many iterations
   double rebuild_lambda = 0.05;  ///< interval growth: t-th interval is n0 * e^(lambda t)
   int64_t rehash_every = 1000;   ///< draw new hash functions every this many iterations (0: never)
-  bool mips = false;  ///< index rows with the MIPS (norm-completing) transform
+  bool mips = false;             ///< index rows with the MIPS (norm-completing) transform
 
   /// True when no setting is left to ResolveAuto.
   bool resolved() const {
@@ -74,9 +74,9 @@ constexpr double kDivergenceFactor = 10;
 struct TrainConfig {
   std::string train_file;
   std::string test_file;
-  std::string valid_file;       ///< validation data (evaluations during training, --keep-best)
-  double valid_fraction = 0;    ///< or: this share of the training file, held back by --seed
-  int keep_best = -1;           ///< restore the best validated model at the end (-1: when validating)
+  std::string valid_file;     ///< validation data (evaluations during training, --keep-best)
+  double valid_fraction = 0;  ///< or: this share of the training file, held back by --seed
+  int keep_best = -1;         ///< restore the best validated model at the end (-1: when validating)
   std::vector<int64_t> hidden{128};  ///< hidden layer sizes
   /// Per layer, or one value for the output layer with dense hidden layers; empty: auto
   /// (ResolveAuto: dense below dense_below neurons, else a budget from the layer's size).
@@ -88,16 +88,16 @@ struct TrainConfig {
   double lr = 1e-3;
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
   bool dense_adam = false;
-  int64_t iterations = 0;   ///< 0: use epochs
+  int64_t iterations = 0;  ///< 0: use epochs
   double epochs = 1.0;
   int64_t eval_every = 0;   ///< 0: only at the end
   int64_t eval_points = 0;  ///< 0: the whole test file
   bool eval_sampled = false;
   int64_t log_every = 50;
-  int threads = 0;          ///< 0: OpenMP default
+  int threads = 0;  ///< 0: OpenMP default
   uint64_t seed = 1;
   Device device = Device::kCpu;
-  int gpus_per_node = 0;    ///< --device gpu: GPUs shared by a node's ranks (0: one rank per GPU)
+  int gpus_per_node = 0;  ///< --device gpu: GPUs shared by a node's ranks (0: one rank per GPU)
   Strategy strategy = Strategy::kSparse;
   std::string metrics_file;
   std::string checkpoint_dir;
@@ -159,7 +159,7 @@ struct PredictConfig {
   int top_k = 5;
   std::string format = "tsv";  ///< tsv | jsonl
   int threads = 0;
-  int64_t chunk = 4096;        ///< input points read and scored at a time
+  int64_t chunk = 4096;  ///< input points read and scored at a time
 };
 
 /// Options of `dslide bench`.

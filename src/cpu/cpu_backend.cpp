@@ -23,6 +23,7 @@
 #include "layer_layout.h"
 #include "parallel.h"
 #include "rng.h"
+#include "topk.h"
 
 namespace dslide::cpu {
 
@@ -47,7 +48,6 @@ inline float ExpNonPositive(float x) {
   std::memcpy(&scale, &bits, sizeof scale);
   return p * scale;
 }
-
 
 inline float Dot(const float* __restrict a, const float* __restrict b, int64_t n) {
   float acc = 0.0f;
@@ -77,18 +77,18 @@ struct CpuBackend::Layer {
   int64_t rows = 0, cols = 0;  // storage shape: input-major in_dim x local, else local x in_dim
   std::vector<float> w, g, m, v;
   std::vector<float> b, gb, mb, vb;
-  std::vector<uint8_t> touched;  // per storage row
+  std::vector<uint8_t> touched;   // per storage row
   std::vector<uint8_t> btouched;  // per neuron (bias)
   // Row-per-neuron layers: the pending batch gradient as neuron -> (sample, delta) lists.
   bool indexed = false;
   bool pending = false;
-  bool dense_pending = false;     // the pending gradient is in dense_g / dense_gb
+  bool dense_pending = false;          // the pending gradient is in dense_g / dense_gb
   std::atomic<bool> nonfinite{false};  // an update produced NaN or inf
   std::vector<float> dense_g, dense_gb;
-  BatchRows saved_in;             // the layer input of the pending batch
-  std::vector<int32_t> cursor;    // per neuron, zero between batches
+  BatchRows saved_in;              // the layer input of the pending batch
+  std::vector<int32_t> cursor;     // per neuron, zero between batches
   std::vector<int32_t> grad_rows;  // touched local neurons, ascending
-  std::vector<int64_t> grad_off;  // grad_rows.size() + 1 offsets into ent_*
+  std::vector<int64_t> grad_off;   // grad_rows.size() + 1 offsets into ent_*
   std::vector<int32_t> ent_sample;
   std::vector<float> ent_delta;
   std::unique_ptr<LshHash> hash;
@@ -175,11 +175,11 @@ void CpuBackend::SelectActive(int layer, const BatchRows& in, const BatchLabels*
     for (int64_t i = 0; i < B; ++i) max_labels = std::max(max_labels, labels->Count(i));
   if (s.dense()) {
     out->Strided(B, s.local());
-    ParallelFor(B, [&](int64_t i) {
+    ParallelFor(B, 16, [&](int64_t i) {
       int32_t* ids = out->Ids(i);
       for (int64_t j = 0; j < s.local(); ++j) ids[j] = static_cast<int32_t>(s.begin + j);
       out->n[i] = s.local();
-    }, 16);
+    });
     return;
   }
   // The most any sample can get: its budget, raised where its labels leave fewer than the
@@ -192,7 +192,7 @@ void CpuBackend::SelectActive(int layer, const BatchRows& in, const BatchLabels*
     BudgetSampler::BatchList(s.begin, s.end, cap, labels ? &labels->ids : nullptr, &rng,
                              &L.batch_fill);
   }
-  ParallelFor(B, [&](int64_t i) {
+  ParallelFor(B, 4, [&](int64_t i) {
     ThreadScratch& ts = *scratch_[ThreadId()];
     if (ts.sampler.size() != s.local()) ts.sampler.Resize(s.local());
     ts.buckets.resize(L.hash->num_tables());
@@ -214,17 +214,17 @@ void CpuBackend::SelectActive(int layer, const BatchRows& in, const BatchLabels*
     if (labels != nullptr) {
       const int32_t* lab = labels->Of(i);
       for (int64_t j = 0; j < labels->Count(i); ++j)
-        if (lab[j] >= s.begin && lab[j] < s.end) ts.forced.push_back(static_cast<int32_t>(lab[j] - s.begin));
+        if (lab[j] >= s.begin && lab[j] < s.end)
+          ts.forced.push_back(static_cast<int32_t>(lab[j] - s.begin));
     }
     Rng rng(StreamSeed(opt_.seed, streams::kSample, iter, i, (uint64_t(layer) << 32) | spec_.rank));
     int32_t* ids = out->Ids(i);
     const int64_t k = L.sampler->Select(&L.tables, ts.buckets.data(), ts.forced.data(),
                                         ts.forced.size(), s.budget, s.min_negatives, &rng,
-                                        &ts.sampler, ids,
-                                        batch_fill ? &L.batch_fill : nullptr);
+                                        &ts.sampler, ids, batch_fill ? &L.batch_fill : nullptr);
     for (int64_t j = 0; j < k; ++j) ids[j] += static_cast<int32_t>(s.begin);
     out->n[i] = k;
-  }, 4);
+  });
 }
 
 void CpuBackend::Forward(int layer, const BatchRows& in, BatchRows* out) {
@@ -248,7 +248,7 @@ void CpuBackend::Forward(int layer, const BatchRows& in, BatchRows* out) {
     });
     return;
   }
-  ParallelFor(B, [&](int64_t i) {
+  ParallelFor(B, 4, [&](int64_t i) {
     const SparseView x = in.Row(i);
     const int32_t* act = out->Ids(i);
     float* z = out->Vals(i);
@@ -282,7 +282,7 @@ void CpuBackend::Forward(int layer, const BatchRows& in, BatchRows* out) {
     }
     if (relu)
       for (int64_t k = 0; k < na; ++k) z[k] = z[k] > 0.0f ? z[k] : 0.0f;
-  }, 4);
+  });
 }
 
 void CpuBackend::Backward(int layer, const BatchRows& in, const BatchRows& delta,
@@ -305,7 +305,7 @@ void CpuBackend::Backward(int layer, const BatchRows& in, const BatchRows& delta
   // The input-major first layer: HOGWILD over samples into the gradient rows of the
   // sample's features.
   const bool all = s.dense();
-  ParallelFor(B, [&](int64_t i) {
+  ParallelFor(B, 4, [&](int64_t i) {
     const SparseView x = in.Row(i);
     const SparseView d = delta.Row(i);
     for (int64_t k = 0; k < d.n; ++k) {
@@ -323,7 +323,7 @@ void CpuBackend::Backward(int layer, const BatchRows& in, const BatchRows& delta
         for (int64_t k = 0; k < d.n; ++k) gr[d.ids[k] - s.begin] += x.vals[e] * d.vals[k];
       }
     }
-  }, 4);
+  });
 }
 
 void CpuBackend::IndexBatch(Layer& L, const BatchRows& in, const BatchRows& delta) {
@@ -403,11 +403,11 @@ void CpuBackend::ClearInputGrads(size_t width) {
 }
 
 void CpuBackend::AddInputGrads(BatchRows* in_grad) const {
-  ParallelFor(static_cast<int64_t>(in_grad->vals.size()), [&](int64_t j) {
+  ParallelFor(static_cast<int64_t>(in_grad->vals.size()), 4096, [&](int64_t j) {
     float acc = 0.0f;
     for (const auto& ts : scratch_) acc += ts->gin[j];
     in_grad->vals[j] += acc;
-  }, 4096);
+  });
 }
 
 void CpuBackend::TouchedRows(Layer& L, const BatchRows* in, BatchRows* in_grad,
@@ -521,12 +521,12 @@ void CpuBackend::Update(int layer, const AdamStep& step, bool dense) {
     UpdateIndexed(L, step, dense);
     return;
   }
-  ParallelFor(L.rows, [&](int64_t r) {
+  ParallelFor(L.rows, 256, [&](int64_t r) {
     if (!dense && !L.touched[r]) return;
     const size_t o = static_cast<size_t>(r) * L.cols;
     Adam(L, step, L.cols, L.w.data() + o, L.g.data() + o, L.m.data() + o, L.v.data() + o);
     L.touched[r] = 0;
-  }, 256);
+  });
   for (int64_t i = 0; i < L.spec.local(); ++i) {
     if (!dense && !L.btouched[i]) continue;
     Adam(L, step, 1, &L.b[i], &L.gb[i], &L.mb[i], &L.vb[i]);
@@ -543,14 +543,14 @@ void CpuBackend::UpdateIndexed(Layer& L, const AdamStep& step, bool dense) {
   if (!dense) {
     if (L.pending) TouchedRows(L, nullptr, nullptr, &step);
   } else {
-    ParallelFor(L.spec.local(), [&](int64_t r) {
+    ParallelFor(L.spec.local(), 256, [&](int64_t r) {
       int64_t q = -1;
       if (L.pending) {
         auto it = std::lower_bound(L.grad_rows.begin(), L.grad_rows.end(), static_cast<int32_t>(r));
         if (it != L.grad_rows.end() && *it == r) q = it - L.grad_rows.begin();
       }
       ApplyRow(L, r, q, step);
-    }, 256);
+    });
   }
   L.pending = false;
 }
@@ -573,18 +573,18 @@ void CpuBackend::RebuildTables(int layer, bool new_hashes) {
   // largest norm, so collision probability grows with the logit w.x + b itself: neurons
   // with large logits (often the frequent labels) are retrieved instead of missed.
   std::vector<double> norm2(n, 0.0);
-  ParallelFor(n, [&](int64_t i) {
+  ParallelFor(n, 1024, [&](int64_t i) {
     double a = static_cast<double>(L.b[i]) * L.b[i];
     for (int64_t j = 0; j < s.in_dim; ++j) a += static_cast<double>(weight(i, j)) * weight(i, j);
     norm2[i] = a;
-  }, 1024);
+  });
   double max_norm2 = 0.0;
   for (double v : norm2) max_norm2 = std::max(max_norm2, v);
   const double inv_m = c.mips && max_norm2 > 0 ? 1.0 / std::sqrt(max_norm2) : 1.0;
   // Rows in blocks (the hash runs a block at a time).
   constexpr int64_t kRows = 64;
   const int64_t dim = L.hash->dim();
-  ParallelFor((n + kRows - 1) / kRows, [&](int64_t blk) {
+  ParallelFor((n + kRows - 1) / kRows, 4, [&](int64_t blk) {
     ThreadScratch& ts = *scratch_[ThreadId()];
     const int64_t i0 = blk * kRows, rows = std::min(kRows, n - i0);
     ts.buckets.resize(static_cast<size_t>(nt) * kRows);
@@ -595,13 +595,16 @@ void CpuBackend::RebuildTables(int layer, bool new_hashes) {
       for (int64_t j = 0; j < s.in_dim; ++j) row[j] = static_cast<float>(weight(i, j) * inv_m);
       row[s.in_dim] = static_cast<float>(L.b[i] * inv_m);
       if (c.mips)
-        row[s.in_dim + 1] = static_cast<float>(std::sqrt(std::max(0.0, 1.0 - norm2[i] * inv_m * inv_m)));
+        row[s.in_dim + 1] =
+            static_cast<float>(std::sqrt(std::max(0.0, 1.0 - norm2[i] * inv_m * inv_m)));
     }
     L.hash->HashDenseRows(ts.dense.data(), dim, rows, ts.buckets.data(), &ts.hash);
     for (int64_t r = 0; r < rows; ++r)
-      for (int t = 0; t < nt; ++t) buckets[static_cast<size_t>(t) * n + i0 + r] = ts.buckets[r * nt + t];
-  }, 4);
-  L.tables.Build(buckets.data(), n, StreamSeed(opt_.seed, streams::kHash, layer, ++L.rebuilds, spec_.rank));
+      for (int t = 0; t < nt; ++t)
+        buckets[static_cast<size_t>(t) * n + i0 + r] = ts.buckets[r * nt + t];
+  });
+  L.tables.Build(buckets.data(), n,
+                 StreamSeed(opt_.seed, streams::kHash, layer, ++L.rebuilds, spec_.rank));
 }
 
 void CpuBackend::MakeHash(int layer) {
@@ -618,9 +621,7 @@ void CpuBackend::Adam(Layer& L, const AdamStep& step, int64_t n, float* w, float
   if (!AdamUpdate(step, n, w, g, m, v)) L.nonfinite.store(true, std::memory_order_relaxed);
 }
 
-bool CpuBackend::TakeNonFinite(int layer) {
-  return layers_[layer]->nonfinite.exchange(false);
-}
+bool CpuBackend::TakeNonFinite(int layer) { return layers_[layer]->nonfinite.exchange(false); }
 
 void CpuBackend::SaveLayer(int layer, LayerState* st) const {
   const Layer& L = *layers_[layer];
@@ -679,7 +680,8 @@ void CpuBackend::TopK(int layer, const BatchRows& in, int k, std::vector<int32_t
     for (int64_t e = 0; e < x.n; ++e) xs[i * s.in_dim + x.ids[e]] = x.vals[e];
   }
   std::vector<int32_t> tids(static_cast<size_t>(threads) * B * k, -1);
-  std::vector<float> tsc(static_cast<size_t>(threads) * B * k, -std::numeric_limits<float>::infinity());
+  std::vector<float> tsc(static_cast<size_t>(threads) * B * k,
+                         -std::numeric_limits<float>::infinity());
   // Per thread and sample, the running max of the logits and the sum of exp(z - max).
   const bool norm = st != nullptr;
   std::vector<float> tmx(norm ? static_cast<size_t>(threads) * B : 0,
@@ -737,40 +739,28 @@ void CpuBackend::TopK(int layer, const BatchRows& in, int k, std::vector<int32_t
   });
   if (norm) {
     st->Resize(B);
-    ParallelFor(B, [&](int64_t i) {
+    ParallelFor(B, 8, [&](int64_t i) {
       float m = -std::numeric_limits<float>::infinity();
       for (int t = 0; t < threads; ++t) m = std::max(m, tmx[t * B + i]);
       double sum = 0;
       for (int t = 0; t < threads; ++t)
-        if (tsum[t * B + i] > 0) sum += tsum[t * B + i] * std::exp(static_cast<double>(tmx[t * B + i]) - m);
+        if (tsum[t * B + i] > 0)
+          sum += tsum[t * B + i] * std::exp(static_cast<double>(tmx[t * B + i]) - m);
       double lab = 0;
       if (labels != nullptr) {
         const int32_t* lb = labels->Of(i);
         for (int64_t j = 0; j < labels->Count(i); ++j)
           if (lb[j] >= s.begin && lb[j] < s.end)
-            lab += Dot(L.Row(lb[j] - s.begin), xs.data() + i * s.in_dim, s.in_dim) + L.b[lb[j] - s.begin];
+            lab += Dot(L.Row(lb[j] - s.begin), xs.data() + i * s.in_dim, s.in_dim) +
+                   L.b[lb[j] - s.begin];
       }
       st->mx[i] = m;
       st->red[i] = static_cast<float>(sum);
       st->red[B + i] = static_cast<float>(lab);
-    }, 8);
+    });
   }
   // Merge the threads' lists.
-  for (int64_t i = 0; i < B; ++i) {
-    std::vector<std::pair<float, int32_t>> all;
-    for (int t = 0; t < threads; ++t)
-      for (int j = 0; j < k; ++j) {
-        const size_t o = (static_cast<size_t>(t) * B + i) * k + j;
-        if (tids[o] >= 0) all.push_back({tsc[o], tids[o]});
-      }
-    std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) {
-      return a.first != b.first ? a.first > b.first : a.second < b.second;
-    });
-    for (int j = 0; j < k && j < static_cast<int>(all.size()); ++j) {
-      (*scores)[i * k + j] = all[j].first;
-      (*ids)[i * k + j] = all[j].second;
-    }
-  }
+  MergeTopKLists(tids.data(), tsc.data(), threads, B, k, ids->data(), scores->data());
 }
 
 void CpuBackend::GetLayer(int layer, std::vector<float>* w, std::vector<float>* b) const {
@@ -797,7 +787,8 @@ void CpuBackend::GetGradient(int layer, std::vector<float>* gw, std::vector<floa
 void CpuBackend::SetLayer(int layer, const std::vector<float>& w, const std::vector<float>& b) {
   Layer& L = *layers_[layer];
   const LayerSpec& s = L.spec;
-  DSLIDE_ASSERT(static_cast<int64_t>(w.size()) == s.local() * s.in_dim && static_cast<int64_t>(b.size()) == s.local());
+  DSLIDE_ASSERT(static_cast<int64_t>(w.size()) == s.local() * s.in_dim &&
+                static_cast<int64_t>(b.size()) == s.local());
   L.FromRows(w, &L.w);
   L.b = b;
 }
@@ -820,10 +811,10 @@ void CpuBackend::ExportGradient(int layer, float* out) const {
   } else {
     std::fill(out, out + nw + L.spec.local(), 0.0f);
     if (!L.pending) return;
-    ParallelFor(static_cast<int64_t>(L.grad_rows.size()), [&](int64_t q) {
+    ParallelFor(static_cast<int64_t>(L.grad_rows.size()), 64, [&](int64_t q) {
       const int64_t r = L.grad_rows[q];
       GradientRow(L, q, out + r * L.cols, ob + r);
-    }, 64);
+    });
   }
 }
 
@@ -843,12 +834,12 @@ void CpuBackend::ApplyGradient(int layer, const float* grad, const AdamStep& ste
 
 void CpuBackend::ApplyGradient(Layer& L, const float* gw, const float* gb, const AdamStep& step) {
   // Every storage row and bias takes a step (dense Adam), from a copy of its gradient.
-  ParallelFor(L.rows, [&](int64_t r) {
+  ParallelFor(L.rows, 256, [&](int64_t r) {
     ThreadScratch& ts = *scratch_[ThreadId()];
     const size_t o = static_cast<size_t>(r) * L.cols;
     ts.grad.assign(gw + o, gw + o + L.cols);
     Adam(L, step, L.cols, L.w.data() + o, ts.grad.data(), L.m.data() + o, L.v.data() + o);
-  }, 256);
+  });
   for (int64_t i = 0; i < L.spec.local(); ++i) {
     float g = gb[i];
     Adam(L, step, 1, &L.b[i], &g, &L.mb[i], &L.vb[i]);

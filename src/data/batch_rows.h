@@ -53,7 +53,6 @@ struct BatchRows {
   }
 };
 
-
 /// Labels of the samples of a batch (global label ids, sorted per sample).
 struct BatchLabels {
   std::vector<int64_t> off{0};

@@ -6,14 +6,14 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
-#include <climits>
 #include <limits>
-#include <cstdint>
 #include <memory>
 #include <new>
 #include <string>
@@ -64,7 +64,8 @@ Dataset Dataset::Subset(const std::vector<int64_t>& idx) const {
   return d;
 }
 
-void SplitHoldout(const Dataset& all, double fraction, uint64_t seed, Dataset* kept, Dataset* held) {
+void SplitHoldout(const Dataset& all, double fraction, uint64_t seed, Dataset* kept,
+                  Dataset* held) {
   const int64_t n = all.size();
   int64_t m = static_cast<int64_t>(std::llround(fraction * static_cast<double>(n)));
   if (fraction > 0 && m == 0 && n > 1) m = 1;
@@ -159,7 +160,6 @@ bool IsBinaryDataset(const std::string& path) {
   return f && std::fread(head, 1, 8, f.get()) == 8 && std::memcmp(head, kMagic, 8) == 0;
 }
 
-
 void WriteBinary(const Dataset& data, const std::string& final_path) {
   WriteAtomically(final_path, [&](const std::string& path) {
     std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "wb"), &std::fclose);
@@ -167,10 +167,12 @@ void WriteBinary(const Dataset& data, const std::string& final_path) {
     Checksum sum;
     auto put = [&](const void* p, size_t bytes) {
       sum.Add(p, bytes);
-      DSLIDE_CHECK(std::fwrite(p, 1, bytes, f.get()) == bytes, path, ": write failed: ", std::strerror(errno));
+      DSLIDE_CHECK(std::fwrite(p, 1, bytes, f.get()) == bytes, path,
+                   ": write failed: ", std::strerror(errno));
     };
     const int64_t head[5] = {data.size(), data.num_features, data.num_labels,
-                             static_cast<int64_t>(data.feat_ids.size()), static_cast<int64_t>(data.labels.size())};
+                             static_cast<int64_t>(data.feat_ids.size()),
+                             static_cast<int64_t>(data.labels.size())};
     put(kMagic, 8);
     put(head, sizeof head);
     put(data.feat_off.data(), data.feat_off.size() * sizeof(int64_t));
@@ -179,7 +181,8 @@ void WriteBinary(const Dataset& data, const std::string& final_path) {
     put(data.label_off.data(), data.label_off.size() * sizeof(int64_t));
     put(data.labels.data(), data.labels.size() * sizeof(int32_t));
     const uint64_t check = sum.Final();
-    DSLIDE_CHECK(std::fwrite(&check, 1, 8, f.get()) == 8, path, ": write failed: ", std::strerror(errno));
+    DSLIDE_CHECK(std::fwrite(&check, 1, 8, f.get()) == 8, path,
+                 ": write failed: ", std::strerror(errno));
     CloseWritten(&f, path);
   });
 }
@@ -195,7 +198,8 @@ Dataset ReadBinary(const std::string& path) {
   auto get = [&](void* p, int64_t bytes, const char* what) {
     DSLIDE_CHECK(bytes >= 0 && at + bytes + 8 <= size, path, ": truncated binary dataset (", what,
                  " needs ", bytes, " bytes at offset ", at, " of ", size, ")");
-    DSLIDE_CHECK(std::fread(p, 1, bytes, f.get()) == static_cast<size_t>(bytes), path, ": read failed");
+    DSLIDE_CHECK(std::fread(p, 1, bytes, f.get()) == static_cast<size_t>(bytes), path,
+                 ": read failed");
     sum.Add(p, static_cast<size_t>(bytes));
     at += bytes;
   };
@@ -205,9 +209,11 @@ Dataset ReadBinary(const std::string& path) {
   int64_t head[5];
   get(head, sizeof head, "the header");
   const int64_t points = head[0], nnz = head[3], nl = head[4];
-  DSLIDE_CHECK(points >= 0 && head[1] > 0 && head[2] > 0 && head[1] <= INT32_MAX && head[2] <= INT32_MAX &&
-                   nnz >= 0 && nl >= 0 && points < size && nnz < size && nl < size,
-               path, ": corrupted header (points ", points, ", features ", head[1], ", labels ", head[2], ")");
+  DSLIDE_CHECK(points >= 0 && head[1] > 0 && head[2] > 0 && head[1] <= INT32_MAX &&
+                   head[2] <= INT32_MAX && nnz >= 0 && nl >= 0 && points < size && nnz < size &&
+                   nl < size,
+               path, ": corrupted header (points ", points, ", features ", head[1], ", labels ",
+               head[2], ")");
   // The header's arrays must fill the file exactly: checked before anything is allocated, so
   // that a damaged count cannot ask for many times the file's size.
   const int64_t need = 48 + (points + 1) * 16 + nnz * 8 + nl * 4 + 8;
@@ -240,7 +246,8 @@ Dataset ReadBinary(const std::string& path) {
                ": binary dataset has ", size - at - 8, " unexpected trailing bytes");
   DSLIDE_CHECK(stored == sum.Final(), path, ": checksum mismatch (corrupted binary dataset)");
   // Structure, so that a well-checksummed but inconsistent file cannot index out of bounds.
-  DSLIDE_CHECK(d.feat_off[0] == 0 && d.feat_off[points] == nnz && d.label_off[0] == 0 && d.label_off[points] == nl,
+  DSLIDE_CHECK(d.feat_off[0] == 0 && d.feat_off[points] == nnz && d.label_off[0] == 0 &&
+                   d.label_off[points] == nl,
                path, ": inconsistent offsets");
   // Per point: offsets non-decreasing, ids strictly increasing and in range, values finite.
   auto sorted_in_range = [](const int32_t* ids, int64_t n, int64_t limit) {
@@ -302,8 +309,8 @@ void ParseXcLine(const std::string& line, const std::string& path, int64_t ln, D
         ++p;
         continue;
       }
-      DSLIDE_CHECK(*p == ' ' || *p == '\t' || *p == '\0', path, ":", ln,
-                   ": bad label list near '", std::string(start).substr(0, 20), "'");
+      DSLIDE_CHECK(*p == ' ' || *p == '\t' || *p == '\0', path, ":", ln, ": bad label list near '",
+                   std::string(start).substr(0, 20), "'");
       break;
     }
   }
@@ -397,7 +404,8 @@ DatasetStream::DatasetStream(const std::string& path) : impl_(std::make_unique<I
     sum.Add(head_bytes, 48);
     left -= 48;
     while (left > 0) {
-      const size_t want = static_cast<size_t>(std::min<int64_t>(left, static_cast<int64_t>(buf.size())));
+      const size_t want =
+          static_cast<size_t>(std::min<int64_t>(left, static_cast<int64_t>(buf.size())));
       DSLIDE_CHECK(std::fread(buf.data(), 1, want, f) == want, path, ": read failed");
       sum.Add(buf.data(), want);
       left -= static_cast<int64_t>(want);
@@ -417,8 +425,8 @@ DatasetStream::DatasetStream(const std::string& path) : impl_(std::make_unique<I
     DSLIDE_CHECK(b.points >= 0 && b.features > 0 && b.labels > 0 && b.features <= INT32_MAX &&
                      b.labels <= INT32_MAX && b.nnz >= 0 && b.nl >= 0 && b.points < size &&
                      b.nnz < size && b.nl < size,
-                 path, ": corrupted header (points ", b.points, ", features ", b.features, ", labels ",
-                 b.labels, ")");
+                 path, ": corrupted header (points ", b.points, ", features ", b.features,
+                 ", labels ", b.labels, ")");
     b.feat_off_at = 48;
     b.feat_ids_at = b.feat_off_at + (b.points + 1) * 8;
     b.feat_vals_at = b.feat_ids_at + b.nnz * 4;
@@ -432,15 +440,18 @@ DatasetStream::DatasetStream(const std::string& path) : impl_(std::make_unique<I
     return;
   }
   m.lines = std::make_unique<LineReader>(path);
-  DSLIDE_CHECK(m.lines->Next(&m.line), path, ":1: empty file (expected header 'points features labels')");
+  DSLIDE_CHECK(m.lines->Next(&m.line), path,
+               ":1: empty file (expected header 'points features labels')");
   const char* p = m.line.c_str();
   const auto* u = reinterpret_cast<const unsigned char*>(p);
   if (u[0] == 0xEF && u[1] == 0xBB && u[2] == 0xBF)
-    throw Error(detail::Concat(path, ":1: starts with a UTF-8 byte-order mark; save the file "
-                                     "without it"));
+    throw Error(detail::Concat(path,
+                               ":1: starts with a UTF-8 byte-order mark; save the file "
+                               "without it"));
   if ((u[0] == 0xFF && u[1] == 0xFE) || (u[0] == 0xFE && u[1] == 0xFF))
-    throw Error(detail::Concat(path, ":1: starts with a UTF-16 byte-order mark; save the file as "
-                                     "ASCII (or UTF-8 without a byte-order mark)"));
+    throw Error(detail::Concat(path,
+                               ":1: starts with a UTF-16 byte-order mark; save the file as "
+                               "ASCII (or UTF-8 without a byte-order mark)"));
   // The three counts, as digits (any number of them: an absurd count is reported with its
   // limit, not as unreadable).
   int64_t v[3];
@@ -461,13 +472,14 @@ DatasetStream::DatasetStream(const std::string& path) : impl_(std::make_unique<I
   while (*p == ' ' || *p == '\t') ++p;
   DSLIDE_CHECK(*p == '\0', path, ":1: bad header '", Excerpt(m.line),
                "' (expected 'points features labels')");
-  DSLIDE_CHECK(v[0] <= kMaxTextPoints, path, ":1: bad header '", Excerpt(m.line), "': ",
-               Excerpt(text[0]), " points is beyond the limit of 2^40 = ", kMaxTextPoints,
+  DSLIDE_CHECK(v[0] <= kMaxTextPoints, path, ":1: bad header '", Excerpt(m.line),
+               "': ", Excerpt(text[0]), " points is beyond the limit of 2^40 = ", kMaxTextPoints,
                " points");
   const char* names[3] = {"points", "features", "labels"};
   for (int i = 1; i < 3; ++i)
-    DSLIDE_CHECK(v[i] >= 1 && v[i] <= kMaxIds, path, ":1: bad header '", Excerpt(m.line), "': ",
-                 names[i], " must be in [1, 2^31 - 1 = ", kMaxIds, "], got ", Excerpt(text[i]));
+    DSLIDE_CHECK(v[i] >= 1 && v[i] <= kMaxIds, path, ":1: bad header '", Excerpt(m.line),
+                 "': ", names[i], " must be in [1, 2^31 - 1 = ", kMaxIds, "], got ",
+                 Excerpt(text[i]));
   num_points_ = v[0];
   num_features_ = v[1];
   num_labels_ = v[2];
@@ -486,7 +498,8 @@ bool DatasetStream::Next(int64_t max_points, Dataset* chunk) {
     if (n <= 0) return false;
     FILE* f = m.file.get();
     auto read_at = [&](int64_t at, void* dst, int64_t bytes, const char* what) {
-      DSLIDE_CHECK(at >= 0 && bytes >= 0 && at + bytes <= b.size - 8 && std::fseek(f, at, SEEK_SET) == 0 &&
+      DSLIDE_CHECK(at >= 0 && bytes >= 0 && at + bytes <= b.size - 8 &&
+                       std::fseek(f, at, SEEK_SET) == 0 &&
                        std::fread(dst, 1, bytes, f) == static_cast<size_t>(bytes),
                    m.path, ": cannot read ", what, " of points ", p0, "..", p0 + n - 1);
     };
@@ -501,7 +514,8 @@ bool DatasetStream::Next(int64_t max_points, Dataset* chunk) {
     }
     read_at(b.feat_off_at + p0 * 8, foff.data(), (n + 1) * 8, "feature offsets");
     read_at(b.label_off_at + p0 * 8, loff.data(), (n + 1) * 8, "label offsets");
-    DSLIDE_CHECK((p0 > 0 || (foff[0] == 0 && loff[0] == 0)) && foff[n] <= b.nnz && loff[n] <= b.nl &&
+    DSLIDE_CHECK((p0 > 0 || (foff[0] == 0 && loff[0] == 0)) && foff[n] <= b.nnz &&
+                     loff[n] <= b.nl &&
                      (p0 + n < b.points || (foff[n] == b.nnz && loff[n] == b.nl)),
                  m.path, ": inconsistent offsets");
     for (int64_t i = 0; i < n; ++i)
@@ -520,8 +534,10 @@ bool DatasetStream::Next(int64_t max_points, Dataset* chunk) {
                                  (foff[n] - foff[0]) * 8 + (loff[n] - loff[0]) * 4 + (n + 1) * 16,
                                  " bytes)"));
     }
-    read_at(b.feat_ids_at + foff[0] * 4, chunk->feat_ids.data(), (foff[n] - foff[0]) * 4, "feature ids");
-    read_at(b.feat_vals_at + foff[0] * 4, chunk->feat_vals.data(), (foff[n] - foff[0]) * 4, "feature values");
+    read_at(b.feat_ids_at + foff[0] * 4, chunk->feat_ids.data(), (foff[n] - foff[0]) * 4,
+            "feature ids");
+    read_at(b.feat_vals_at + foff[0] * 4, chunk->feat_vals.data(), (foff[n] - foff[0]) * 4,
+            "feature values");
     read_at(b.labels_at + loff[0] * 4, chunk->labels.data(), (loff[n] - loff[0]) * 4, "labels");
     for (int64_t i = 0; i <= n; ++i) {
       chunk->feat_off[i] = foff[i] - foff[0];
@@ -582,8 +598,8 @@ bool DatasetStream::Next(int64_t max_points, Dataset* chunk) {
   if (got < max_points || m.next == num_points_) {
     // At the end of the file (or of the header's points): the count must agree.
     if (got < max_points)
-      DSLIDE_CHECK(m.next == num_points_, m.path, ":", m.lines->line_no() + 1, ": end of file after ",
-                   m.next, " points, the header says ", num_points_);
+      DSLIDE_CHECK(m.next == num_points_, m.path, ":", m.lines->line_no() + 1,
+                   ": end of file after ", m.next, " points, the header says ", num_points_);
   }
   return got > 0;
 }
@@ -612,11 +628,11 @@ void WriteXc(const Dataset& data, const std::string& final_path) {
     DSLIDE_CHECK(f != nullptr, path, ": cannot write: ", std::strerror(errno));
     std::setvbuf(f.get(), buf.data(), _IOFBF, buf.size());
     std::fprintf(f.get(), "%lld %lld %lld\n", static_cast<long long>(data.size()),
-                 static_cast<long long>(data.num_features), static_cast<long long>(data.num_labels));
+                 static_cast<long long>(data.num_features),
+                 static_cast<long long>(data.num_labels));
     for (int64_t i = 0; i < data.size(); ++i) {
       const int32_t* l = data.Labels(i);
-      for (int64_t j = 0; j < data.NumLabels(i); ++j)
-        std::fprintf(f.get(), j ? ",%d" : "%d", l[j]);
+      for (int64_t j = 0; j < data.NumLabels(i); ++j) std::fprintf(f.get(), j ? ",%d" : "%d", l[j]);
       const SparseView x = data.Features(i);
       for (int64_t j = 0; j < x.n; ++j) std::fprintf(f.get(), " %d:%.6g", x.ids[j], x.vals[j]);
       // A point without labels and features is a single space: an empty line is an error.

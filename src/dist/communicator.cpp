@@ -10,21 +10,32 @@ namespace dslide {
 
 const char* ToString(Traffic t) {
   switch (t) {
-    case Traffic::kActivations: return "activations";
-    case Traffic::kInputGrads: return "input_grads";
-    case Traffic::kSoftmax: return "softmax";
-    case Traffic::kGradients: return "gradients";
-    case Traffic::kEval: return "eval";
-    case Traffic::kControl: return "control";
-    case Traffic::kCount: break;
+    case Traffic::kActivations:
+      return "activations";
+    case Traffic::kInputGrads:
+      return "input_grads";
+    case Traffic::kSoftmax:
+      return "softmax";
+    case Traffic::kGradients:
+      return "gradients";
+    case Traffic::kEval:
+      return "eval";
+    case Traffic::kControl:
+      return "control";
+    case Traffic::kCount:
+      break;
   }
   return "?";
 }
 
 size_t SizeOf(DType t) {
   switch (t) {
-    case DType::kInt32: case DType::kFloat32: return 4;
-    case DType::kInt64: case DType::kFloat64: return 8;
+    case DType::kInt32:
+    case DType::kFloat32:
+      return 4;
+    case DType::kInt64:
+    case DType::kFloat64:
+      return 8;
   }
   return 0;
 }

@@ -89,9 +89,12 @@ size_t SizeOf(DType t);
 
 template <class T>
 constexpr DType Communicator::TypeOf() {
-  if constexpr (std::is_same_v<T, int32_t>) return DType::kInt32;
-  else if constexpr (std::is_same_v<T, int64_t>) return DType::kInt64;
-  else if constexpr (std::is_same_v<T, float>) return DType::kFloat32;
+  if constexpr (std::is_same_v<T, int32_t>)
+    return DType::kInt32;
+  else if constexpr (std::is_same_v<T, int64_t>)
+    return DType::kInt64;
+  else if constexpr (std::is_same_v<T, float>)
+    return DType::kFloat32;
   else {
     static_assert(std::is_same_v<T, double>, "unsupported element type");
     return DType::kFloat64;

@@ -11,22 +11,23 @@
 
 #include "error.h"
 
-#define DSLIDE_MPI_CHECK(expr)                                                        \
-  do {                                                                                \
-    const int dslide_mpi_rc = (expr);                                                 \
-    if (dslide_mpi_rc != MPI_SUCCESS) {                                               \
-      char dslide_msg[MPI_MAX_ERROR_STRING];                                          \
-      int dslide_len = 0;                                                             \
-      MPI_Error_string(dslide_mpi_rc, dslide_msg, &dslide_len);                       \
-      throw ::dslide::Error(::dslide::detail::Concat(#expr, " failed: ",              \
-                                                     std::string(dslide_msg, dslide_len))); \
-    }                                                                                 \
+#define DSLIDE_MPI_CHECK(expr)                                                                \
+  do {                                                                                        \
+    const int dslide_mpi_rc = (expr);                                                         \
+    if (dslide_mpi_rc != MPI_SUCCESS) {                                                       \
+      char dslide_msg[MPI_MAX_ERROR_STRING];                                                  \
+      int dslide_len = 0;                                                                     \
+      MPI_Error_string(dslide_mpi_rc, dslide_msg, &dslide_len);                               \
+      throw ::dslide::Error(                                                                  \
+          ::dslide::detail::Concat(#expr, " failed: ", std::string(dslide_msg, dslide_len))); \
+    }                                                                                         \
   } while (0)
 
 namespace dslide::dist {
 
 bool LaunchedByMpi() {
-  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "PMI_RANK", "MPI_LOCALNRANKS"})
+  for (const char* v :
+       {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "PMI_RANK", "MPI_LOCALNRANKS"})
     if (std::getenv(v) != nullptr) return true;
   return false;
 }
@@ -53,18 +54,25 @@ struct MpiCommunicator::Impl {
 namespace {
 MPI_Datatype ToMpi(DType t) {
   switch (t) {
-    case DType::kInt32: return MPI_INT32_T;
-    case DType::kInt64: return MPI_INT64_T;
-    case DType::kFloat32: return MPI_FLOAT;
-    case DType::kFloat64: return MPI_DOUBLE;
+    case DType::kInt32:
+      return MPI_INT32_T;
+    case DType::kInt64:
+      return MPI_INT64_T;
+    case DType::kFloat32:
+      return MPI_FLOAT;
+    case DType::kFloat64:
+      return MPI_DOUBLE;
   }
   return MPI_BYTE;
 }
 MPI_Op ToMpi(ReduceOp op) {
   switch (op) {
-    case ReduceOp::kSum: return MPI_SUM;
-    case ReduceOp::kMax: return MPI_MAX;
-    case ReduceOp::kMin: return MPI_MIN;
+    case ReduceOp::kSum:
+      return MPI_SUM;
+    case ReduceOp::kMax:
+      return MPI_MAX;
+    case ReduceOp::kMin:
+      return MPI_MIN;
   }
   return MPI_SUM;
 }
@@ -76,7 +84,8 @@ MpiCommunicator::MpiCommunicator() : impl_(std::make_unique<Impl>()) {
   MPI_Comm_rank(impl_->comm, &rank_);
   MPI_Comm_size(impl_->comm, &size_);
   MPI_Comm node;
-  DSLIDE_MPI_CHECK(MPI_Comm_split_type(impl_->comm, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node));
+  DSLIDE_MPI_CHECK(
+      MPI_Comm_split_type(impl_->comm, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node));
   MPI_Comm_rank(node, &local_rank_);
   MPI_Comm_free(&node);
 }
@@ -87,8 +96,8 @@ MpiCommunicator::~MpiCommunicator() {
   if (!finalized && impl_->comm != MPI_COMM_NULL) MPI_Comm_free(&impl_->comm);
 }
 
-void MpiCommunicator::DoAllgatherv(const void* mine, const std::vector<int64_t>& counts,
-                                   void* all, DType type) {
+void MpiCommunicator::DoAllgatherv(const void* mine, const std::vector<int64_t>& counts, void* all,
+                                   DType type) {
   // MPI counts are int: this version refuses larger messages instead of truncating them.
   auto& c = impl_->counts;
   auto& d = impl_->displs;
@@ -102,8 +111,8 @@ void MpiCommunicator::DoAllgatherv(const void* mine, const std::vector<int64_t>&
     d[r] = static_cast<int>(off);
     off += counts[r];
   }
-  DSLIDE_MPI_CHECK(MPI_Allgatherv(mine, c[rank_], ToMpi(type), all, c.data(), d.data(),
-                                  ToMpi(type), impl_->comm));
+  DSLIDE_MPI_CHECK(MPI_Allgatherv(mine, c[rank_], ToMpi(type), all, c.data(), d.data(), ToMpi(type),
+                                  impl_->comm));
 }
 
 void MpiCommunicator::DoReduceScatterSum(const float* in, const std::vector<int64_t>& counts,
@@ -133,8 +142,8 @@ void MpiCommunicator::DoBroadcast(void* buf, int64_t bytes, int root) {
   constexpr int64_t kChunk = int64_t{1} << 30;
   char* p = static_cast<char*>(buf);
   for (int64_t done = 0; done < bytes; done += kChunk)
-    DSLIDE_MPI_CHECK(MPI_Bcast(p + done, static_cast<int>(std::min(kChunk, bytes - done)),
-                               MPI_BYTE, root, impl_->comm));
+    DSLIDE_MPI_CHECK(MPI_Bcast(p + done, static_cast<int>(std::min(kChunk, bytes - done)), MPI_BYTE,
+                               root, impl_->comm));
 }
 
 }  // namespace dslide::dist

@@ -15,12 +15,12 @@
 
 namespace dslide::gpu {
 
-#define DSLIDE_CUDA_CHECK(call)                                                          \
-  do {                                                                                   \
-    const cudaError_t err_ = (call);                                                     \
-    if (err_ != cudaSuccess)                                                             \
-      throw ::dslide::Error(::dslide::detail::Concat("CUDA error in ", #call, ": ",      \
-                                                     cudaGetErrorString(err_)));         \
+#define DSLIDE_CUDA_CHECK(call)                                                               \
+  do {                                                                                        \
+    const cudaError_t err_ = (call);                                                          \
+    if (err_ != cudaSuccess)                                                                  \
+      throw ::dslide::Error(                                                                  \
+          ::dslide::detail::Concat("CUDA error in ", #call, ": ", cudaGetErrorString(err_))); \
   } while (0)
 
 template <class F>
@@ -102,12 +102,14 @@ struct CudaExec {
   template <class T>
   static void CopyIn(T* dev, const T* host, size_t n) {
     if (n > 0)
-      DSLIDE_CUDA_CHECK(cudaMemcpyAsync(dev, host, n * sizeof(T), cudaMemcpyHostToDevice, CopyStream()));
+      DSLIDE_CUDA_CHECK(
+          cudaMemcpyAsync(dev, host, n * sizeof(T), cudaMemcpyHostToDevice, CopyStream()));
   }
   template <class T>
   static void CopyOut(T* host, const T* dev, size_t n) {
     if (n > 0)
-      DSLIDE_CUDA_CHECK(cudaMemcpyAsync(host, dev, n * sizeof(T), cudaMemcpyDeviceToHost, CopyStream()));
+      DSLIDE_CUDA_CHECK(
+          cudaMemcpyAsync(host, dev, n * sizeof(T), cudaMemcpyDeviceToHost, CopyStream()));
   }
   /// The host waits for the compute stream (before another library reads device memory).
   static void Synchronize() { DSLIDE_CUDA_CHECK(cudaStreamSynchronize(Stream())); }
@@ -168,12 +170,14 @@ struct CudaExec {
       void* stage = Staging().Get(n * sizeof(T));
       DSLIDE_CUDA_CHECK(cudaStreamSynchronize(Stream()));
       std::memcpy(stage, h, n * sizeof(T));
-      DSLIDE_CUDA_CHECK(cudaMemcpyAsync(p_, stage, n * sizeof(T), cudaMemcpyHostToDevice, Stream()));
+      DSLIDE_CUDA_CHECK(
+          cudaMemcpyAsync(p_, stage, n * sizeof(T), cudaMemcpyHostToDevice, Stream()));
     }
     void Download(T* h, size_t n) const {
       if (n == 0) return;
       void* stage = Staging().Get(n * sizeof(T));
-      DSLIDE_CUDA_CHECK(cudaMemcpyAsync(stage, p_, n * sizeof(T), cudaMemcpyDeviceToHost, Stream()));
+      DSLIDE_CUDA_CHECK(
+          cudaMemcpyAsync(stage, p_, n * sizeof(T), cudaMemcpyDeviceToHost, Stream()));
       DSLIDE_CUDA_CHECK(cudaStreamSynchronize(Stream()));
       std::memcpy(h, stage, n * sizeof(T));
     }

@@ -37,13 +37,13 @@ int LocalSizeFromEnv() {
 int ChooseDevice(int local_rank, int local_ranks, int gpus_per_node, int visible,
                  const std::string& why_none) {
   DSLIDE_CHECK(visible > 0, "--device gpu: no CUDA device is visible (", why_none, ")");
-  DSLIDE_CHECK(gpus_per_node <= visible, "--gpus-per-node ", gpus_per_node, " but only ",
-               visible, " CUDA device(s) are visible to local rank ", local_rank,
+  DSLIDE_CHECK(gpus_per_node <= visible, "--gpus-per-node ", gpus_per_node, " but only ", visible,
+               " CUDA device(s) are visible to local rank ", local_rank,
                " (check CUDA_VISIBLE_DEVICES)");
   if (gpus_per_node > 0) return local_rank % gpus_per_node;
   DSLIDE_CHECK(local_ranks <= visible, "--device gpu: ", local_ranks, " ranks on this node but ",
-               visible, " CUDA device(s); one rank per GPU is the default. Start at most ",
-               visible, " ranks per node, or pass --gpus-per-node ", visible,
+               visible, " CUDA device(s); one rank per GPU is the default. Start at most ", visible,
+               " ranks per node, or pass --gpus-per-node ", visible,
                " to share the GPUs between ranks");
   return local_rank % visible;
 }

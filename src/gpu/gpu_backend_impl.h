@@ -33,8 +33,8 @@
 
 #include "backend_streams.h"
 #include "budget_sampler.h"
-#include "error.h"
 #include "device_choice.h"
+#include "error.h"
 #include "gpu_tuning.h"
 #include "hd.h"
 #include "layer_backend.h"
@@ -42,6 +42,7 @@
 #include "lsh_hash.h"
 #include "lsh_kernels.h"
 #include "select_kernel.h"
+#include "topk.h"
 
 namespace dslide::gpu {
 
@@ -86,8 +87,8 @@ DSLIDE_HD inline float* SoftmaxRow(void* sm, int T) { return SoftmaxPartMax(sm, 
 struct AdamConsts {
   float lr, b1, b2, c1, c2, inv_bias1, inv_bias2, eps;
   static AdamConsts Of(const AdamStep& s) {
-    return {s.lr, s.beta1, s.beta2, 1.0f - s.beta1, 1.0f - s.beta2, 1.0f / s.bias1(),
-            1.0f / s.bias2(), s.eps};
+    return {s.lr,           s.beta1,          s.beta2,          1.0f - s.beta1,
+            1.0f - s.beta2, 1.0f / s.bias1(), 1.0f / s.bias2(), s.eps};
   }
 };
 
@@ -233,8 +234,9 @@ class GpuBackendT : public LayerBackend {
   using Buf = typename X::template Buffer<T>;
 
   explicit GpuBackendT(const GpuTuning& tune = {}) : tune_(tune) {
-    DSLIDE_CHECK(tune.forward_chunks >= 1 && tune.forward_chunks <= 16 && tune.forward_chunk_min >= 1 &&
-                     tune.shared_floats >= 0 && tune.shared_entries >= 0,
+    DSLIDE_CHECK(tune.forward_chunks >= 1 && tune.forward_chunks <= 16 &&
+                     tune.forward_chunk_min >= 1 && tune.shared_floats >= 0 &&
+                     tune.shared_entries >= 0,
                  "GPU tuning out of range");
   }
 
@@ -250,13 +252,13 @@ class GpuBackendT : public LayerBackend {
     LayerSpec spec;
     int64_t rows = 0, cols = 0;
     Buf<float> w, m, v, b, mb, vb;
-    Buf<float> g, gb;                 // input-major layer: gradient rows
-    Buf<uint8_t> touched, btouched;   // input-major layer
-    Buf<uint32_t> bad;                // 1 element: an update produced NaN or inf
+    Buf<float> g, gb;                // input-major layer: gradient rows
+    Buf<uint8_t> touched, btouched;  // input-major layer
+    Buf<uint32_t> bad;               // 1 element: an update produced NaN or inf
     // Row-per-neuron layers: the pending batch gradient.
     bool pending = false;
     int64_t nq = 0, nent = 0;
-    Buf<float> x;                     // the pending batch's input, B x in_dim
+    Buf<float> x;  // the pending batch's input, B x in_dim
     Buf<uint64_t> keys;
     Buf<uint32_t> flags, qidx;
     Buf<int32_t> qrow, rowq, ent_sample;
@@ -340,14 +342,16 @@ class GpuBackendT : public LayerBackend {
   static void PadRows(const BatchRows& r, int64_t cap, int32_t* ids, float* vals) {
     for (int64_t i = 0; i < r.samples(); ++i) {
       const int64_t o = r.off[i];
-      if (ids != nullptr && !r.ids.empty()) std::copy(r.ids.begin() + o, r.ids.begin() + o + r.n[i], ids + i * cap);
+      if (ids != nullptr && !r.ids.empty())
+        std::copy(r.ids.begin() + o, r.ids.begin() + o + r.n[i], ids + i * cap);
       if (vals != nullptr && !r.vals.empty())
         std::copy(r.vals.begin() + o, r.vals.begin() + o + r.n[i], vals + i * cap);
     }
   }
   /// The inverse for values: rows [i0, i1) of the padded `vals` into r's values.
   static void UnpadVals(const float* vals, int64_t cap, int64_t i0, int64_t i1, BatchRows* r) {
-    for (int64_t i = i0; i < i1; ++i) std::copy(vals + i * cap, vals + i * cap + r->n[i], r->vals.begin() + r->off[i]);
+    for (int64_t i = i0; i < i1; ++i)
+      std::copy(vals + i * cap, vals + i * cap + r->n[i], r->vals.begin() + r->off[i]);
   }
 
   /// Uploads host rows in a padded layout of max_i n[i] per row.
@@ -400,7 +404,8 @@ class GpuBackendT : public LayerBackend {
       if (labels != nullptr) {
         const int32_t* lab = labels->Of(i);
         for (int64_t j = 0; j < labels->Count(i); ++j)
-          if (lab[j] >= s.begin && lab[j] < s.end) forced.push_back(static_cast<int32_t>(lab[j] - s.begin));
+          if (lab[j] >= s.begin && lab[j] < s.end)
+            forced.push_back(static_cast<int32_t>(lab[j] - s.begin));
         max_forced = std::max(max_forced, labels->Count(i));
       }
       foff[i + 1] = static_cast<int64_t>(forced.size());
@@ -411,7 +416,8 @@ class GpuBackendT : public LayerBackend {
     std::vector<int32_t> shared;
     const bool batch_fill = opt_.lsh.fill == FillPolicy::kBatch;
     if (batch_fill) {
-      Rng rng(StreamSeed(opt_.seed, streams::kBatchFill, iter, (uint64_t(layer) << 32) | spec_.rank));
+      Rng rng(
+          StreamSeed(opt_.seed, streams::kBatchFill, iter, (uint64_t(layer) << 32) | spec_.rank));
       BudgetSampler::BatchList(s.begin, s.end, cap, labels ? &labels->ids : nullptr, &rng, &shared);
     }
     out->Strided(B, cap);
@@ -423,7 +429,8 @@ class GpuBackendT : public LayerBackend {
     const int64_t cand_cap =
         std::max<int64_t>(static_cast<int64_t>(L_) * opt_.lsh.bucket_capacity, 2 * cap > n ? n : 0);
     int64_t set = 1;
-    while (set < 2 * (max_forced + static_cast<int64_t>(L_) * opt_.lsh.bucket_capacity + cap) + 2) set *= 2;
+    while (set < 2 * (max_forced + static_cast<int64_t>(L_) * opt_.lsh.bucket_capacity + cap) + 2)
+      set *= 2;
     DevRows q;
     QueryRows(in, s.in_dim, &q);
     forced_off_.Upload(foff.data(), foff.size());
@@ -472,7 +479,8 @@ class GpuBackendT : public LayerBackend {
       if (dense_in) {
         const float* xv = qvals + i * qcap;
         const int64_t xn = qn[i];
-        HashRawDense(h, [=](int64_t j) { return j < xn ? xv[j] : (j == in_dim ? 1.0f : 0.0f); }, a);
+        HashRawDense(
+            h, [=](int64_t j) { return j < xn ? xv[j] : (j == in_dim ? 1.0f : 0.0f); }, a);
       } else {
         HashRawSparse(h, qids + i * qcap, qvals + i * qcap, qn[i], acc + i * nh, a);
       }
@@ -487,8 +495,8 @@ class GpuBackendT : public LayerBackend {
       mk.order = order + i * L_;
       Rng rng(StreamSeed(seed, streams::kSample, iter, i, lane));
       int32_t* o = act + i * cap;
-      const int64_t k = SelectIds(policy, &tv, bkt + i * L_, fi + fo[i],
-                                  fo[i + 1] - fo[i], budget, min_neg, &rng, mk, o, sh, nsh);
+      const int64_t k = SelectIds(policy, &tv, bkt + i * L_, fi + fo[i], fo[i + 1] - fo[i], budget,
+                                  min_neg, &rng, mk, o, sh, nsh);
       for (int64_t j = 0; j < k; ++j) o[j] += static_cast<int32_t>(begin);
       act_n[i] = k;
     });
@@ -541,9 +549,11 @@ class GpuBackendT : public LayerBackend {
   void Forward(int layer, const BatchRows& in, BatchRows* out) override {
     Layer& L = *layers_[layer];
     const int64_t B = in.samples();
-    const int64_t icap = std::max<int64_t>(1, MaxCount(in)), acap = std::max<int64_t>(1, MaxCount(*out));
+    const int64_t icap = std::max<int64_t>(1, MaxCount(in)),
+                  acap = std::max<int64_t>(1, MaxCount(*out));
     // Pinned layout: in n | act n | in ids | act ids | in vals | activations.
-    const size_t bytes = 2 * B * sizeof(int64_t) + B * (icap + acap) * (sizeof(int32_t) + sizeof(float));
+    const size_t bytes =
+        2 * B * sizeof(int64_t) + B * (icap + acap) * (sizeof(int32_t) + sizeof(float));
     char* p = static_cast<char*>(X::Stage(bytes));
     int64_t* h_in_n = reinterpret_cast<int64_t*>(p);
     int64_t* h_act_n = h_in_n + B;
@@ -568,7 +578,8 @@ class GpuBackendT : public LayerBackend {
     fwd_out_ = out;
     kept_delta_ = {};
     X::CopiesAfterCompute();  // the buffers may still be read by earlier kernels
-    const int64_t chunk = std::max<int64_t>(tune_.forward_chunk_min, (B + tune_.forward_chunks - 1) / tune_.forward_chunks);
+    const int64_t chunk = std::max<int64_t>(tune_.forward_chunk_min,
+                                            (B + tune_.forward_chunks - 1) / tune_.forward_chunks);
     std::vector<typename X::Mark> marks;
     for (int64_t s0 = 0; s0 < B; s0 += chunk) {
       const int64_t m = std::min(B, s0 + chunk) - s0;
@@ -635,7 +646,8 @@ class GpuBackendT : public LayerBackend {
               float sum = bias[c];
               for (int64_t e = 0; e < xn[i]; ++e) {
                 const bool sh = e < kept;
-                sum += (sh ? sv[e] : xv[i * icap + e]) * w[(sh ? sid[e] : xid[i * icap + e]) * cols + c];
+                sum += (sh ? sv[e] : xv[i * icap + e]) *
+                       w[(sh ? sid[e] : xid[i * icap + e]) * cols + c];
               }
               z[i * acap + k] = relu && sum < 0.0f ? 0.0f : sum;
             }
@@ -656,7 +668,8 @@ class GpuBackendT : public LayerBackend {
         [=] DSLIDE_HD(int64_t bi, int tid, int nt, void* sm) {
           const int64_t i = s0 + bi;
           float* x = shared ? static_cast<float*>(sm) : xg + i * cols;
-          for (int64_t e = tid; e < xn[i]; e += nt) x[dense_in ? e : xid[i * icap + e]] = xv[i * icap + e];
+          for (int64_t e = tid; e < xn[i]; e += nt)
+            x[dense_in ? e : xid[i * icap + e]] = xv[i * icap + e];
         },
         [=] DSLIDE_HD(int64_t bi, int tid, int nt, void* sm) {
           const int64_t i = s0 + bi;
@@ -790,9 +803,11 @@ class GpuBackendT : public LayerBackend {
     return act_.vals.data();
   }
 
-  void Backward(int layer, const BatchRows& in, const BatchRows& delta, BatchRows* in_grad) override {
+  void Backward(int layer, const BatchRows& in, const BatchRows& delta,
+                BatchRows* in_grad) override {
     Layer& L = *layers_[layer];
-    DSLIDE_ASSERT(!(L.spec.input_major && in_grad != nullptr), "the first layer has no input gradient");
+    DSLIDE_ASSERT(!(L.spec.input_major && in_grad != nullptr),
+                  "the first layer has no input gradient");
     const float* dv = DeltaOnDevice(layer, delta);
     if (L.spec.input_major) {
       FirstLayerGradient(L, in, dv);
@@ -841,7 +856,8 @@ class GpuBackendT : public LayerBackend {
       const float d = dv[t];
       AtomicAddF(gb + c, d);
       btouched[c] = 1;
-      for (int64_t e = 0; e < xn[i]; ++e) AtomicAddF(g + xid[i * icap + e] * cols + c, xv[i * icap + e] * d);
+      for (int64_t e = 0; e < xn[i]; ++e)
+        AtomicAddF(g + xid[i * icap + e] * cols + c, xv[i * icap + e] * d);
     });
   }
 
@@ -1046,12 +1062,15 @@ class GpuBackendT : public LayerBackend {
       X::For(c1 - c0, [=] DSLIDE_HD(int64_t u) {
         const int64_t i = c0 + u;
         int32_t* a = arg + u * nh;
-        HashRawDense(h, [=](int64_t j) -> float {
-          if (j < in_dim) return static_cast<float>(w[im ? j * n + i : i * in_dim + j] * inv_m);
-          if (j == in_dim) return static_cast<float>(b[i] * inv_m);
-          const double rest = 1.0 - norm2[i] * inv_m * inv_m;
-          return mips ? static_cast<float>(sqrt(rest > 0.0 ? rest : 0.0)) : 0.0f;
-        }, a);
+        HashRawDense(
+            h,
+            [=](int64_t j) -> float {
+              if (j < in_dim) return static_cast<float>(w[im ? j * n + i : i * in_dim + j] * inv_m);
+              if (j == in_dim) return static_cast<float>(b[i] * inv_m);
+              const double rest = 1.0 - norm2[i] * inv_m * inv_m;
+              return mips ? static_cast<float>(sqrt(rest > 0.0 ? rest : 0.0)) : 0.0f;
+            },
+            a);
         uint32_t bp[64];  // bucket ids of up to 64 tables at a time
         for (int t0 = 0; t0 < nt; t0 += 64) {
           HashView part = h;
@@ -1108,7 +1127,8 @@ class GpuBackendT : public LayerBackend {
       const int64_t tb = t * nb + bb;
       const int64_t count = static_cast<int64_t>(re[tb]) - rs[tb];
       if (count > 0)
-        FillBucket(items + rs[tb], count, cap, fifo, BucketSeed(bseed, static_cast<int>(t), static_cast<uint32_t>(bb)),
+        FillBucket(items + rs[tb], count, cap, fifo,
+                   BucketSeed(bseed, static_cast<int>(t), static_cast<uint32_t>(bb)),
                    tids + gp[tb]);
     });
     L.host_base.resize(nt + 1);
@@ -1207,20 +1227,14 @@ class GpuBackendT : public LayerBackend {
     std::vector<float> hsc(B * nseg * k);
     topk_ids_.Download(hid.data(), hid.size());
     topk_sc_.Download(hsc.data(), hsc.size());
-    ids->assign(B * k, -1);
-    scores->assign(B * k, -std::numeric_limits<float>::infinity());
-    std::vector<std::pair<float, int32_t>> all;
+    ids->resize(B * k);
+    scores->resize(B * k);
+    // Each sample's nseg segment lists, one after another: one list of nseg * k.
+    TopKSelector top;
     for (int64_t i = 0; i < B; ++i) {
-      all.clear();
-      for (int64_t j = 0; j < nseg * k; ++j)
-        if (hid[i * nseg * k + j] >= 0) all.push_back({hsc[i * nseg * k + j], hid[i * nseg * k + j]});
-      std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) {
-        return a.first != b.first ? a.first > b.first : a.second < b.second;
-      });
-      for (int j = 0; j < k && j < static_cast<int>(all.size()); ++j) {
-        (*scores)[i * k + j] = all[j].first;
-        (*ids)[i * k + j] = all[j].second;
-      }
+      top.Clear();
+      top.PushAll(hsc.data() + i * nseg * k, hid.data() + i * nseg * k, nseg * k);
+      top.Take(k, ids->data() + i * k, scores->data() + i * k);
     }
     if (st == nullptr) return;
     st->Resize(B);
@@ -1305,8 +1319,9 @@ class GpuBackendT : public LayerBackend {
       if (on_device) {
         const float* g = L.g.data();
         const float* gb = L.gb.data();
-        X::For(static_cast<int64_t>(nw + L.spec.local()),
-               [=] DSLIDE_HD(int64_t t) { out[t] = t < static_cast<int64_t>(nw) ? g[t] : gb[t - nw]; });
+        X::For(static_cast<int64_t>(nw + L.spec.local()), [=] DSLIDE_HD(int64_t t) {
+          out[t] = t < static_cast<int64_t>(nw) ? g[t] : gb[t - nw];
+        });
         return;
       }
       L.g.Download(out, nw);
@@ -1366,7 +1381,8 @@ class GpuBackendT : public LayerBackend {
   }
   void ScaleExchange(float* p, int64_t n, float s) override {
     if (n <= 0) return;
-    DSLIDE_ASSERT(InExchange(p) && InExchange(p + n - 1), "ScaleExchange outside the exchange buffer");
+    DSLIDE_ASSERT(InExchange(p) && InExchange(p + n - 1),
+                  "ScaleExchange outside the exchange buffer");
     if (s != 1.0f) X::For(n, [=] DSLIDE_HD(int64_t t) { p[t] *= s; });
     X::Synchronize();  // MPI reads the buffer outside the backend's stream
   }
@@ -1482,7 +1498,8 @@ class GpuBackendT : public LayerBackend {
   // Per-step scratch, reused.
   DevRows in_, act_;
   Buf<float> xd_, gin_, acc_, grad_, topk_sc_, topk_mx_, topk_sum_;
-  Buf<int32_t> arg_, items_, set_keys_, set_counts_, cand_, order_, act_ids_, forced_ids_, shared_, topk_ids_;
+  Buf<int32_t> arg_, items_, set_keys_, set_counts_, cand_, order_, act_ids_, forced_ids_, shared_,
+      topk_ids_;
   Buf<uint8_t> set_stamps_;
   Buf<uint32_t> bkt_, run_start_, run_end_, sizes_, gpos_;
   Buf<int64_t> act_n_, forced_off_, count_;

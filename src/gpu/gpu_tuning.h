@@ -8,17 +8,17 @@
 namespace dslide::gpu {
 
 struct GpuTuning {
-  int forward_chunks = 4;           ///< pipeline depth of Forward (chunks of samples)
-  int64_t forward_chunk_min = 32;   ///< fewest samples in a chunk
-  int64_t shared_floats = 12 * 1024;   ///< a dense input row up to this many floats sits in
-                                       ///< shared memory (48 KiB); larger rows are read from
-                                       ///< global memory
-  int64_t shared_entries = 4 * 1024;   ///< this many of a sparse input's entries sit in
-                                       ///< shared memory (32 KiB); the rest are read from
-                                       ///< global memory
-  int device_exchange = -1;  ///< data parallelism: reduce the fused gradient in device
-                             ///< memory (1), in host memory (0), or in device memory when
-                             ///< MPI is CUDA-aware (-1, MpiReadsDeviceMemory)
+  int forward_chunks = 4;             ///< pipeline depth of Forward (chunks of samples)
+  int64_t forward_chunk_min = 32;     ///< fewest samples in a chunk
+  int64_t shared_floats = 12 * 1024;  ///< a dense input row up to this many floats sits in
+                                      ///< shared memory (48 KiB); larger rows are read from
+                                      ///< global memory
+  int64_t shared_entries = 4 * 1024;  ///< this many of a sparse input's entries sit in
+                                      ///< shared memory (32 KiB); the rest are read from
+                                      ///< global memory
+  int device_exchange = -1;           ///< data parallelism: reduce the fused gradient in device
+                                      ///< memory (1), in host memory (0), or in device memory when
+                                      ///< MPI is CUDA-aware (-1, MpiReadsDeviceMemory)
 };
 
 }  // namespace dslide::gpu

@@ -65,8 +65,7 @@ struct HostExec {
   template <class... Phases>
   static void ForBlocks(int64_t blocks, int threads, size_t smem_bytes, const Phases&... ph) {
     std::vector<uint64_t> smem((smem_bytes + 7) / 8 + 1);
-    for (int64_t b = 0; b < blocks; ++b)
-      (RunPhase(b, threads, smem.data(), ph), ...);
+    for (int64_t b = 0; b < blocks; ++b) (RunPhase(b, threads, smem.data(), ph), ...);
   }
   template <class F>
   static void RunPhase(int64_t b, int threads, void* smem, const F& f) {

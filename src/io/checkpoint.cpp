@@ -4,13 +4,13 @@
 
 #include <hdf5.h>
 
+#include <unistd.h>
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <memory>
-#include <unistd.h>
 
 #include "atomic_file.h"
 #include "checksum.h"
@@ -51,13 +51,15 @@ class Handle {
 };
 
 /// Throws DamagedCheckpoint (a checkpoint that is there but cannot be trusted).
-#define DAMAGED_CHECK(cond, ...)                                                             \
-  do {                                                                                       \
+#define DAMAGED_CHECK(cond, ...)                                                           \
+  do {                                                                                     \
     if (!(cond)) throw ::dslide::DamagedCheckpoint(::dslide::detail::Concat(__VA_ARGS__)); \
   } while (0)
 
 /// " (REASON)" for the errno an I/O call left behind, "" when it left none.
-std::string OsReason(int err) { return err != 0 ? std::string(" (") + std::strerror(err) + ")" : ""; }
+std::string OsReason(int err) {
+  return err != 0 ? std::string(" (") + std::strerror(err) + ")" : "";
+}
 
 void QuietHdf5() {
   static const bool once = [] {
@@ -73,12 +75,30 @@ void QuietHdf5() {
 
 template <class T>
 hid_t Type();
-template <> hid_t Type<float>() { return H5T_NATIVE_FLOAT; }
-template <> hid_t Type<double>() { return H5T_NATIVE_DOUBLE; }
-template <> hid_t Type<int32_t>() { return H5T_NATIVE_INT32; }
-template <> hid_t Type<uint32_t>() { return H5T_NATIVE_UINT32; }
-template <> hid_t Type<int64_t>() { return H5T_NATIVE_INT64; }
-template <> hid_t Type<uint64_t>() { return H5T_NATIVE_UINT64; }
+template <>
+hid_t Type<float>() {
+  return H5T_NATIVE_FLOAT;
+}
+template <>
+hid_t Type<double>() {
+  return H5T_NATIVE_DOUBLE;
+}
+template <>
+hid_t Type<int32_t>() {
+  return H5T_NATIVE_INT32;
+}
+template <>
+hid_t Type<uint32_t>() {
+  return H5T_NATIVE_UINT32;
+}
+template <>
+hid_t Type<int64_t>() {
+  return H5T_NATIVE_INT64;
+}
+template <>
+hid_t Type<uint64_t>() {
+  return H5T_NATIVE_UINT64;
+}
 
 /// A 1-D (cols == 0) or 2-D dataset, chunked with Fletcher-32 checksums.
 template <class T>
@@ -90,27 +110,31 @@ void WriteArray(hid_t loc, const std::string& file, const std::string& name, con
   Handle plist(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
   if (rows > 0) {
     const hsize_t per_row = cols ? cols : 1;
-    const hsize_t chunk_rows = std::max<hsize_t>(1, std::min<hsize_t>(rows, (hsize_t{1} << 20) / per_row));
+    const hsize_t chunk_rows =
+        std::max<hsize_t>(1, std::min<hsize_t>(rows, (hsize_t{1} << 20) / per_row));
     const hsize_t chunk[2] = {chunk_rows, cols};
     H5Pset_chunk(plist.get(), rank, chunk);
     H5Pset_fletcher32(plist.get());
   }
   errno = 0;
-  Handle ds(H5Dcreate2(loc, name.c_str(), Type<T>(), space.get(), H5P_DEFAULT, plist.get(), H5P_DEFAULT),
-            H5Dclose);
-  DSLIDE_CHECK(ds.ok() && (rows == 0 || H5Dwrite(ds.get(), Type<T>(), H5S_ALL, H5S_ALL, H5P_DEFAULT, data) >= 0),
+  Handle ds(
+      H5Dcreate2(loc, name.c_str(), Type<T>(), space.get(), H5P_DEFAULT, plist.get(), H5P_DEFAULT),
+      H5Dclose);
+  DSLIDE_CHECK(ds.ok() && (rows == 0 ||
+                           H5Dwrite(ds.get(), Type<T>(), H5S_ALL, H5S_ALL, H5P_DEFAULT, data) >= 0),
                file, ": cannot write dataset '", name, "'", OsReason(errno));
 }
 
 template <class T>
-void WriteVector(hid_t loc, const std::string& file, const std::string& name, const std::vector<T>& v) {
+void WriteVector(hid_t loc, const std::string& file, const std::string& name,
+                 const std::vector<T>& v) {
   WriteArray(loc, file, name, v.data(), v.size());
 }
 
 /// Rows [row0, row0 + rows) of a dataset (all of it when rows < 0) into out.
 template <class T>
-void ReadRows(hid_t loc, const std::string& file, const std::string& name, int64_t row0, int64_t rows,
-              std::vector<T>* out, int64_t* cols_out = nullptr) {
+void ReadRows(hid_t loc, const std::string& file, const std::string& name, int64_t row0,
+              int64_t rows, std::vector<T>* out, int64_t* cols_out = nullptr) {
   Handle ds(H5Dopen2(loc, name.c_str(), H5P_DEFAULT), H5Dclose);
   DAMAGED_CHECK(ds.ok(), file, ": dataset '", name, "' is missing");
   Handle space(H5Dget_space(ds.get()), H5Sclose);
@@ -124,22 +148,26 @@ void ReadRows(hid_t loc, const std::string& file, const std::string& name, int64
     row0 = 0;
     rows = static_cast<int64_t>(dims[0]);
   }
-  DAMAGED_CHECK(row0 >= 0 && static_cast<hsize_t>(row0 + rows) <= dims[0], file, ": dataset '", name,
-               "' has ", dims[0], " rows, rows ", row0, "..", row0 + rows, " were asked for");
+  DAMAGED_CHECK(row0 >= 0 && static_cast<hsize_t>(row0 + rows) <= dims[0], file, ": dataset '",
+                name, "' has ", dims[0], " rows, rows ", row0, "..", row0 + rows,
+                " were asked for");
   out->resize(static_cast<size_t>(rows) * cols);
   if (rows == 0) return;
-  const hsize_t start[2] = {static_cast<hsize_t>(row0), 0}, count[2] = {static_cast<hsize_t>(rows), cols};
+  const hsize_t start[2] = {static_cast<hsize_t>(row0), 0},
+                count[2] = {static_cast<hsize_t>(rows), cols};
   H5Sselect_hyperslab(space.get(), H5S_SELECT_SET, start, nullptr, count, nullptr);
   Handle mem(H5Screate_simple(rank, count, nullptr), H5Sclose);
   DAMAGED_CHECK(H5Dread(ds.get(), Type<T>(), mem.get(), space.get(), H5P_DEFAULT, out->data()) >= 0,
-               file, ": dataset '", name, "' is unreadable (truncated or corrupted: checksum or I/O error)");
+                file, ": dataset '", name,
+                "' is unreadable (truncated or corrupted: checksum or I/O error)");
 }
 
 template <class T>
 void WriteAttr(hid_t loc, const std::string& file, const char* name, T value) {
   Handle space(H5Screate(H5S_SCALAR), H5Sclose);
   Handle a(H5Acreate2(loc, name, Type<T>(), space.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
-  DSLIDE_CHECK(a.ok() && H5Awrite(a.get(), Type<T>(), &value) >= 0, file, ": cannot write attribute '", name, "'");
+  DSLIDE_CHECK(a.ok() && H5Awrite(a.get(), Type<T>(), &value) >= 0, file,
+               ": cannot write attribute '", name, "'");
 }
 
 template <class T>
@@ -167,11 +195,12 @@ std::string ReadString(hid_t loc, const std::string& file, const char* name) {
   Handle type(H5Aget_type(a.get()), H5Tclose);
   const size_t n = H5Tget_size(type.get());
   DAMAGED_CHECK(H5Tget_class(type.get()) == H5T_STRING && n > 0 && n < (1 << 20), file,
-               ": attribute '", name, "' is not a string");
+                ": attribute '", name, "' is not a string");
   std::string s(n, '\0');
   Handle mem(H5Tcopy(H5T_C_S1), H5Tclose);
   H5Tset_size(mem.get(), n);
-  DAMAGED_CHECK(H5Aread(a.get(), mem.get(), s.data()) >= 0, file, ": attribute '", name, "' is unreadable");
+  DAMAGED_CHECK(H5Aread(a.get(), mem.get(), s.data()) >= 0, file, ": attribute '", name,
+                "' is unreadable");
   s.resize(std::strlen(s.c_str()));
   return s;
 }
@@ -188,7 +217,8 @@ void WriteSidecar(const std::string& file) {
   const bool flushed = std::fflush(f) == 0;
   const int err = errno;
   const bool closed = std::fclose(f) == 0;
-  DSLIDE_CHECK(written && flushed && closed, file, ".sum: write failed", OsReason(err ? err : errno));
+  DSLIDE_CHECK(written && flushed && closed, file, ".sum: write failed",
+               OsReason(err ? err : errno));
 }
 
 void VerifySidecar(const std::string& file) {
@@ -201,7 +231,8 @@ void VerifySidecar(const std::string& file) {
                   ".sum: malformed checksum file");
   }
   const FileSum s = SumFile(file);
-  DAMAGED_CHECK(s.size == size, file, ": ", s.size, " bytes, ", size, " were written (truncated or corrupted)");
+  DAMAGED_CHECK(s.size == size, file, ": ", s.size, " bytes, ", size,
+                " were written (truncated or corrupted)");
   DAMAGED_CHECK(s.sum == sum, file, ": checksum mismatch (corrupted)");
 }
 
@@ -277,7 +308,8 @@ void ReadTables(hid_t g, const std::string& file, LayerState* st) {
   size_t at = 0;
   for (size_t t = 0; t < tables; ++t) {
     uint32_t* off = st->table_offsets.data() + t * (nb + 1);
-    DAMAGED_CHECK(nonempty[t] >= 0 && at + nonempty[t] <= buckets.size(), file, ": inconsistent LSH tables");
+    DAMAGED_CHECK(nonempty[t] >= 0 && at + nonempty[t] <= buckets.size(), file,
+                  ": inconsistent LSH tables");
     for (int64_t j = 0; j < nonempty[t]; ++j, ++at) {
       DAMAGED_CHECK(buckets[at] < nb, file, ": inconsistent LSH tables");
       off[buckets[at] + 1] = counts[at];
@@ -347,8 +379,9 @@ void CheckWritableDir(const std::string& dir, int64_t bytes, const char* option)
   DSLIDE_CHECK(ok, "option ", option, ": cannot write in ", dir, OsReason(err));
   const fs::space_info sp = fs::space(dir, ec);
   if (!ec && bytes > 0)
-    DSLIDE_CHECK(sp.available >= static_cast<uintmax_t>(bytes), "option ", option, ": ", dir, " has ",
-                 sp.available >> 20, " MB free, one checkpoint needs about ", (bytes >> 20) + 1, " MB");
+    DSLIDE_CHECK(sp.available >= static_cast<uintmax_t>(bytes), "option ", option, ": ", dir,
+                 " has ", sp.available >> 20, " MB free, one checkpoint needs about ",
+                 (bytes >> 20) + 1, " MB");
 }
 
 void PruneCheckpoints(const std::string& dir, int keep) {
@@ -363,8 +396,8 @@ void PruneCheckpoints(const std::string& dir, int keep) {
   }
 }
 
-CheckpointMeta MetaOf(const ModelSpec& spec, const TrainConfig& cfg, int ranks, int64_t iter, int64_t epoch,
-                      int64_t pos, int64_t best_iter, double best_p_at_1) {
+CheckpointMeta MetaOf(const ModelSpec& spec, const TrainConfig& cfg, int ranks, int64_t iter,
+                      int64_t epoch, int64_t pos, int64_t best_iter, double best_p_at_1) {
   CheckpointMeta m;
   m.iter = iter;
   m.epoch = epoch;
@@ -404,23 +437,27 @@ TrainConfig ConfigOf(const CheckpointMeta& m) {
 
 void CheckMetaFits(const CheckpointMeta& m, const std::string& file, const ModelSpec& spec,
                    const TrainConfig& cfg) {
-  DSLIDE_CHECK(m.input_dim == spec.layers[0].in_dim && m.out_dims.size() == spec.layers.size(), file,
-               ": the checkpoint's network (", m.input_dim, " inputs, ", m.out_dims.size(),
+  DSLIDE_CHECK(m.input_dim == spec.layers[0].in_dim && m.out_dims.size() == spec.layers.size(),
+               file, ": the checkpoint's network (", m.input_dim, " inputs, ", m.out_dims.size(),
                " layers) does not match this one (", spec.layers[0].in_dim, " inputs, ",
                spec.layers.size(), " layers)");
   for (size_t l = 0; l < spec.layers.size(); ++l) {
-    DSLIDE_CHECK(m.out_dims[l] == spec.layers[l].out_dim, file, ": layer ", l, " has ", m.out_dims[l],
-                 " neurons in the checkpoint, ", spec.layers[l].out_dim, " here (--hidden, data)");
+    DSLIDE_CHECK(m.out_dims[l] == spec.layers[l].out_dim, file, ": layer ", l, " has ",
+                 m.out_dims[l], " neurons in the checkpoint, ", spec.layers[l].out_dim,
+                 " here (--hidden, data)");
     DSLIDE_CHECK(m.sparsity[l] == spec.layers[l].sparsity, file, ": layer ", l, " sparsity ",
-                 m.sparsity[l], " in the checkpoint, ", spec.layers[l].sparsity, " here (--sparsity)");
+                 m.sparsity[l], " in the checkpoint, ", spec.layers[l].sparsity,
+                 " here (--sparsity)");
   }
-  DSLIDE_CHECK(m.seed == cfg.seed, file, ": --seed ", cfg.seed, " differs from the checkpoint's ", m.seed);
-  DSLIDE_CHECK(m.batch == cfg.batch, file, ": --batch ", cfg.batch, " differs from the checkpoint's ", m.batch);
+  DSLIDE_CHECK(m.seed == cfg.seed, file, ": --seed ", cfg.seed, " differs from the checkpoint's ",
+               m.seed);
+  DSLIDE_CHECK(m.batch == cfg.batch, file, ": --batch ", cfg.batch,
+               " differs from the checkpoint's ", m.batch);
   const LshConfig& c = cfg.lsh;
   const std::string lsh =
       CheckpointMeta::DescribeLsh(ToString(c.family), c.k, c.l, c.bin_size, c.bucket_capacity);
-  DSLIDE_CHECK(m.LshText() == lsh, file, ": LSH settings '", lsh, "' differ from the checkpoint's '",
-               m.LshText(), "'");
+  DSLIDE_CHECK(m.LshText() == lsh, file, ": LSH settings '", lsh,
+               "' differ from the checkpoint's '", m.LshText(), "'");
 }
 
 bool AdoptCheckpointSettings(const CheckpointMeta& m, TrainConfig* cfg) {
@@ -446,8 +483,8 @@ CheckpointMeta ReadResumeMeta(const std::string& path) {
       // Training's resume skips it too, with a warning.
     }
   }
-  throw Error(detail::Concat("option --resume: none of the ", candidates.size(), " checkpoint(s) in ", path,
-                             " has an intact meta.h5"));
+  throw Error(detail::Concat("option --resume: none of the ", candidates.size(),
+                             " checkpoint(s) in ", path, " has an intact meta.h5"));
 }
 
 void WriteMeta(const std::string& folder, const CheckpointMeta& m) {
@@ -512,9 +549,9 @@ CheckpointMeta ReadMeta(const std::string& folder) {
     m.lsh_share = ReadAttr<double>(g, file, "lsh_share");
     m.min_negatives = ReadAttr<int64_t>(g, file, "min_negatives");
   }
-  DAMAGED_CHECK(m.ranks >= 1 && m.iter >= 0 && m.pos >= 0 && m.input_dim > 0 && !m.out_dims.empty() &&
-                   m.sparsity.size() == m.out_dims.size(),
-               file, ": inconsistent metadata");
+  DAMAGED_CHECK(m.ranks >= 1 && m.iter >= 0 && m.pos >= 0 && m.input_dim > 0 &&
+                    !m.out_dims.empty() && m.sparsity.size() == m.out_dims.size(),
+                file, ": inconsistent metadata");
   return m;
 }
 
@@ -541,9 +578,10 @@ void WriteShard(const std::string& folder, int rank, const ModelSpec& spec,
       WriteVector(g.get(), file, "mb", st.mb);
       WriteVector(g.get(), file, "vb", st.vb);
       if (!st.table_sizes.empty()) WriteTables(g.get(), file, st);
-  }
-  errno = 0;
-  DSLIDE_CHECK(H5Fflush(f.get(), H5F_SCOPE_LOCAL) >= 0 && f.Close(), file, ": cannot write", OsReason(errno));
+    }
+    errno = 0;
+    DSLIDE_CHECK(H5Fflush(f.get(), H5F_SCOPE_LOCAL) >= 0 && f.Close(), file, ": cannot write",
+                 OsReason(errno));
   }
   WriteSidecar(file);
 }
@@ -581,20 +619,23 @@ std::vector<LayerState> ReadLayers(const std::string& folder, const CheckpointMe
       const std::string name = "layer" + std::to_string(l);
       Handle g(H5Gopen2(f->get(), name.c_str(), H5P_DEFAULT), H5Gclose);
       DAMAGED_CHECK(g.ok(), file, ": group ", name, " is missing");
-      DAMAGED_CHECK(ReadAttr<int64_t>(g.get(), file, "begin") == b0 && ReadAttr<int64_t>(g.get(), file, "end") == b1,
-                   file, ": ", name, " does not hold neurons [", b0, ", ", b1, ") as its metadata says");
+      DAMAGED_CHECK(ReadAttr<int64_t>(g.get(), file, "begin") == b0 &&
+                        ReadAttr<int64_t>(g.get(), file, "end") == b1,
+                    file, ": ", name, " does not hold neurons [", b0, ", ", b1,
+                    ") as its metadata says");
       const int64_t at = lo - spec.begin, rows = hi - lo, first = lo - b0, d = spec.in_dim;
       int64_t cols = 0;
       using Field = std::pair<const char*, std::vector<float>*>;
-      const std::vector<Field> matrices = weights_only
-          ? std::vector<Field>{{"w", &st.w}}
-          : std::vector<Field>{{"w", &st.w}, {"m", &st.m}, {"v", &st.v}};
-      const std::vector<Field> vectors = weights_only
-          ? std::vector<Field>{{"b", &st.b}}
-          : std::vector<Field>{{"b", &st.b}, {"mb", &st.mb}, {"vb", &st.vb}};
+      const std::vector<Field> matrices =
+          weights_only ? std::vector<Field>{{"w", &st.w}}
+                       : std::vector<Field>{{"w", &st.w}, {"m", &st.m}, {"v", &st.v}};
+      const std::vector<Field> vectors =
+          weights_only ? std::vector<Field>{{"b", &st.b}}
+                       : std::vector<Field>{{"b", &st.b}, {"mb", &st.mb}, {"vb", &st.vb}};
       for (const auto& [ds, dst] : matrices) {
         ReadRows(g.get(), file, ds, first, rows, &buf, &cols);
-        DAMAGED_CHECK(cols == d, file, ": ", name, "/", ds, " has ", cols, " columns, expected ", d);
+        DAMAGED_CHECK(cols == d, file, ": ", name, "/", ds, " has ", cols, " columns, expected ",
+                      d);
         std::copy(buf.begin(), buf.end(), dst->begin() + at * d);
       }
       for (const auto& [ds, dst] : vectors) {
@@ -646,7 +687,8 @@ int64_t ExportModel(const std::string& folder, const std::string& final_file) {
       params += s.out_dim * (s.in_dim + 1);
     }
     errno = 0;
-    DSLIDE_CHECK(H5Fflush(g, H5F_SCOPE_LOCAL) >= 0 && f.Close(), out_file, ": cannot write", OsReason(errno));
+    DSLIDE_CHECK(H5Fflush(g, H5F_SCOPE_LOCAL) >= 0 && f.Close(), out_file, ": cannot write",
+                 OsReason(errno));
   });
   return params;
 }

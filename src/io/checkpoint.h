@@ -48,11 +48,13 @@ struct CheckpointMeta {
   int64_t min_negatives = 0;
 
   /// The LSH settings as one line of text (DescribeLsh).
-  std::string LshText() const { return DescribeLsh(hash_family, hash_k, hash_l, hash_bin, hash_bucket); }
+  std::string LshText() const {
+    return DescribeLsh(hash_family, hash_k, hash_l, hash_bin, hash_bucket);
+  }
   static std::string DescribeLsh(const std::string& family, int64_t k, int64_t l, int64_t bin,
                                  int64_t bucket) {
-    return family + " K=" + std::to_string(k) + " L=" + std::to_string(l) + " bin=" +
-           std::to_string(bin) + " bucket=" + std::to_string(bucket);
+    return family + " K=" + std::to_string(k) + " L=" + std::to_string(l) +
+           " bin=" + std::to_string(bin) + " bucket=" + std::to_string(bucket);
   }
 };
 
@@ -76,8 +78,8 @@ void PruneCheckpoints(const std::string& dir, int keep);
 /// The one mapping between a run and its checkpoint metadata. What a checkpoint records of
 /// a run of `spec` and resolved `cfg` on `ranks` model ranks after `iter` iterations, at
 /// data position (epoch, pos), with its best validated iteration and P@1 (-1: none).
-CheckpointMeta MetaOf(const ModelSpec& spec, const TrainConfig& cfg, int ranks, int64_t iter, int64_t epoch,
-                      int64_t pos, int64_t best_iter, double best_p_at_1);
+CheckpointMeta MetaOf(const ModelSpec& spec, const TrainConfig& cfg, int ranks, int64_t iter,
+                      int64_t epoch, int64_t pos, int64_t best_iter, double best_p_at_1);
 /// The network and settings checkpoint `m` was written with (for scoring it: eval, predict).
 TrainConfig ConfigOf(const CheckpointMeta& m);
 /// Throws dslide::Error naming `file` and the option when checkpoint `m` does not fit the

@@ -50,8 +50,8 @@ int64_t BudgetSampler::Select(const LshTables* tables, const uint32_t* buckets,
   }
   if (s->cand_.size() < room) s->cand_.resize(room);
   CpuMarks marks{s};
-  return SelectIds(policy_, tables, buckets, forced, n_forced, budget,
-                   min_negatives, rng, marks, out, shared ? shared->data() : nullptr,
+  return SelectIds(policy_, tables, buckets, forced, n_forced, budget, min_negatives, rng, marks,
+                   out, shared ? shared->data() : nullptr,
                    shared ? static_cast<int64_t>(shared->size()) : 0);
 }
 

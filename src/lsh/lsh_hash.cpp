@@ -87,8 +87,9 @@ LshHash::LshHash(HashFamily family, int64_t dim, int k, int l, int bin_size, uin
 
 HashView LshHash::View() const {
   HashView h;
-  h.family = family_ == HashFamily::kSrp ? HashView::kSrp
-             : family_ == HashFamily::kWta ? HashView::kWta : HashView::kDwta;
+  h.family = family_ == HashFamily::kSrp   ? HashView::kSrp
+             : family_ == HashFamily::kWta ? HashView::kWta
+                                           : HashView::kDwta;
   h.dim = dim_;
   h.k = k_;
   h.l = l_;
@@ -119,7 +120,8 @@ void LshHash::HashSparse(const int32_t* ids, const float* vals, int64_t n, uint3
 
 void LshHash::RawDense(const float* x, std::vector<int32_t>* out, Scratch*) const {
   out->resize(num_hashes_);
-  HashRawDense(View(), [x](int64_t j) { return x[j]; }, out->data());
+  HashRawDense(
+      View(), [x](int64_t j) { return x[j]; }, out->data());
 }
 
 void LshHash::HashDense(const float* x, uint32_t* buckets, Scratch* s) const {

@@ -52,7 +52,6 @@ class LshHash {
   size_t bins_size() const { return bins_.size(); }
 
  private:
-
   HashFamily family_;
   int64_t dim_;
   int k_, l_, bin_size_ = 2, bits_per_hash_ = 1, table_bits_ = 1;

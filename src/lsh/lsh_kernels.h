@@ -24,7 +24,7 @@ struct HashView {
   const int64_t* inv_off = nullptr;   // per input coordinate, the hashes it enters
   const int32_t* inv_hash = nullptr;  // SRP: hash id; WTA/DWTA: hash id * bin_size + position
   const int8_t* inv_sign = nullptr;
-  const int32_t* bins = nullptr;      // WTA/DWTA: per hash, bin_size coordinates
+  const int32_t* bins = nullptr;  // WTA/DWTA: per hash, bin_size coordinates
 };
 
 /// K raw hash values per table -> L bucket ids of table_bits bits.
@@ -128,7 +128,10 @@ DSLIDE_HD inline void HashRawSparse(const HashView& h, const int32_t* ids, const
       int64_t lo = 0, hi = n;  // first id >= bin[p]
       while (lo < hi) {
         const int64_t mid = (lo + hi) / 2;
-        if (ids[mid] < bin[p]) lo = mid + 1; else hi = mid;
+        if (ids[mid] < bin[p])
+          lo = mid + 1;
+        else
+          hi = mid;
       }
       if (lo == n || ids[lo] != bin[p] || vals[lo] == 0.0f) zero_pos = p;
     }

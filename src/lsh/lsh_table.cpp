@@ -64,8 +64,8 @@ void LshTables::Import(const std::vector<uint32_t>& offsets, const std::vector<i
   const size_t nb = (size_t{1} << table_bits_) + 1;
   DSLIDE_CHECK(sizes.size() == tables_.size() && offsets.size() == nb * tables_.size(),
                "LSH tables in the checkpoint do not match the configuration (", sizes.size(),
-               " tables of ", offsets.size() / std::max<size_t>(sizes.size(), 1), " offsets, expected ",
-               tables_.size(), " of ", nb, ")");
+               " tables of ", offsets.size() / std::max<size_t>(sizes.size(), 1),
+               " offsets, expected ", tables_.size(), " of ", nb, ")");
   size_t id_at = 0;
   for (size_t t = 0; t < tables_.size(); ++t) {
     Table& tab = tables_[t];

@@ -56,10 +56,10 @@ DSLIDE_HD inline void FillBucket(const int32_t* items, int64_t count, int capaci
 /// ids first (always kept), then candidates from the sample's bucket in each table until
 /// `budget` is reached (candidates take at most policy.lsh_share of the slots beyond the
 /// forced ids; budget raised to (forced ids) + `min_negatives` where the forced ids would
-/// leave fewer negatives; never beyond the shard) (vanilla: tables in random order; top-k: by collision count, the tie
-/// at the cut sampled uniformly; threshold: >= threshold collisions, sampled down), then the
-/// batch's shared fill `shared` (FillPolicy::kBatch), then uniform random ids unless the
-/// fill policy is kStop. No id repeats.
+/// leave fewer negatives; never beyond the shard) (vanilla: tables in random order; top-k: by
+/// collision count, the tie at the cut sampled uniformly; threshold: >= threshold collisions,
+/// sampled down), then the batch's shared fill `shared` (FillPolicy::kBatch), then uniform random
+/// ids unless the fill policy is kStop. No id repeats.
 ///
 /// Tables: num_tables() and Get(t, bucket) -> {ids, size}. Marks, the per-call state over
 /// the shard's n = marks.size() ids: BeginCall(), Stamped/Stamp/Unstamp(id),
@@ -78,9 +78,10 @@ struct SelectPolicy {
 };
 
 template <class Tables, class Marks>
-DSLIDE_HD int64_t SelectIds(const SelectPolicy& policy, const Tables* tables, const uint32_t* buckets, const int32_t* forced,
-                            int64_t n_forced, int64_t budget, int64_t min_negatives, Rng* rng,
-                            Marks& s, int32_t* out, const int32_t* shared, int64_t n_shared) {
+DSLIDE_HD int64_t SelectIds(const SelectPolicy& policy, const Tables* tables,
+                            const uint32_t* buckets, const int32_t* forced, int64_t n_forced,
+                            int64_t budget, int64_t min_negatives, Rng* rng, Marks& s, int32_t* out,
+                            const int32_t* shared, int64_t n_shared) {
   const int64_t n = s.size();
   s.BeginCall();
   int64_t k = 0;

@@ -8,13 +8,15 @@
 
 namespace dslide {
 
-void StorageToRows(const LayerSpec& s, const std::vector<float>& storage, std::vector<float>* rows) {
+void StorageToRows(const LayerSpec& s, const std::vector<float>& storage,
+                   std::vector<float>* rows) {
   rows->resize(static_cast<size_t>(s.local()) * s.in_dim);
   for (int64_t i = 0; i < s.local(); ++i)
     for (int64_t j = 0; j < s.in_dim; ++j) (*rows)[i * s.in_dim + j] = storage[WeightAt(s, i, j)];
 }
 
-void RowsToStorage(const LayerSpec& s, const std::vector<float>& rows, std::vector<float>* storage) {
+void RowsToStorage(const LayerSpec& s, const std::vector<float>& rows,
+                   std::vector<float>* storage) {
   storage->resize(static_cast<size_t>(s.local()) * s.in_dim);
   for (int64_t i = 0; i < s.local(); ++i)
     for (int64_t j = 0; j < s.in_dim; ++j) (*storage)[WeightAt(s, i, j)] = rows[i * s.in_dim + j];
@@ -22,11 +24,11 @@ void RowsToStorage(const LayerSpec& s, const std::vector<float>& rows, std::vect
 
 void InitialWeights(const LayerSpec& s, size_t layer, uint64_t seed, float* storage) {
   const double stddev = std::sqrt(2.0 / static_cast<double>(s.in_dim + s.out_dim));
-  ParallelFor(s.local(), [&](int64_t i) {
+  ParallelFor(s.local(), 64, [&](int64_t i) {
     Rng rng(StreamSeed(seed, streams::kInit, layer, s.begin + i));
     for (int64_t j = 0; j < s.in_dim; ++j)
       storage[WeightAt(s, i, j)] = static_cast<float>(rng.Normal() * stddev);
-  }, 64);
+  });
 }
 
 }  // namespace dslide

@@ -8,9 +8,9 @@
 
 namespace dslide {
 
-ModelSpec ModelSpec::Make(int64_t input_dim, const std::vector<int64_t>& hidden,
-                          int64_t output_dim, const std::vector<double>& sparsity, int rank,
-                          int ranks, int64_t min_negatives) {
+ModelSpec ModelSpec::Make(int64_t input_dim, const std::vector<int64_t>& hidden, int64_t output_dim,
+                          const std::vector<double>& sparsity, int rank, int ranks,
+                          int64_t min_negatives) {
   DSLIDE_ASSERT(sparsity.size() == hidden.size() + 1);
   ModelSpec m;
   m.rank = rank;

@@ -8,10 +8,10 @@ namespace dslide {
 
 /// One fully-connected layer as seen by one rank.
 struct LayerSpec {
-  int64_t in_dim = 0;       ///< N_{l-1} (input features for the first layer)
-  int64_t out_dim = 0;      ///< N_l, all ranks together
-  double sparsity = 1.0;    ///< s_l; 1 means dense (every neuron active, no LSH tables)
-  bool is_output = false;   ///< softmax output layer (else ReLU hidden)
+  int64_t in_dim = 0;      ///< N_{l-1} (input features for the first layer)
+  int64_t out_dim = 0;     ///< N_l, all ranks together
+  double sparsity = 1.0;   ///< s_l; 1 means dense (every neuron active, no LSH tables)
+  bool is_output = false;  ///< softmax output layer (else ReLU hidden)
   /// Weights stored a row per input feature (in_dim x local) instead of a row per neuron
   /// (local x in_dim). Used for the first layer, whose input is the sparse data: a sample
   /// then reads ~nnz contiguous rows instead of gathering nnz scattered values per neuron.

@@ -9,24 +9,24 @@
 
 namespace dslide {
 
-void SoftmaxOnHost(const BatchRows& z, const BatchLabels& labels, unsigned phases,
-                   SoftmaxStats* st, BatchRows* delta) {
+void SoftmaxOnHost(const BatchRows& z, const BatchLabels& labels, unsigned phases, SoftmaxStats* st,
+                   BatchRows* delta) {
   const int64_t B = z.samples();
   st->Resize(B);
   float* mx = st->mx.data();
   float* red = st->red.data();
   if (phases & kSoftmaxMax) {
-    ParallelFor(B, [&](int64_t i) {
+    ParallelFor(B, 8, [&](int64_t i) {
       float m = -std::numeric_limits<float>::infinity();
       for (int64_t j = 0; j < z.n[i]; ++j) m = std::max(m, z.vals[z.off[i] + j]);
       mx[i] = m;
-    }, 8);
+    });
   }
   if (phases & kSoftmaxSums) {
     // delta keeps exp(z - mx) for the delta phase.
     delta->LikeZero(z);
     delta->ids = z.ids;
-    ParallelFor(B, [&](int64_t i) {
+    ParallelFor(B, 8, [&](int64_t i) {
       double sum = 0, lab = 0;
       const int32_t* lb = labels.Of(i);
       const int64_t k = labels.Count(i);
@@ -41,13 +41,13 @@ void SoftmaxOnHost(const BatchRows& z, const BatchLabels& labels, unsigned phase
         if (std::binary_search(lb, lb + k, id[j])) lab += v[j] - mx[i];
       red[i] = static_cast<float>(sum);
       red[B + i] = static_cast<float>(lab);
-    }, 8);
+    });
   }
   if (phases & kSoftmaxDelta) {
     DSLIDE_CHECK(delta->vals.size() == z.vals.size() && delta->n == z.n,
                  "softmax: the delta phase needs the rows the sums phase wrote");
     const float inv_b = 1.0f / static_cast<float>(B);
-    ParallelFor(B, [&](int64_t i) {
+    ParallelFor(B, 8, [&](int64_t i) {
       const int64_t k = labels.Count(i);
       float* e = delta->vals.data() + z.off[i];
       if (k == 0) {  // no labels: no loss and no gradient
@@ -61,7 +61,7 @@ void SoftmaxOnHost(const BatchRows& z, const BatchLabels& labels, unsigned phase
         e[j] *= scale;
         if (std::binary_search(lb, lb + k, id[j])) e[j] -= t;
       }
-    }, 8);
+    });
   }
 }
 

@@ -17,7 +17,6 @@
 
 namespace dslide {
 
-
 enum SoftmaxPhase : unsigned {
   kSoftmaxMax = 1,
   kSoftmaxSums = 2,
@@ -36,8 +35,8 @@ struct SoftmaxStats {
 };
 
 /// The phases of `phases` on the host (the CPU backend's implementation).
-void SoftmaxOnHost(const BatchRows& z, const BatchLabels& labels, unsigned phases,
-                   SoftmaxStats* st, BatchRows* delta);
+void SoftmaxOnHost(const BatchRows& z, const BatchLabels& labels, unsigned phases, SoftmaxStats* st,
+                   BatchRows* delta);
 
 /// The mean loss over the labelled samples, from reduced statistics.
 double SoftmaxMeanLoss(const SoftmaxStats& st, const BatchLabels& labels);

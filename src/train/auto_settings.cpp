@@ -96,9 +96,10 @@ LayerSlots OutputSlots(const ModelSpec& spec, int64_t min_negatives, const Datas
     bool raised = false;
     for (int q = 0; q < P; ++q) {
       const int64_t n = begin[q + 1] - begin[q];
-      const int64_t got = out.dense() ? n
-                                      : std::max(labels_on[q],
-                                                 std::min(n, std::max(budget[q], labels_on[q] + floor_per_rank)));
+      const int64_t got =
+          out.dense() ? n
+                      : std::max(labels_on[q],
+                                 std::min(n, std::max(budget[q], labels_on[q] + floor_per_rank)));
       raised |= got > budget[q];
       a += got;
     }
@@ -144,7 +145,8 @@ std::string DescribeLayers(const ModelSpec& spec, const TrainConfig& resolved,
       if (P > 1) os << ", " << s.budget << " per rank";
       if (s.is_output) os << ", >= " << resolved.min_negatives << " negatives beyond its labels";
       if (s.is_output && out_slots.budget > 0) {
-        std::snprintf(buf, sizeof buf, " (mean %.1f of %.1f active slots, fewest %lld; %lld points raised)",
+        std::snprintf(buf, sizeof buf,
+                      " (mean %.1f of %.1f active slots, fewest %lld; %lld points raised)",
                       out_slots.mean_negatives, out_slots.mean_active,
                       (long long)out_slots.min_negatives_seen, (long long)out_slots.raised);
         os << buf;
@@ -160,7 +162,8 @@ std::string DescribeLayers(const ModelSpec& spec, const TrainConfig& resolved,
     os << "\n";
   }
   if (any_auto) os << "  (* chosen by auto from the layer's size)\n";
-  if (asked.settings_from_checkpoint) os << "  (settings left to auto continue those of the resumed checkpoint)\n";
+  if (asked.settings_from_checkpoint)
+    os << "  (settings left to auto continue those of the resumed checkpoint)\n";
   return os.str();
 }
 

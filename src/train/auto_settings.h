@@ -33,12 +33,12 @@ void ResolveAuto(TrainConfig* cfg, int64_t input_dim, int64_t output_dim);
 
 /// What a layer's active set holds over the points of a dataset, all ranks together.
 struct LayerSlots {
-  int64_t budget = 0;            ///< beta: active neurons per sample by the sparsity
-  int64_t min_negatives = 0;     ///< the floor of negatives beyond a sample's labels
-  double mean_active = 0;        ///< mean active neurons per sample (budget, or raised)
-  double mean_negatives = 0;     ///< mean active neurons that are not the sample's labels
+  int64_t budget = 0;              ///< beta: active neurons per sample by the sparsity
+  int64_t min_negatives = 0;       ///< the floor of negatives beyond a sample's labels
+  double mean_active = 0;          ///< mean active neurons per sample (budget, or raised)
+  double mean_negatives = 0;       ///< mean active neurons that are not the sample's labels
   int64_t min_negatives_seen = 0;  ///< fewest negatives of any sample
-  int64_t raised = 0;            ///< samples whose labels raised their active set
+  int64_t raised = 0;              ///< samples whose labels raised their active set
 };
 
 /// The slots of the output layer of `spec` (one rank's view; every rank's blocks are

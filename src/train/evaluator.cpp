@@ -1,6 +1,8 @@
 // P@k bookkeeping (XC convention: P@k = hits in the top k / k, averaged over all points).
 #include "evaluator.h"
 
+#include "topk.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -38,25 +40,10 @@ EvalResult PrecisionCounter::Result() const {
 
 void MergeTopK(const std::vector<int32_t>& ids, const std::vector<float>& scores, int ranks,
                int64_t batch, int k, std::vector<int32_t>* out, std::vector<float>* out_scores) {
-  out->assign(batch * k, -1);
-  if (out_scores) out_scores->assign(batch * k, -std::numeric_limits<float>::infinity());
-  std::vector<std::pair<float, int32_t>> cand;
-  for (int64_t i = 0; i < batch; ++i) {
-    cand.clear();
-    for (int r = 0; r < ranks; ++r)
-      for (int j = 0; j < k; ++j) {
-        const size_t o = (static_cast<size_t>(r) * batch + i) * k + j;
-        if (ids[o] >= 0) cand.push_back({scores[o], ids[o]});
-      }
-    const size_t take = std::min<size_t>(k, cand.size());
-    std::partial_sort(cand.begin(), cand.begin() + take, cand.end(), [](const auto& a, const auto& b) {
-      return a.first != b.first ? a.first > b.first : a.second < b.second;
-    });
-    for (size_t j = 0; j < take; ++j) {
-      (*out)[i * k + j] = cand[j].second;
-      if (out_scores) (*out_scores)[i * k + j] = cand[j].first;
-    }
-  }
+  out->resize(batch * k);
+  if (out_scores) out_scores->resize(batch * k);
+  MergeTopKLists(ids.data(), scores.data(), ranks, batch, k, out->data(),
+                 out_scores ? out_scores->data() : nullptr);
 }
 
 }  // namespace dslide

@@ -17,7 +17,7 @@ struct EvalResult {
   /// Mean full-softmax cross-entropy over the labelled points (every output neuron in the
   /// normaliser, target spread over the labels); NaN where not computed (LSH-sampled).
   double loss = std::numeric_limits<double>::quiet_NaN();
-  double At(int kk) const;     ///< precision at cut-off kk (NaN if not computed)
+  double At(int kk) const;  ///< precision at cut-off kk (NaN if not computed)
 };
 
 /// Accumulates P@k over samples: `ranked` holds kmax predicted label ids per sample, best

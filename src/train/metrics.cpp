@@ -77,7 +77,8 @@ MetricsFile::MetricsFile(const std::string& path) : path_(path) {
   if (path.empty()) return;
   // Append: a resumed run, or one that failed early, keeps the history written before.
   f_ = std::fopen(path.c_str(), "a");
-  DSLIDE_CHECK(f_ != nullptr, "option --metrics: cannot write '", path, "': ", std::strerror(errno));
+  DSLIDE_CHECK(f_ != nullptr, "option --metrics: cannot write '", path,
+               "': ", std::strerror(errno));
 }
 
 MetricsFile::~MetricsFile() {
@@ -95,9 +96,13 @@ std::string FormatDuration(double s) {
   if (!std::isfinite(s) || s < 0) return "?";
   const int64_t t = static_cast<int64_t>(std::llround(s));
   char buf[32];
-  if (t >= 3600) std::snprintf(buf, sizeof(buf), "%lldh%02lldm", (long long)(t / 3600), (long long)(t % 3600 / 60));
-  else if (t >= 60) std::snprintf(buf, sizeof(buf), "%lldm%02llds", (long long)(t / 60), (long long)(t % 60));
-  else std::snprintf(buf, sizeof(buf), "%llds", (long long)t);
+  if (t >= 3600)
+    std::snprintf(buf, sizeof(buf), "%lldh%02lldm", (long long)(t / 3600),
+                  (long long)(t % 3600 / 60));
+  else if (t >= 60)
+    std::snprintf(buf, sizeof(buf), "%lldm%02llds", (long long)(t / 60), (long long)(t % 60));
+  else
+    std::snprintf(buf, sizeof(buf), "%llds", (long long)t);
   return buf;
 }
 

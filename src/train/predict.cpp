@@ -19,8 +19,9 @@ std::unique_ptr<Trainer> LoadModel(const std::string& folder, Communicator* comm
   *meta = ReadMeta(folder);
   // The network as the checkpoint describes it, sharded over this job's ranks.
   const TrainConfig tc = ConfigOf(*meta);
-  auto trainer = std::make_unique<Trainer>(tc, comm, MakeBackend(tc.device, comm->rank(), tc.gpus_per_node),
-                                           meta->input_dim, meta->out_dims.back());
+  auto trainer =
+      std::make_unique<Trainer>(tc, comm, MakeBackend(tc.device, comm->rank(), tc.gpus_per_node),
+                                meta->input_dim, meta->out_dims.back());
   trainer->LoadCheckpoint(folder);
   return trainer;
 }
@@ -74,9 +75,14 @@ int64_t Predict(const PredictConfig& cfg, Communicator* comm) {
               line += (j ? " " : "") + std::to_string(id) + ":" + buf;
             }
           }
-          if (jsonl)
-            line = "{\"row\":" + std::to_string(row) + ",\"labels\":[" + labels + "],\"scores\":[" +
-                   scores + "]}";
+          if (jsonl) {
+            line = "{\"row\":" + std::to_string(row);
+            line.append(",\"labels\":[")
+                .append(labels)
+                .append("],\"scores\":[")
+                .append(scores)
+                .append("]}");
+          }
           line += "\n";
           DSLIDE_CHECK(std::fwrite(line.data(), 1, line.size(), out) == line.size(), cfg.out,
                        ": write failed: ", std::strerror(errno));

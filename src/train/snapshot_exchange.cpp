@@ -13,11 +13,13 @@ void SnapshotExchange::Gather(const LayerSpec& s, const BatchRows& local, BatchR
   if (s.dense()) {
     // Sizes are known from the sharding: no counts, no ids on the wire.
     for (int r = 0; r < P; ++r) {
-      const int64_t w = ModelSpec::BlockBegin(s.out_dim, r + 1, P) - ModelSpec::BlockBegin(s.out_dim, r, P);
+      const int64_t w =
+          ModelSpec::BlockBegin(s.out_dim, r + 1, P) - ModelSpec::BlockBegin(s.out_dim, r, P);
       std::fill(seg->begin() + r * B, seg->begin() + (r + 1) * B, w);
     }
   } else {
-    comm_->Allgatherv(local.n.data(), std::vector<int64_t>(P, B), seg->data(), Traffic::kActivations);
+    comm_->Allgatherv(local.n.data(), std::vector<int64_t>(P, B), seg->data(),
+                      Traffic::kActivations);
   }
   std::vector<int64_t> rank_total(P, 0);
   for (int r = 0; r < P; ++r)
@@ -94,11 +96,13 @@ void SnapshotExchange::ScatterGrad(const BatchRows& full_grad, const std::vector
     }
   }
   gathered_vals_.resize(rank_total[comm_->rank()]);
-  comm_->ReduceScatterSum(pack_vals_.data(), rank_total, gathered_vals_.data(), Traffic::kInputGrads);
+  comm_->ReduceScatterSum(pack_vals_.data(), rank_total, gathered_vals_.data(),
+                          Traffic::kInputGrads);
   // Back into the strided layout of this rank's layer output.
   local_grad->LikeZero(act);
   for (int64_t i = 0, o = 0; i < B; ++i) {
-    std::copy(gathered_vals_.begin() + o, gathered_vals_.begin() + o + act.n[i], local_grad->Vals(i));
+    std::copy(gathered_vals_.begin() + o, gathered_vals_.begin() + o + act.n[i],
+              local_grad->Vals(i));
     o += act.n[i];
   }
   local_grad->ids = act.ids;

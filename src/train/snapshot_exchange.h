@@ -21,13 +21,14 @@ class SnapshotExchange {
   /// output on each rank, shaped by `s`), then rank 1's, ...; `seg[r * B + i]` how many
   /// entries rank r contributed to sample i. A dense layer sends values only (its ids and
   /// sizes follow from the sharding); a sparse one sends counts, ids and values.
-  void Gather(const LayerSpec& s, const BatchRows& local, BatchRows* full, std::vector<int64_t>* seg);
+  void Gather(const LayerSpec& s, const BatchRows& local, BatchRows* full,
+              std::vector<int64_t>* seg);
 
   /// Collective, the inverse of Gather: the gradient `full_grad` (laid out like the gathered
   /// snapshot) is summed over ranks and this rank's entries are written to `local_grad` in
   /// the layout of this rank's layer output `act` (which Gather sent).
-  void ScatterGrad(const BatchRows& full_grad, const std::vector<int64_t>& seg, const BatchRows& act,
-                   BatchRows* local_grad);
+  void ScatterGrad(const BatchRows& full_grad, const std::vector<int64_t>& seg,
+                   const BatchRows& act, BatchRows* local_grad);
 
  private:
   Communicator* comm_;

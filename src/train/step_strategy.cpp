@@ -12,7 +12,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double Seconds(Clock::time_point a) { return std::chrono::duration<double>(Clock::now() - a).count(); }
+double Seconds(Clock::time_point a) {
+  return std::chrono::duration<double>(Clock::now() - a).count();
+}
 
 }  // namespace
 
@@ -66,7 +68,7 @@ double DataParallelStep::Step(Trainer& t, const Dataset& data, const std::vector
   if (on_device)
     t.backend_->ScaleExchange(fused, at[n], share);
   else
-    ParallelFor(at[n], [&](int64_t j) { fused[j] *= share; }, 1 << 16);
+    ParallelFor(at[n], 1 << 16, [&](int64_t j) { fused[j] *= share; });
   t.phases_.backward += Seconds(t0);
   t0 = Clock::now();
   t.comm_->Allreduce(fused, at[n], ReduceOp::kSum, Traffic::kGradients);

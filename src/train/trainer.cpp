@@ -15,10 +15,11 @@
 #include <limits>
 #include <numeric>
 
+#include "activation.h"
 #include "auto_settings.h"
 #include "error.h"
-#include "activation.h"
 #include "parallel.h"
+#include "topk.h"
 
 namespace dslide {
 
@@ -154,9 +155,10 @@ double Trainer::Backpropagate(const Dataset& data, const std::vector<int64_t>& p
             bad = static_cast<int>(l);
             break;
           }
-    DSLIDE_CHECK(false, "training diverged: non-finite loss at iteration ", iter_ + 1,
-                 bad >= 0 ? " (layer " + std::to_string(bad) + " has NaN or infinite activations)" : "",
-                 " (try a smaller --lr)");
+    DSLIDE_CHECK(
+        false, "training diverged: non-finite loss at iteration ", iter_ + 1,
+        bad >= 0 ? " (layer " + std::to_string(bad) + " has NaN or infinite activations)" : "",
+        " (try a smaller --lr)");
   }
   for (int l = static_cast<int>(spec_.layers.size()) - 1; l >= 0; --l) {
     auto t0 = Clock::now();
@@ -205,7 +207,6 @@ double Trainer::Step(const Dataset& data, const std::vector<int64_t>& points) {
   step_ms_.push_back(Seconds(t_start) * 1e3);
   return loss;
 }
-
 
 void Trainer::SaveCheckpoint(const std::string& dir, int64_t epoch, int64_t pos, int keep) {
   WriteCheckpoint(CheckpointFolder(dir, iter_), epoch, pos);
@@ -277,9 +278,10 @@ void Trainer::WriteCheckpoint(const std::string& folder, int64_t epoch, int64_t 
   const std::string parent = std::filesystem::path(folder).parent_path().string();
   const std::string newest = LatestCheckpoint(parent);
   const std::string reason = failed.empty() ? "see the rank's error above" : failed;
-  throw Stop(1, detail::Concat("the checkpoint of iteration ", iter_, " could not be written (", reason,
-                               "); its partial folder was removed and the checkpoints written before are kept",
-                               newest.empty() ? std::string(" (none)") : " (newest: " + newest + ")"));
+  throw Stop(1, detail::Concat(
+                    "the checkpoint of iteration ", iter_, " could not be written (", reason,
+                    "); its partial folder was removed and the checkpoints written before are kept",
+                    newest.empty() ? std::string(" (none)") : " (newest: " + newest + ")"));
 }
 
 CheckpointMeta Trainer::MetaNow(int64_t epoch, int64_t pos) const {
@@ -301,8 +303,9 @@ CheckpointMeta Trainer::ResumeNewestIntact(std::string* loaded) {
   const std::vector<std::string> candidates = ResumeCandidates(cfg_.resume_dir, "--resume");
   // Every rank must see the same checkpoints (a folder shared by all ranks).
   const auto [lo, hi] = RangeOverRanks(comm_, static_cast<int64_t>(candidates.size()));
-  DSLIDE_CHECK(lo == hi, "option --resume: the ranks see different checkpoints in ", cfg_.resume_dir, " (", lo,
-               " to ", hi, "); it must be one folder shared by every rank");
+  DSLIDE_CHECK(lo == hi, "option --resume: the ranks see different checkpoints in ",
+               cfg_.resume_dir, " (", lo, " to ", hi,
+               "); it must be one folder shared by every rank");
   for (const std::string& folder : candidates) {
     std::string damage;
     CheckpointMeta m;
@@ -315,25 +318,28 @@ CheckpointMeta Trainer::ResumeNewestIntact(std::string* loaded) {
     comm_->Allreduce(&ok, 1, ReduceOp::kMin, Traffic::kControl);
     if (ok) {
       const auto [first, last] = RangeOverRanks(comm_, m.iter);
-      DSLIDE_CHECK(first == last, "option --resume: the ranks loaded checkpoints of iterations ", first, " and ",
-                   last, " from ", cfg_.resume_dir, "; it must be one folder shared by every rank");
+      DSLIDE_CHECK(first == last, "option --resume: the ranks loaded checkpoints of iterations ",
+                   first, " and ", last, " from ", cfg_.resume_dir,
+                   "; it must be one folder shared by every rank");
       *loaded = folder;
       return m;
     }
     if (!damage.empty()) {
-      std::fprintf(stderr, "[rank %d] warning: skipping the damaged checkpoint %s: %s\n", comm_->rank(),
-                   folder.c_str(), damage.c_str());
+      std::fprintf(stderr, "[rank %d] warning: skipping the damaged checkpoint %s: %s\n",
+                   comm_->rank(), folder.c_str(), damage.c_str());
       std::fflush(stderr);
     }
   }
-  throw Error(detail::Concat("option --resume: none of the ", candidates.size(), " checkpoint(s) in ",
-                             cfg_.resume_dir, " is intact (see the warnings above)"));
+  throw Error(detail::Concat("option --resume: none of the ", candidates.size(),
+                             " checkpoint(s) in ", cfg_.resume_dir,
+                             " is intact (see the warnings above)"));
 }
 
 int64_t Trainer::CheckpointBytes() const {
   int64_t bytes = 1 << 20;  // metadata, HDF5 structure
   for (const auto& l : spec_.layers) {
-    bytes += l.local() * (l.in_dim + 1) * 3 * static_cast<int64_t>(sizeof(float));  // w, b, Adam m, v
+    bytes +=
+        l.local() * (l.in_dim + 1) * 3 * static_cast<int64_t>(sizeof(float));  // w, b, Adam m, v
     if (!l.dense() && cfg_.checkpoint_tables)  // ids, and a bucket index and size per id at most
       bytes += l.local() * cfg_.lsh.l * 3 * static_cast<int64_t>(sizeof(int32_t));
   }
@@ -341,7 +347,7 @@ int64_t Trainer::CheckpointBytes() const {
 }
 
 CheckpointMeta Trainer::LoadCheckpoint(const std::string& folder) {
-  const CheckpointMeta m = ReadMeta(folder);
+  CheckpointMeta m = ReadMeta(folder);
   CheckMetaFits(m, folder + "/meta.h5", spec_, cfg_);
   const std::vector<LayerState> states = ReadLayers(folder, m, spec_.layers);
   for (size_t l = 0; l < states.size(); ++l) backend_->LoadLayer(static_cast<int>(l), states[l]);
@@ -401,6 +407,7 @@ EvalResult Trainer::Evaluate(const Dataset& test, int64_t max_points, bool sampl
   std::vector<float> sc, all_sc;
   std::vector<int64_t> points;
   Scores scores;
+  TopKSelector top;
   double loss = 0;
   int64_t labelled = 0;
   for (int64_t b0 = 0; b0 < n; b0 += eb) {
@@ -424,19 +431,12 @@ EvalResult Trainer::Evaluate(const Dataset& test, int64_t max_points, bool sampl
     BatchRows& z = outputs_[last];
     backend_->SelectActive(last, inputs_[last], nullptr, stream, &z);
     backend_->Forward(last, inputs_[last], &z);
-    ids.assign(B * kmax, -1);
-    sc.assign(B * kmax, -std::numeric_limits<float>::infinity());
+    ids.resize(B * kmax);
+    sc.resize(B * kmax);
     for (int64_t i = 0; i < B; ++i) {
-      std::vector<std::pair<float, int32_t>> c;
-      for (int64_t j = 0; j < z.n[i]; ++j) c.push_back({z.vals[z.off[i] + j], z.ids[z.off[i] + j]});
-      const size_t take = std::min<size_t>(kmax, c.size());
-      std::partial_sort(c.begin(), c.begin() + take, c.end(), [](const auto& a, const auto& b) {
-        return a.first != b.first ? a.first > b.first : a.second < b.second;
-      });
-      for (size_t j = 0; j < take; ++j) {
-        sc[i * kmax + j] = c[j].first;
-        ids[i * kmax + j] = c[j].second;
-      }
+      top.Clear();
+      top.PushAll(z.vals.data() + z.off[i], z.ids.data() + z.off[i], z.n[i]);
+      top.Take(kmax, ids.data() + i * kmax, sc.data() + i * kmax);
     }
     all_ids.resize(static_cast<size_t>(P) * B * kmax);
     all_sc.resize(all_ids.size());
@@ -464,7 +464,8 @@ void Trainer::SnapshotWeights() {
 void Trainer::RestoreWeights() {
   for (size_t l = 0; l < best_w_.size(); ++l) {
     backend_->SetLayer(static_cast<int>(l), best_w_[l], best_b_[l]);
-    if (!spec_.layers[l].dense()) backend_->RebuildTables(static_cast<int>(l), /*new_hashes=*/false);
+    if (!spec_.layers[l].dense())
+      backend_->RebuildTables(static_cast<int>(l), /*new_hashes=*/false);
   }
 }
 

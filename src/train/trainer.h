@@ -116,13 +116,13 @@ class Trainer {
   void SnapshotWeights();
   void RestoreWeights();
 
-  TrainConfig asked_;  // as given: "auto" where the user left a setting to it
-  TrainConfig cfg_;    // resolved
+  TrainConfig asked_;               // as given: "auto" where the user left a setting to it
+  TrainConfig cfg_;                 // resolved
   Communicator* comm_;              // every rank: progress, metrics, data-parallel all-reduce
   LocalCommunicator replica_comm_;  // data-parallel: each rank holds the whole model
   std::unique_ptr<StepStrategy> strategy_;  // --strategy: how a step computes its update
-  Communicator* model_comm_;        // the ranks that share one model (comm_ or replica_comm_)
-  SnapshotExchange exchange_;       // hidden layers' activations and input gradients over model_comm_
+  Communicator* model_comm_;   // the ranks that share one model (comm_ or replica_comm_)
+  SnapshotExchange exchange_;  // hidden layers' activations and input gradients over model_comm_
   std::unique_ptr<LayerBackend> backend_;
   ModelSpec spec_;
   RebuildSchedule schedule_;

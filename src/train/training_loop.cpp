@@ -25,7 +25,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double Seconds(Clock::time_point a) { return std::chrono::duration<double>(Clock::now() - a).count(); }
+double Seconds(Clock::time_point a) {
+  return std::chrono::duration<double>(Clock::now() - a).count();
+}
 
 constexpr uint64_t kEpochStream = 0x65706f6368;  // "epoch": the shuffled order of each epoch
 
@@ -36,9 +38,10 @@ EvalResult Trainer::Run(const Dataset& train, const Dataset* valid, const Datase
   DSLIDE_CHECK(N > 0, "the training file has no points");
   const int64_t B = cfg_.batch;
   const int64_t per_epoch = (N + B - 1) / B;
-  const int64_t total = cfg_.iterations > 0
-                            ? cfg_.iterations
-                            : std::max<int64_t>(1, static_cast<int64_t>(std::ceil(cfg_.epochs * per_epoch)));
+  const int64_t total =
+      cfg_.iterations > 0
+          ? cfg_.iterations
+          : std::max<int64_t>(1, static_cast<int64_t>(std::ceil(cfg_.epochs * per_epoch)));
   const bool root = comm_->rank() == 0;
   // Evaluations during training score the validation data; without it, the test data
   // (monitoring only: nothing is selected on it).
@@ -52,45 +55,60 @@ EvalResult Trainer::Run(const Dataset& train, const Dataset* valid, const Datase
   const double test_base = test ? MostPopularLabelP1(train, *test, cfg_.eval_points) : 0;
   MetricsFile metrics(root ? cfg_.metrics_file : "");
   auto base = [&](JsonObject& o) {
-    o.Add("ranks", comm_->size()).Add("threads", NumThreads()).Add("device", ToString(cfg_.device))
+    o.Add("ranks", comm_->size())
+        .Add("threads", NumThreads())
+        .Add("device", ToString(cfg_.device))
         .Add("strategy", ToString(cfg_.strategy));
   };
   const LayerSlots slots = OutputSlots(spec_, cfg_.min_negatives, train);
   if (root) {
-    std::printf("dslide: %lld training points, %lld features, %lld labels | %lld parameters | "
-                "%d rank(s) x %d thread(s) | %lld iterations (%.2f epochs) of batch %lld, lr %g\n",
-                (long long)N, (long long)spec_.layers[0].in_dim, (long long)spec_.layers.back().out_dim,
-                (long long)spec_.NumParameters(), comm_->size(), NumThreads(), (long long)total,
-                static_cast<double>(total) / per_epoch, (long long)B, cfg_.lr);
+    std::printf(
+        "dslide: %lld training points, %lld features, %lld labels | %lld parameters | "
+        "%d rank(s) x %d thread(s) | %lld iterations (%.2f epochs) of batch %lld, lr %g\n",
+        (long long)N, (long long)spec_.layers[0].in_dim, (long long)spec_.layers.back().out_dim,
+        (long long)spec_.NumParameters(), comm_->size(), NumThreads(), (long long)total,
+        static_cast<double>(total) / per_epoch, (long long)B, cfg_.lr);
     std::printf("%s", DescribeLayers(spec_, cfg_, asked_, slots).c_str());
     if (!asked_.sparsity_auto() && !asked_.settings_from_checkpoint && slots.raised > 0 &&
         !spec_.layers.back().dense())
-      std::printf("warning: --sparsity %g gives the output layer a budget of %lld per sample, which "
-                  "leaves fewer than %lld negatives beyond the labels of %lld of the %lld training "
-                  "points; their active sets are raised to their labels + %lld (--min-negatives)\n",
-                  spec_.layers.back().sparsity, (long long)slots.budget, (long long)cfg_.min_negatives,
-                  (long long)slots.raised, (long long)N, (long long)cfg_.min_negatives);
+      std::printf(
+          "warning: --sparsity %g gives the output layer a budget of %lld per sample, which "
+          "leaves fewer than %lld negatives beyond the labels of %lld of the %lld training "
+          "points; their active sets are raised to their labels + %lld (--min-negatives)\n",
+          spec_.layers.back().sparsity, (long long)slots.budget, (long long)cfg_.min_negatives,
+          (long long)slots.raised, (long long)N, (long long)cfg_.min_negatives);
     if (valid != nullptr)
       std::printf("validation: %lld points, evaluated every %lld iterations%s\n",
                   (long long)valid->size(), (long long)eval_every,
                   keep_best ? "; the best P@1 is kept (--keep-best)" : "");
     std::fflush(stdout);
     JsonObject o;
-    o.Add("event", "start").Add("points", N).Add("features", spec_.layers[0].in_dim)
-        .Add("labels", spec_.layers.back().out_dim).Add("parameters", spec_.NumParameters())
-        .Add("iterations", total).Add("batch", B).Add("lr", cfg_.lr);
+    o.Add("event", "start")
+        .Add("points", N)
+        .Add("features", spec_.layers[0].in_dim)
+        .Add("labels", spec_.layers.back().out_dim)
+        .Add("parameters", spec_.NumParameters())
+        .Add("iterations", total)
+        .Add("batch", B)
+        .Add("lr", cfg_.lr);
     std::string layers = "[";
     for (size_t l = 0; l < spec_.layers.size(); ++l) {
       const LayerSpec& s = spec_.layers[l];
       JsonObject lo;
-      lo.Add("neurons", s.out_dim).Add("sparsity", s.sparsity)
-          .Add("budget", ModelSpec::Budget(s.sparsity, s.out_dim)).Add("budget_per_rank", s.budget)
+      lo.Add("neurons", s.out_dim)
+          .Add("sparsity", s.sparsity)
+          .Add("budget", ModelSpec::Budget(s.sparsity, s.out_dim))
+          .Add("budget_per_rank", s.budget)
           .Add("auto", asked_.sparsity_auto() ? 1 : 0);
       if (!s.dense()) {
-        lo.Add("min_negatives", cfg_.min_negatives).Add("hash", ToString(cfg_.lsh.family))
-            .Add("K", cfg_.lsh.k).Add("L", cfg_.lsh.l).Add("query", ToString(cfg_.lsh.query));
+        lo.Add("min_negatives", cfg_.min_negatives)
+            .Add("hash", ToString(cfg_.lsh.family))
+            .Add("K", cfg_.lsh.k)
+            .Add("L", cfg_.lsh.l)
+            .Add("query", ToString(cfg_.lsh.query));
         if (s.is_output)
-          lo.Add("mean_active", slots.mean_active).Add("mean_negatives", slots.mean_negatives)
+          lo.Add("mean_active", slots.mean_active)
+              .Add("mean_negatives", slots.mean_negatives)
               .Add("fewest_negatives", slots.min_negatives_seen);
       }
       layers += (l ? "," : "") + lo.str();
@@ -115,19 +133,26 @@ EvalResult Trainer::Run(const Dataset& train, const Dataset* valid, const Datase
   auto report = [&](const char* name, int64_t at, const EvalResult& e, double baseline,
                     const char* note) {
     if (!root) return;
-    std::printf("%s iter %lld | P@1 %.4f P@3 %.4f P@5 %.4f | loss %s | most-popular-label P@1 %.4f | "
-                "%lld points in %.1fs%s%s\n",
-                name, (long long)at, e.At(1), e.At(3), e.At(5),
-                std::isnan(e.loss) ? "-" : std::to_string(e.loss).substr(0, 6).c_str(), baseline,
-                (long long)e.points, e.seconds, cfg_.eval_sampled ? " (LSH-sampled)" : "", note);
+    std::printf(
+        "%s iter %lld | P@1 %.4f P@3 %.4f P@5 %.4f | loss %s | most-popular-label P@1 %.4f | "
+        "%lld points in %.1fs%s%s\n",
+        name, (long long)at, e.At(1), e.At(3), e.At(5),
+        std::isnan(e.loss) ? "-" : std::to_string(e.loss).substr(0, 6).c_str(), baseline,
+        (long long)e.points, e.seconds, cfg_.eval_sampled ? " (LSH-sampled)" : "", note);
     std::fflush(stdout);
   };
-  auto metrics_eval = [&](const char* set, const EvalResult& e, double baseline, int64_t model_iter) {
+  auto metrics_eval = [&](const char* set, const EvalResult& e, double baseline,
+                          int64_t model_iter) {
     if (!root) return;
     JsonObject o;
-    o.Add("iter", iter_).Add("epoch", static_cast<double>(iter_) / per_epoch).Add("set", set)
-        .Add("p_at_1", e.At(1)).Add("p_at_3", e.At(3)).Add("p_at_5", e.At(5))
-        .Add("most_popular_label_p_at_1", baseline).Add("eval_points", e.points)
+    o.Add("iter", iter_)
+        .Add("epoch", static_cast<double>(iter_) / per_epoch)
+        .Add("set", set)
+        .Add("p_at_1", e.At(1))
+        .Add("p_at_3", e.At(3))
+        .Add("p_at_5", e.At(5))
+        .Add("most_popular_label_p_at_1", baseline)
+        .Add("eval_points", e.points)
         .Add("eval_s", e.seconds);
     if (!std::isnan(e.loss)) o.Add("eval_loss", e.loss);
     if (model_iter >= 0) o.Add("model_iter", model_iter);
@@ -138,12 +163,13 @@ EvalResult Trainer::Run(const Dataset& train, const Dataset* valid, const Datase
     if (monitor == nullptr) return;
     const TrafficStats before = comm_->Total();
     last_eval = Evaluate(*monitor, cfg_.eval_points, cfg_.eval_sampled);
-    evals_.push_back({iter_, last_eval});
+    evals_.emplace_back(iter_, last_eval);
     // Evaluation traffic is reported on its own line, not in training's per-iteration figures.
     comm_last.bytes += comm_->Total().bytes - before.bytes;
     comm_last.seconds += comm_->Total().seconds - before.seconds;
     const bool better = keep_best && last_eval.points > 0 && last_eval.At(1) > best_p1_;
-    report(monitor_name, iter_, last_eval, monitor_base, better && best_iter_ >= 0 ? " (best so far)" : "");
+    report(monitor_name, iter_, last_eval, monitor_base,
+           better && best_iter_ >= 0 ? " (best so far)" : "");
     metrics_eval(valid != nullptr ? "valid" : "test", last_eval, monitor_base, -1);
     if (better) {
       best_p1_ = last_eval.At(1);
@@ -170,8 +196,8 @@ EvalResult Trainer::Run(const Dataset& train, const Dataset* valid, const Datase
     if (epoch >= 0) shuffle(epoch);
     saved_iter = iter_;
     if (root) {
-      std::printf("resumed from %s at iteration %lld (epoch %lld, point %lld), read in %.2fs\n", resumed_from.c_str(),
-                  (long long)iter_, (long long)epoch, (long long)pos, load_s);
+      std::printf("resumed from %s at iteration %lld (epoch %lld, point %lld), read in %.2fs\n",
+                  resumed_from.c_str(), (long long)iter_, (long long)epoch, (long long)pos, load_s);
       std::fflush(stdout);
     }
     // The best model before the interruption competes on: its weights from
@@ -179,8 +205,10 @@ EvalResult Trainer::Run(const Dataset& train, const Dataset* valid, const Datase
     // resumed from), else selection starts afresh.
     const std::string best = cfg_.checkpoint_dir.empty() ? "" : cfg_.checkpoint_dir + "/best";
     bool found = false;
-    int64_t has_best = keep_best && !best.empty() && std::filesystem::exists(best + "/meta.h5") ? 1 : 0;
-    comm_->Allreduce(&has_best, 1, ReduceOp::kMin, Traffic::kControl);  // every rank sees it, or none uses it
+    int64_t has_best =
+        keep_best && !best.empty() && std::filesystem::exists(best + "/meta.h5") ? 1 : 0;
+    comm_->Allreduce(&has_best, 1, ReduceOp::kMin,
+                     Traffic::kControl);  // every rank sees it, or none uses it
     if (has_best) {
       std::string damage;
       try {
@@ -188,7 +216,8 @@ EvalResult Trainer::Run(const Dataset& train, const Dataset* valid, const Datase
         const bool same = best_iter_ >= 0 && bm.iter == best_iter_;
         const bool later = bm.iter > iter_ && bm.best_iter == bm.iter && bm.best_p_at_1 > best_p1_;
         if (same || later) {
-          const std::vector<LayerState> st = ReadLayers(best, bm, spec_.layers, /*weights_only=*/true);
+          const std::vector<LayerState> st =
+              ReadLayers(best, bm, spec_.layers, /*weights_only=*/true);
           best_w_.resize(st.size());
           best_b_.resize(st.size());
           for (size_t l = 0; l < st.size(); ++l) {  // rows per neuron, as GetLayer gives them
@@ -205,17 +234,18 @@ EvalResult Trainer::Run(const Dataset& train, const Dataset* valid, const Datase
       int64_t all_found = found ? 1 : 0;  // every rank restores the best model, or none does
       comm_->Allreduce(&all_found, 1, ReduceOp::kMin, Traffic::kControl);
       if (!damage.empty()) {
-        std::fprintf(stderr, "[rank %d] warning: the best model in %s is damaged: %s\n", comm_->rank(),
-                     best.c_str(), damage.c_str());
+        std::fprintf(stderr, "[rank %d] warning: the best model in %s is damaged: %s\n",
+                     comm_->rank(), best.c_str(), damage.c_str());
         std::fflush(stderr);
       }
       found = all_found == 1;
     }
     if (root && keep_best && (found || best_iter_ >= 0)) {
-      std::printf(found ? "the best model so far is that of iteration %lld (valid P@1 %.4f), in %s\n"
-                        : "the best model so far (iteration %lld, valid P@1 %.4f) is not in %s: "
-                          "selection starts afresh\n",
-                  (long long)best_iter_, best_p1_, best.empty() ? "(no --checkpoint-dir)" : best.c_str());
+      std::printf(
+          found ? "the best model so far is that of iteration %lld (valid P@1 %.4f), in %s\n"
+                : "the best model so far (iteration %lld, valid P@1 %.4f) is not in %s: "
+                  "selection starts afresh\n",
+          (long long)best_iter_, best_p1_, best.empty() ? "(no --checkpoint-dir)" : best.c_str());
       std::fflush(stdout);
     }
     if (!found) {
@@ -246,28 +276,31 @@ EvalResult Trainer::Run(const Dataset& train, const Dataset* valid, const Datase
       const fs::path save = fs::weakly_canonical(cfg_.save_dir, ec);
       DSLIDE_CHECK(!fs::exists(save) || fs::exists(save / "meta.h5") ||
                        (fs::is_directory(save) && fs::is_empty(save)),
-                   "option --save: ", cfg_.save_dir, " exists and is not a checkpoint folder (it would be replaced)");
+                   "option --save: ", cfg_.save_dir,
+                   " exists and is not a checkpoint folder (it would be replaced)");
       if (!cfg_.checkpoint_dir.empty()) {
         const fs::path ck = fs::weakly_canonical(cfg_.checkpoint_dir, ec);
         const auto rel = ck.lexically_relative(save);
-        DSLIDE_CHECK(save != ck && (rel.empty() || *rel.begin() == ".."), "option --save: ", cfg_.save_dir,
-                     " is or holds --checkpoint-dir ", cfg_.checkpoint_dir, " (it would be replaced)");
+        DSLIDE_CHECK(save != ck && (rel.empty() || *rel.begin() == ".."),
+                     "option --save: ", cfg_.save_dir, " is or holds --checkpoint-dir ",
+                     cfg_.checkpoint_dir, " (it would be replaced)");
       }
       const std::filesystem::path parent = std::filesystem::path(cfg_.save_dir).parent_path();
       CheckWritableDir(parent.empty() ? "." : parent.string(), bytes, "--save");
     }
     if (root && cfg_.checkpoint_every > total - iter_ && total > iter_)
-      std::printf("note: --checkpoint-every %lld is more than the %lld iterations left: only the final "
-                  "checkpoint will be written\n",
-                  (long long)cfg_.checkpoint_every, (long long)(total - iter_));
+      std::printf(
+          "note: --checkpoint-every %lld is more than the %lld iterations left: only the final "
+          "checkpoint will be written\n",
+          (long long)cfg_.checkpoint_every, (long long)(total - iter_));
   }
   // Divergence: a step's loss far above its running level (a finite blow-up: a NaN or
   // infinite loss is an error of its own, in Backpropagate). The level starts at the loss of
   // a model that knows nothing (log of the active slots per sample), so early steps cannot
   // trip it.
-  const double uninformed = std::log(std::max(2.0, spec_.layers.back().dense()
-                                                       ? static_cast<double>(spec_.layers.back().out_dim)
-                                                       : slots.mean_active));
+  const double uninformed = std::log(
+      std::max(2.0, spec_.layers.back().dense() ? static_cast<double>(spec_.layers.back().out_dim)
+                                                : slots.mean_active));
   double level = -1;
   const int64_t iter_start = iter_;
   iter_last = iter_;
@@ -296,7 +329,10 @@ EvalResult Trainer::Run(const Dataset& train, const Dataset* valid, const Datase
     std::printf("checkpoint %s: %.1f MB in %.2fs\n", folder.c_str(), bytes / (1 << 20), seconds);
     std::fflush(stdout);
     JsonObject o;
-    o.Add("event", "checkpoint").Add("iter", iter_).Add("path", folder).Add("bytes", bytes)
+    o.Add("event", "checkpoint")
+        .Add("iter", iter_)
+        .Add("path", folder)
+        .Add("bytes", bytes)
         .Add("seconds", seconds);
     base(o);
     metrics.Write(o);
@@ -316,16 +352,18 @@ EvalResult Trainer::Run(const Dataset& train, const Dataset* valid, const Datase
     // One agreement per step, with more than one rank: a stop signal, or a loss far above
     // its running level, on any rank stops every rank.
     const double ref = std::max(level, uninformed);
-    int64_t flags[2] = {StopSignal(), cfg_.divergence_factor > 0 && step_loss > cfg_.divergence_factor * ref};
+    int64_t flags[2] = {StopSignal(),
+                        cfg_.divergence_factor > 0 && step_loss > cfg_.divergence_factor * ref};
     if (comm_->size() > 1) comm_->Allreduce(flags, 2, ReduceOp::kMax, Traffic::kControl);
     if (flags[1] != 0) {
-      const std::string newest = cfg_.checkpoint_dir.empty() ? "" : LatestCheckpoint(cfg_.checkpoint_dir);
-      const std::string text = detail::Concat(
-          "training diverged at iteration ", iter_, ": the sampled loss ", step_loss, " is more than ",
-          cfg_.divergence_factor, " times its running level ", ref,
-          " (--divergence-factor); no checkpoint was written of it",
-          newest.empty() ? std::string("") : "; the last good one is " + newest, ". Try a smaller --lr (now ",
-          cfg_.lr, ")");
+      const std::string newest =
+          cfg_.checkpoint_dir.empty() ? "" : LatestCheckpoint(cfg_.checkpoint_dir);
+      const std::string text =
+          detail::Concat("training diverged at iteration ", iter_, ": the sampled loss ", step_loss,
+                         " is more than ", cfg_.divergence_factor, " times its running level ", ref,
+                         " (--divergence-factor); no checkpoint was written of it",
+                         newest.empty() ? std::string("") : "; the last good one is " + newest,
+                         ". Try a smaller --lr (now ", cfg_.lr, ")");
       stop_line("diverged", text, newest);
       throw Stop(kExitDiverged, text);
     }
@@ -344,16 +382,21 @@ EvalResult Trainer::Run(const Dataset& train, const Dataset* valid, const Datase
       const double loss = loss_sum / loss_n;
       if (root) {
         const double eta = Seconds(t_run) / (iter_ - iter_start) * (total - iter_);
-        std::printf("iter %lld/%lld | epoch %.2f | %.0f samples/s | sampled loss %.4f | last P@1 %s | "
-                    "%.1f ms/iter | %.0f KB sent/iter | RSS %.0f MB | ETA %s\n",
-                    (long long)iter_, (long long)total, static_cast<double>(iter_) / per_epoch, sps,
-                    loss, last_eval.points ? std::to_string(last_eval.At(1)).substr(0, 6).c_str() : "-",
-                    Median(ms), bytes / 1024, rss, FormatDuration(eta).c_str());
+        std::printf(
+            "iter %lld/%lld | epoch %.2f | %.0f samples/s | sampled loss %.4f | last P@1 %s | "
+            "%.1f ms/iter | %.0f KB sent/iter | RSS %.0f MB | ETA %s\n",
+            (long long)iter_, (long long)total, static_cast<double>(iter_) / per_epoch, sps, loss,
+            last_eval.points ? std::to_string(last_eval.At(1)).substr(0, 6).c_str() : "-",
+            Median(ms), bytes / 1024, rss, FormatDuration(eta).c_str());
         std::fflush(stdout);
         JsonObject o;
-        o.Add("iter", iter_).Add("epoch", static_cast<double>(iter_) / per_epoch).Add("loss", loss)
-            .Add("ms_per_iter", Median(ms)).Add("samples_per_s", sps)
-            .Add("bytes_sent_per_iter", bytes).Add("comm_ms_per_iter", comm_ms)
+        o.Add("iter", iter_)
+            .Add("epoch", static_cast<double>(iter_) / per_epoch)
+            .Add("loss", loss)
+            .Add("ms_per_iter", Median(ms))
+            .Add("samples_per_s", sps)
+            .Add("bytes_sent_per_iter", bytes)
+            .Add("comm_ms_per_iter", comm_ms)
             .Add("peak_rss_mb", rss);
         base(o);
         metrics.Write(o);
@@ -377,11 +420,11 @@ EvalResult Trainer::Run(const Dataset& train, const Dataset* valid, const Datase
         if (saved_iter != iter_) save();
         where = CheckpointFolder(cfg_.checkpoint_dir, iter_);
       }
-      const std::string text =
-          detail::Concat("stopped by ", SignalName(static_cast<int>(sig)), " at iteration ", iter_, " of ", total,
-                         where.empty() ? "; nothing was saved (no --checkpoint-dir)"
-                                       : "; checkpoint written to " + where + ": continue with --resume " +
-                                             cfg_.checkpoint_dir);
+      const std::string text = detail::Concat(
+          "stopped by ", SignalName(static_cast<int>(sig)), " at iteration ", iter_, " of ", total,
+          where.empty() ? "; nothing was saved (no --checkpoint-dir)"
+                        : "; checkpoint written to " + where + ": continue with --resume " +
+                              cfg_.checkpoint_dir);
       stop_line("stopped", text, where);
       throw Stop(kExitStopped, text);
     }
@@ -389,16 +432,15 @@ EvalResult Trainer::Run(const Dataset& train, const Dataset* valid, const Datase
   evaluate();
   // The last state, for resuming or scoring later (also when no periodic checkpoint fell on
   // the last iteration).
-  if (!cfg_.checkpoint_dir.empty() && saved_iter != iter_)
-    save();
+  if (!cfg_.checkpoint_dir.empty() && saved_iter != iter_) save();
   int64_t model_iter = iter_;
   if (keep_best && best_iter_ >= 0 && best_iter_ != iter_) {
     RestoreWeights();
     model_iter = best_iter_;
   }
   if (keep_best && root && best_iter_ >= 0) {
-    std::printf("kept the model of iteration %lld (best valid P@1 %.4f)%s%s\n", (long long)best_iter_,
-                best_p1_, cfg_.checkpoint_dir.empty() ? "" : ", saved in ",
+    std::printf("kept the model of iteration %lld (best valid P@1 %.4f)%s%s\n",
+                (long long)best_iter_, best_p1_, cfg_.checkpoint_dir.empty() ? "" : ", saved in ",
                 cfg_.checkpoint_dir.empty() ? "" : (cfg_.checkpoint_dir + "/best").c_str());
     std::fflush(stdout);
   }
@@ -408,7 +450,8 @@ EvalResult Trainer::Run(const Dataset& train, const Dataset* valid, const Datase
     WriteCheckpoint(cfg_.save_dir, epoch, pos);
     iter_ = now;
     if (root) {
-      std::printf("saved the model of iteration %lld to %s\n", (long long)model_iter, cfg_.save_dir.c_str());
+      std::printf("saved the model of iteration %lld to %s\n", (long long)model_iter,
+                  cfg_.save_dir.c_str());
       std::fflush(stdout);
     }
   }
@@ -439,18 +482,21 @@ EvalResult RunTraining(const TrainConfig& asked, Communicator* comm) {
   } else if (cfg.valid_fraction > 0) {
     Dataset all = std::move(train);
     SplitHoldout(all, cfg.valid_fraction, cfg.seed, &train, &valid);
-    DSLIDE_CHECK(valid.size() > 0 && train.size() > 0, "option --valid-fraction ", cfg.valid_fraction,
-                 " leaves ", train.size(), " training and ", valid.size(), " validation points of ",
-                 all.size());
+    DSLIDE_CHECK(valid.size() > 0 && train.size() > 0, "option --valid-fraction ",
+                 cfg.valid_fraction, " leaves ", train.size(), " training and ", valid.size(),
+                 " validation points of ", all.size());
   }
   if (cfg.validating()) {
     int64_t labelled = 0;
     for (int64_t i = 0; i < valid.size(); ++i) labelled += valid.NumLabels(i) > 0 ? 1 : 0;
-    const std::string what = cfg.valid_file.empty() ? "the held-back validation points" : cfg.valid_file;
-    DSLIDE_CHECK(labelled > 0, what, ": no validation point has a label; nothing could be selected on it");
+    const std::string what =
+        cfg.valid_file.empty() ? "the held-back validation points" : cfg.valid_file;
+    DSLIDE_CHECK(labelled > 0, what,
+                 ": no validation point has a label; nothing could be selected on it");
     if (labelled < 200 && comm->rank() == 0)
-      std::printf("warning: %s: only %lld labelled validation points; one point moves P@1 by %.4f\n",
-                  what.c_str(), (long long)labelled, 1.0 / static_cast<double>(labelled));
+      std::printf(
+          "warning: %s: only %lld labelled validation points; one point moves P@1 by %.4f\n",
+          what.c_str(), (long long)labelled, 1.0 / static_cast<double>(labelled));
   }
   if (!cfg.test_file.empty()) {
     test = ReadXc(cfg.test_file);
@@ -462,12 +508,14 @@ EvalResult RunTraining(const TrainConfig& asked, Communicator* comm) {
     const CheckpointMeta m = ReadResumeMeta(cfg.resume_dir);
     cfg.settings_from_checkpoint = AdoptCheckpointSettings(m, &cfg);
     if (m.min_negatives == 0 && comm->rank() == 0)
-      std::printf("note: %s predates the floor of negatives; --min-negatives %lld applies from here\n",
-                  cfg.resume_dir.c_str(), (long long)cfg.min_negatives);
+      std::printf(
+          "note: %s predates the floor of negatives; --min-negatives %lld applies from here\n",
+          cfg.resume_dir.c_str(), (long long)cfg.min_negatives);
   }
   std::unique_ptr<Trainer> trainer;
   try {
-    trainer = std::make_unique<Trainer>(cfg, comm, MakeBackend(cfg.device, comm->rank(), cfg.gpus_per_node),
+    trainer = std::make_unique<Trainer>(cfg, comm,
+                                        MakeBackend(cfg.device, comm->rank(), cfg.gpus_per_node),
                                         train.num_features, train.num_labels);
   } catch (const std::bad_alloc&) {
     // Weights, biases and both Adam moments of this rank's shard.
@@ -480,11 +528,13 @@ EvalResult RunTraining(const TrainConfig& asked, Communicator* comm) {
     }
     params += (in + 1) * train.num_labels;
     throw Error(detail::Concat("cannot allocate the model: ", params, " parameters (about ",
-                               params * 12 / comm->size() / (1 << 20), " MB of weights and Adam moments per rank over ",
-                               comm->size(), " rank(s)) for --hidden ", hidden, " and ", cfg.train_file, "'s ",
+                               params * 12 / comm->size() / (1 << 20),
+                               " MB of weights and Adam moments per rank over ", comm->size(),
+                               " rank(s)) for --hidden ", hidden, " and ", cfg.train_file, "'s ",
                                train.num_features, " features and ", train.num_labels, " labels"));
   }
-  return trainer->Run(train, cfg.validating() ? &valid : nullptr, cfg.test_file.empty() ? nullptr : &test);
+  return trainer->Run(train, cfg.validating() ? &valid : nullptr,
+                      cfg.test_file.empty() ? nullptr : &test);
 }
 
 }  // namespace dslide

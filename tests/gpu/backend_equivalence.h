@@ -97,8 +97,8 @@ struct Pair {
     return r;
   }
   /// The active sets of both backends for the same input, labels and iteration.
-  void SelectBoth(int layer, const BatchRows& in, const BatchLabels* lab, int64_t iter, BatchRows* a,
-                  BatchRows* b) {
+  void SelectBoth(int layer, const BatchRows& in, const BatchLabels* lab, int64_t iter,
+                  BatchRows* a, BatchRows* b) {
     cpu->SelectActive(layer, in, lab, iter, a);
     dev->SelectActive(layer, in, lab, iter, b);
   }
@@ -114,7 +114,8 @@ struct Pair {
   }
 };
 
-inline void ExpectSameLayer(LayerBackend& a, LayerBackend& b, int layer, double tol, const char* what) {
+inline void ExpectSameLayer(LayerBackend& a, LayerBackend& b, int layer, double tol,
+                            const char* what) {
   std::vector<float> wa, ba, wb, bb;
   a.GetLayer(layer, &wa, &ba);
   b.GetLayer(layer, &wb, &bb);
@@ -187,7 +188,8 @@ TEST(GpuEquivalence, ActiveSetsAndForward) {
           ASSERT_EQ(a.n, b.n) << "layer " << layer;
           for (int64_t i = 0; i < s.B; ++i)
             for (int64_t k = 0; k < a.n[i]; ++k)
-              ASSERT_EQ(a.Ids(i)[k], b.Ids(i)[k]) << "layer " << layer << " sample " << i << " slot " << k;
+              ASSERT_EQ(a.Ids(i)[k], b.Ids(i)[k])
+                  << "layer " << layer << " sample " << i << " slot " << k;
           s.cpu->Forward(layer, in, &a);
           s.dev->Forward(layer, in, &b);
           double d = 0;
@@ -215,7 +217,8 @@ TEST(GpuEquivalence, FloorOfNegativesAndLshShare) {
       ASSERT_EQ(a.n, b.n);
       for (int64_t i = 0; i < s.B; ++i) {
         const std::set<int32_t> own(lab.Of(i), lab.Of(i) + lab.Count(i));
-        if (fill != FillPolicy::kStop) EXPECT_EQ(a.n[i], static_cast<int64_t>(own.size()) + 8) << "sample " << i;
+        if (fill != FillPolicy::kStop)
+          EXPECT_EQ(a.n[i], static_cast<int64_t>(own.size()) + 8) << "sample " << i;
         for (int64_t k = 0; k < a.n[i]; ++k) ASSERT_EQ(a.Ids(i)[k], b.Ids(i)[k]) << "sample " << i;
       }
     }
@@ -231,12 +234,13 @@ TEST(GpuEquivalence, ForwardChunksAndSharedMemoryLimits) {
   tunings[1].shared_entries = 3;     // 3 of 5 input entries in shared memory
   tunings[2].forward_chunks = 3;     // 34, 34, 32
   tunings[2].forward_chunk_min = 1;
-  tunings[2].shared_floats = 16;     // just fits
+  tunings[2].shared_floats = 16;  // just fits
   tunings[2].shared_entries = 5;
-  tunings[3].shared_entries = 0;     // all from global memory
+  tunings[3].shared_entries = 0;  // all from global memory
   for (size_t t = 0; t < tunings.size(); ++t) {
     SCOPED_TRACE("tuning " + std::to_string(t));
-    Pair s(SmallLsh(HashFamily::kDwta, QueryStrategy::kTopK, FillPolicy::kBatch), {0.5, 0.1}, tunings[t]);
+    Pair s(SmallLsh(HashFamily::kDwta, QueryStrategy::kTopK, FillPolicy::kBatch), {0.5, 0.1},
+           tunings[t]);
     s.B = 100;
     const BatchRows x = s.Inputs(71), h = s.Hidden(72);
     const BatchLabels lab = s.Labels(73);
@@ -319,7 +323,8 @@ TEST(GpuEquivalence, BackwardAndAdam) {
   for (bool fused : {false, true})
     for (bool dense_adam : {false, true}) {
       Pair s(SmallLsh(HashFamily::kDwta, QueryStrategy::kTopK, FillPolicy::kBatch), {0.5, 0.1});
-      const std::string tag = std::string(fused ? "fused" : "separate") + (dense_adam ? " dense Adam" : " lazy Adam");
+      const std::string tag =
+          std::string(fused ? "fused" : "separate") + (dense_adam ? " dense Adam" : " lazy Adam");
       CompareStep(s, 1, fused, dense_adam, ("output layer, " + tag).c_str());
       CompareStep(s, 0, fused, dense_adam, ("first layer, " + tag).c_str());
       // Twice, so a second step meets the moments of the first.

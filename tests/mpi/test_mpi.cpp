@@ -11,9 +11,9 @@
 #include <sstream>
 
 #include "../test_presets.h"
-#include "mpi_communicator.h"
 #include "gpu_backend_impl.h"
 #include "host_exec.h"
+#include "mpi_communicator.h"
 #ifdef DSLIDE_WITH_CUDA
 #include "gpu_device.h"
 #endif
@@ -59,7 +59,8 @@ TEST(Distributed, DenseEqualsOneRank) {
     ASSERT_EQ(static_cast<int64_t>(w.size()), s.local() * s.in_dim);
     for (int64_t i = 0; i < s.local(); ++i) {
       for (int64_t j = 0; j < s.in_dim; ++j)
-        max_diff = std::max(max_diff, std::abs(double(w[i * s.in_dim + j]) - w1[(s.begin + i) * s.in_dim + j]));
+        max_diff = std::max(
+            max_diff, std::abs(double(w[i * s.in_dim + j]) - w1[(s.begin + i) * s.in_dim + j]));
       max_diff = std::max(max_diff, std::abs(double(b[i]) - b1[s.begin + i]));
     }
   }
@@ -111,10 +112,12 @@ TEST(Distributed, DataParallelEqualsOneRank) {
   g_comm->ResetStats();
   ASSERT_NO_FATAL_FAILURE(StepInLockstep(dp, one, data, 20, cfg.batch, 1e-4));
   for (int l = 0; l < 2; ++l)
-    EXPECT_LT(MaxLayerDiff(dp.backend(), one.backend(), l), 1e-5) << "weights of layer " << l << " after 20 iterations";
+    EXPECT_LT(MaxLayerDiff(dp.backend(), one.backend(), l), 1e-5)
+        << "weights of layer " << l << " after 20 iterations";
   // The wire: one all-reduce of every gradient per step, 2 (P-1)/P of 4 bytes per parameter.
   const int P = g_comm->size();
-  const double expected = 20.0 * 4.0 * static_cast<double>(dp.spec().NumParameters()) * 2.0 * (P - 1) / P;
+  const double expected =
+      20.0 * 4.0 * static_cast<double>(dp.spec().NumParameters()) * 2.0 * (P - 1) / P;
   EXPECT_NEAR(static_cast<double>(g_comm->Stats(Traffic::kGradients).bytes), expected, 20.0 * P);
   EXPECT_EQ(g_comm->Stats(Traffic::kActivations).bytes, 0);
 }
@@ -144,9 +147,10 @@ TEST(Distributed, DataParallelReducesInBackendMemory) {
     EXPECT_LT(MaxLayerDiff(in_backend.backend(), on_host.backend(), l), 1e-5)
         << "weights of layer " << l << " after 15 iterations";
   // Both runs all-reduce the same fused gradient every step.
-  const double expected = 2 * 15.0 * 4.0 * static_cast<double>(on_host.spec().NumParameters()) * 2.0 *
-                          (g_comm->size() - 1) / g_comm->size();
-  EXPECT_NEAR(static_cast<double>(g_comm->Stats(Traffic::kGradients).bytes), expected, 40.0 * g_comm->size());
+  const double expected = 2 * 15.0 * 4.0 * static_cast<double>(on_host.spec().NumParameters()) *
+                          2.0 * (g_comm->size() - 1) / g_comm->size();
+  EXPECT_NEAR(static_cast<double>(g_comm->Stats(Traffic::kGradients).bytes), expected,
+              40.0 * g_comm->size());
 }
 
 TEST(Distributed, BytesMatchProtocol) {
@@ -179,7 +183,8 @@ TEST(Distributed, BytesMatchProtocol) {
 
 TEST(Distributed, SampledP1MatchesOneRankOnDelicious) {
   const char* env = std::getenv("DSLIDE_DATA_DIR");
-  const std::string dir = (env ? std::string(env) : std::string(DSLIDE_TEST_DATA_DIR)) + "/delicious";
+  const std::string dir =
+      (env ? std::string(env) : std::string(DSLIDE_TEST_DATA_DIR)) + "/delicious";
   FILE* f = std::fopen((dir + "/train.txt").c_str(), "r");
   if (!f) GTEST_SKIP() << "delicious not found in " << dir;
   std::fclose(f);
@@ -222,7 +227,8 @@ TEST(Distributed, PredictOnRanksEqualsOneRank) {
   cfg.batch = 32;
   Trainer tr(cfg, g_comm, MakeBackend(Device::kCpu, 0), data.num_features, data.num_labels);
   for (int it = 0; it < 30; ++it) tr.Step(data, Batch(it, cfg.batch, data.size()));
-  const std::string dir = std::string(DSLIDE_TEST_TMP) + "/predict_np" + std::to_string(g_comm->size());
+  const std::string dir =
+      std::string(DSLIDE_TEST_TMP) + "/predict_np" + std::to_string(g_comm->size());
   tr.WriteCheckpoint(dir + "/model", 0, 0);
   if (g_comm->rank() == 0) WriteXc(input, dir + "/input.txt");
   int64_t sync = 0;
@@ -247,7 +253,8 @@ TEST(Distributed, PredictOnRanksEqualsOneRank) {
     // Same labels in the same order; probabilities up to float summation order.
     const auto labels = [](const std::string& l) { return l.substr(0, l.find("\"scores\"")); };
     EXPECT_EQ(labels(la), labels(lb)) << "row " << rows;
-    std::stringstream sa(la.substr(la.find("\"scores\":[") + 10)), sb(lb.substr(lb.find("\"scores\":[") + 10));
+    std::stringstream sa(la.substr(la.find("\"scores\":[") + 10)),
+        sb(lb.substr(lb.find("\"scores\":[") + 10));
     double va, vb;
     char ca, cb;
     while (sa >> va >> ca && sb >> vb >> cb) EXPECT_NEAR(va, vb, 1e-4 * vb) << "row " << rows;
@@ -274,10 +281,13 @@ TEST(Distributed, SnapshotExchangeGathersEveryRanksRowsAndScattersTheSums) {
     // Rank r gives sample i (r + i) % 3 entries (its whole block when dense), values that
     // name the rank, sample and id.
     auto count = [&](int r, int64_t i) {
-      return dense ? ModelSpec::BlockBegin(s.out_dim, r + 1, P) - ModelSpec::BlockBegin(s.out_dim, r, P)
+      return dense ? ModelSpec::BlockBegin(s.out_dim, r + 1, P) -
+                         ModelSpec::BlockBegin(s.out_dim, r, P)
                    : (r + i) % 3;
     };
-    auto value = [](int r, int64_t i, int64_t id) { return static_cast<float>(1000 * r + 100 * i + id); };
+    auto value = [](int r, int64_t i, int64_t id) {
+      return static_cast<float>(1000 * r + 100 * i + id);
+    };
     BatchRows local;
     local.Strided(B, s.local());
     for (int64_t i = 0; i < B; ++i) {
@@ -298,11 +308,13 @@ TEST(Distributed, SnapshotExchangeGathersEveryRanksRowsAndScattersTheSums) {
       int64_t at = 0;
       for (int r = 0; r < P; ++r) {
         EXPECT_EQ(seg[r * B + i], count(r, i)) << "rank " << r << " sample " << i;
-        const int64_t r0 = ModelSpec::BlockBegin(s.out_dim, r, P), rn = ModelSpec::BlockBegin(s.out_dim, r + 1, P) - r0;
+        const int64_t r0 = ModelSpec::BlockBegin(s.out_dim, r, P),
+                      rn = ModelSpec::BlockBegin(s.out_dim, r + 1, P) - r0;
         for (int64_t j = 0; j < count(r, i); ++j, ++at) {
           const int64_t id = dense ? r0 + j : r0 + (j * 7 + i) % rn;
           EXPECT_EQ(full.Row(i).ids[at], id) << (dense ? "dense" : "sparse") << " sample " << i;
-          EXPECT_EQ(full.Row(i).vals[at], value(r, i, id)) << (dense ? "dense" : "sparse") << " sample " << i;
+          EXPECT_EQ(full.Row(i).vals[at], value(r, i, id))
+              << (dense ? "dense" : "sparse") << " sample " << i;
         }
       }
       EXPECT_EQ(full.n[i], at);
@@ -315,7 +327,8 @@ TEST(Distributed, SnapshotExchangeGathersEveryRanksRowsAndScattersTheSums) {
     ex.ScatterGrad(grad, seg, local, &mine);
     for (int64_t i = 0; i < B; ++i)
       for (int64_t j = 0; j < local.n[i]; ++j)
-        EXPECT_EQ(mine.Vals(i)[j], P * (local.Vals(i)[j] * 0.5f + 1.0f)) << "sample " << i << " entry " << j;
+        EXPECT_EQ(mine.Vals(i)[j], P * (local.Vals(i)[j] * 0.5f + 1.0f))
+            << "sample " << i << " entry " << j;
     EXPECT_EQ(mine.ids, local.ids);
   }
 }
@@ -337,13 +350,14 @@ TEST_P(SignalStrategies, OnOneRankStopsAllAndTheResumedRunEndsWithTheSameWeights
   const std::vector<float> expect = testing::AllWeights(whole);
 
   const int last = g_comm->size() - 1;
-  cfg.checkpoint_dir = std::string(DSLIDE_TEST_TMP) + "/stop_np" + std::to_string(g_comm->size()) + "_" +
-                       ToString(GetParam());
+  cfg.checkpoint_dir = std::string(DSLIDE_TEST_TMP) + "/stop_np" + std::to_string(g_comm->size()) +
+                       "_" + ToString(GetParam());
   if (g_comm->rank() == 0) std::filesystem::remove_all(cfg.checkpoint_dir);
   int64_t sync = 0;
   g_comm->Allreduce(&sync, 1, ReduceOp::kSum, Traffic::kControl);
   InstallStopHandlers();
-  setenv("DSLIDE_FAULT", ("term:" + std::to_string(last) + ":9").c_str(), 1);  // SIGTERM on the last rank only
+  setenv("DSLIDE_FAULT", ("term:" + std::to_string(last) + ":9").c_str(),
+         1);  // SIGTERM on the last rank only
   Trainer first(cfg, g_comm, MakeBackend(Device::kCpu, 0), data.num_features, data.num_labels);
   unsetenv("DSLIDE_FAULT");
   int code = -1;
@@ -361,7 +375,8 @@ TEST_P(SignalStrategies, OnOneRankStopsAllAndTheResumedRunEndsWithTheSameWeights
   Trainer resumed(cfg, g_comm, MakeBackend(Device::kCpu, 0), data.num_features, data.num_labels);
   resumed.Run(data, nullptr, nullptr);
   EXPECT_EQ(resumed.iteration(), 24);
-  EXPECT_TRUE(testing::AllWeights(resumed) == expect) << "rank " << g_comm->rank() << ": the resumed weights differ";
+  EXPECT_TRUE(testing::AllWeights(resumed) == expect)
+      << "rank " << g_comm->rank() << ": the resumed weights differ";
 }
 
 INSTANTIATE_TEST_SUITE_P(Distributed, SignalStrategies,

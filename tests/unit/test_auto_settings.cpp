@@ -29,12 +29,13 @@ TEST(AutoSettings, EverySampleKeepsNegativesAtAnyLabelCount) {
         ResolveAuto(&cfg, 1000, n);
         ASSERT_TRUE(cfg.lsh.resolved());
         for (int r = 0; r < ranks; ++r) {
-          const ModelSpec spec = ModelSpec::Make(1000, cfg.hidden, n, cfg.LayerSparsity(2), r, ranks,
-                                                 cfg.min_negatives);
+          const ModelSpec spec = ModelSpec::Make(1000, cfg.hidden, n, cfg.LayerSparsity(2), r,
+                                                 ranks, cfg.min_negatives);
           const LayerSpec& out = spec.layers.back();
           for (int64_t labels : {0, 1, 5, 20, 100, 500}) {
             const int64_t mine = std::min(labels, out.local());  // worst case: all on this rank
-            const int64_t active = BudgetSampler::ActiveCap(out.budget, mine, out.min_negatives, out.local());
+            const int64_t active =
+                BudgetSampler::ActiveCap(out.budget, mine, out.min_negatives, out.local());
             // Either the whole shard is active, or at least the rank's share of the floor of
             // negatives is, beyond the labels.
             EXPECT_TRUE(active == out.local() || active - mine >= out.min_negatives)
@@ -56,7 +57,8 @@ TEST(AutoSettings, SelectionRaisesTheBudgetForTheFloor) {
   Rng rng(3);
   std::vector<int32_t> out(BudgetSampler::ActiveCap(4, 10, 64, 1000));
   ASSERT_EQ(out.size(), 74u);
-  const int64_t k = sampler.Select(nullptr, nullptr, forced.data(), 10, 4, 64, &rng, &scratch, out.data());
+  const int64_t k =
+      sampler.Select(nullptr, nullptr, forced.data(), 10, 4, 64, &rng, &scratch, out.data());
   ASSERT_EQ(k, 74);
   const std::set<int32_t> ids(out.begin(), out.begin() + k);
   EXPECT_EQ(ids.size(), 74u);
@@ -65,7 +67,8 @@ TEST(AutoSettings, SelectionRaisesTheBudgetForTheFloor) {
   SamplerScratch small(30);
   std::vector<int32_t> all(BudgetSampler::ActiveCap(4, 10, 64, 30));
   ASSERT_EQ(all.size(), 30u);
-  EXPECT_EQ(sampler.Select(nullptr, nullptr, forced.data(), 3, 4, 64, &rng, &small, all.data()), 30);
+  EXPECT_EQ(sampler.Select(nullptr, nullptr, forced.data(), 3, 4, 64, &rng, &small, all.data()),
+            30);
 }
 
 TEST(AutoSettings, DenseBelowTheCrossoverAndConcreteAbove) {
@@ -90,7 +93,8 @@ TEST(AutoSettings, DenseBelowTheCrossoverAndConcreteAbove) {
   EXPECT_LT(ds[2], 1.0);
   // Budgets grow with the layer and never exceed it.
   int64_t last = 0;
-  for (int64_t n : {kAutoDenseBelow, int64_t{20000}, int64_t{200000}, int64_t{2000000}, int64_t{20000000}}) {
+  for (int64_t n :
+       {kAutoDenseBelow, int64_t{20000}, int64_t{200000}, int64_t{2000000}, int64_t{20000000}}) {
     const int64_t b = AutoBudget(n);
     EXPECT_GE(b, last);
     EXPECT_LE(b, n);
@@ -99,7 +103,8 @@ TEST(AutoSettings, DenseBelowTheCrossoverAndConcreteAbove) {
   }
   // Exact budgets from the sparsity: ceil(s * n) gives the budget back.
   for (int64_t n : {4097, 206983, 670091, 9999991})
-    for (int64_t b : {int64_t{1}, int64_t{1000}, n - 1}) EXPECT_EQ(ModelSpec::Budget(SparsityForBudget(b, n), n), b);
+    for (int64_t b : {int64_t{1}, int64_t{1000}, n - 1})
+      EXPECT_EQ(ModelSpec::Budget(SparsityForBudget(b, n), n), b);
 }
 
 TEST(AutoSettings, ExplicitSettingsAreKept) {
@@ -149,7 +154,8 @@ TEST(AutoSettings, PrintedSlotsMatchTheSelection) {
   int64_t fewest = 1 << 30;
   std::vector<int64_t> per_sample(d.size(), 0);
   for (int r = 0; r < 2; ++r) {
-    const ModelSpec spec = ModelSpec::Make(20, cfg.hidden, 2000, cfg.LayerSparsity(2), r, 2, cfg.min_negatives);
+    const ModelSpec spec =
+        ModelSpec::Make(20, cfg.hidden, 2000, cfg.LayerSparsity(2), r, 2, cfg.min_negatives);
     auto be = MakeBackend(Device::kCpu, r);
     be->Init(spec, BackendOptions::Of(cfg));
     BatchRows in;

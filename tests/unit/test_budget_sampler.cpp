@@ -33,7 +33,8 @@ void CheckSet(const std::vector<int32_t>& out, int64_t k, int64_t n) {
 
 TEST(BudgetSampler, ExactBudgetEveryStrategy) {
   Fixture f;
-  for (QueryStrategy q : {QueryStrategy::kVanilla, QueryStrategy::kTopK, QueryStrategy::kThreshold}) {
+  for (QueryStrategy q :
+       {QueryStrategy::kVanilla, QueryStrategy::kTopK, QueryStrategy::kThreshold}) {
     for (int64_t budget : {1, 7, 50, 300, 999, 1000}) {
       BudgetSampler sampler(SelectPolicy{q, 2, FillPolicy::kRandom});
       SamplerScratch scratch(f.n);
@@ -61,7 +62,8 @@ TEST(BudgetSampler, RepeatedCallsStayCorrect) {
   std::vector<int32_t> out(120);
   for (int rep = 0; rep < 200; ++rep) {
     const int32_t forced = rep % 1000;
-    const int64_t k = sampler.Select(&f.tables, f.query.data(), &forced, 1, 120, 0, &rng, &scratch, out.data());
+    const int64_t k =
+        sampler.Select(&f.tables, f.query.data(), &forced, 1, 120, 0, &rng, &scratch, out.data());
     ASSERT_EQ(k, 120);
     CheckSet(out, k, f.n);
   }
@@ -73,7 +75,8 @@ TEST(BudgetSampler, StopPolicyReturnsOnlyCandidates) {
   SamplerScratch scratch(f.n);
   Rng rng(2);
   std::vector<int32_t> out(900);
-  const int64_t k = sampler.Select(&f.tables, f.query.data(), nullptr, 0, 900, 0, &rng, &scratch, out.data());
+  const int64_t k =
+      sampler.Select(&f.tables, f.query.data(), nullptr, 0, 900, 0, &rng, &scratch, out.data());
   std::set<int32_t> cand;
   for (int t = 0; t < 8; ++t) {
     const auto b = f.tables.Get(t, f.query[t]);
@@ -126,7 +129,8 @@ TEST(BudgetSampler, BatchFillIsDistinctAndUniform) {
       for (int32_t id : fill) ++member[id];
       ++first[fill[0]];
     }
-    EXPECT_LT(ChiSquare(member, static_cast<double>(trials) * count / n), 85.4) << "count " << count;
+    EXPECT_LT(ChiSquare(member, static_cast<double>(trials) * count / n), 85.4)
+        << "count " << count;
     EXPECT_LT(ChiSquare(first, static_cast<double>(trials) / n), 85.4) << "count " << count;
   }
 }
@@ -138,12 +142,15 @@ TEST(BudgetSampler, BatchPolicyTakesTheSharedSetInOrder) {
   const std::vector<int32_t> shared = {3, 7, 9, 11, 2, 40};
   const int32_t forced = 9;
   std::vector<int32_t> out(4);
-  ASSERT_EQ(sampler.Select(nullptr, nullptr, &forced, 1, 4, 0, &rng, &scratch, out.data(), &shared), 4);
+  ASSERT_EQ(sampler.Select(nullptr, nullptr, &forced, 1, 4, 0, &rng, &scratch, out.data(), &shared),
+            4);
   EXPECT_EQ(out, (std::vector<int32_t>{9, 3, 7, 11}));
   // A shared set shorter than the room is topped up with random ids: still the exact budget.
   const std::vector<int32_t> short_set = {1, 2};
   out.resize(30);
-  ASSERT_EQ(sampler.Select(nullptr, nullptr, nullptr, 0, 30, 0, &rng, &scratch, out.data(), &short_set), 30);
+  ASSERT_EQ(
+      sampler.Select(nullptr, nullptr, nullptr, 0, 30, 0, &rng, &scratch, out.data(), &short_set),
+      30);
   EXPECT_EQ(out[0], 1);
   EXPECT_EQ(out[1], 2);
   CheckSet(out, 30, 100);
@@ -168,7 +175,9 @@ TEST(BudgetSampler, LshShareCapsTheCandidatesAndTheFillTakesTheRest) {
     Rng rng(5);
     const int32_t forced = shared.back();
     std::vector<int32_t> out(100);
-    ASSERT_EQ(sampler.Select(&f.tables, f.query.data(), &forced, 1, 100, 0, &rng, &scratch, out.data(), &shared), 100);
+    ASSERT_EQ(sampler.Select(&f.tables, f.query.data(), &forced, 1, 100, 0, &rng, &scratch,
+                             out.data(), &shared),
+              100);
     CheckSet(out, 100, f.n);
     int64_t from_buckets = 0;
     for (int32_t id : out) from_buckets += in_buckets.count(id) ? 1 : 0;

@@ -37,7 +37,9 @@ struct Fixture {
     cfg.lsh.rebuild_n0 = 4;    // tables rebuilt before and after the checkpoint
     cfg.lsh.rehash_every = 4;  // and new hash functions
   }
-  std::vector<int64_t> Batch(int64_t it) const { return testing::Batch(it, cfg.batch, data.size()); }
+  std::vector<int64_t> Batch(int64_t it) const {
+    return testing::Batch(it, cfg.batch, data.size());
+  }
   std::unique_ptr<Trainer> Make(Communicator* comm) const {
     return std::make_unique<Trainer>(cfg, comm, MakeBackend(Device::kCpu, 0), data.num_features,
                                      data.num_labels);
@@ -183,7 +185,8 @@ TEST(Checkpoint, DamagedFilesAreRejected) {
 }
 
 /// A float dataset of an exported file, read with the plain HDF5 API as other tools would.
-std::vector<float> ReadPlain(const std::string& file, const std::string& name, hsize_t* rows, hsize_t* cols) {
+std::vector<float> ReadPlain(const std::string& file, const std::string& name, hsize_t* rows,
+                             hsize_t* cols) {
   const hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
   EXPECT_GE(f, 0) << file;
   const hid_t ds = H5Dopen2(f, name.c_str(), H5P_DEFAULT);

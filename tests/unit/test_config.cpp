@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "config.h"
-#include "error.h"
 #include "device_choice.h"
+#include "error.h"
 #include "metrics.h"
 #include "predict.h"
 #include "test_util.h"
@@ -109,9 +109,10 @@ TEST(Config, ParsedDefaultsAreTheStructsAndHelpShowsThemShort) {
   const char* ask[] = {"train", "--help"};
   TrainConfig c;
   ASSERT_FALSE(ParseTrain(2, ask, &c, &help));
-  for (const char* shown : {"--rebuild-lambda arg (=0.05)", "--beta1 arg (=0.9)", "--eps arg (=1e-08)",
-                            "--divergence-factor arg (=10)", "--checkpoint-tables arg (=true)",
-                            "--lsh-mips arg (=false)", "--hidden arg (=128)", "--fill arg (=batch)"})
+  for (const char* shown :
+       {"--rebuild-lambda arg (=0.05)", "--beta1 arg (=0.9)", "--eps arg (=1e-08)",
+        "--divergence-factor arg (=10)", "--checkpoint-tables arg (=true)",
+        "--lsh-mips arg (=false)", "--hidden arg (=128)", "--fill arg (=batch)"})
     EXPECT_NE(help.find(shown), std::string::npos) << shown << "\n" << help;
   EXPECT_EQ(help.find("0000000"), std::string::npos) << help;
 }
@@ -119,28 +120,31 @@ TEST(Config, ParsedDefaultsAreTheStructsAndHelpShowsThemShort) {
 /// The echo of the run's settings comes from the parser's own table: every option of
 /// --help, with the values parsed.
 TEST(Config, SettingsEchoHasEveryOptionWithItsValue) {
-  const char* argv[] = {"train", "--train", "a.txt", "--lr", "0.002", "--hidden", "64,32", "--fill", "random",
-                        "--checkpoint-tables", "false"};
+  const char* argv[] = {"train",    "--train", "a.txt",  "--lr",   "0.002",
+                        "--hidden", "64,32",   "--fill", "random", "--checkpoint-tables",
+                        "false"};
   TrainConfig c;
   std::string help;
   ASSERT_TRUE(ParseTrain(11, argv, &c, &help));
   const std::string json = SettingsJson(c);
-  for (const char* kv : {"\"train\":\"a.txt\"", "\"lr\":0.002", "\"hidden\":\"64,32\"", "\"fill\":\"random\"",
-                         "\"checkpoint-tables\":false", "\"sparsity\":\"auto\"", "\"batch\":256",
-                         "\"rebuild-lambda\":0.05", "\"dense-adam\":false", "\"seed\":\"1\""})  // a 64-bit seed as text
+  for (const char* kv : {"\"train\":\"a.txt\"", "\"lr\":0.002", "\"hidden\":\"64,32\"",
+                         "\"fill\":\"random\"", "\"checkpoint-tables\":false",
+                         "\"sparsity\":\"auto\"", "\"batch\":256", "\"rebuild-lambda\":0.05",
+                         "\"dense-adam\":false", "\"seed\":\"1\""})  // a 64-bit seed as text
     EXPECT_NE(json.find(kv), std::string::npos) << kv << " in " << json;
   const char* ask[] = {"train", "--help"};
   TrainConfig d;
   ASSERT_FALSE(ParseTrain(2, ask, &d, &help));
   int options = 0, keys = 0;
-  for (size_t at = help.find("\n  --"); at != std::string::npos; at = help.find("\n  --", at + 1)) ++options;
+  for (size_t at = help.find("\n  --"); at != std::string::npos; at = help.find("\n  --", at + 1))
+    ++options;
   for (size_t at = json.find("\":"); at != std::string::npos; at = json.find("\":", at + 1)) ++keys;
   EXPECT_EQ(keys, options - 1) << json;  // --help lists --config as well
 }
 
 TEST(Config, AutoAndExplicitLshSettings) {
-  const char* argv[] = {"train", "--train", "a.txt", "--sparsity", "0.1", "--hash", "srp", "--K", "9",
-                        "--L", "auto", "--query", "topk"};
+  const char* argv[] = {"train", "--train", "a.txt", "--sparsity", "0.1",     "--hash", "srp",
+                        "--K",   "9",       "--L",   "auto",       "--query", "topk"};
   TrainConfig c;
   std::string help;
   ASSERT_TRUE(ParseTrain(13, argv, &c, &help));
@@ -159,14 +163,17 @@ TEST(Config, ValidationOptions) {
   EXPECT_NE(TrainError({"--train", "a", "--valid-fraction", "1"}).find("--valid-fraction"),
             std::string::npos);
   EXPECT_NE(TrainError({"--train", "a", "--keep-best"}).find("--keep-best"), std::string::npos);
-  EXPECT_NE(TrainError({"--train", "a", "--valid", "v", "--keep-best", "maybe"}).find("--keep-best"),
-            std::string::npos);
+  EXPECT_NE(
+      TrainError({"--train", "a", "--valid", "v", "--keep-best", "maybe"}).find("--keep-best"),
+      std::string::npos);
   EXPECT_EQ(TrainError({"--train", "a", "--valid-fraction", "0.1", "--keep-best", "false"}), "");
   EXPECT_NE(TrainError({"--train", "a", "--min-negatives", "0"}).find("--min-negatives"),
             std::string::npos);
-  EXPECT_NE(TrainError({"--train", "a", "--fill", "stop", "--lsh-share", "0.5"}).find("--lsh-share"),
+  EXPECT_NE(
+      TrainError({"--train", "a", "--fill", "stop", "--lsh-share", "0.5"}).find("--lsh-share"),
+      std::string::npos);
+  EXPECT_NE(TrainError({"--train", "a", "--lsh-share", "1.5"}).find("--lsh-share"),
             std::string::npos);
-  EXPECT_NE(TrainError({"--train", "a", "--lsh-share", "1.5"}).find("--lsh-share"), std::string::npos);
 }
 
 TEST(Config, UnknownOptionIsError) {
@@ -177,7 +184,8 @@ TEST(Config, BadValuesNameTheOption) {
   EXPECT_NE(TrainError({"--train", "a", "--batch", "x"}).find("batch"), std::string::npos);
   EXPECT_NE(TrainError({"--train", "a", "--batch", "0"}).find("--batch"), std::string::npos);
   EXPECT_NE(TrainError({"--train", "a", "--hash", "md5"}).find("--hash"), std::string::npos);
-  EXPECT_NE(TrainError({"--train", "a", "--sparsity", "1.5"}).find("--sparsity"), std::string::npos);
+  EXPECT_NE(TrainError({"--train", "a", "--sparsity", "1.5"}).find("--sparsity"),
+            std::string::npos);
   EXPECT_NE(TrainError({"--train", "a", "--hidden", "12,x"}).find("--hidden"), std::string::npos);
   EXPECT_NE(TrainError({"--train", "a", "--bin-size", "6"}).find("--bin-size"), std::string::npos);
   EXPECT_NE(TrainError({"--test", "b"}).find("--train"), std::string::npos);

@@ -71,7 +71,8 @@ void CheckGradients(std::vector<double> sparsity, std::vector<int64_t> hidden, F
 }
 
 void CheckGradients(std::vector<double> sparsity, std::vector<int64_t> hidden) {
-  for (FillPolicy fill : {FillPolicy::kBatch, FillPolicy::kRandom}) CheckGradients(sparsity, hidden, fill);
+  for (FillPolicy fill : {FillPolicy::kBatch, FillPolicy::kRandom})
+    CheckGradients(sparsity, hidden, fill);
 }
 
 TEST(Gradients, DenseNetworkMatchesFiniteDifferences) { CheckGradients({1.0, 1.0}, {12}); }

@@ -139,7 +139,8 @@ TEST(LshHash, BlocksOfRowsEqualRowByRow) {
     h.HashDenseRows(x.data(), 129, rows, blocked.data(), &s);
     for (int64_t r = 0; r < rows; ++r) {
       h.HashDense(x.data() + r * 129, one.data(), &s);
-      for (int t = 0; t < 50; ++t) ASSERT_EQ(blocked[r * 50 + t], one[t]) << ToString(f) << " row " << r;
+      for (int t = 0; t < 50; ++t)
+        ASSERT_EQ(blocked[r * 50 + t], one[t]) << ToString(f) << " row " << r;
     }
   }
 }

@@ -42,7 +42,7 @@ TEST(LshTables, FifoKeepsNewest) {
 TEST(LshTables, SmallBucketsKeepEverything) {
   // Table-major layout: item i of table t at buckets[t * n + i].
   const int n = 6;
-  std::vector<uint32_t> buckets = {0, 1, 0, 2, 1, 0,  /* table 1 */ 3, 3, 3, 3, 3, 3};
+  std::vector<uint32_t> buckets = {0, 1, 0, 2, 1, 0, /* table 1 */ 3, 3, 3, 3, 3, 3};
   LshTables t(2, 2, 4, InsertPolicy::kReservoir);
   t.Build(buckets.data(), n, 1);
   EXPECT_EQ(t.Get(0, 0).size, 3);

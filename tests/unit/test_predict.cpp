@@ -137,7 +137,8 @@ TEST(Predict, SameTopKAsEvalOnTheSameModel) {
   for (int i = 0; i < 4; ++i)
     for (int j = 0; j < 5; ++j) {
       EXPECT_EQ(sc.ids[i * 5 + j], rows[i].labels[j]);
-      EXPECT_NEAR(std::exp(sc.logits[i * 5 + j] - sc.log_z[i]), rows[i].scores[j], 1e-5 * rows[i].scores[j] + 1e-9);
+      EXPECT_NEAR(std::exp(sc.logits[i * 5 + j] - sc.log_z[i]), rows[i].scores[j],
+                  1e-5 * rows[i].scores[j] + 1e-9);
     }
 
   // Streaming: tiny chunks give the same file; jsonl carries the same lists.
@@ -159,8 +160,8 @@ TEST(Predict, SameTopKAsEvalOnTheSameModel) {
 }
 
 TEST(Predict, BadInputNamesFileAndLine) {
-  const PredictConfig bad_value =
-      Options(testing::WriteFile("predict_bad1.txt", "2 300 150\n 1:0.5\n 7:x\n"), "predict_bad.tsv");
+  const PredictConfig bad_value = Options(
+      testing::WriteFile("predict_bad1.txt", "2 300 150\n 1:0.5\n 7:x\n"), "predict_bad.tsv");
   std::string msg = PredictError(bad_value);
   EXPECT_NE(msg.find("predict_bad1.txt:3: bad value"), std::string::npos) << msg;
   const PredictConfig other_features =

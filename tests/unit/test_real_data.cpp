@@ -22,8 +22,17 @@ namespace {
 
 /// `dslide train --train DIR/train.txt --test DIR/test.txt ARGS...`: the final test score.
 EvalResult Train(const std::string& dir, std::vector<std::string> args) {
-  std::vector<std::string> argv = {"train", "--train", dir + "/train.txt", "--test", dir + "/test.txt",
-                                   "--valid-fraction", "0.1", "--threads", "2", "--log-every", "1000"};
+  std::vector<std::string> argv = {"train",
+                                   "--train",
+                                   dir + "/train.txt",
+                                   "--test",
+                                   dir + "/test.txt",
+                                   "--valid-fraction",
+                                   "0.1",
+                                   "--threads",
+                                   "2",
+                                   "--log-every",
+                                   "1000"};
   argv.insert(argv.end(), args.begin(), args.end());
   std::vector<const char*> ptrs;
   for (const auto& a : argv) ptrs.push_back(a.c_str());
@@ -41,9 +50,10 @@ void Check(const std::string& name, const std::string& epochs, double margin, do
   const EvalResult defaults = Train(dir, {"--epochs", epochs});
   const EvalResult lsh = Train(dir, {"--epochs", epochs, "--dense-below", "0"});
   const EvalResult dense = Train(dir, {"--epochs", epochs, "--sparsity", "1"});
-  std::printf("%s, %s epochs: test P@1 defaults %.4f | auto LSH forced %.4f | dense control %.4f | "
-              "most-popular-label %.4f\n",
-              name.c_str(), epochs.c_str(), defaults.At(1), lsh.At(1), dense.At(1), baseline);
+  std::printf(
+      "%s, %s epochs: test P@1 defaults %.4f | auto LSH forced %.4f | dense control %.4f | "
+      "most-popular-label %.4f\n",
+      name.c_str(), epochs.c_str(), defaults.At(1), lsh.At(1), dense.At(1), baseline);
   EXPECT_GE(defaults.At(1), baseline + margin);
   EXPECT_NEAR(defaults.At(1), dense.At(1), 0.02);
   EXPECT_GE(lsh.At(1), dense.At(1) - to_dense);

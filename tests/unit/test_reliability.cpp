@@ -45,7 +45,8 @@ struct Small {
     cfg.log_every = 1000;
   }
   std::unique_ptr<Trainer> Make(Communicator* comm, const TrainConfig& c) const {
-    return std::make_unique<Trainer>(c, comm, MakeBackend(Device::kCpu, 0), data.num_features, data.num_labels);
+    return std::make_unique<Trainer>(c, comm, MakeBackend(Device::kCpu, 0), data.num_features,
+                                     data.num_labels);
   }
   std::unique_ptr<Trainer> Make(Communicator* comm) const { return Make(comm, cfg); }
   /// cfg with checkpoints every `every` iterations into a fresh folder TMP/name.
@@ -82,7 +83,9 @@ Stop RunUntilStop(Trainer& t, const Dataset& data) {
   return Stop(-1, "");
 }
 
-bool Has(const std::string& text, const std::string& needle) { return text.find(needle) != std::string::npos; }
+bool Has(const std::string& text, const std::string& needle) {
+  return text.find(needle) != std::string::npos;
+}
 
 TEST(Reliability, StopSignalCheckpointsAndTheResumedRunEndsWithTheSameWeights) {
   SetNumThreads(1);
@@ -176,9 +179,11 @@ TEST(Reliability, DivergenceStopsBeforeItIsCheckpointed) {
   auto t = s.Make(&comm, c);
   const Stop stop = RunUntilStop(*t, s.data);
   EXPECT_EQ(stop.code(), kExitDiverged);
-  EXPECT_TRUE(Has(stop.what(), "training diverged at iteration " + std::to_string(t->iteration()))) << stop.what();
+  EXPECT_TRUE(Has(stop.what(), "training diverged at iteration " + std::to_string(t->iteration())))
+      << stop.what();
   const std::string newest = LatestCheckpoint(c.checkpoint_dir);
-  if (!newest.empty()) EXPECT_LT(ReadMeta(newest).iter, t->iteration());  // never the diverged model
+  if (!newest.empty())
+    EXPECT_LT(ReadMeta(newest).iter, t->iteration());  // never the diverged model
   // The same run at the default rate does not stop.
   auto healthy = s.Make(&comm);
   EXPECT_EQ(RunUntilStop(*healthy, s.data).code(), -1);
@@ -225,7 +230,8 @@ TEST(Reliability, ResumeSkipsDamagedCheckpoints) {
   auto t = s.Make(&comm, c);
   t->Run(s.data, nullptr, nullptr);
   const std::string err = ::testing::internal::GetCapturedStderr();
-  EXPECT_TRUE(Has(err, "skipping the damaged checkpoint " + CheckpointFolder(c.checkpoint_dir, 8))) << err;
+  EXPECT_TRUE(Has(err, "skipping the damaged checkpoint " + CheckpointFolder(c.checkpoint_dir, 8)))
+      << err;
   EXPECT_EQ(t->iteration(), 10);
   // Every checkpoint damaged: an error that says so.
   for (int64_t it : {4, 8, 10}) Corrupt(CheckpointFolder(c.checkpoint_dir, it) + "/rank-00000.h5");
@@ -247,7 +253,8 @@ TEST(Reliability, TablesAreOptionalAndStoredByTheirNonEmptyBuckets) {
   LocalCommunicator comm;
   auto a = s.Make(&comm);
   std::vector<double> expect;
-  for (int64_t it = 0; it < 16; ++it) expect.push_back(a->Step(s.data, testing::Batch(it, 64, s.data.size())));
+  for (int64_t it = 0; it < 16; ++it)
+    expect.push_back(a->Step(s.data, testing::Batch(it, 64, s.data.size())));
   auto b = s.Make(&comm);
   for (int64_t it = 0; it < 7; ++it) b->Step(s.data, testing::Batch(it, 64, s.data.size()));
   const std::string with = Dir("tables_with"), without = Dir("tables_without");
@@ -261,7 +268,8 @@ TEST(Reliability, TablesAreOptionalAndStoredByTheirNonEmptyBuckets) {
   const auto size_without = fs::file_size(LatestCheckpoint(without) + "/rank-00000.h5");
   // Weights, biases and Adam moments of both layers; 8 tables of 2^18 offsets would add 8 MB.
   const uint64_t state = static_cast<uint64_t>(s.cfg.hidden[0] * (s.data.num_features + 1) +
-                                               s.data.num_labels * (s.cfg.hidden[0] + 1)) * 12;
+                                               s.data.num_labels * (s.cfg.hidden[0] + 1)) *
+                         12;
   EXPECT_LT(size_with, 2 * state + (1u << 18)) << "tables stored by every bucket";
   EXPECT_LT(size_without, size_with);
   // With tables: exactly the uninterrupted losses. Without: rebuilt from the weights, a
@@ -269,10 +277,12 @@ TEST(Reliability, TablesAreOptionalAndStoredByTheirNonEmptyBuckets) {
   auto r = s.Make(&comm);
   r->LoadCheckpoint(LatestCheckpoint(with));
   for (int64_t it = 7; it < 16; ++it)
-    EXPECT_EQ(r->Step(s.data, testing::Batch(it, 64, s.data.size())), expect[it]) << "iteration " << it + 1;
+    EXPECT_EQ(r->Step(s.data, testing::Batch(it, 64, s.data.size())), expect[it])
+        << "iteration " << it + 1;
   auto q = s.Make(&comm);
   EXPECT_EQ(q->LoadCheckpoint(LatestCheckpoint(without)).iter, 7);
-  for (int64_t it = 7; it < 16; ++it) EXPECT_TRUE(std::isfinite(q->Step(s.data, testing::Batch(it, 64, s.data.size()))));
+  for (int64_t it = 7; it < 16; ++it)
+    EXPECT_TRUE(std::isfinite(q->Step(s.data, testing::Batch(it, 64, s.data.size()))));
 }
 
 TEST(Reliability, FailedExportLeavesTheExistingFile) {
@@ -311,7 +321,8 @@ TEST(Reliability, CheckpointFolderIsCheckedAtStart) {
     CheckWritableDir(file + "/ckpt", 0, "--checkpoint-dir");
     ADD_FAILURE() << "a folder under a file was accepted";
   } catch (const Error& e) {
-    EXPECT_TRUE(Has(e.what(), "option --checkpoint-dir: cannot create " + file + "/ckpt (")) << e.what();
+    EXPECT_TRUE(Has(e.what(), "option --checkpoint-dir: cannot create " + file + "/ckpt ("))
+        << e.what();
     EXPECT_TRUE(Has(e.what(), "Not a directory")) << e.what();
   }
   try {

@@ -2,17 +2,20 @@
 // thread with a fixed seed is deterministic.
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <fstream>
+#include <limits>
 #include <numeric>
 #include <set>
-#include <limits>
+#include <string>
 
 #include "../test_presets.h"
 #include "auto_settings.h"
 #include "communicator.h"
 #include "error.h"
 #include "layer_backend.h"
-#include "rng.h"
 #include "parallel.h"
+#include "rng.h"
 #include "synthetic.h"
 #include "trainer.h"
 
@@ -76,6 +79,90 @@ TEST(Trainer, OneThreadIsDeterministic) {
   EXPECT_LT(a.back(), a.front());
 }
 
+// The loss sequence of 50 steps with a fixed seed on one thread, pinned: a change that says
+// it keeps results (a refactor, a new seam) keeps these bits. Exact where the core is built
+// as when they were recorded (compiler, -march=native, build type, and for -march=native the
+// CPU model); elsewhere floating-point sums may round differently and the sequence is
+// compared within 1e-4 relative, which still catches a changed computation.
+std::vector<double> PinnedRunLosses() {
+  SetNumThreads(1);
+  const GenConfig g = SmallShape();
+  const Dataset train = GenerateSynthetic(g, 0, 2000);
+  TrainConfig cfg;
+  cfg.hidden = {32};
+  cfg.sparsity = {0.1};
+  cfg.batch = 64;
+  cfg.lr = 1e-3;
+  cfg.lsh.rebuild_n0 = 5;  // table rebuilds inside the 50 steps
+  LocalCommunicator comm;
+  Trainer tr(cfg, &comm, MakeBackend(Device::kCpu, 0), train.num_features, train.num_labels);
+  std::vector<double> out;
+  for (int it = 0; it < 50; ++it)
+    out.push_back(tr.Step(train, testing::Batch(it, 64, train.size())));
+  return out;
+}
+
+// What -march=native compiles for: the CPU's model name, family, model and flags (hashed).
+std::string CpuModel() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string name = "unknown CPU", family, model, flags;
+  auto value = [](const std::string& line) { return line.substr(line.find(':') + 2); };
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("model name", 0) == 0) name = value(line);
+    if (line.rfind("cpu family", 0) == 0) family = value(line);
+    if (line.rfind("model\t", 0) == 0) model = value(line);
+    if (line.rfind("flags", 0) == 0) {
+      flags = value(line);
+      break;
+    }
+  }
+  uint64_t h = 1469598103934665603ull;  // FNV-1a
+  for (unsigned char c : flags) h = (h ^ c) * 1099511628211ull;
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  return name + " (family " + family + ", model " + model + ", flags " + hex + ")";
+}
+
+std::string BuildKey() { return std::string(DSLIDE_CORE_BUILD) + " on " + CpuModel(); }
+
+constexpr const char* kPinnedBuild =
+    "GNU 12.2.0, -march=native ON, Release on AMD EPYC (family 25, model 17, flags "
+    "7deaa9a0622f9750)";
+constexpr double kPinnedLosses[50] = {
+    0x1.634a0efa7a336p+2, 0x1.632b7e55b2cp+2,   0x1.630f68c29aad8p+2, 0x1.62fcf92a8e5a5p+2,
+    0x1.62d73233a88b8p+2, 0x1.62c21ec2ace9bp+2, 0x1.62a59660cb3fbp+2, 0x1.62973d3885e83p+2,
+    0x1.62654946813bfp+2, 0x1.62559f3baf64cp+2, 0x1.61fc68ef5276cp+2, 0x1.61e29a4cde94bp+2,
+    0x1.6231f52bdfaf5p+2, 0x1.61ff2916a04fcp+2, 0x1.617d327dc2643p+2, 0x1.6193ca8ab71acp+2,
+    0x1.612982e351ae6p+2, 0x1.61691e5b02132p+2, 0x1.61213d5ba5614p+2, 0x1.608691097a549p+2,
+    0x1.60781f863bcfep+2, 0x1.603564004bbdcp+2, 0x1.60a6bf1053e99p+2, 0x1.607bcb5f77889p+2,
+    0x1.5ff1db9d9581cp+2, 0x1.5f62b8f74c5c3p+2, 0x1.6022d3aedd0afp+2, 0x1.5f4b5fcf693e1p+2,
+    0x1.5fbb635053d34p+2, 0x1.5ee24e771c232p+2, 0x1.5ed5ac1c8dd33p+2, 0x1.5dab21fe54a88p+2,
+    0x1.5d7903026b46ap+2, 0x1.5cf66977344f1p+2, 0x1.5c98369bd8f64p+2, 0x1.5ce7d7eb4ab84p+2,
+    0x1.5b7d3cb639207p+2, 0x1.5b28960d304bep+2, 0x1.5c031394cd33bp+2, 0x1.5c3a4d7dafc17p+2,
+    0x1.5b39daf5db954p+2, 0x1.592a96149b896p+2, 0x1.59b07193f903bp+2, 0x1.5a213b1e6471bp+2,
+    0x1.5b0be3b6fd35dp+2, 0x1.590d84e579243p+2, 0x1.582fa83cb83cep+2, 0x1.573d5d215b434p+2,
+    0x1.57752eebe2b9p+2,  0x1.58052aa025019p+2};
+
+TEST(Trainer, LossSequenceIsPinned) {
+  const std::vector<double> got = PinnedRunLosses();
+  const bool exact = BuildKey() == kPinnedBuild;
+  std::printf("loss sequence compared %s (recorded: %s; this build: %s)\n",
+              exact ? "bit for bit" : "within 1e-4 relative", kPinnedBuild, BuildKey().c_str());
+  std::string hex;
+  for (double v : got) {
+    char b[40];
+    std::snprintf(b, sizeof b, "%a, ", v);
+    hex += b;
+  }
+  for (int i = 0; i < 50; ++i) {
+    if (exact)
+      ASSERT_EQ(got[i], kPinnedLosses[i]) << "step " << i + 1 << "; this build's sequence: " << hex;
+    else
+      ASSERT_NEAR(got[i], kPinnedLosses[i], 1e-4 * std::abs(kPinnedLosses[i]))
+          << "step " << i + 1 << "; this build's sequence: " << hex;
+  }
+}
+
 /// A dense batch of B rows of width w with values from `rng`.
 BatchRows DenseRows(int64_t B, int64_t w, Rng* rng) {
   BatchRows r;
@@ -117,7 +204,8 @@ TEST_P(FusedUpdate, EqualsBackwardThenUpdate) {
   b->SelectActive(1, in, &labels, 5, &out_b);
   ASSERT_EQ(out_a.ids, out_b.ids);
   BatchRows delta = out_a;
-  for (auto& v : delta.vals) v = rng.Uniform() < 0.2 ? 0.0f : static_cast<float>(rng.Uniform() - 0.5);
+  for (auto& v : delta.vals)
+    v = rng.Uniform() < 0.2 ? 0.0f : static_cast<float>(rng.Uniform() - 0.5);
   AdamStep step;
   step.lr = 0.01f;
   for (int rep = 0; rep < 3; ++rep) {

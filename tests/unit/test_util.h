@@ -1,13 +1,13 @@
 // Helpers shared by the unit tests: temporary files and the real-data folder.
 #pragma once
 
+#include <sys/stat.h>
+#include <unistd.h>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
-#include <sys/stat.h>
-#include <unistd.h>
 
 namespace dslide::testing {
 
@@ -35,7 +35,8 @@ inline std::string WriteFile(const std::string& name, const std::string& text) {
 /// The real datasets' folder (env DSLIDE_DATA_DIR overrides); "" when absent.
 inline std::string DataDir(const std::string& dataset) {
   const char* env = std::getenv("DSLIDE_DATA_DIR");
-  const std::string dir = (env ? std::string(env) : std::string(DSLIDE_TEST_DATA_DIR)) + "/" + dataset;
+  const std::string dir =
+      (env ? std::string(env) : std::string(DSLIDE_TEST_DATA_DIR)) + "/" + dataset;
   struct stat st;
   return stat((dir + "/train.txt").c_str(), &st) == 0 ? dir : "";
 }
