@@ -61,15 +61,12 @@ std::vector<double> Losses(int iters) {
   cfg.sparsity = {0.1};
   cfg.batch = 64;
   cfg.lr = 1e-3;
-  cfg.lsh.rebuild_n0 = 5;
+  cfg.lsh.rebuild_n0 = 5;  // table rebuilds within a few steps
   LocalCommunicator comm;
   Trainer tr(cfg, &comm, MakeBackend(Device::kCpu, 0), train.num_features, train.num_labels);
   std::vector<double> out;
-  std::vector<int64_t> pts(64);
-  for (int it = 0; it < iters; ++it) {
-    std::iota(pts.begin(), pts.end(), it * 64);
-    out.push_back(tr.Step(train, pts));
-  }
+  for (int it = 0; it < iters; ++it)
+    out.push_back(tr.Step(train, testing::Batch(it, 64, train.size())));
   return out;
 }
 
@@ -77,29 +74,6 @@ TEST(Trainer, OneThreadIsDeterministic) {
   const auto a = Losses(15), b = Losses(15);
   EXPECT_EQ(a, b);
   EXPECT_LT(a.back(), a.front());
-}
-
-// The loss sequence of 50 steps with a fixed seed on one thread, pinned: a change that says
-// it keeps results (a refactor, a new seam) keeps these bits. Exact where the core is built
-// as when they were recorded (compiler, -march=native, build type, and for -march=native the
-// CPU model); elsewhere floating-point sums may round differently and the sequence is
-// compared within 1e-4 relative, which still catches a changed computation.
-std::vector<double> PinnedRunLosses() {
-  SetNumThreads(1);
-  const GenConfig g = SmallShape();
-  const Dataset train = GenerateSynthetic(g, 0, 2000);
-  TrainConfig cfg;
-  cfg.hidden = {32};
-  cfg.sparsity = {0.1};
-  cfg.batch = 64;
-  cfg.lr = 1e-3;
-  cfg.lsh.rebuild_n0 = 5;  // table rebuilds inside the 50 steps
-  LocalCommunicator comm;
-  Trainer tr(cfg, &comm, MakeBackend(Device::kCpu, 0), train.num_features, train.num_labels);
-  std::vector<double> out;
-  for (int it = 0; it < 50; ++it)
-    out.push_back(tr.Step(train, testing::Batch(it, 64, train.size())));
-  return out;
 }
 
 // What -march=native compiles for: the CPU's model name, family, model and flags (hashed).
@@ -125,6 +99,11 @@ std::string CpuModel() {
 
 std::string BuildKey() { return std::string(DSLIDE_CORE_BUILD) + " on " + CpuModel(); }
 
+// The loss sequence of 50 steps with a fixed seed on one thread, pinned: a change that says
+// it keeps results (a refactor, a new seam) keeps these bits. Exact where the core is built
+// as when they were recorded (compiler, -march=native, build type, and for -march=native the
+// CPU model); elsewhere floating-point sums may round differently and the sequence is
+// compared within 1e-4 relative, which still catches a changed computation.
 constexpr const char* kPinnedBuild =
     "GNU 12.2.0, -march=native ON, Release on AMD EPYC (family 25, model 17, flags "
     "7deaa9a0622f9750)";
@@ -144,7 +123,7 @@ constexpr double kPinnedLosses[50] = {
     0x1.57752eebe2b9p+2,  0x1.58052aa025019p+2};
 
 TEST(Trainer, LossSequenceIsPinned) {
-  const std::vector<double> got = PinnedRunLosses();
+  const std::vector<double> got = Losses(50);
   const bool exact = BuildKey() == kPinnedBuild;
   std::printf("loss sequence compared %s (recorded: %s; this build: %s)\n",
               exact ? "bit for bit" : "within 1e-4 relative", kPinnedBuild, BuildKey().c_str());
