@@ -172,8 +172,49 @@ class ReplicaGradients {
   }
 };
 
+/// A layer's batch buffers, which the backend owns (host memory for the CPU backend, device
+/// memory for a GPU backend): its input rows, its output (active ids and values), the delta
+/// of the loss w.r.t. that output, and this shard's partial gradient w.r.t. the input.
+enum class Rows { kInput, kOutput, kDelta, kInputGrad };
+
+/// What the trainer's step and exact scoring call: the phases of a step on the backend's own
+/// batch buffers, named by (layer, Rows). The trainer sees host views only of what crosses
+/// ranks (HostRows) and hands in only what arrived (StageRows + CommitRows); with one rank,
+/// ChainForward and ChainBackward link a layer to the next inside the backend.
+class BatchOps {
+ public:
+  virtual ~BatchOps() = default;
+  /// The batch's labels (global ids; null: none, as in evaluation).
+  virtual void SetLabels(const BatchLabels* labels) = 0;
+  /// Selects layer `layer`'s active neurons for its input (StepOps::SelectActive), with the
+  /// batch's labels when `with_labels`.
+  virtual void BatchSelect(int layer, bool with_labels, int64_t iter) = 0;
+  /// The output values of the active neurons (StepOps::Forward).
+  virtual void BatchForward(int layer) = 0;
+  /// One rank: layer + 1's input is layer's output, laid out as the snapshot exchange would
+  /// gather it on one rank (no round trip through the trainer).
+  virtual void ChainForward(int layer) = 0;
+  /// The softmax phases on the output layer's output and the labels; the delta goes to the
+  /// layer's kDelta buffer.
+  virtual void BatchSoftmax(int layer, unsigned phases, SoftmaxStats* st) = 0;
+  /// Backward (and, with `step`, the update) of a layer from its kDelta buffer; with
+  /// `in_grad`, this shard's partial input gradient into its kInputGrad buffer.
+  virtual void BatchBackward(int layer, bool in_grad, const AdamStep* step, bool dense_adam) = 0;
+  /// One rank: layer - 1's delta is layer's input gradient times ReLU' of layer - 1's output.
+  virtual void ChainBackward(int layer) = 0;
+  /// Exact top-k of the output layer on its kInput buffer (StepOps::TopK).
+  virtual void BatchTopK(int layer, int k, std::vector<int32_t>* ids, std::vector<float>* scores,
+                         const BatchLabels* labels, SoftmaxStats* st) = 0;
+  /// A host view of a buffer, valid until the next call that writes it.
+  virtual const BatchRows& HostRows(int layer, Rows which) = 0;
+  /// A host buffer to fill with what arrived (the data rows, a gathered snapshot, an input
+  /// gradient), then CommitRows to make it the backend's.
+  virtual BatchRows* StageRows(int layer, Rows which) = 0;
+  virtual void CommitRows(int layer, Rows which) = 0;
+};
+
 /// A backend: one rank's shard of every layer on one device (CPU threads or a GPU).
-class LayerBackend : public StepOps, public LayerStateIO, public ReplicaGradients {
+class LayerBackend : public StepOps, public BatchOps, public LayerStateIO, public ReplicaGradients {
  public:
   /// Allocates and initialises this rank's shard of every layer. Weights are a function of
   /// (seed, layer, global neuron) only, so any number of ranks starts from the same model.

@@ -7,13 +7,13 @@
 #include <vector>
 
 #include "budget_sampler.h"
-#include "layer_backend.h"
+#include "host_batch.h"
 #include "lsh_hash.h"
 #include "lsh_table.h"
 
 namespace dslide::cpu {
 
-class CpuBackend : public LayerBackend {
+class CpuBackend : public HostBatchBackend {
  public:
   CpuBackend();
   ~CpuBackend() override;
@@ -43,6 +43,9 @@ class CpuBackend : public LayerBackend {
   void LoadLayer(int layer, const LayerState& state) override;
   size_t StateBytes() const override;
   const char* name() const override { return "cpu"; }
+
+ protected:
+  const LayerSpec& Spec(int layer) const override { return spec_.layers[layer]; }
 
  private:
   struct Layer;

@@ -37,6 +37,7 @@
 #include "error.h"
 #include "gpu_tuning.h"
 #include "hd.h"
+#include "host_batch.h"
 #include "layer_backend.h"
 #include "layer_layout.h"
 #include "lsh_hash.h"
@@ -228,7 +229,7 @@ struct DeviceMarks {
 };
 
 template <class X>
-class GpuBackendT : public LayerBackend {
+class GpuBackendT : public HostBatchBackend {
  public:
   template <class T>
   using Buf = typename X::template Buffer<T>;
@@ -1461,6 +1462,7 @@ class GpuBackendT : public LayerBackend {
     return bytes;
   }
   const char* name() const override { return X::kName; }
+  const LayerSpec& Spec(int layer) const override { return spec_.layers[layer]; }
 
   template <class T>
   static std::vector<T> Host(const Buf<T>& b) {

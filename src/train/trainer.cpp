@@ -79,29 +79,34 @@ Trainer::Trainer(const TrainConfig& cfg, Communicator* comm, std::unique_ptr<Lay
                           cfg_.LayerSparsity(cfg_.hidden.size() + 1), model_comm_->rank(),
                           model_comm_->size(), cfg_.min_negatives);
   backend_->Init(spec_, BackendOptions::Of(cfg_));
-  const size_t n = spec_.layers.size();
-  inputs_.resize(n);
-  outputs_.resize(n);
-  deltas_.resize(n);
-  segs_.resize(n);
+  segs_.resize(spec_.layers.size());
 }
 
 void Trainer::ForwardHidden(const Dataset& data, const std::vector<int64_t>& points,
                             const BatchLabels* labels, int64_t stream, bool through_output) {
-  DataRows(data, points, &inputs_[0]);
+  // The data rows and labels are all of the batch that goes into the backend.
+  DataRows(data, points, backend_->StageRows(0, Rows::kInput));
+  backend_->CommitRows(0, Rows::kInput);
+  backend_->SetLabels(labels);
   const int n = static_cast<int>(spec_.layers.size());
   const int last = through_output ? n : n - 1;
   for (int l = 0; l < last; ++l) {
     const bool out = spec_.layers[l].is_output;
     auto t0 = Clock::now();
-    backend_->SelectActive(l, inputs_[l], out ? labels : nullptr, stream, &outputs_[l]);
+    backend_->BatchSelect(l, out && labels != nullptr, stream);
     auto t1 = Clock::now();
-    backend_->Forward(l, inputs_[l], &outputs_[l]);
+    backend_->BatchForward(l);
     auto t2 = Clock::now();
     phases_.query += std::chrono::duration<double>(t1 - t0).count();
     phases_.forward += std::chrono::duration<double>(t2 - t1).count();
     if (!out) {
-      exchange_.Gather(spec_.layers[l], outputs_[l], &inputs_[l + 1], &segs_[l]);
+      if (model_comm_->size() == 1) {
+        backend_->ChainForward(l);  // the snapshot is this rank's own output
+      } else {
+        exchange_.Gather(spec_.layers[l], backend_->HostRows(l, Rows::kOutput),
+                         backend_->StageRows(l + 1, Rows::kInput), &segs_[l]);
+        backend_->CommitRows(l + 1, Rows::kInput);
+      }
       phases_.comm += Seconds(t2);
     }
   }
@@ -109,24 +114,22 @@ void Trainer::ForwardHidden(const Dataset& data, const std::vector<int64_t>& poi
 
 double Trainer::SoftmaxLoss(const BatchLabels& labels) {
   const int last = static_cast<int>(spec_.layers.size()) - 1;
-  const BatchRows& z = outputs_[last];
-  const int64_t B = z.samples();
-  BatchRows& d = deltas_[last];
+  const int64_t B = static_cast<int64_t>(labels.off.size()) - 1;
   SoftmaxStats st;
   if (model_comm_->size() == 1) {
     // The whole normaliser is local: one call, which a backend may fuse.
-    backend_->Softmax(last, z, labels, kSoftmaxAll, &st, &d);
+    backend_->BatchSoftmax(last, kSoftmaxAll, &st);
     return SoftmaxMeanLoss(st, labels);
   }
-  backend_->Softmax(last, z, labels, kSoftmaxMax, &st, &d);
+  backend_->BatchSoftmax(last, kSoftmaxMax, &st);
   auto t0 = Clock::now();
   model_comm_->Allreduce(st.mx.data(), B, ReduceOp::kMax, Traffic::kSoftmax);
   phases_.comm += Seconds(t0);
-  backend_->Softmax(last, z, labels, kSoftmaxSums, &st, &d);
+  backend_->BatchSoftmax(last, kSoftmaxSums, &st);
   t0 = Clock::now();
   model_comm_->Allreduce(st.red.data(), 2 * B, ReduceOp::kSum, Traffic::kSoftmax);
   phases_.comm += Seconds(t0);
-  backend_->Softmax(last, z, labels, kSoftmaxDelta, &st, &d);
+  backend_->BatchSoftmax(last, kSoftmaxDelta, &st);
   return SoftmaxMeanLoss(st, labels);
 }
 
@@ -148,13 +151,15 @@ double Trainer::Backpropagate(const Dataset& data, const std::vector<int64_t>& p
   if (!std::isfinite(loss)) {
     // Name the first layer whose activations went bad (on this rank's shard).
     int bad = -1;
-    for (size_t l = 0; l < outputs_.size() && bad < 0; ++l)
-      for (int64_t i = 0; i < outputs_[l].samples() && bad < 0; ++i)
-        for (int64_t j = 0; j < outputs_[l].n[i]; ++j)
-          if (!std::isfinite(outputs_[l].vals[outputs_[l].off[i] + j])) {
-            bad = static_cast<int>(l);
+    for (int l = 0; l < static_cast<int>(spec_.layers.size()) && bad < 0; ++l) {
+      const BatchRows& o = backend_->HostRows(l, Rows::kOutput);
+      for (int64_t i = 0; i < o.samples() && bad < 0; ++i)
+        for (int64_t j = 0; j < o.n[i]; ++j)
+          if (!std::isfinite(o.vals[o.off[i] + j])) {
+            bad = l;
             break;
           }
+    }
     DSLIDE_CHECK(
         false, "training diverged: non-finite loss at iteration ", iter_ + 1,
         bad >= 0 ? " (layer " + std::to_string(bad) + " has NaN or infinite activations)" : "",
@@ -163,21 +168,21 @@ double Trainer::Backpropagate(const Dataset& data, const std::vector<int64_t>& p
   for (int l = static_cast<int>(spec_.layers.size()) - 1; l >= 0; --l) {
     auto t0 = Clock::now();
     const bool need_grad = l > 0;
-    if (need_grad) grad_.LikeZero(inputs_[l]);
-    if (step != nullptr) {
-      // A layer's weights are not needed again this step once its input gradient exists,
-      // so its update may run inside the same pass.
-      backend_->BackwardUpdate(l, inputs_[l], deltas_[l], need_grad ? &grad_ : nullptr, *step,
-                               cfg_.dense_adam);
-      phases_.backward_update += Seconds(t0);
-    } else {
-      backend_->Backward(l, inputs_[l], deltas_[l], need_grad ? &grad_ : nullptr);
-      phases_.backward += Seconds(t0);
-    }
+    // With `step`, a layer's weights are not needed again this step once its input gradient
+    // exists, so its update may run inside the same pass.
+    backend_->BatchBackward(l, need_grad, step, cfg_.dense_adam);
+    (step != nullptr ? phases_.backward_update : phases_.backward) += Seconds(t0);
     if (need_grad) {
       t0 = Clock::now();
-      exchange_.ScatterGrad(grad_, segs_[l - 1], outputs_[l - 1], &deltas_[l - 1]);
-      ReluBackward(outputs_[l - 1], &deltas_[l - 1]);
+      if (model_comm_->size() == 1) {
+        backend_->ChainBackward(l);
+      } else {
+        const BatchRows& act = backend_->HostRows(l - 1, Rows::kOutput);
+        BatchRows* delta = backend_->StageRows(l - 1, Rows::kDelta);
+        exchange_.ScatterGrad(backend_->HostRows(l, Rows::kInputGrad), segs_[l - 1], act, delta);
+        ReluBackward(act, delta);
+        backend_->CommitRows(l - 1, Rows::kDelta);
+      }
       phases_.comm += Seconds(t0);
     }
   }
@@ -370,7 +375,7 @@ void Trainer::Score(const Dataset& data, int64_t b0, int64_t count, int k, Score
   std::vector<int32_t> ids, all_ids;
   std::vector<float> sc, all_sc;
   SoftmaxStats st;
-  backend_->TopK(last, inputs_[last], k, &ids, &sc, &labels, &st);
+  backend_->BatchTopK(last, k, &ids, &sc, &labels, &st);
   // The normaliser over all ranks: the largest logit, then every rank's sum rescaled to it.
   std::vector<float> mx = st.mx;
   model_comm_->Allreduce(mx.data(), count, ReduceOp::kMax, Traffic::kEval);
@@ -428,9 +433,9 @@ EvalResult Trainer::Evaluate(const Dataset& test, int64_t max_points, bool sampl
     std::iota(points.begin(), points.end(), b0);
     const int64_t stream = kEvalStreamBase + b0;
     ForwardHidden(test, points, nullptr, stream, /*through_output=*/false);
-    BatchRows& z = outputs_[last];
-    backend_->SelectActive(last, inputs_[last], nullptr, stream, &z);
-    backend_->Forward(last, inputs_[last], &z);
+    backend_->BatchSelect(last, /*with_labels=*/false, stream);
+    backend_->BatchForward(last);
+    const BatchRows& z = backend_->HostRows(last, Rows::kOutput);
     ids.resize(B * kmax);
     sc.resize(B * kmax);
     for (int64_t i = 0; i < B; ++i) {

@@ -89,8 +89,9 @@ class Trainer {
 
   /// (iteration, result) of every evaluation Run made, in order.
   const std::vector<std::pair<int64_t, EvalResult>>& evals() const { return evals_; }
-  /// Layer l's local output (active ids, activations) of the last forward pass.
-  const BatchRows& output(int l) const { return outputs_[l]; }
+  /// Layer l's local output (active ids, activations) of the last forward pass (a host
+  /// view of the backend's buffer).
+  const BatchRows& output(int l) { return backend_->HostRows(l, Rows::kOutput); }
   /// Per-iteration wall times (ms) of every step run so far.
   const std::vector<double>& step_ms() const { return step_ms_; }
 
@@ -130,11 +131,9 @@ class Trainer {
   PhaseTimes phases_;
   std::vector<double> step_ms_;
   std::vector<std::pair<int64_t, EvalResult>> evals_;
-  // Per layer: its input (layer 0: the data rows), its local output / deltas, and how many
-  // entries each (rank, sample) segment of the gathered input holds.
-  std::vector<BatchRows> inputs_, outputs_, deltas_;
+  // Per layer: how many entries each (rank, sample) segment of its gathered input holds (the
+  // batch itself lives in the backend's buffers, BatchOps).
   std::vector<std::vector<int64_t>> segs_;
-  BatchRows grad_;
   std::vector<float> fused_;  // data-parallel gradient buffer
   // --keep-best: the best validated model so far (its weights and biases, on this rank's
   // shard), its iteration and validation P@1 (-1: none).

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "../test_presets.h"
+#include "activation.h"
 #include "auto_settings.h"
 #include "communicator.h"
 #include "error.h"
@@ -140,6 +141,81 @@ TEST(Trainer, LossSequenceIsPinned) {
       ASSERT_NEAR(got[i], kPinnedLosses[i], 1e-4 * std::abs(kPinnedLosses[i]))
           << "step " << i + 1 << "; this build's sequence: " << hex;
   }
+}
+
+// With one rank the backend links a layer to the next itself (BatchOps::ChainForward,
+// ChainBackward); the result must be what the snapshot exchange gives on one rank, which the
+// trainer uses on P ranks.
+TEST(BatchOps, OneRankChainsEqualTheSnapshotExchange) {
+  SetNumThreads(1);
+  TrainConfig cfg;
+  cfg.hidden = {24};
+  cfg.sparsity = {0.5, 0.2};  // a sampled hidden layer
+  cfg.min_negatives = 4;
+  const int64_t D = 40, C = 60, B = 9;
+  ResolveAuto(&cfg, D, C);
+  const ModelSpec spec = ModelSpec::Make(D, cfg.hidden, C, cfg.sparsity, 0, 1, cfg.min_negatives);
+  std::unique_ptr<LayerBackend> be = MakeBackend(Device::kCpu, 0);
+  be->Init(spec, BackendOptions::Of(cfg));
+  Rng rng(3);
+  BatchRows* x = be->StageRows(0, Rows::kInput);
+  x->Strided(B, 5);
+  for (int64_t i = 0; i < B; ++i) {
+    for (int j = 0; j < 5; ++j) {
+      x->Ids(i)[j] = static_cast<int32_t>(8 * j + rng.Below(8));  // sorted, distinct
+      x->Vals(i)[j] = static_cast<float>(rng.Uniform());
+    }
+    x->n[i] = 5;
+  }
+  x->width = D;
+  be->CommitRows(0, Rows::kInput);
+  BatchLabels labels;
+  for (int64_t i = 0; i < B; ++i) {
+    labels.ids.push_back(static_cast<int32_t>((7 * i) % C));
+    labels.off.push_back(static_cast<int64_t>(labels.ids.size()));
+  }
+  be->SetLabels(&labels);
+  be->BatchSelect(0, false, 1);
+  be->BatchForward(0);
+
+  LocalCommunicator comm;
+  SnapshotExchange exchange(&comm);
+  BatchRows gathered;
+  std::vector<int64_t> seg;
+  exchange.Gather(spec.layers[0], be->HostRows(0, Rows::kOutput), &gathered, &seg);
+  be->ChainForward(0);
+  const BatchRows& in1 = be->HostRows(1, Rows::kInput);
+  EXPECT_EQ(in1.off, gathered.off);
+  EXPECT_EQ(in1.n, gathered.n);
+  EXPECT_EQ(in1.ids, gathered.ids);
+  EXPECT_EQ(in1.vals, gathered.vals);
+  EXPECT_EQ(in1.dense, gathered.dense);
+  EXPECT_EQ(in1.width, gathered.width);
+
+  be->BatchSelect(1, true, 1);
+  be->BatchForward(1);
+  SoftmaxStats st;
+  be->BatchSoftmax(1, kSoftmaxAll, &st);
+  be->BatchBackward(1, /*in_grad=*/true, nullptr, false);
+  const BatchRows& act = be->HostRows(0, Rows::kOutput);
+  BatchRows want;
+  exchange.ScatterGrad(be->HostRows(1, Rows::kInputGrad), seg, act, &want);
+  ReluBackward(act, &want);
+  be->ChainBackward(1);
+  const BatchRows& got = be->HostRows(0, Rows::kDelta);
+  EXPECT_EQ(got.off, want.off);
+  EXPECT_EQ(got.n, want.n);
+  EXPECT_EQ(got.ids, want.ids);
+  EXPECT_EQ(got.vals, want.vals);
+  int64_t zeroed = 0, nonzero = 0;  // the comparison covers both sides of ReLU'
+  for (int64_t i = 0; i < act.samples(); ++i)
+    for (int64_t j = 0; j < act.n[i]; ++j) {
+      const float d = got.vals[got.off[i] + j];
+      zeroed += act.vals[act.off[i] + j] <= 0.0f && d == 0.0f;
+      nonzero += d != 0.0f;
+    }
+  EXPECT_GT(nonzero, 0);
+  EXPECT_GT(zeroed, 0);
 }
 
 /// A dense batch of B rows of width w with values from `rng`.

@@ -1,0 +1,119 @@
+// BatchOps over host batch buffers: the batch state of a backend whose StepOps take host
+// rows. The CPU backend's memory is the host's, so its buffers are these; the GPU backend
+// still goes through them (each StepOps call copies its rows to and from the device) until
+// it keeps its batch in device memory behind the same BatchOps.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "activation.h"
+#include "layer_backend.h"
+
+namespace dslide {
+
+class HostBatchBackend : public LayerBackend {
+ public:
+  void SetLabels(const BatchLabels* labels) override {
+    has_labels_ = labels != nullptr;
+    if (has_labels_) labels_ = *labels;
+  }
+  void BatchSelect(int layer, bool with_labels, int64_t iter) override {
+    Buffers& b = At(layer);
+    SelectActive(layer, b.in, with_labels && has_labels_ ? &labels_ : nullptr, iter, &b.out);
+  }
+  void BatchForward(int layer) override {
+    Buffers& b = At(layer);
+    Forward(layer, b.in, &b.out);
+  }
+  void ChainForward(int layer) override {
+    BatchRows& next = At(layer + 1).in;  // first: At may grow the buffers
+    const BatchRows& out = At(layer).out;
+    const LayerSpec& s = Spec(layer);
+    // Packed, sample after sample: what SnapshotExchange::Gather assembles on one rank.
+    const int64_t B = out.samples();
+    next.off.resize(B);
+    next.n.assign(out.n.begin(), out.n.end());
+    int64_t total = 0;
+    for (int64_t i = 0; i < B; ++i) {
+      next.off[i] = total;
+      total += out.n[i];
+    }
+    next.ids.resize(total);
+    next.vals.resize(total);
+    for (int64_t i = 0; i < B; ++i) {
+      std::copy(out.ids.begin() + out.off[i], out.ids.begin() + out.off[i] + out.n[i],
+                next.ids.begin() + next.off[i]);
+      std::copy(out.vals.begin() + out.off[i], out.vals.begin() + out.off[i] + out.n[i],
+                next.vals.begin() + next.off[i]);
+    }
+    next.dense = s.dense();
+    next.width = s.out_dim;
+  }
+  void BatchSoftmax(int layer, unsigned phases, SoftmaxStats* st) override {
+    Buffers& b = At(layer);
+    Softmax(layer, b.out, labels_, phases, st, &b.delta);
+  }
+  void BatchBackward(int layer, bool in_grad, const AdamStep* step, bool dense_adam) override {
+    Buffers& b = At(layer);
+    if (in_grad) b.in_grad.LikeZero(b.in);
+    if (step != nullptr)
+      BackwardUpdate(layer, b.in, b.delta, in_grad ? &b.in_grad : nullptr, *step, dense_adam);
+    else
+      Backward(layer, b.in, b.delta, in_grad ? &b.in_grad : nullptr);
+  }
+  void ChainBackward(int layer) override {
+    const BatchRows& grad = At(layer).in_grad;  // packed, like layer's input
+    Buffers& prev = At(layer - 1);
+    // Back into the strided layout of layer - 1's output: what SnapshotExchange::ScatterGrad
+    // returns on one rank.
+    prev.delta.LikeZero(prev.out);
+    for (int64_t i = 0, o = 0; i < prev.out.samples(); ++i) {
+      std::copy(grad.vals.begin() + o, grad.vals.begin() + o + prev.out.n[i], prev.delta.Vals(i));
+      o += prev.out.n[i];
+    }
+    prev.delta.ids = prev.out.ids;
+    ReluBackward(prev.out, &prev.delta);
+  }
+  void BatchTopK(int layer, int k, std::vector<int32_t>* ids, std::vector<float>* scores,
+                 const BatchLabels* labels, SoftmaxStats* st) override {
+    TopK(layer, At(layer).in, k, ids, scores, labels, st);
+  }
+  const BatchRows& HostRows(int layer, Rows which) override { return Of(layer, which); }
+  BatchRows* StageRows(int layer, Rows which) override { return &Of(layer, which); }
+  void CommitRows(int, Rows) override {}
+
+ protected:
+  /// The layer's shape (the backend's copy of the model spec).
+  virtual const LayerSpec& Spec(int layer) const = 0;
+
+ private:
+  struct Buffers {
+    BatchRows in, out, delta, in_grad;
+  };
+  Buffers& At(int layer) {
+    if (static_cast<int>(buffers_.size()) <= layer) buffers_.resize(layer + 1);
+    return buffers_[layer];
+  }
+  BatchRows& Of(int layer, Rows which) {
+    Buffers& b = At(layer);
+    switch (which) {
+      case Rows::kInput:
+        return b.in;
+      case Rows::kOutput:
+        return b.out;
+      case Rows::kDelta:
+        return b.delta;
+      case Rows::kInputGrad:
+        break;
+    }
+    return b.in_grad;
+  }
+
+  std::vector<Buffers> buffers_;
+  BatchLabels labels_;
+  bool has_labels_ = false;
+};
+
+}  // namespace dslide
