@@ -513,6 +513,7 @@ void WriteMeta(const std::string& folder, const CheckpointMeta& m) {
     WriteString(g, file, "query", m.query);
     WriteAttr(g, file, "lsh_share", m.lsh_share);
     WriteAttr(g, file, "min_negatives", m.min_negatives);
+    WriteString(g, file, "settings", m.settings);
     errno = 0;
     DSLIDE_CHECK(f.Close(), file, ": cannot write", OsReason(errno));
   }
@@ -549,6 +550,7 @@ CheckpointMeta ReadMeta(const std::string& folder) {
     m.lsh_share = ReadAttr<double>(g, file, "lsh_share");
     m.min_negatives = ReadAttr<int64_t>(g, file, "min_negatives");
   }
+  if (H5Aexists(g, "settings") > 0) m.settings = ReadString(g, file, "settings");
   DAMAGED_CHECK(m.ranks >= 1 && m.iter >= 0 && m.pos >= 0 && m.input_dim > 0 &&
                     !m.out_dims.empty() && m.sparsity.size() == m.out_dims.size(),
                 file, ": inconsistent metadata");

@@ -46,6 +46,11 @@ struct CheckpointMeta {
   std::string query;
   double lsh_share = 0;
   int64_t min_negatives = 0;
+  /// Every option of the run as given ("auto" where left to it): the option table's JSON
+  /// echo (SettingsJson), the same object as the metrics' start event; "" in checkpoints of
+  /// earlier versions. The fields above are the resolved values a checkpoint is checked
+  /// and scored with.
+  std::string settings;
 
   /// The LSH settings as one line of text (DescribeLsh).
   std::string LshText() const {

@@ -290,7 +290,10 @@ void Trainer::WriteCheckpoint(const std::string& folder, int64_t epoch, int64_t 
 }
 
 CheckpointMeta Trainer::MetaNow(int64_t epoch, int64_t pos) const {
-  return MetaOf(spec_, cfg_, model_comm_->size(), iter_, epoch, pos, best_iter_, best_p1_);
+  CheckpointMeta m =
+      MetaOf(spec_, cfg_, model_comm_->size(), iter_, epoch, pos, best_iter_, best_p1_);
+  m.settings = SettingsJson(asked_);  // every option as given, from the option table
+  return m;
 }
 
 namespace {

@@ -70,6 +70,10 @@ TEST(Checkpoint, EveryFieldRoundTrips) {
   EXPECT_EQ(m.pos, 77);
   EXPECT_EQ(m.ranks, 1);
   EXPECT_EQ(b->iteration(), 13);
+  // Every option as given, from the option table (the metrics' start event's "settings").
+  EXPECT_EQ(m.settings, SettingsJson(s.cfg));
+  EXPECT_NE(m.settings.find("\"lr\":"), std::string::npos) << m.settings;
+  EXPECT_NE(m.settings.find("\"checkpoint-tables\":"), std::string::npos) << m.settings;
   for (int l = 0; l < 2; ++l) {
     LayerState x, y;
     a->backend().SaveLayer(l, &x);
