@@ -28,5 +28,5 @@ Next:
   ./build/dslide eval --model out/demo-model/best --test out/demo.test.txt
   ./build/dslide export --model out/demo-model/best --out model.h5
   ./build/dslide train --train YOUR.train.txt --test YOUR.test.txt --valid-fraction 0.1 --epochs 10
-  sudo launch/scaling            # dslide against dense model parallelism and data parallelism
+  sudo launch/scaling            # dslide against real Horovod (launch/setup-horovod.sh) and its own baselines
 EOF
