@@ -224,11 +224,13 @@ int Bench(int argc, const char* const* argv, Communicator* comm) {
   const double wall = Seconds(t_train) - eval_s;
   const auto& ms = trainer.step_ms();
   // [iteration, P@1, training seconds so far (the steps' own times, evaluations excluded)].
+  // The evaluations come in iteration order: one running sum of the step times.
   std::string curve = "[";
+  double train_s = 0;
+  size_t summed = 0;
   for (const auto& e : trainer.evals()) {
     const size_t n = std::min(ms.size(), static_cast<size_t>(std::max<int64_t>(e.first, 0)));
-    double train_s = 0;
-    for (size_t i = 0; i < n; ++i) train_s += ms[i] / 1e3;
+    for (; summed < n; ++summed) train_s += ms[summed] / 1e3;
     curve += (curve.size() > 1 ? ",[" : "[") + std::to_string(e.first) + "," +
              std::to_string(e.second.At(1)) + "," + std::to_string(train_s) + "]";
   }

@@ -4,7 +4,6 @@
 // it keeps its batch in device memory behind the same BatchOps.
 #pragma once
 
-#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -42,12 +41,7 @@ class HostBatchBackend : public LayerBackend {
     }
     next.ids.resize(total);
     next.vals.resize(total);
-    for (int64_t i = 0; i < B; ++i) {
-      std::copy(out.ids.begin() + out.off[i], out.ids.begin() + out.off[i] + out.n[i],
-                next.ids.begin() + next.off[i]);
-      std::copy(out.vals.begin() + out.off[i], out.vals.begin() + out.off[i] + out.n[i],
-                next.vals.begin() + next.off[i]);
-    }
+    PackRows(out, next.vals.data(), next.ids.data());
     next.dense = s.dense();
     next.width = s.out_dim;
   }
@@ -68,12 +62,7 @@ class HostBatchBackend : public LayerBackend {
     Buffers& prev = At(layer - 1);
     // Back into the strided layout of layer - 1's output: what SnapshotExchange::ScatterGrad
     // returns on one rank.
-    prev.delta.LikeZero(prev.out);
-    for (int64_t i = 0, o = 0; i < prev.out.samples(); ++i) {
-      std::copy(grad.vals.begin() + o, grad.vals.begin() + o + prev.out.n[i], prev.delta.Vals(i));
-      o += prev.out.n[i];
-    }
-    prev.delta.ids = prev.out.ids;
+    UnpackLike(grad.vals.data(), prev.out, &prev.delta);
     ReluBackward(prev.out, &prev.delta);
   }
   void BatchTopK(int layer, int k, std::vector<int32_t>* ids, std::vector<float>* scores,

@@ -2,6 +2,7 @@
 // consume and produce and that ranks exchange.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -52,6 +53,30 @@ struct BatchRows {
     width = other.width;
   }
 };
+
+/// Copies the rows' entries sample after sample (the packed order the snapshot exchange
+/// sends) into vals and, when not null, ids.
+inline void PackRows(const BatchRows& rows, float* vals, int32_t* ids) {
+  for (int64_t i = 0, o = 0; i < rows.samples(); ++i) {
+    std::copy(rows.vals.begin() + rows.off[i], rows.vals.begin() + rows.off[i] + rows.n[i],
+              vals + o);
+    if (ids != nullptr)
+      std::copy(rows.ids.begin() + rows.off[i], rows.ids.begin() + rows.off[i] + rows.n[i],
+                ids + o);
+    o += rows.n[i];
+  }
+}
+
+/// The inverse for values: `out` laid out like `layout` (its offsets, counts and ids), with
+/// the values taken sample after sample from `packed`.
+inline void UnpackLike(const float* packed, const BatchRows& layout, BatchRows* out) {
+  out->LikeZero(layout);
+  for (int64_t i = 0, o = 0; i < layout.samples(); ++i) {
+    std::copy(packed + o, packed + o + layout.n[i], out->Vals(i));
+    o += layout.n[i];
+  }
+  out->ids = layout.ids;
+}
 
 /// Labels of the samples of a batch (global label ids, sorted per sample).
 struct BatchLabels {

@@ -1,8 +1,6 @@
 // P@k bookkeeping (XC convention: P@k = hits in the top k / k, averaged over all points).
 #include "evaluator.h"
 
-#include "topk.h"
-
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -36,14 +34,6 @@ EvalResult PrecisionCounter::Result() const {
   r.points = points_;
   for (double h : hits_) r.p_at_k.push_back(points_ ? h / points_ : 0.0);
   return r;
-}
-
-void MergeTopK(const std::vector<int32_t>& ids, const std::vector<float>& scores, int ranks,
-               int64_t batch, int k, std::vector<int32_t>* out, std::vector<float>* out_scores) {
-  out->resize(batch * k);
-  if (out_scores) out_scores->resize(batch * k);
-  MergeTopKLists(ids.data(), scores.data(), ranks, batch, k, out->data(),
-                 out_scores ? out_scores->data() : nullptr);
 }
 
 }  // namespace dslide

@@ -36,11 +36,4 @@ class PrecisionCounter {
   int kmax_ = 0;
 };
 
-/// Merges P lists of k (score, id) candidates for each of B samples, laid out rank-major
-/// ([rank][sample][k]), into the best k per sample ([sample][k]); ties go to the smaller id.
-/// `out_scores`, when given, receives their scores (-inf where there are fewer than k).
-void MergeTopK(const std::vector<int32_t>& ids, const std::vector<float>& scores, int ranks,
-               int64_t batch, int k, std::vector<int32_t>* out,
-               std::vector<float>* out_scores = nullptr);
-
 }  // namespace dslide

@@ -28,14 +28,7 @@ void SnapshotExchange::Gather(const LayerSpec& s, const BatchRows& local, BatchR
   const int64_t mine = rank_total[comm_->rank()];
   pack_vals_.resize(mine);
   pack_ids_.resize(s.dense() ? 0 : mine);
-  for (int64_t i = 0, o = 0; i < B; ++i) {
-    std::copy(local.vals.begin() + local.off[i], local.vals.begin() + local.off[i] + local.n[i],
-              pack_vals_.begin() + o);
-    if (!s.dense())
-      std::copy(local.ids.begin() + local.off[i], local.ids.begin() + local.off[i] + local.n[i],
-                pack_ids_.begin() + o);
-    o += local.n[i];
-  }
+  PackRows(local, pack_vals_.data(), s.dense() ? nullptr : pack_ids_.data());
   const int64_t total = std::accumulate(rank_total.begin(), rank_total.end(), int64_t{0});
   gathered_vals_.resize(total);
   comm_->Allgatherv(pack_vals_.data(), rank_total, gathered_vals_.data(), Traffic::kActivations);
@@ -99,13 +92,7 @@ void SnapshotExchange::ScatterGrad(const BatchRows& full_grad, const std::vector
   comm_->ReduceScatterSum(pack_vals_.data(), rank_total, gathered_vals_.data(),
                           Traffic::kInputGrads);
   // Back into the strided layout of this rank's layer output.
-  local_grad->LikeZero(act);
-  for (int64_t i = 0, o = 0; i < B; ++i) {
-    std::copy(gathered_vals_.begin() + o, gathered_vals_.begin() + o + act.n[i],
-              local_grad->Vals(i));
-    o += act.n[i];
-  }
-  local_grad->ids = act.ids;
+  UnpackLike(gathered_vals_.data(), act, local_grad);
 }
 
 }  // namespace dslide

@@ -398,7 +398,9 @@ void Trainer::Score(const Dataset& data, int64_t b0, int64_t count, int k, Score
   const std::vector<int64_t> counts(P, count * k);
   model_comm_->Allgatherv(ids.data(), counts, all_ids.data(), Traffic::kEval);
   model_comm_->Allgatherv(sc.data(), counts, all_sc.data(), Traffic::kEval);
-  MergeTopK(all_ids, all_sc, P, count, k, &out->ids, &out->logits);
+  out->ids.resize(count * k);
+  out->logits.resize(count * k);
+  MergeTopKLists(all_ids.data(), all_sc.data(), P, count, k, out->ids.data(), out->logits.data());
 }
 
 EvalResult Trainer::Evaluate(const Dataset& test, int64_t max_points, bool sampled,
@@ -451,7 +453,8 @@ EvalResult Trainer::Evaluate(const Dataset& test, int64_t max_points, bool sampl
     const std::vector<int64_t> counts(P, B * kmax);
     model_comm_->Allgatherv(ids.data(), counts, all_ids.data(), Traffic::kEval);
     model_comm_->Allgatherv(sc.data(), counts, all_sc.data(), Traffic::kEval);
-    MergeTopK(all_ids, all_sc, P, B, kmax, &ranked);
+    ranked.resize(B * kmax);
+    MergeTopKLists(all_ids.data(), all_sc.data(), P, B, kmax, ranked.data(), nullptr);
     for (int64_t i = 0; i < B; ++i)
       counter.Add(ranked.data() + i * kmax, kmax, test.Labels(b0 + i), test.NumLabels(b0 + i));
   }
