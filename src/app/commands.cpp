@@ -287,6 +287,11 @@ int Bench(int argc, const char* const* argv, Communicator* comm) {
         .Add("peak_rss_mb", rss)
         .Add("rss_after_init_mb", init_rss)
         .Add("state_mb", static_cast<double>(trainer.backend().StateBytes()) / (1 << 20))
+        // Between the backend's device and the host, per step (zeros on the CPU backend).
+        .Add("h2d_bytes_per_iter", static_cast<double>(trainer.step_traffic().h2d_bytes) / iters)
+        .Add("d2h_bytes_per_iter", static_cast<double>(trainer.step_traffic().d2h_bytes) / iters)
+        .Add("syncs_per_iter", static_cast<double>(trainer.step_traffic().syncs) / iters)
+        .Add("launches_per_iter", static_cast<double>(trainer.step_traffic().launches) / iters)
         .Add("p_at_1_start", before.At(1))
         .Add("p_at_1", after.At(1))
         .Add("p_at_3", after.At(3))

@@ -1,7 +1,6 @@
 // BatchOps over host batch buffers: the batch state of a backend whose StepOps take host
-// rows. The CPU backend's memory is the host's, so its buffers are these; the GPU backend
-// still goes through them (each StepOps call copies its rows to and from the device) until
-// it keeps its batch in device memory behind the same BatchOps.
+// rows (the CPU backend, whose memory is the host's; the GPU backend keeps its batch in
+// device memory behind the same BatchOps).
 #pragma once
 
 #include <cstdint>
@@ -47,8 +46,9 @@ class HostBatchBackend : public LayerBackend {
   }
   void BatchSoftmax(int layer, unsigned phases, SoftmaxStats* st) override {
     Buffers& b = At(layer);
-    Softmax(layer, b.out, labels_, phases, st, &b.delta);
+    Softmax(layer, b.out, labels_, phases, st != nullptr ? st : &stats_, &b.delta);
   }
+  double BatchLoss(int) override { return SoftmaxMeanLoss(stats_, labels_); }
   void BatchBackward(int layer, bool in_grad, const AdamStep* step, bool dense_adam) override {
     Buffers& b = At(layer);
     if (in_grad) b.in_grad.LikeZero(b.in);
@@ -103,6 +103,7 @@ class HostBatchBackend : public LayerBackend {
   std::vector<Buffers> buffers_;
   BatchLabels labels_;
   bool has_labels_ = false;
+  SoftmaxStats stats_;  // of the last BatchSoftmax without a caller's statistics
 };
 
 }  // namespace dslide

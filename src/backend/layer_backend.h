@@ -10,6 +10,7 @@
 #include "adam.h"
 #include "batch_rows.h"
 #include "config.h"
+#include "device_traffic.h"
 #include "error.h"
 #include "model.h"
 #include "select_kernel.h"
@@ -195,8 +196,12 @@ class BatchOps {
   /// gather it on one rank (no round trip through the trainer).
   virtual void ChainForward(int layer) = 0;
   /// The softmax phases on the output layer's output and the labels; the delta goes to the
-  /// layer's kDelta buffer.
+  /// layer's kDelta buffer. The statistics go to `st`, or, when it is null (all phases, one
+  /// rank), stay in the backend for BatchLoss.
   virtual void BatchSoftmax(int layer, unsigned phases, SoftmaxStats* st) = 0;
+  /// The batch's mean loss (SoftmaxMeanLoss) from the statistics the last BatchSoftmax kept;
+  /// what the host waits for once per step.
+  virtual double BatchLoss(int layer) = 0;
   /// Backward (and, with `step`, the update) of a layer from its kDelta buffer; with
   /// `in_grad`, this shard's partial input gradient into its kInputGrad buffer.
   virtual void BatchBackward(int layer, bool in_grad, const AdamStep* step, bool dense_adam) = 0;
@@ -220,6 +225,8 @@ class LayerBackend : public StepOps, public BatchOps, public LayerStateIO, publi
   /// (seed, layer, global neuron) only, so any number of ranks starts from the same model.
   virtual void Init(const ModelSpec& spec, const BackendOptions& options) = 0;
   virtual const char* name() const = 0;
+  /// What crossed between the backend's device and the host so far (zeros: host memory).
+  virtual DeviceTraffic Counters() const { return {}; }
 };
 
 /// The backend for cfg.device: "cpu", or "gpu" where built with CUDA and a device exists,

@@ -1,16 +1,17 @@
 // The CUDA executor of the GPU backend: device arrays, a grid-stride launch of a kernel
-// body over [0, n), radix sort and scan (Thrust/CUB), all on one stream per backend thread.
+// body over [0, n), radix sort and scan (CUB), all on one stream per backend thread.
 // Host->device copies go through a pinned staging buffer, device->host copies into one.
 #pragma once
 
 #include <cuda_runtime.h>
-#include <thrust/execution_policy.h>
-#include <thrust/scan.h>
-#include <thrust/sort.h>
+
+#include <cub/device/device_radix_sort.cuh>
+#include <cub/device/device_scan.cuh>
 
 #include <cstdint>
 #include <cstring>
 
+#include "device_traffic.h"
 #include "error.h"
 
 namespace dslide::gpu {
@@ -25,6 +26,15 @@ namespace dslide::gpu {
 
 template <class F>
 __global__ void ForKernel(int64_t n, F f) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x)
+    f(i);
+}
+
+/// A grid-stride loop over [0, min(*count * scale, max_n)), the count read on the device.
+template <class F>
+__global__ void CountedKernel(const int64_t* count, int64_t scale, int64_t max_n, F f) {
+  const int64_t n = *count * scale < max_n ? *count * scale : max_n;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
        i += int64_t{gridDim.x} * blockDim.x)
     f(i);
@@ -68,6 +78,13 @@ struct CudaExec {
   static constexpr const char* kName = "gpu";
   static constexpr bool kDevice = true;
 
+  /// What crossed between host and device, and how often the host blocked on it (this
+  /// thread's backends).
+  static DeviceTraffic& Traffic() {
+    static thread_local DeviceTraffic t;
+    return t;
+  }
+
   static cudaStream_t& Stream() {
     static thread_local cudaStream_t s = nullptr;
     return s;
@@ -79,8 +96,8 @@ struct CudaExec {
 
   // ---- Copies that overlap compute: a second stream for copies, ordered against the
   // compute stream by events, from and into pinned stage buffers. ----
-  // A ring of events, reused in turn: enough for one pipelined Forward (three per chunk, at
-  // most 16 chunks), whose marks must not be recorded again before they are waited for.
+  // A ring of events, reused in turn: a mark is waited for (or superseded) long before the
+  // ring comes back to it.
   static constexpr int kEvents = 64;
   static cudaStream_t& CopyStream() {
     static thread_local cudaStream_t s = nullptr;
@@ -101,18 +118,23 @@ struct CudaExec {
   }
   template <class T>
   static void CopyIn(T* dev, const T* host, size_t n) {
-    if (n > 0)
-      DSLIDE_CUDA_CHECK(
-          cudaMemcpyAsync(dev, host, n * sizeof(T), cudaMemcpyHostToDevice, CopyStream()));
+    if (n == 0) return;
+    DSLIDE_CUDA_CHECK(
+        cudaMemcpyAsync(dev, host, n * sizeof(T), cudaMemcpyHostToDevice, CopyStream()));
+    Traffic().h2d_bytes += static_cast<int64_t>(n * sizeof(T));
   }
   template <class T>
   static void CopyOut(T* host, const T* dev, size_t n) {
-    if (n > 0)
-      DSLIDE_CUDA_CHECK(
-          cudaMemcpyAsync(host, dev, n * sizeof(T), cudaMemcpyDeviceToHost, CopyStream()));
+    if (n == 0) return;
+    DSLIDE_CUDA_CHECK(
+        cudaMemcpyAsync(host, dev, n * sizeof(T), cudaMemcpyDeviceToHost, CopyStream()));
+    Traffic().d2h_bytes += static_cast<int64_t>(n * sizeof(T));
   }
   /// The host waits for the compute stream (before another library reads device memory).
-  static void Synchronize() { DSLIDE_CUDA_CHECK(cudaStreamSynchronize(Stream())); }
+  static void Synchronize() {
+    ++Traffic().syncs;
+    DSLIDE_CUDA_CHECK(cudaStreamSynchronize(Stream()));
+  }
   /// Work queued on the compute stream from now on waits for the copies queued so far.
   static void ComputeAfterCopies() {
     cudaEvent_t e = NextEvent();
@@ -133,7 +155,50 @@ struct CudaExec {
     return e;
   }
   /// The host waits until the copies before the mark are done.
-  static void WaitMark(Mark m) { DSLIDE_CUDA_CHECK(cudaEventSynchronize(m)); }
+  static void WaitMark(Mark m) {
+    ++Traffic().syncs;
+    DSLIDE_CUDA_CHECK(cudaEventSynchronize(m));
+  }
+
+  /// Pinned host memory that the host fills and CopyIn sends: Get hands it out once its
+  /// last copies are done (the host blocks only if they are still running) and orders the
+  /// copies to come after the compute queued so far (which may still read their targets);
+  /// Done makes the compute queued from then on wait for the copies.
+  class SendStage {
+   public:
+    SendStage() = default;
+    SendStage(const SendStage&) = delete;
+    SendStage& operator=(const SendStage&) = delete;
+    ~SendStage() {
+      if (done_) cudaEventDestroy(done_);
+    }
+    void* Get(size_t bytes) {
+      if (pending_) {
+        const cudaError_t q = cudaEventQuery(done_);
+        if (q == cudaErrorNotReady) {
+          ++Traffic().syncs;
+          DSLIDE_CUDA_CHECK(cudaEventSynchronize(done_));
+        } else {
+          DSLIDE_CUDA_CHECK(q);
+        }
+        pending_ = false;
+      }
+      CopiesAfterCompute();
+      return mem_.Get(bytes);
+    }
+    void Done() {
+      if (done_ == nullptr)
+        DSLIDE_CUDA_CHECK(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming));
+      DSLIDE_CUDA_CHECK(cudaEventRecord(done_, CopyStream()));
+      DSLIDE_CUDA_CHECK(cudaStreamWaitEvent(Stream(), done_, 0));
+      pending_ = true;
+    }
+
+   private:
+    Pinned mem_;
+    cudaEvent_t done_ = nullptr;
+    bool pending_ = false;
+  };
 
   template <class T>
   class Buffer {
@@ -169,6 +234,8 @@ struct CudaExec {
       // until the staging buffer is needed again.
       void* stage = Staging().Get(n * sizeof(T));
       DSLIDE_CUDA_CHECK(cudaStreamSynchronize(Stream()));
+      ++Traffic().syncs;
+      Traffic().h2d_bytes += static_cast<int64_t>(n * sizeof(T));
       std::memcpy(stage, h, n * sizeof(T));
       DSLIDE_CUDA_CHECK(
           cudaMemcpyAsync(p_, stage, n * sizeof(T), cudaMemcpyHostToDevice, Stream()));
@@ -179,12 +246,16 @@ struct CudaExec {
       DSLIDE_CUDA_CHECK(
           cudaMemcpyAsync(stage, p_, n * sizeof(T), cudaMemcpyDeviceToHost, Stream()));
       DSLIDE_CUDA_CHECK(cudaStreamSynchronize(Stream()));
+      ++Traffic().syncs;
+      Traffic().d2h_bytes += static_cast<int64_t>(n * sizeof(T));
       std::memcpy(h, stage, n * sizeof(T));
     }
     T Get(size_t i) const {
       T v;
       DSLIDE_CUDA_CHECK(cudaMemcpyAsync(&v, p_ + i, sizeof(T), cudaMemcpyDeviceToHost, Stream()));
       DSLIDE_CUDA_CHECK(cudaStreamSynchronize(Stream()));
+      ++Traffic().syncs;
+      Traffic().d2h_bytes += sizeof(T);
       return v;
     }
     size_t bytes() const { return cap_ * sizeof(T); }
@@ -201,6 +272,16 @@ struct CudaExec {
     const int64_t blocks = std::min<int64_t>((n + kThreads - 1) / kThreads, int64_t{1} << 20);
     ForKernel<<<static_cast<unsigned>(blocks), kThreads, 0, Stream()>>>(n, f);
     DSLIDE_CUDA_CHECK(cudaGetLastError());
+    ++Traffic().launches;
+  }
+  template <class F>
+  static void ForCounted(int64_t max_n, const int64_t* count, int64_t scale, const F& f) {
+    if (max_n <= 0) return;
+    constexpr int kThreads = 256;
+    const int64_t blocks = std::min<int64_t>((max_n + kThreads - 1) / kThreads, 8192);
+    CountedKernel<<<static_cast<unsigned>(blocks), kThreads, 0, Stream()>>>(count, scale, max_n, f);
+    DSLIDE_CUDA_CHECK(cudaGetLastError());
+    ++Traffic().launches;
   }
   template <class... Phases>
   static void ForBlocks(int64_t blocks, int threads, size_t smem_bytes, const Phases&... ph) {
@@ -208,12 +289,40 @@ struct CudaExec {
     const int64_t grid = std::min<int64_t>(blocks, int64_t{1} << 20);
     BlocksKernel<<<static_cast<unsigned>(grid), threads, smem_bytes, Stream()>>>(blocks, ph...);
     DSLIDE_CUDA_CHECK(cudaGetLastError());
+    ++Traffic().launches;
+  }
+  // CUB's sort and scan on the stream, with their temporary storage and the sort's second
+  // key buffer kept between calls: no allocation and no host wait per call.
+  static Buffer<unsigned char>& Temp() {
+    static thread_local Buffer<unsigned char> t;
+    return t;
+  }
+  static Buffer<uint64_t>& AltKeys() {
+    static thread_local Buffer<uint64_t> k;
+    return k;
   }
   static void SortKeys(uint64_t* keys, int64_t n) {
-    if (n > 1) thrust::sort(thrust::cuda::par.on(Stream()), keys, keys + n);
+    if (n <= 1) return;
+    AltKeys().Resize(static_cast<size_t>(n));
+    cub::DoubleBuffer<uint64_t> db(keys, AltKeys().data());
+    size_t bytes = 0;
+    DSLIDE_CUDA_CHECK(cub::DeviceRadixSort::SortKeys(nullptr, bytes, db, n, 0, 64, Stream()));
+    Temp().Resize(bytes);
+    DSLIDE_CUDA_CHECK(cub::DeviceRadixSort::SortKeys(Temp().data(), bytes, db, n, 0, 64, Stream()));
+    ++Traffic().launches;
+    if (db.Current() != keys) {
+      DSLIDE_CUDA_CHECK(cudaMemcpyAsync(keys, db.Current(), n * sizeof(uint64_t),
+                                        cudaMemcpyDeviceToDevice, Stream()));
+      ++Traffic().launches;
+    }
   }
   static void ExclusiveScan(const uint32_t* in, uint32_t* out, int64_t n) {
-    if (n > 0) thrust::exclusive_scan(thrust::cuda::par.on(Stream()), in, in + n, out, uint32_t{0});
+    if (n <= 0) return;
+    size_t bytes = 0;
+    DSLIDE_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, bytes, in, out, n, Stream()));
+    Temp().Resize(bytes);
+    DSLIDE_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(Temp().data(), bytes, in, out, n, Stream()));
+    ++Traffic().launches;
   }
 };
 

@@ -1,20 +1,27 @@
 // The GPU layer backend, written once over an executor X (CudaExec on a device, HostExec
 // for the tests on machines without one):
 //   X::Buffer<T>  device array: Resize, data, size, Upload(host, n), Download(host, n), bytes
-//   X::For(n, f)  runs f(i) for i in [0, n) (a CUDA grid over i)
+//   X::For(n, f)  runs f(i) for i in [0, n) (a CUDA grid over i); X::ForCounted the same
+//                 over a count left in device memory
 //   X::ForBlocks(blocks, threads, smem, phase...)  blocks of threads with shared memory,
 //                 a barrier between phases
-//   X::Stage, CopyIn, CopyOut, ComputeAfterCopies, CopiesAfterCompute, MarkCopies,
-//   WaitMark      pinned buffers and a copy stream ordered against the compute stream
-//   X::SortKeys, X::ExclusiveScan, X::Synchronize
+//   X::SendStage, CopyIn, CopyOut, Stage, ComputeAfterCopies, CopiesAfterCompute,
+//   MarkCopies, WaitMark  pinned buffers and a copy stream ordered against the compute
+//                 stream
+//   X::SortKeys, X::ExclusiveScan, X::Synchronize, X::Traffic (what crossed, how often the
+//                 host waited)
 // Kernel bodies are DSLIDE_HD lambdas over raw pointers and never touch `this`.
 //
-// Per layer the device holds weights, biases, Adam moments, the LSH functions and tables.
+// Per layer the device holds weights, biases, Adam moments, the LSH functions and tables,
+// and the batch (BatchOps): the layer's input and output rows, its delta and its input
+// gradient, padded per sample. With one rank a step sends up the data rows and the labels
+// and reads back the loss and the non-finite flags in one wait; with P ranks, also the rows
+// the snapshot exchange sends and receives.
 // The kernels:
 //   query: one thread per sample hashes [x, 1] and runs SelectIds over the tables with a
 //     per-sample hash set (DeviceMarks) in place of the CPU's stamp arrays;
 //   forward: one block per sample with its input in shared memory, one thread per active
-//     neuron, in chunks of samples whose copies overlap the compute of other chunks;
+//     neuron;
 //   softmax: one block per sample: block reductions of the max and sums, then the delta;
 //   backward, row-per-neuron layers: the input gradient per (sample, input entry) from the
 //     old weights; the (neuron, sample, delta) entries sorted by neuron; then one thread per
@@ -37,7 +44,6 @@
 #include "error.h"
 #include "gpu_tuning.h"
 #include "hd.h"
-#include "host_batch.h"
 #include "layer_backend.h"
 #include "layer_layout.h"
 #include "lsh_hash.h"
@@ -229,36 +235,46 @@ struct DeviceMarks {
 };
 
 template <class X>
-class GpuBackendT : public HostBatchBackend {
+class GpuBackendT : public LayerBackend {
  public:
   template <class T>
   using Buf = typename X::template Buffer<T>;
 
   explicit GpuBackendT(const GpuTuning& tune = {}) : tune_(tune) {
-    DSLIDE_CHECK(tune.forward_chunks >= 1 && tune.forward_chunks <= 16 &&
-                     tune.forward_chunk_min >= 1 && tune.shared_floats >= 0 &&
-                     tune.shared_entries >= 0,
-                 "GPU tuning out of range");
+    DSLIDE_CHECK(tune.shared_floats >= 0 && tune.shared_entries >= 0, "GPU tuning out of range");
   }
 
-  /// A batch of rows on the device: CSR plus, for row-per-neuron layers, a dense copy.
+  /// Rows of a batch on the device, padded: row i's entries at [i * cap, i * cap + n[i]).
   struct DevRows {
-    int64_t B = 0, cap = 0;  // padded layout: row i at i * cap
+    int64_t B = 0, cap = 1;
     Buf<int64_t> n;
     Buf<int32_t> ids;
     Buf<float> vals;
+    bool dense = false;  // every row holds ids 0..n-1 (BatchRows::dense)
+    int64_t width = 0;
+  };
+
+  /// A layer's batch (BatchOps) in device memory: its input rows, its output rows (active
+  /// ids and values), the delta aligned with the output and this shard's input gradient
+  /// aligned with the input; host copies only of what crosses ranks (HostRows, StageRows).
+  struct Batch {
+    DevRows in, out;
+    Buf<float> delta, in_grad;
+    BatchRows host[4];  // by Rows
   };
 
   struct Layer {
+    int index = 0;
     LayerSpec spec;
     int64_t rows = 0, cols = 0;
     Buf<float> w, m, v, b, mb, vb;
     Buf<float> g, gb;                // input-major layer: gradient rows
     Buf<uint8_t> touched, btouched;  // input-major layer
-    Buf<uint32_t> bad;               // 1 element: an update produced NaN or inf
-    // Row-per-neuron layers: the pending batch gradient.
+    // Row-per-neuron layers: the pending batch gradient. counts[0] is its number of
+    // entries, counts[1] of touched rows (at most max_q), both left in device memory.
     bool pending = false;
-    int64_t nq = 0, nent = 0;
+    int64_t max_q = 0;
+    Buf<int64_t> counts;
     Buf<float> x;  // the pending batch's input, B x in_dim
     Buf<uint64_t> keys;
     Buf<uint32_t> flags, qidx;
@@ -285,8 +301,15 @@ class GpuBackendT : public HostBatchBackend {
     exchange_on_device_ = tune_.device_exchange == 1 ||
                           (tune_.device_exchange < 0 && X::kDevice && MpiReadsDeviceMemory());
     layers_.clear();
+    batch_.clear();
+    for (size_t li = 0; li < spec.layers.size(); ++li) batch_.push_back(std::make_unique<Batch>());
+    Zeros(&bad_, spec.layers.size());
+    bad_host_.assign(spec.layers.size(), 0);
+    status_fresh_ = false;
+    Zeros(&loss_, 1);
     for (size_t li = 0; li < spec.layers.size(); ++li) {
       auto L = std::make_unique<Layer>();
+      L->index = static_cast<int>(li);
       L->spec = spec.layers[li];
       const LayerSpec& s = L->spec;
       L->rows = s.input_major ? s.in_dim : s.local();
@@ -300,7 +323,7 @@ class GpuBackendT : public HostBatchBackend {
       Zeros(&L->b, s.local());
       Zeros(&L->mb, s.local());
       Zeros(&L->vb, s.local());
-      Zeros(&L->bad, 1);
+      Zeros(&L->counts, 2);
       if (s.input_major) {
         Zeros(&L->g, n);
         Zeros(&L->gb, s.local());
@@ -325,8 +348,15 @@ class GpuBackendT : public HostBatchBackend {
     b->Resize(n);
     Fill(b->data(), static_cast<int64_t>(n), T{});
   }
-  static AdamTargets Targets(Layer& L) {
-    return {L.w.data(), L.m.data(), L.v.data(), L.b.data(), L.mb.data(), L.vb.data(), L.bad.data()};
+  template <class T>
+  static void Copy(T* to, const T* from, int64_t n) {
+    X::For(n, [=] DSLIDE_HD(int64_t i) { to[i] = from[i]; });
+  }
+  /// Where a layer's Adam step writes; the non-finite flags read back so far are stale.
+  AdamTargets Targets(Layer& L) {
+    status_fresh_ = false;
+    return {L.w.data(),  L.m.data(),  L.v.data(),           L.b.data(),
+            L.mb.data(), L.vb.data(), bad_.data() + L.index};
   }
 
   /// The vector on the device; an empty one as one zero (so that kernels get a valid pointer).
@@ -338,38 +368,107 @@ class GpuBackendT : public HostBatchBackend {
       b->Upload(v.data(), v.size());
   }
 
-  /// The padded layout of host rows: row i's ids and values at ids + i * cap and
-  /// vals + i * cap (either may be null; the padding is left as it is).
-  static void PadRows(const BatchRows& r, int64_t cap, int32_t* ids, float* vals) {
-    for (int64_t i = 0; i < r.samples(); ++i) {
-      const int64_t o = r.off[i];
-      if (ids != nullptr && !r.ids.empty())
-        std::copy(r.ids.begin() + o, r.ids.begin() + o + r.n[i], ids + i * cap);
-      if (vals != nullptr && !r.vals.empty())
-        std::copy(r.vals.begin() + o, r.vals.begin() + o + r.n[i], vals + i * cap);
-    }
-  }
-  /// The inverse for values: rows [i0, i1) of the padded `vals` into r's values.
-  static void UnpadVals(const float* vals, int64_t cap, int64_t i0, int64_t i1, BatchRows* r) {
-    for (int64_t i = i0; i < i1; ++i)
-      std::copy(vals + i * cap, vals + i * cap + r->n[i], r->vals.begin() + r->off[i]);
+  static int64_t MaxCount(const BatchRows& r) {
+    int64_t m = 0;
+    for (int64_t c : r.n) m = std::max(m, c);
+    return m;
   }
 
-  /// Uploads host rows in a padded layout of max_i n[i] per row.
-  static void Upload(const BatchRows& in, DevRows* d) {
-    d->B = in.samples();
-    d->cap = std::max<int64_t>(1, MaxCount(in));
-    std::vector<int32_t> ids(d->B * d->cap, 0);
-    std::vector<float> vals(d->B * d->cap, 0.0f);
-    PadRows(in, d->cap, ids.data(), vals.data());
-    d->n.Upload(in.n.data(), d->B);
-    d->ids.Upload(ids.data(), ids.size());
-    d->vals.Upload(vals.data(), vals.size());
+  /// Host rows into the device's padded layout: their arrays go up as they are, through
+  /// `stage` (no host wait), and a kernel pads them.
+  void SendRows(const BatchRows& r, typename X::SendStage* stage, DevRows* d) {
+    const int64_t B = r.samples(), cap = std::max<int64_t>(1, MaxCount(r));
+    const int64_t ni = static_cast<int64_t>(r.ids.size()), nv = static_cast<int64_t>(r.vals.size());
+    char* p = static_cast<char*>(
+        stage->Get(2 * B * sizeof(int64_t) + ni * sizeof(int32_t) + nv * sizeof(float)));
+    int64_t* h_off = reinterpret_cast<int64_t*>(p);
+    int64_t* h_n = h_off + B;
+    int32_t* h_ids = reinterpret_cast<int32_t*>(h_n + B);
+    float* h_vals = reinterpret_cast<float*>(h_ids + ni);
+    std::copy(r.off.begin(), r.off.end(), h_off);
+    std::copy(r.n.begin(), r.n.end(), h_n);
+    std::copy(r.ids.begin(), r.ids.end(), h_ids);
+    std::copy(r.vals.begin(), r.vals.end(), h_vals);
+    raw_off_.Resize(std::max<int64_t>(B, 1));
+    raw_ids_.Resize(std::max<int64_t>(ni, 1));
+    raw_vals_.Resize(std::max<int64_t>(nv, 1));
+    d->B = B;
+    d->cap = cap;
+    d->dense = r.dense;
+    d->width = r.width;
+    d->n.Resize(std::max<int64_t>(B, 1));
+    d->ids.Resize(B * cap);
+    d->vals.Resize(B * cap);
+    X::CopyIn(raw_off_.data(), h_off, B);
+    X::CopyIn(d->n.data(), h_n, B);
+    X::CopyIn(raw_ids_.data(), h_ids, ni);
+    X::CopyIn(raw_vals_.data(), h_vals, nv);
+    stage->Done();
+    const int64_t* off = raw_off_.data();
+    const int64_t* n = d->n.data();
+    const int32_t* rid = raw_ids_.data();
+    const float* rv = raw_vals_.data();
+    int32_t* ids = d->ids.data();
+    float* vals = d->vals.data();
+    const bool has_ids = ni > 0, has_vals = nv > 0;
+    X::For(B * cap, [=] DSLIDE_HD(int64_t t) {
+      const int64_t i = t / cap, e = t % cap;
+      const bool in = e < n[i];
+      ids[t] = !in ? 0 : has_ids ? rid[off[i] + e] : static_cast<int32_t>(e);
+      vals[t] = in && has_vals ? rv[off[i] + e] : 0.0f;
+    });
+  }
+
+  /// Values of the padded layout `like` (a layer's input or output) from host rows laid out
+  /// like it (the same counts per sample), through `stage`.
+  void SendValues(const BatchRows& r, const DevRows& like, typename X::SendStage* stage,
+                  Buf<float>* to) {
+    const int64_t B = like.B, cap = like.cap;
+    DSLIDE_ASSERT(r.samples() == B, "staged rows of another batch");
+    float* h = static_cast<float*>(stage->Get(B * cap * sizeof(float)));
+    for (int64_t i = 0; i < B; ++i) {
+      std::copy(r.vals.begin() + r.off[i], r.vals.begin() + r.off[i] + r.n[i], h + i * cap);
+      std::fill(h + i * cap + r.n[i], h + (i + 1) * cap, 0.0f);
+    }
+    to->Resize(B * cap);
+    X::CopyIn(to->data(), h, B * cap);
+    stage->Done();
+  }
+
+  /// Device rows (with the values of `vals`, or their own) as host rows, strided by cap.
+  static void HostCopy(const DevRows& d, const Buf<float>* vals, BatchRows* r) {
+    const int64_t B = d.B, cap = d.cap;
+    r->Strided(B, cap);
+    r->ids.resize(B * cap);
+    r->vals.resize(B * cap);
+    if (B > 0) {
+      d.n.Download(r->n.data(), B);
+      d.ids.Download(r->ids.data(), B * cap);
+      (vals != nullptr ? *vals : d.vals).Download(r->vals.data(), B * cap);
+    }
+  }
+  /// Rows [0, B) of padded values into host rows of the same counts (any layout).
+  static void UnpadVals(const std::vector<float>& padded, int64_t cap, BatchRows* r) {
+    for (int64_t i = 0; i < r->samples(); ++i)
+      std::copy(padded.begin() + i * cap, padded.begin() + i * cap + r->n[i],
+                r->vals.begin() + r->off[i]);
+  }
+  /// The first n elements of a device array (all of them by default) in host memory.
+  template <class T>
+  static std::vector<T> Host(const Buf<T>& b, size_t n) {
+    std::vector<T> h(n);
+    if (n > 0) b.Download(h.data(), n);
+    return h;
+  }
+  template <class T>
+  static std::vector<T> Host(const Buf<T>& b) {
+    return Host(b, b.size());
   }
 
   /// The rows as a dense B x width matrix (ids index the columns; dense rows are 0..n-1).
-  static void Densify(const DevRows& d, bool dense_rows, int64_t width, Buf<float>* out) {
+  static void Densify(const DevRows& d, int64_t width, Buf<float>* out) {
     const int64_t B = d.B, cap = d.cap;
+    const bool dense_rows = d.dense;
     Zeros(out, static_cast<size_t>(B * width));
     float* o = out->data();
     const int64_t* n = d.n.data();
@@ -383,47 +482,93 @@ class GpuBackendT : public HostBatchBackend {
     });
   }
 
-  void SelectActive(int layer, const BatchRows& in, const BatchLabels* labels, int64_t iter,
-                    BatchRows* out) override {
+  // ---- BatchOps: the step on the device ----
+
+  void SetLabels(const BatchLabels* labels) override {
+    has_labels_ = labels != nullptr;
+    if (!has_labels_) return;
+    labels_ = *labels;
+    const int64_t no = static_cast<int64_t>(labels->off.size()),
+                  ni = static_cast<int64_t>(labels->ids.size());
+    char* p = static_cast<char*>(send_labels_.Get(no * sizeof(int64_t) + ni * sizeof(int32_t)));
+    int64_t* h_off = reinterpret_cast<int64_t*>(p);
+    int32_t* h_ids = reinterpret_cast<int32_t*>(h_off + no);
+    std::copy(labels->off.begin(), labels->off.end(), h_off);
+    std::copy(labels->ids.begin(), labels->ids.end(), h_ids);
+    lab_off_.Resize(no);
+    lab_ids_.Resize(std::max<int64_t>(ni, 1));
+    X::CopyIn(lab_off_.data(), h_off, no);
+    X::CopyIn(lab_ids_.data(), h_ids, ni);
+    send_labels_.Done();
+  }
+
+  /// The layer's active neurons for its input (StepOps::SelectActive) into its output rows.
+  void BatchSelect(int layer, bool with_labels, int64_t iter) override {
     Layer& L = *layers_[layer];
     const LayerSpec& s = L.spec;
-    const int64_t B = in.samples();
+    const DevRows& in = batch_[layer]->in;
+    DevRows& out = batch_[layer]->out;
+    const int64_t B = in.B;
+    out.B = B;
+    out.dense = false;
+    out.width = 0;
     if (s.dense()) {
-      out->Strided(B, s.local());
-      for (int64_t i = 0; i < B; ++i) {
-        int32_t* ids = out->Ids(i);
-        for (int64_t j = 0; j < s.local(); ++j) ids[j] = static_cast<int32_t>(s.begin + j);
-        out->n[i] = s.local();
-      }
+      const int64_t local = s.local(), begin = s.begin;
+      out.cap = std::max<int64_t>(1, local);
+      out.n.Resize(std::max<int64_t>(B, 1));
+      out.ids.Resize(B * out.cap);
+      out.vals.Resize(B * out.cap);
+      int64_t* n = out.n.data();
+      int32_t* ids = out.ids.data();
+      const int64_t cap = out.cap;
+      X::For(B * cap, [=] DSLIDE_HD(int64_t t) {
+        ids[t] = static_cast<int32_t>(begin + t % cap);
+        if (t % cap == 0) n[t / cap] = local;
+      });
       return;
     }
-    // Host side: the forced ids (labels this shard owns) and the batch's shared fill.
-    std::vector<int64_t> foff(B + 1, 0);
-    std::vector<int32_t> forced;
+    // From the host's copy of the labels: the most labels of a sample, and with it the most
+    // any sample can get (its budget, raised by the floor of negatives), which the batch's
+    // shared fill covers; as on the CPU backend.
+    const BatchLabels* labels = with_labels && has_labels_ ? &labels_ : nullptr;
     int64_t max_forced = 0;
-    for (int64_t i = 0; i < B; ++i) {
-      if (labels != nullptr) {
-        const int32_t* lab = labels->Of(i);
-        for (int64_t j = 0; j < labels->Count(i); ++j)
-          if (lab[j] >= s.begin && lab[j] < s.end)
-            forced.push_back(static_cast<int32_t>(lab[j] - s.begin));
-        max_forced = std::max(max_forced, labels->Count(i));
-      }
-      foff[i + 1] = static_cast<int64_t>(forced.size());
-    }
-    // The most any sample can get (its budget, raised by the floor of negatives), which the
-    // batch's shared fill covers; as on the CPU backend.
+    if (labels != nullptr)
+      for (int64_t i = 0; i < B; ++i) max_forced = std::max(max_forced, labels->Count(i));
     const int64_t cap = BudgetSampler::ActiveCap(s.budget, max_forced, s.min_negatives, s.local());
-    std::vector<int32_t> shared;
+    const bool with_lab = labels != nullptr;
+    const int64_t n_lab = with_lab ? static_cast<int64_t>(labels->ids.size()) : 0;
+    const int32_t* li = with_lab ? lab_ids_.data() : nullptr;
+    // The batch's shared fill (BatchListInto, the CPU's code) drawn on one device thread.
+    const uint64_t seed = opt_.seed;
+    const uint64_t lane = (uint64_t(layer) << 32) | spec_.rank;
     const bool batch_fill = opt_.lsh.fill == FillPolicy::kBatch;
-    if (batch_fill) {
-      Rng rng(
-          StreamSeed(opt_.seed, streams::kBatchFill, iter, (uint64_t(layer) << 32) | spec_.rank));
-      BudgetSampler::BatchList(s.begin, s.end, cap, labels ? &labels->ids : nullptr, &rng, &shared);
+    const int64_t room = batch_fill ? BatchFillRoom(s.local(), cap) : 0;
+    fill_.Resize(std::max<int64_t>(room, 1));
+    fill_own_.Resize(std::max<int64_t>(2 * n_lab, 1));
+    shared_.Resize(std::max<int64_t>(n_lab + room, 1));
+    shared_n_.Resize(1);
+    int32_t* sh = shared_.data();
+    int64_t* shn = shared_n_.data();
+    {
+      int32_t* fill = fill_.data();
+      int32_t* own = fill_own_.data();
+      const int64_t begin = s.begin, end = s.end;
+      X::For(1, [=] DSLIDE_HD(int64_t) {
+        if (!batch_fill) {
+          *shn = 0;
+          return;
+        }
+        Rng rng(StreamSeed(seed, streams::kBatchFill, iter, lane));
+        *shn = BatchListInto(begin, end, cap, li, n_lab, &rng, fill, own, sh);
+      });
     }
-    out->Strided(B, cap);
+    out.cap = cap;
+    out.n.Resize(std::max<int64_t>(B, 1));
+    out.ids.Resize(B * cap);
+    out.vals.Resize(B * cap);
 
-    // Device side: per-sample scratch.
+    // Device side: the query rows [x, 1] (dense inputs: the kernel adds the 1), per-sample
+    // scratch, and the labels this shard owns as each sample's forced ids.
     const int64_t n = s.local();
     const int L_ = static_cast<int>(opt_.lsh.l);
     const int64_t nh = L.dhash.num_hashes;
@@ -432,11 +577,8 @@ class GpuBackendT : public HostBatchBackend {
     int64_t set = 1;
     while (set < 2 * (max_forced + static_cast<int64_t>(L_) * opt_.lsh.bucket_capacity + cap) + 2)
       set *= 2;
-    DevRows q;
-    QueryRows(in, s.in_dim, &q);
-    forced_off_.Upload(foff.data(), foff.size());
-    forced_ids_.Upload(forced.empty() ? nullptr : forced.data(), forced.size());
-    shared_.Upload(shared.empty() ? nullptr : shared.data(), shared.size());
+    const DevRows& q = QueryRows(in, s.in_dim);
+    forced_ids_.Resize(with_lab ? std::max<size_t>(labels->ids.size(), 1) : 1);
     acc_.Resize(B * nh);
     arg_.Resize(B * nh);
     bkt_.Resize(B * L_);
@@ -445,14 +587,12 @@ class GpuBackendT : public HostBatchBackend {
     set_stamps_.Resize(B * set);
     cand_.Resize(B * cand_cap);
     order_.Resize(B * L_);
-    act_ids_.Resize(B * cap);
-    act_n_.Resize(B);
     Fill(set_keys_.data(), B * set, int32_t{-1});
 
     const HashView h = L.dhash;
     const TablesView tv = Tables(L);
     const bool dense_in = in.dense;
-    const int64_t in_dim = s.in_dim, qcap = q.cap, begin = s.begin, budget = s.budget,
+    const int64_t in_dim = s.in_dim, qcap = q.cap, begin = s.begin, end = s.end, budget = s.budget,
                   min_neg = s.min_negatives;
     const int64_t* qn = q.n.data();
     const int32_t* qids = q.ids.data();
@@ -465,16 +605,18 @@ class GpuBackendT : public HostBatchBackend {
     uint8_t* stamps = set_stamps_.data();
     int32_t* cand = cand_.data();
     int32_t* order = order_.data();
-    int32_t* act = act_ids_.data();
-    int64_t* act_n = act_n_.data();
-    const int64_t* fo = forced_off_.data();
-    const int32_t* fi = forced_ids_.data();
-    const int32_t* sh = shared_.data();
-    const int64_t nsh = static_cast<int64_t>(shared.size());
+    int32_t* act = out.ids.data();
+    int64_t* act_n = out.n.data();
+    const int64_t* lo = with_lab ? lab_off_.data() : nullptr;
+    int32_t* fi = forced_ids_.data();
     const SelectPolicy policy = SelectionPolicy(opt_.lsh);
-    const uint64_t seed = opt_.seed;
-    const uint64_t lane = (uint64_t(layer) << 32) | spec_.rank;
     X::For(B, [=] DSLIDE_HD(int64_t i) {
+      // The sample's labels on this shard (local ids), in its slice of the labels' layout.
+      int32_t* forced = with_lab ? fi + lo[i] : fi;
+      int64_t nf = 0;
+      if (with_lab)
+        for (int64_t j = lo[i]; j < lo[i + 1]; ++j)
+          if (li[j] >= begin && li[j] < end) forced[nf++] = static_cast<int32_t>(li[j] - begin);
       // Query [x, 1, 0]: the 1 meets the bias coordinate, so collisions follow w.x + b.
       int32_t* a = arg + i * nh;
       if (dense_in) {
@@ -496,41 +638,37 @@ class GpuBackendT : public HostBatchBackend {
       mk.order = order + i * L_;
       Rng rng(StreamSeed(seed, streams::kSample, iter, i, lane));
       int32_t* o = act + i * cap;
-      const int64_t k = SelectIds(policy, &tv, bkt + i * L_, fi + fo[i], fo[i + 1] - fo[i], budget,
-                                  min_neg, &rng, mk, o, sh, nsh);
+      const int64_t k =
+          SelectIds(policy, &tv, bkt + i * L_, forced, nf, budget, min_neg, &rng, mk, o, sh, *shn);
       for (int64_t j = 0; j < k; ++j) o[j] += static_cast<int32_t>(begin);
       act_n[i] = k;
     });
-    act_ids_.Download(out->ids.data(), B * cap);
-    act_n_.Download(out->n.data(), B);
   }
 
   /// The query rows of a layer input: the rows themselves for dense inputs (the bias
   /// coordinate is added by the kernel), else each row with the coordinate (in_dim, 1).
-  static void QueryRows(const BatchRows& in, int64_t in_dim, DevRows* q) {
-    if (in.dense) {
-      Upload(in, q);
-      return;
-    }
-    BatchRows r;
-    r.Strided(in.samples(), 0);
-    r.off.assign(in.samples(), 0);
-    int64_t total = 0;
-    for (int64_t i = 0; i < in.samples(); ++i) {
-      r.off[i] = total;
-      r.n[i] = in.n[i] + 1;
-      total += r.n[i];
-    }
-    r.ids.resize(total);
-    r.vals.resize(total);
-    for (int64_t i = 0; i < in.samples(); ++i) {
-      const SparseView x = in.Row(i);
-      std::copy(x.ids, x.ids + x.n, r.ids.begin() + r.off[i]);
-      std::copy(x.vals, x.vals + x.n, r.vals.begin() + r.off[i]);
-      r.ids[r.off[i] + x.n] = static_cast<int32_t>(in_dim);
-      r.vals[r.off[i] + x.n] = 1.0f;
-    }
-    Upload(r, q);
+  const DevRows& QueryRows(const DevRows& in, int64_t in_dim) {
+    if (in.dense) return in;
+    const int64_t B = in.B, icap = in.cap, cap = in.cap + 1;
+    q_.B = B;
+    q_.cap = cap;
+    q_.n.Resize(std::max<int64_t>(B, 1));
+    q_.ids.Resize(B * cap);
+    q_.vals.Resize(B * cap);
+    const int64_t* xn = in.n.data();
+    const int32_t* xid = in.ids.data();
+    const float* xv = in.vals.data();
+    int64_t* qn = q_.n.data();
+    int32_t* qid = q_.ids.data();
+    float* qv = q_.vals.data();
+    X::For(B * cap, [=] DSLIDE_HD(int64_t t) {
+      const int64_t i = t / cap, e = t % cap;
+      if (e == 0) qn[i] = xn[i] + 1;
+      const bool x = e < xn[i], bias = e == xn[i];
+      qid[t] = x ? xid[i * icap + e] : bias ? static_cast<int32_t>(in_dim) : 0;
+      qv[t] = x ? xv[i * icap + e] : bias ? 1.0f : 0.0f;
+    });
+    return q_;
   }
 
   TablesView Tables(Layer& L) const {
@@ -543,93 +681,32 @@ class GpuBackendT : public HostBatchBackend {
     return tv;
   }
 
-  /// Forward in chunks of samples, pipelined over two streams: while chunk c computes, the
-  /// copy stream uploads chunk c + 1's inputs and active ids and downloads chunk c - 1's
-  /// activations, and the host unpacks each chunk as soon as it has arrived. The inputs are
-  /// padded into pinned memory once on the host (no pageable staging copy).
-  void Forward(int layer, const BatchRows& in, BatchRows* out) override {
+  /// The activations of the layer's active neurons: one block per sample with the sample's
+  /// input in shared memory, one thread per active neuron. Row-per-neuron layers keep the
+  /// input densified there (contiguous with the weight rows); the input-major first layer
+  /// keeps the sample's (feature, value) list.
+  void BatchForward(int layer) override {
     Layer& L = *layers_[layer];
-    const int64_t B = in.samples();
-    const int64_t icap = std::max<int64_t>(1, MaxCount(in)),
-                  acap = std::max<int64_t>(1, MaxCount(*out));
-    // Pinned layout: in n | act n | in ids | act ids | in vals | activations.
-    const size_t bytes =
-        2 * B * sizeof(int64_t) + B * (icap + acap) * (sizeof(int32_t) + sizeof(float));
-    char* p = static_cast<char*>(X::Stage(bytes));
-    int64_t* h_in_n = reinterpret_cast<int64_t*>(p);
-    int64_t* h_act_n = h_in_n + B;
-    int32_t* h_in_ids = reinterpret_cast<int32_t*>(h_act_n + B);
-    int32_t* h_act_ids = h_in_ids + B * icap;
-    float* h_in_vals = reinterpret_cast<float*>(h_act_ids + B * acap);
-    float* h_z = h_in_vals + B * icap;
-    std::copy(in.n.begin(), in.n.end(), h_in_n);
-    std::copy(out->n.begin(), out->n.end(), h_act_n);
-    PadRows(in, icap, h_in_ids, h_in_vals);
-    PadRows(*out, acap, h_act_ids, nullptr);
-    in_.B = act_.B = B;
-    in_.cap = icap;
-    act_.cap = acap;
-    in_.n.Resize(B);
-    in_.ids.Resize(B * icap);
-    in_.vals.Resize(B * icap);
-    act_.n.Resize(B);
-    act_.ids.Resize(B * acap);
-    act_.vals.Resize(B * acap);
-    fwd_layer_ = layer;
-    fwd_out_ = out;
-    kept_delta_ = {};
-    X::CopiesAfterCompute();  // the buffers may still be read by earlier kernels
-    const int64_t chunk = std::max<int64_t>(tune_.forward_chunk_min,
-                                            (B + tune_.forward_chunks - 1) / tune_.forward_chunks);
-    std::vector<typename X::Mark> marks;
-    for (int64_t s0 = 0; s0 < B; s0 += chunk) {
-      const int64_t m = std::min(B, s0 + chunk) - s0;
-      X::CopyIn(in_.n.data() + s0, h_in_n + s0, m);
-      X::CopyIn(in_.ids.data() + s0 * icap, h_in_ids + s0 * icap, m * icap);
-      X::CopyIn(in_.vals.data() + s0 * icap, h_in_vals + s0 * icap, m * icap);
-      X::CopyIn(act_.n.data() + s0, h_act_n + s0, m);
-      X::CopyIn(act_.ids.data() + s0 * acap, h_act_ids + s0 * acap, m * acap);
-      X::ComputeAfterCopies();
-      ForwardRows(L, in.dense, s0, s0 + m);
-      X::CopiesAfterCompute();
-      X::CopyOut(h_z + s0 * acap, act_.vals.data() + s0 * acap, m * acap);
-      marks.push_back(X::MarkCopies());
-    }
-    for (int64_t s0 = 0, c = 0; s0 < B; s0 += chunk, ++c) {
-      X::WaitMark(marks[c]);
-      UnpadVals(h_z, acap, s0, std::min(B, s0 + chunk), out);
-    }
-  }
-
-  static int64_t MaxCount(const BatchRows& r) {
-    int64_t m = 0;
-    for (int64_t c : r.n) m = std::max(m, c);
-    return m;
-  }
-
-  /// The activations of samples [s0, s1) (in_ and act_ hold them): one block per sample with
-  /// the sample's input in shared memory, one thread per active neuron. Row-per-neuron
-  /// layers keep the input densified there (contiguous with the weight rows); the
-  /// input-major first layer keeps the sample's (feature, value) list.
-  void ForwardRows(Layer& L, bool dense_in, int64_t s0, int64_t s1) {
+    const DevRows& in = batch_[layer]->in;
+    DevRows& out = batch_[layer]->out;
     const LayerSpec& s = L.spec;
-    const int64_t acap = act_.cap, icap = in_.cap, cols = L.cols, begin = s.begin;
-    const bool relu = !s.is_output;
-    const int64_t* an = act_.n.data();
-    const int32_t* aid = act_.ids.data();
-    const int64_t* xn = in_.n.data();
-    const int32_t* xid = in_.ids.data();
-    const float* xv = in_.vals.data();
+    const int64_t B = in.B, acap = out.cap, icap = in.cap, cols = L.cols, begin = s.begin;
+    const bool relu = !s.is_output, dense_in = in.dense;
+    out.vals.Resize(B * acap);
+    const int64_t* an = out.n.data();
+    const int32_t* aid = out.ids.data();
+    const int64_t* xn = in.n.data();
+    const int32_t* xid = in.ids.data();
+    const float* xv = in.vals.data();
     const float* w = L.w.data();
     const float* bias = L.b.data();
-    float* z = act_.vals.data();
+    float* z = out.vals.data();
     constexpr int kT = kForwardThreads;
     if (s.input_major) {
       const int64_t kept = std::min<int64_t>(icap, tune_.shared_entries);
       X::ForBlocks(
-          s1 - s0, kT, kept * (sizeof(int32_t) + sizeof(float)),
-          [=] DSLIDE_HD(int64_t bi, int tid, int nt, void* sm) {
-            const int64_t i = s0 + bi;
+          B, kT, kept * (sizeof(int32_t) + sizeof(float)),
+          [=] DSLIDE_HD(int64_t i, int tid, int nt, void* sm) {
             float* sv = static_cast<float*>(sm);
             int32_t* sid = reinterpret_cast<int32_t*>(sv + kept);
             const int64_t n = xn[i] < kept ? xn[i] : kept;
@@ -638,8 +715,7 @@ class GpuBackendT : public HostBatchBackend {
               sid[e] = xid[i * icap + e];
             }
           },
-          [=] DSLIDE_HD(int64_t bi, int tid, int nt, void* sm) {
-            const int64_t i = s0 + bi;
+          [=] DSLIDE_HD(int64_t i, int tid, int nt, void* sm) {
             const float* sv = static_cast<const float*>(sm);
             const int32_t* sid = reinterpret_cast<const int32_t*>(sv + kept);
             for (int64_t k = tid; k < an[i]; k += nt) {
@@ -658,22 +734,20 @@ class GpuBackendT : public HostBatchBackend {
     // Row-per-neuron: the densified input row in shared memory, or in global memory (xd_)
     // when it does not fit.
     const bool shared = cols <= tune_.shared_floats;
-    if (!shared) xd_.Resize(static_cast<size_t>(in_.B * cols));
+    if (!shared) xd_.Resize(static_cast<size_t>(B * cols));
     float* xg = xd_.data();
     X::ForBlocks(
-        s1 - s0, kT, shared ? cols * sizeof(float) : 0,
-        [=] DSLIDE_HD(int64_t bi, int tid, int nt, void* sm) {
-          float* x = shared ? static_cast<float*>(sm) : xg + (s0 + bi) * cols;
+        B, kT, shared ? cols * sizeof(float) : 0,
+        [=] DSLIDE_HD(int64_t i, int tid, int nt, void* sm) {
+          float* x = shared ? static_cast<float*>(sm) : xg + i * cols;
           for (int64_t j = tid; j < cols; j += nt) x[j] = 0.0f;
         },
-        [=] DSLIDE_HD(int64_t bi, int tid, int nt, void* sm) {
-          const int64_t i = s0 + bi;
+        [=] DSLIDE_HD(int64_t i, int tid, int nt, void* sm) {
           float* x = shared ? static_cast<float*>(sm) : xg + i * cols;
           for (int64_t e = tid; e < xn[i]; e += nt)
             x[dense_in ? e : xid[i * icap + e]] = xv[i * icap + e];
         },
-        [=] DSLIDE_HD(int64_t bi, int tid, int nt, void* sm) {
-          const int64_t i = s0 + bi;
+        [=] DSLIDE_HD(int64_t i, int tid, int nt, void* sm) {
           const float* x = shared ? static_cast<const float*>(sm) : xg + i * cols;
           for (int64_t k = tid; k < an[i]; k += nt) {
             const int64_t r = aid[i * acap + k] - begin;
@@ -686,37 +760,58 @@ class GpuBackendT : public HostBatchBackend {
         });
   }
 
-  /// One block per sample over the logits left on the device by this layer's Forward of z:
-  /// block reductions of the max and of the sums, then the delta, in one kernel for
-  /// kSoftmaxAll. The delta stays on the device for the layer's Backward.
-  void Softmax(int layer, const BatchRows& z, const BatchLabels& labels, unsigned phases,
-               SoftmaxStats* st, BatchRows* delta) override {
-    const int64_t B = z.samples();
-    if (!(fwd_layer_ == layer && fwd_out_ == &z && act_.B == B)) {
-      Upload(z, &act_);
-      fwd_layer_ = layer;
-      fwd_out_ = &z;
-    }
-    kept_delta_ = {};
-    st->Resize(B);
+  /// One rank: layer + 1's input is this layer's output (a copy in device memory).
+  void ChainForward(int layer) override {
+    const DevRows& out = batch_[layer]->out;
+    DevRows& next = batch_[layer + 1]->in;
+    const int64_t B = out.B, cap = out.cap;
+    next.B = B;
+    next.cap = cap;
+    next.dense = spec_.layers[layer].dense();
+    next.width = spec_.layers[layer].out_dim;
+    next.n.Resize(std::max<int64_t>(B, 1));
+    next.ids.Resize(B * cap);
+    next.vals.Resize(B * cap);
+    Copy(next.n.data(), out.n.data(), B);
+    Copy(next.ids.data(), out.ids.data(), B * cap);
+    Copy(next.vals.data(), out.vals.data(), B * cap);
+  }
+
+  /// One block per sample over the layer's logits: block reductions of the max and of the
+  /// sums, then the delta, in one kernel for kSoftmaxAll. Without `st` the statistics stay
+  /// on the device (for BatchLoss); phases that are not run read them from `st`.
+  void BatchSoftmax(int layer, unsigned phases, SoftmaxStats* st) override {
+    const DevRows& z = batch_[layer]->out;
+    const int64_t B = z.B;
+    DSLIDE_ASSERT(has_labels_ && static_cast<int64_t>(labels_.off.size()) == B + 1,
+                  "the softmax needs the batch's labels");
     const bool do_max = phases & kSoftmaxMax, do_sums = phases & kSoftmaxSums,
                do_delta = phases & kSoftmaxDelta;
-    lab_off_.Upload(labels.off.data(), B + 1);
-    UploadAtLeastOne(labels.ids, &lab_ids_);
-    if (!do_max) sm_mx_.Upload(st->mx.data(), B);
+    DSLIDE_ASSERT(st != nullptr || (do_max && do_sums), "softmax statistics to read");
     sm_mx_.Resize(B);
-    if (!do_sums) sm_red_.Upload(st->red.data(), 2 * B);
     sm_red_.Resize(2 * B);
-    if (do_delta) dz_.Resize(B * act_.cap);
-    const int64_t cap = act_.cap;
-    const int64_t* zn = act_.n.data();
-    const int32_t* zid = act_.ids.data();
-    const float* zv = act_.vals.data();
+    if (!do_max || !do_sums) {
+      float* h = static_cast<float*>(send_misc_.Get(3 * B * sizeof(float)));
+      if (!do_max) {
+        std::copy(st->mx.begin(), st->mx.end(), h);
+        X::CopyIn(sm_mx_.data(), h, B);
+      }
+      if (!do_sums) {
+        std::copy(st->red.begin(), st->red.end(), h + B);
+        X::CopyIn(sm_red_.data(), h + B, 2 * B);
+      }
+      send_misc_.Done();
+    }
+    if (do_delta) batch_[layer]->delta.Resize(B * z.cap);
+    const int64_t cap = z.cap;
+    const int64_t* zn = z.n.data();
+    const int32_t* zid = z.ids.data();
+    const float* zv = z.vals.data();
     const int64_t* lo = lab_off_.data();
     const int32_t* li = lab_ids_.data();
     float* mx = sm_mx_.data();
     float* red = sm_red_.data();
-    float* d = dz_.data();
+    float* d = batch_[layer]->delta.data();
     const float inv_b = 1.0f / static_cast<float>(B);
     constexpr int kT = kSoftmaxThreads;
     // Shared: per-thread partial sums and label terms (double), partial maxima, then the
@@ -772,49 +867,172 @@ class GpuBackendT : public HostBatchBackend {
           const float* row = SoftmaxRow(sm, kT);
           const int64_t k = lo[i + 1] - lo[i];
           const float scale = inv_b / row[1], t = k > 0 ? inv_b / static_cast<float>(k) : 0.0f;
-          for (int64_t j = tid; j < zn[i]; j += nt) {
+          for (int64_t j = tid; j < cap; j += nt) {
             float e = 0.0f;
-            if (k > 0) {
+            if (k > 0 && j < zn[i]) {
               e = expf(zv[i * cap + j] - row[0]) * scale;
               if (SortedContains(li + lo[i], k, zid[i * cap + j])) e -= t;
             }
             d[i * cap + j] = e;
           }
         });
+    if (st == nullptr) return;
+    st->Resize(B);
     if (do_max) sm_mx_.Download(st->mx.data(), B);
     if (do_sums) sm_red_.Download(st->red.data(), 2 * B);
-    if (!do_delta) return;
-    std::vector<float> h(B * cap);
-    dz_.Download(h.data(), h.size());
-    delta->LikeZero(z);
-    delta->ids = z.ids;
-    UnpadVals(h.data(), cap, 0, B, delta);
-    kept_delta_ = {layer, delta, delta->vals.data()};
   }
 
-  /// The delta of a Backward on the device, aligned with act_ (the layer's forward output):
-  /// the one Softmax left there when `delta` is what it wrote, else uploaded.
-  const float* DeltaOnDevice(int layer, const BatchRows& delta) {
-    const KeptDelta k = kept_delta_;
-    kept_delta_ = {};
-    if (k.layer == layer && k.rows == &delta && k.vals == delta.vals.data() && fwd_layer_ == layer)
-      return dz_.data();
-    Upload(delta, &act_);
-    fwd_layer_ = -1;
-    return act_.vals.data();
+  /// The batch's mean loss from the statistics the last BatchSoftmax left on the device
+  /// (SoftmaxMeanLoss's formula, on one device thread), read back in the one wait of the
+  /// step together with the non-finite flags.
+  double BatchLoss(int layer) override {
+    const int64_t B = batch_[layer]->out.B;
+    const int64_t* lo = lab_off_.data();
+    const float* red = sm_red_.data();
+    double* out = loss_.data();
+    X::For(1, [=] DSLIDE_HD(int64_t) {
+      double loss = 0.0;
+      int64_t labelled = 0;
+      for (int64_t i = 0; i < B; ++i) {
+        const int64_t k = lo[i + 1] - lo[i];
+        if (k == 0) continue;
+        ++labelled;
+        loss += log(static_cast<double>(red[i])) - red[B + i] / static_cast<double>(k);
+      }
+      *out = labelled ? loss / static_cast<double>(labelled) : 0.0;
+    });
+    double loss = 0;
+    ReadStatus(&loss);
+    return loss;
+  }
+
+  /// Backward (and with `step` the update) of a layer from its delta; with `in_grad`, this
+  /// shard's input gradient into the layer's input-gradient buffer.
+  void BatchBackward(int layer, bool in_grad, const AdamStep* step, bool dense_adam) override {
+    Layer& L = *layers_[layer];
+    DSLIDE_ASSERT(!(L.spec.input_major && in_grad), "the first layer has no input gradient");
+    if (L.spec.input_major)
+      FirstLayerGradient(L, *batch_[layer]);
+    else
+      IndexBatch(L, *batch_[layer], in_grad);
+    // The input gradient is formed from the old weights before the update kernel runs.
+    if (step != nullptr) Update(layer, *step, dense_adam);
+  }
+
+  /// One rank: layer - 1's delta is this layer's input gradient times ReLU' of layer - 1's
+  /// output (the same padded layout: the input is the output's copy).
+  void ChainBackward(int layer) override {
+    const DevRows& act = batch_[layer - 1]->out;
+    const float* g = batch_[layer]->in_grad.data();
+    Buf<float>& delta = batch_[layer - 1]->delta;
+    const int64_t B = act.B, cap = act.cap;
+    delta.Resize(B * cap);
+    const int64_t* n = act.n.data();
+    const float* a = act.vals.data();
+    float* d = delta.data();
+    X::For(B * cap,
+           [=] DSLIDE_HD(int64_t t) { d[t] = t % cap < n[t / cap] && a[t] > 0.0f ? g[t] : 0.0f; });
+  }
+
+  void BatchTopK(int layer, int k, std::vector<int32_t>* ids, std::vector<float>* scores,
+                 const BatchLabels* labels, SoftmaxStats* st) override {
+    DeviceTopK(layer, k, ids, scores, labels, st);
+  }
+
+  const BatchRows& HostRows(int layer, Rows which) override {
+    Batch& b = *batch_[layer];
+    BatchRows& h = b.host[static_cast<int>(which)];
+    switch (which) {
+      case Rows::kInput:
+        HostCopy(b.in, nullptr, &h);
+        h.dense = b.in.dense;
+        h.width = b.in.width;
+        break;
+      case Rows::kOutput:
+        HostCopy(b.out, nullptr, &h);
+        break;
+      case Rows::kDelta:
+        HostCopy(b.out, &b.delta, &h);
+        break;
+      case Rows::kInputGrad:
+        HostCopy(b.in, &b.in_grad, &h);
+        h.dense = b.in.dense;
+        h.width = b.in.width;
+        break;
+    }
+    return h;
+  }
+  BatchRows* StageRows(int layer, Rows which) override {
+    return &batch_[layer]->host[static_cast<int>(which)];
+  }
+  void CommitRows(int layer, Rows which) override {
+    Batch& b = *batch_[layer];
+    const BatchRows& h = b.host[static_cast<int>(which)];
+    switch (which) {
+      case Rows::kInput:
+        SendRows(h, &send_rows_, &b.in);
+        break;
+      case Rows::kOutput:
+        SendRows(h, &send_rows_, &b.out);
+        break;
+      case Rows::kDelta:
+        SendValues(h, b.out, &send_rows_, &b.delta);
+        break;
+      case Rows::kInputGrad:
+        SendValues(h, b.in, &send_rows_, &b.in_grad);
+        break;
+    }
+  }
+
+  // ---- StepOps on host rows (tests, exact comparisons): the BatchOps above on the
+  // layer's device buffers, with the host rows copied in and the results copied out ----
+
+  void SelectActive(int layer, const BatchRows& in, const BatchLabels* labels, int64_t iter,
+                    BatchRows* out) override {
+    Batch& b = *batch_[layer];
+    SendRows(in, &send_rows_, &b.in);
+    SetLabels(labels);
+    BatchSelect(layer, labels != nullptr, iter);
+    out->Strided(b.out.B, b.out.cap);
+    if (b.out.B == 0) return;
+    b.out.n.Download(out->n.data(), b.out.B);
+    b.out.ids.Download(out->ids.data(), b.out.B * b.out.cap);
+  }
+
+  void Forward(int layer, const BatchRows& in, BatchRows* out) override {
+    Batch& b = *batch_[layer];
+    SendRows(in, &send_rows_, &b.in);
+    SendRows(*out, &send_rows_, &b.out);
+    BatchForward(layer);
+    UnpadVals(Host(b.out.vals, b.out.B * b.out.cap), b.out.cap, out);
+  }
+
+  void Softmax(int layer, const BatchRows& z, const BatchLabels& labels, unsigned phases,
+               SoftmaxStats* st, BatchRows* delta) override {
+    Batch& b = *batch_[layer];
+    SendRows(z, &send_rows_, &b.out);
+    SetLabels(&labels);
+    BatchSoftmax(layer, phases, st);
+    if (!(phases & kSoftmaxDelta)) return;
+    delta->LikeZero(z);
+    delta->ids = z.ids;
+    UnpadVals(Host(b.delta, b.out.B * b.out.cap), b.out.cap, delta);
   }
 
   void Backward(int layer, const BatchRows& in, const BatchRows& delta,
                 BatchRows* in_grad) override {
-    Layer& L = *layers_[layer];
-    DSLIDE_ASSERT(!(L.spec.input_major && in_grad != nullptr),
-                  "the first layer has no input gradient");
-    const float* dv = DeltaOnDevice(layer, delta);
-    if (L.spec.input_major) {
-      FirstLayerGradient(L, in, dv);
-      return;
+    Batch& b = *batch_[layer];
+    SendRows(in, &send_rows_, &b.in);
+    SendRows(delta, &send_rows_, &b.out);  // the delta's ids and counts are the output's
+    b.delta.Resize(b.out.B * b.out.cap);
+    Copy(b.delta.data(), b.out.vals.data(), b.out.B * b.out.cap);
+    BatchBackward(layer, in_grad != nullptr, nullptr, false);
+    if (in_grad == nullptr) return;
+    const std::vector<float> g = Host(b.in_grad, b.in.B * b.in.cap);
+    for (int64_t i = 0; i < in.samples(); ++i) {
+      float* o = in_grad->Vals(i);
+      for (int64_t e = 0; e < in.n[i]; ++e) o[e] += g[i * b.in.cap + e];
     }
-    IndexBatch(L, in, dv, in_grad);
   }
 
   void Update(int layer, const AdamStep& step, bool dense) override {
@@ -826,23 +1044,24 @@ class GpuBackendT : public HostBatchBackend {
     RowUpdate(L, AdamConsts::Of(step), dense);
   }
 
-  void BackwardUpdate(int layer, const BatchRows& in, const BatchRows& delta, BatchRows* in_grad,
-                      const AdamStep& step, bool dense) override {
-    // The input gradient is formed from the old weights before the update kernel runs.
-    Backward(layer, in, delta, in_grad);
-    Update(layer, step, dense);
+  void TopK(int layer, const BatchRows& in, int k, std::vector<int32_t>* ids,
+            std::vector<float>* scores, const BatchLabels* labels = nullptr,
+            SoftmaxStats* st = nullptr) override {
+    SendRows(in, &send_rows_, &batch_[layer]->in);
+    DeviceTopK(layer, k, ids, scores, labels, st);
   }
 
-  /// Input-major layer: gradient rows of the batch's features, by atomics; the deltas `dv`
-  /// are on the device in act_'s layout (DeltaOnDevice).
-  void FirstLayerGradient(Layer& L, const BatchRows& in, const float* dv) {
-    Upload(in, &in_);
-    const int64_t B = in_.B, icap = in_.cap, dcap = act_.cap, cols = L.cols, begin = L.spec.begin;
-    const int64_t* xn = in_.n.data();
-    const int32_t* xid = in_.ids.data();
-    const float* xv = in_.vals.data();
-    const int64_t* dn = act_.n.data();
-    const int32_t* did = act_.ids.data();
+  /// Input-major layer: gradient rows of the batch's features, by atomics, from the delta
+  /// aligned with the layer's output.
+  void FirstLayerGradient(Layer& L, const Batch& b) {
+    const int64_t B = b.in.B, icap = b.in.cap, dcap = b.out.cap, cols = L.cols,
+                  begin = L.spec.begin;
+    const int64_t* xn = b.in.n.data();
+    const int32_t* xid = b.in.ids.data();
+    const float* xv = b.in.vals.data();
+    const int64_t* dn = b.out.n.data();
+    const int32_t* did = b.out.ids.data();
+    const float* dv = b.delta.data();
     float* g = L.g.data();
     float* gb = L.gb.data();
     uint8_t* touched = L.touched.data();
@@ -883,26 +1102,31 @@ class GpuBackendT : public HostBatchBackend {
     });
   }
 
-  /// Row-per-neuron layer: saves the input, sorts the non-zero deltas by neuron and, with
-  /// in_grad, adds this shard's input gradient (from the current weights).
-  void IndexBatch(Layer& L, const BatchRows& in, const float* dv, BatchRows* in_grad) {
+  /// Row-per-neuron layer: saves the densified input, sorts the non-zero deltas by neuron
+  /// and, with `in_grad`, forms this shard's input gradient (from the current weights) in
+  /// the batch's input-gradient buffer. The numbers of entries and touched rows stay on the
+  /// device (L.counts): the host never waits for them.
+  void IndexBatch(Layer& L, Batch& b, bool in_grad) {
     const LayerSpec& s = L.spec;
     DSLIDE_ASSERT(!L.pending, "Backward called twice on a layer without an Update between");
-    Upload(in, &in_);
-    Densify(in_, in.dense, s.in_dim, &L.x);
-    const int64_t B = in_.B, dcap = act_.cap, icap = in_.cap, cols = L.cols, begin = s.begin;
-    const int64_t* dn = act_.n.data();
-    const int32_t* did = act_.ids.data();
+    Densify(b.in, s.in_dim, &L.x);
+    const int64_t B = b.in.B, dcap = b.out.cap, icap = b.in.cap, cols = L.cols, begin = s.begin;
+    const int64_t* dn = b.out.n.data();
+    const int32_t* did = b.out.ids.data();
+    const float* dv = b.delta.data();
     const float* w = L.w.data();
-    if (in_grad != nullptr) {
-      const int64_t* xn = in_.n.data();
-      const int32_t* xid = in_.ids.data();
-      const bool dense_in = in.dense;
-      gin_.Resize(B * icap);
-      float* gin = gin_.data();
+    if (in_grad) {
+      const int64_t* xn = b.in.n.data();
+      const int32_t* xid = b.in.ids.data();
+      const bool dense_in = b.in.dense;
+      b.in_grad.Resize(B * icap);
+      float* gin = b.in_grad.data();
       X::For(B * icap, [=] DSLIDE_HD(int64_t t) {
         const int64_t i = t / icap, e = t % icap;
-        if (e >= xn[i]) return;
+        if (e >= xn[i]) {
+          gin[t] = 0.0f;
+          return;
+        }
         const int64_t col = dense_in ? e : xid[t];
         float sum = 0.0f;
         for (int64_t k = 0; k < dn[i]; ++k) {
@@ -911,28 +1135,31 @@ class GpuBackendT : public HostBatchBackend {
         }
         gin[t] = sum;
       });
-      std::vector<float> h(B * icap);
-      gin_.Download(h.data(), h.size());
-      for (int64_t i = 0; i < B; ++i) {
-        float* o = in_grad->Vals(i);
-        for (int64_t e = 0; e < in.n[i]; ++e) o[e] += h[i * icap + e];
-      }
     }
     // (local neuron, position) keys of the non-zero deltas; the rest sort to the end.
-    L.keys.Resize(B * dcap);
+    const int64_t nkeys = B * dcap;
+    DSLIDE_CHECK(nkeys < (int64_t{1} << 32), "batch too large for the GPU backend's index");
+    L.keys.Resize(std::max<int64_t>(nkeys, 1));
     uint64_t* keys = L.keys.data();
-    X::For(B * dcap, [=] DSLIDE_HD(int64_t t) {
+    X::For(nkeys, [=] DSLIDE_HD(int64_t t) {
       const int64_t i = t / dcap, k = t % dcap;
       keys[t] = k < dn[i] && dv[t] != 0.0f
                     ? (static_cast<uint64_t>(did[t] - begin) << 32) | static_cast<uint64_t>(t)
                     : ~uint64_t{0};
     });
-    DSLIDE_CHECK(B * dcap < (int64_t{1} << 32), "batch too large for the GPU backend's index");
-    X::SortKeys(keys, B * dcap);
-    // The entries: the keys before the first empty one (a binary search on the device).
-    const int64_t nkeys = B * dcap;
-    count_.Resize(1);
-    int64_t* count = count_.data();
+    X::SortKeys(keys, nkeys);
+    // Bounds known on the host: every key an entry, every entry a row of its own.
+    L.max_q = std::min<int64_t>(nkeys, s.local());
+    L.flags.Resize(nkeys + 1);
+    L.qidx.Resize(nkeys + 1);
+    L.qrow.Resize(L.max_q + 1);
+    L.qoff.Resize(L.max_q + 1);
+    L.ent_sample.Resize(nkeys + 1);
+    L.ent_delta.Resize(nkeys + 1);
+    int64_t* count = L.counts.data();  // [entries, touched rows]
+    uint32_t* flags = L.flags.data();
+    // The entries: the keys before the first empty one (a binary search), and the start of
+    // each run of equal neurons.
     X::For(1, [=] DSLIDE_HD(int64_t) {
       int64_t lo = 0, hi = nkeys;
       while (lo < hi) {
@@ -942,31 +1169,26 @@ class GpuBackendT : public HostBatchBackend {
         else
           hi = mid;
       }
-      *count = lo;
+      count[0] = lo;
     });
-    const int64_t nent = count_.Get(0);
-    // Runs of equal neurons -> touched rows q with their entry ranges.
-    L.flags.Resize(nent + 1);
-    L.qidx.Resize(nent + 1);
-    uint32_t* flags = L.flags.data();
-    X::For(nent + 1, [=] DSLIDE_HD(int64_t e) {
+    X::For(nkeys + 1, [=] DSLIDE_HD(int64_t e) {
+      const int64_t nent = count[0];
       flags[e] = e < nent && (e == 0 || (keys[e] >> 32) != (keys[e - 1] >> 32)) ? 1u : 0u;
     });
-    X::ExclusiveScan(flags, L.qidx.data(), nent + 1);
-    const int64_t nq = L.qidx.Get(nent);
-    L.qrow.Resize(nq + 1);
-    L.qoff.Resize(nq + 1);
-    L.ent_sample.Resize(nent + 1);
-    L.ent_delta.Resize(nent + 1);
     const uint32_t* qidx = L.qidx.data();
+    X::ExclusiveScan(flags, L.qidx.data(), nkeys + 1);
+    X::For(1, [=] DSLIDE_HD(int64_t) { count[1] = qidx[count[0]]; });
+    // Runs of equal neurons -> touched rows q with their entry ranges.
     int32_t* qrow = L.qrow.data();
     int64_t* qoff = L.qoff.data();
     int32_t* rowq = L.rowq.data();
     int32_t* es = L.ent_sample.data();
     float* ed = L.ent_delta.data();
-    X::For(nent + 1, [=] DSLIDE_HD(int64_t e) {
+    X::For(nkeys + 1, [=] DSLIDE_HD(int64_t e) {
+      const int64_t nent = count[0];
+      if (e > nent) return;
       if (e == nent) {
-        qoff[nq] = nent;
+        qoff[count[1]] = nent;
         return;
       }
       const uint64_t pos = keys[e] & 0xffffffffu;
@@ -979,15 +1201,13 @@ class GpuBackendT : public HostBatchBackend {
         rowq[r] = static_cast<int32_t>(qidx[e]);
       }
     });
-    L.nq = nq;
-    L.nent = nent;
     L.pending = true;
   }
 
   /// Row-per-neuron layer: the pending gradient of every touched row (or of every row with
   /// `dense`) formed from the saved input, and Adam on it.
   void RowUpdate(Layer& L, const AdamConsts& a, bool dense) {
-    const int64_t cols = L.cols, nq = L.pending ? L.nq : 0;
+    const int64_t cols = L.cols;
     const bool pending = L.pending;
     const AdamTargets to = Targets(L);
     const float* x = L.x.data();
@@ -996,16 +1216,24 @@ class GpuBackendT : public HostBatchBackend {
     int32_t* rowq = L.rowq.data();
     const int32_t* es = L.ent_sample.data();
     const float* ed = L.ent_delta.data();
-    const int64_t n = dense ? L.spec.local() : nq;
-    X::For(n * cols, [=] DSLIDE_HD(int64_t t) {
-      const int64_t at = t / cols, j = t % cols;
-      const int64_t q = dense ? (pending ? rowq[at] : -1) : at;
-      const int64_t r = dense ? at : qrow[at];
-      float gw = 0.0f, gbias = 0.0f;
-      if (q >= 0) RowGradient(qoff, es, ed, x, cols, q, j, &gw, &gbias);
-      to.Weight(a, r * cols + j, gw);
-      if (j == 0) to.Bias(a, r, gbias);
-    });
+    if (dense) {
+      X::For(L.spec.local() * cols, [=] DSLIDE_HD(int64_t t) {
+        const int64_t r = t / cols, j = t % cols;
+        const int64_t q = pending ? rowq[r] : -1;
+        float gw = 0.0f, gbias = 0.0f;
+        if (q >= 0) RowGradient(qoff, es, ed, x, cols, q, j, &gw, &gbias);
+        to.Weight(a, r * cols + j, gw);
+        if (j == 0) to.Bias(a, r, gbias);
+      });
+    } else if (pending) {
+      X::ForCounted(L.max_q * cols, L.counts.data() + 1, cols, [=] DSLIDE_HD(int64_t t) {
+        const int64_t q = t / cols, j = t % cols, r = qrow[q];
+        float gw = 0.0f, gbias = 0.0f;
+        RowGradient(qoff, es, ed, x, cols, q, j, &gw, &gbias);
+        to.Weight(a, r * cols + j, gw);
+        if (j == 0) to.Bias(a, r, gbias);
+      });
+    }
     ClearPending(L);
   }
 
@@ -1013,7 +1241,8 @@ class GpuBackendT : public HostBatchBackend {
     if (L.pending) {
       int32_t* rowq = L.rowq.data();
       const int32_t* qrow = L.qrow.data();
-      X::For(L.nq, [=] DSLIDE_HD(int64_t q) { rowq[qrow[q]] = -1; });
+      X::ForCounted(L.max_q, L.counts.data() + 1, 1,
+                    [=] DSLIDE_HD(int64_t q) { rowq[qrow[q]] = -1; });
     }
     L.pending = false;
   }
@@ -1164,16 +1393,16 @@ class GpuBackendT : public HostBatchBackend {
     DSLIDE_CHECK(hv.l <= 64 * 1024, "too many tables");
   }
 
-  void TopK(int layer, const BatchRows& in, int k, std::vector<int32_t>* ids,
-            std::vector<float>* scores, const BatchLabels* labels = nullptr,
-            SoftmaxStats* st = nullptr) override {
+  /// Exact top-k (StepOps::TopK) on the layer's input rows.
+  void DeviceTopK(int layer, int k, std::vector<int32_t>* ids, std::vector<float>* scores,
+                  const BatchLabels* labels, SoftmaxStats* st) {
     Layer& L = *layers_[layer];
     const LayerSpec& s = L.spec;
     DSLIDE_ASSERT(!s.input_major, "exact top-k needs a row-per-neuron output layer");
     DSLIDE_CHECK(k >= 1 && k <= kMaxTopK, "top-k on the GPU supports k <= ", kMaxTopK, ", got ", k);
-    Upload(in, &in_);
-    Densify(in_, in.dense, s.in_dim, &xd_);
-    const int64_t B = in_.B, n = s.local(), cols = L.cols, begin = s.begin;
+    const DevRows& in = batch_[layer]->in;
+    Densify(in, s.in_dim, &xd_);
+    const int64_t B = in.B, n = s.local(), cols = L.cols, begin = s.begin;
     const int64_t nseg = (n + kTopKSegment - 1) / kTopKSegment;
     topk_ids_.Resize(B * nseg * k);
     topk_sc_.Resize(B * nseg * k);
@@ -1267,11 +1496,11 @@ class GpuBackendT : public HostBatchBackend {
       }
     const int64_t nl = static_cast<int64_t>(lrow.size());
     if (nl == 0) return;
-    lab_off_.Upload(lsample.data(), nl);
-    lab_ids_.Upload(lrow.data(), nl);
+    topk_lsample_.Upload(lsample.data(), nl);
+    topk_lrow_.Upload(lrow.data(), nl);
     topk_mx_.Resize(nl);
-    const int64_t* ls = lab_off_.data();
-    const int32_t* lr = lab_ids_.data();
+    const int64_t* ls = topk_lsample_.data();
+    const int32_t* lr = topk_lrow_.data();
     float* lz = topk_mx_.data();
     X::For(nl, [=] DSLIDE_HD(int64_t e) {
       const int64_t i = ls[e], r = lr[e];
@@ -1346,7 +1575,7 @@ class GpuBackendT : public HostBatchBackend {
     const int64_t* qoff = L.qoff.data();
     const int32_t* es = L.ent_sample.data();
     const float* ed = L.ent_delta.data();
-    X::For(L.nq * cols, [=] DSLIDE_HD(int64_t t) {
+    X::ForCounted(L.max_q * cols, L.counts.data() + 1, cols, [=] DSLIDE_HD(int64_t t) {
       const int64_t q = t / cols, j = t % cols, r = qrow[q];
       float gbias;
       RowGradient(qoff, es, ed, x, cols, q, j, g + r * cols + j, &gbias);
@@ -1390,12 +1619,33 @@ class GpuBackendT : public HostBatchBackend {
   bool InExchange(const float* p) const {
     return exch_.size() > 0 && p >= exch_.data() && p < exch_.data() + exch_.size();
   }
+  /// From the flags read back with the step's loss (BatchLoss), or read now when an update
+  /// ran since.
   bool TakeNonFinite(int layer) override {
-    Layer& L = *layers_[layer];
-    const bool bad = L.bad.Get(0) != 0;
-    Fill(L.bad.data(), 1, uint32_t{0});
+    if (!status_fresh_) ReadStatus(nullptr);
+    const bool bad = bad_host_[layer] != 0;
+    bad_host_[layer] = 0;
     return bad;
   }
+  /// The host's one wait for what it reads back of a step: every layer's non-finite flag
+  /// (then cleared on the device) and, with `loss`, the mean loss BatchLoss formed.
+  void ReadStatus(double* loss) {
+    const int64_t n = static_cast<int64_t>(layers_.size());
+    char* p = static_cast<char*>(X::Stage(sizeof(double) + n * sizeof(uint32_t)));
+    double* h_loss = reinterpret_cast<double*>(p);
+    uint32_t* h_bad = reinterpret_cast<uint32_t*>(h_loss + 1);
+    X::CopiesAfterCompute();
+    if (loss != nullptr) X::CopyOut(h_loss, loss_.data(), 1);
+    X::CopyOut(h_bad, bad_.data(), n);
+    const auto mark = X::MarkCopies();
+    X::ComputeAfterCopies();
+    Fill(bad_.data(), n, uint32_t{0});
+    X::WaitMark(mark);
+    for (int64_t l = 0; l < n; ++l) bad_host_[l] |= h_bad[l] != 0 ? 1 : 0;
+    status_fresh_ = true;
+    if (loss != nullptr) *loss = *h_loss;
+  }
+  DeviceTraffic Counters() const override { return X::Traffic(); }
   void SaveLayer(int layer, LayerState* st) const override {
     const Layer& L = *layers_[layer];
     const LayerSpec& s = L.spec;
@@ -1462,14 +1712,6 @@ class GpuBackendT : public HostBatchBackend {
     return bytes;
   }
   const char* name() const override { return X::kName; }
-  const LayerSpec& Spec(int layer) const override { return spec_.layers[layer]; }
-
-  template <class T>
-  static std::vector<T> Host(const Buf<T>& b) {
-    std::vector<T> h(b.size());
-    b.Download(h.data(), h.size());
-    return h;
-  }
 
   static constexpr int kMaxTopK = 32;
   static constexpr int kSoftmaxThreads = 256;
@@ -1481,30 +1723,36 @@ class GpuBackendT : public HostBatchBackend {
   std::vector<std::unique_ptr<Layer>> layers_;
   ModelSpec spec_;
   BackendOptions opt_;  // the LSH settings and the seed of every random stream
-  // The layer whose forward output act_ holds (and the rows it was computed for), and the
-  // delta Softmax left in dz_ (with the host rows it wrote).
-  struct KeptDelta {
-    int layer = -1;
-    const BatchRows* rows = nullptr;
-    const float* vals = nullptr;
-  };
-  int fwd_layer_ = -1;
-  const BatchRows* fwd_out_ = nullptr;
-  KeptDelta kept_delta_;
+  // The batch: per layer (BatchOps), the labels (on the host for the fill, on the device
+  // for the forced ids and the softmax) and the softmax statistics.
+  std::vector<std::unique_ptr<Batch>> batch_;
+  BatchLabels labels_;
+  bool has_labels_ = false;
   Buf<int64_t> lab_off_;
   Buf<int32_t> lab_ids_;
-  Buf<float> sm_mx_, sm_red_, dz_;
+  Buf<float> sm_mx_, sm_red_;
+  // What the host reads back of a step: the mean loss and every layer's non-finite flag;
+  // bad_host_ holds the flags read and not yet taken, fresh while no update ran since.
+  Buf<double> loss_;
+  Buf<uint32_t> bad_;
+  std::vector<uint8_t> bad_host_;
+  bool status_fresh_ = false;
+  // Pinned stages of what goes up: rows, labels, the rest (softmax statistics).
+  typename X::SendStage send_rows_, send_labels_, send_misc_;
+  Buf<int64_t> raw_off_;
+  Buf<int32_t> raw_ids_;
+  Buf<float> raw_vals_;
   // Data parallelism: the fused gradient in device memory (CUDA-aware MPI).
   bool exchange_on_device_ = false;
   Buf<float> exch_;
   // Per-step scratch, reused.
-  DevRows in_, act_;
-  Buf<float> xd_, gin_, acc_, grad_, topk_sc_, topk_mx_, topk_sum_;
-  Buf<int32_t> arg_, items_, set_keys_, set_counts_, cand_, order_, act_ids_, forced_ids_, shared_,
-      topk_ids_;
+  DevRows q_;
+  Buf<float> xd_, acc_, grad_, topk_sc_, topk_mx_, topk_sum_;
+  Buf<int32_t> arg_, items_, set_keys_, set_counts_, cand_, order_, forced_ids_, shared_, fill_,
+      fill_own_, topk_ids_, topk_lrow_;
   Buf<uint8_t> set_stamps_;
   Buf<uint32_t> bkt_, run_start_, run_end_, sizes_, gpos_;
-  Buf<int64_t> act_n_, forced_off_, count_;
+  Buf<int64_t> topk_lsample_, shared_n_;
   Buf<double> norm2_;
 };
 

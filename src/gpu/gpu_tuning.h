@@ -1,6 +1,6 @@
 // Launch shapes of the GPU backend's kernels (host-safe header). The defaults suit an
-// A100/H100; the tests shrink them to reach every path (several pipeline chunks, inputs that
-// do not fit shared memory) on small batches.
+// A100/H100; the tests shrink them to reach every path (inputs that do not fit shared
+// memory) on small batches.
 #pragma once
 
 #include <cstdint>
@@ -8,8 +8,6 @@
 namespace dslide::gpu {
 
 struct GpuTuning {
-  int forward_chunks = 4;             ///< pipeline depth of Forward (chunks of samples)
-  int64_t forward_chunk_min = 32;     ///< fewest samples in a chunk
   int64_t shared_floats = 12 * 1024;  ///< a dense input row up to this many floats sits in
                                       ///< shared memory (48 KiB); larger rows are read from
                                       ///< global memory

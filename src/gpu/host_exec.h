@@ -9,11 +9,19 @@
 #include <numeric>
 #include <vector>
 
+#include "device_traffic.h"
+
 namespace dslide::gpu {
 
 struct HostExec {
   static constexpr const char* kName = "gpu-host-emulation";
   static constexpr bool kDevice = false;
+
+  /// What would cross to and from a device, counted as CudaExec counts it.
+  static DeviceTraffic& Traffic() {
+    static thread_local DeviceTraffic t;
+    return t;
+  }
 
   template <class T>
   class Buffer {
@@ -25,9 +33,19 @@ struct HostExec {
     void Upload(const T* h, size_t n) {
       v_.resize(n);
       std::copy(h, h + n, v_.begin());
+      Traffic().h2d_bytes += static_cast<int64_t>(n * sizeof(T));
+      ++Traffic().syncs;
     }
-    void Download(T* h, size_t n) const { std::copy(v_.begin(), v_.begin() + n, h); }
-    T Get(size_t i) const { return v_[i]; }
+    void Download(T* h, size_t n) const {
+      std::copy(v_.begin(), v_.begin() + n, h);
+      Traffic().d2h_bytes += static_cast<int64_t>(n * sizeof(T));
+      ++Traffic().syncs;
+    }
+    T Get(size_t i) const {
+      Traffic().d2h_bytes += sizeof(T);
+      ++Traffic().syncs;
+      return v_[i];
+    }
     size_t bytes() const { return v_.capacity() * sizeof(T); }
 
    private:
@@ -43,20 +61,45 @@ struct HostExec {
   template <class T>
   static void CopyIn(T* dev, const T* host, size_t n) {
     std::copy(host, host + n, dev);
+    Traffic().h2d_bytes += static_cast<int64_t>(n * sizeof(T));
   }
   template <class T>
   static void CopyOut(T* host, const T* dev, size_t n) {
     std::copy(dev, dev + n, host);
+    Traffic().d2h_bytes += static_cast<int64_t>(n * sizeof(T));
   }
   static void ComputeAfterCopies() {}
-  static void Synchronize() {}
+  static void Synchronize() { ++Traffic().syncs; }
   static void CopiesAfterCompute() {}
   using Mark = int;
   static Mark MarkCopies() { return 0; }
-  static void WaitMark(Mark) {}
+  static void WaitMark(Mark) { ++Traffic().syncs; }
+
+  /// Host memory the host fills for CopyIn; Get would wait for the stage's last copies on a
+  /// device (never pending here), Done lets compute go on after them.
+  class SendStage {
+   public:
+    void* Get(size_t bytes) {
+      if (mem_.size() * 8 < bytes) mem_.resize((bytes + 7) / 8);
+      return mem_.data();
+    }
+    void Done() {}
+
+   private:
+    std::vector<uint64_t> mem_;
+  };
 
   template <class F>
   static void For(int64_t n, const F& f) {
+    ++Traffic().launches;
+    for (int64_t i = 0; i < n; ++i) f(i);
+  }
+  /// f(i) for i in [0, min(*count * scale, max_n)), where *count is in device memory (the
+  /// host does not wait to read it).
+  template <class F>
+  static void ForCounted(int64_t max_n, const int64_t* count, int64_t scale, const F& f) {
+    ++Traffic().launches;
+    const int64_t n = std::min(*count * scale, max_n);
     for (int64_t i = 0; i < n; ++i) f(i);
   }
   /// `blocks` blocks of `threads` threads with `smem_bytes` of block-shared memory; every
@@ -64,6 +107,7 @@ struct HostExec {
   /// next phase starts (a barrier between phases, as __syncthreads on the device).
   template <class... Phases>
   static void ForBlocks(int64_t blocks, int threads, size_t smem_bytes, const Phases&... ph) {
+    ++Traffic().launches;
     std::vector<uint64_t> smem((smem_bytes + 7) / 8 + 1);
     for (int64_t b = 0; b < blocks; ++b) (RunPhase(b, threads, smem.data(), ph), ...);
   }
@@ -71,8 +115,12 @@ struct HostExec {
   static void RunPhase(int64_t b, int threads, void* smem, const F& f) {
     for (int t = 0; t < threads; ++t) f(b, t, threads, smem);
   }
-  static void SortKeys(uint64_t* keys, int64_t n) { std::sort(keys, keys + n); }
+  static void SortKeys(uint64_t* keys, int64_t n) {
+    ++Traffic().launches;
+    std::sort(keys, keys + n);
+  }
   static void ExclusiveScan(const uint32_t* in, uint32_t* out, int64_t n) {
+    ++Traffic().launches;
     std::exclusive_scan(in, in + n, out, uint32_t{0});
   }
 };

@@ -56,44 +56,19 @@ int64_t BudgetSampler::Select(const LshTables* tables, const uint32_t* buckets,
 }
 
 void BudgetSampler::BatchFill(int64_t n, int64_t count, Rng* rng, std::vector<int32_t>* out) {
-  count = std::min(count, n);
-  out->clear();
-  if (count <= 0) return;
-  if (count > n / 2) {
-    out->resize(n);
-    std::iota(out->begin(), out->end(), 0);
-    for (int64_t i = 0; i < count; ++i) std::swap((*out)[i], (*out)[i + rng->Below(n - i)]);
-    out->resize(count);
-    return;
-  }
-  // Draw, sort, drop repeats, top up; then shuffle away the sorted order.
-  while (static_cast<int64_t>(out->size()) < count) {
-    while (static_cast<int64_t>(out->size()) < count)
-      out->push_back(static_cast<int32_t>(rng->Below(n)));
-    std::sort(out->begin(), out->end());
-    out->erase(std::unique(out->begin(), out->end()), out->end());
-  }
-  for (int64_t i = count - 1; i > 0; --i) std::swap((*out)[i], (*out)[rng->Below(i + 1)]);
+  out->resize(BatchFillRoom(n, count));
+  out->resize(BatchFillInto(n, count, rng, out->data()));
 }
 
 void BudgetSampler::BatchList(int64_t begin, int64_t end, int64_t budget,
                               const std::vector<int32_t>* labels, Rng* rng,
                               std::vector<int32_t>* out) {
-  BatchFill(end - begin, budget, rng, out);
-  if (labels == nullptr) return;
-  // In-batch negatives first: the labels this shard owns in the batch, then the random set.
-  std::vector<int32_t> own;
-  for (int32_t id : *labels)
-    if (id >= begin && id < end) own.push_back(static_cast<int32_t>(id - begin));
-  std::sort(own.begin(), own.end());
-  own.erase(std::unique(own.begin(), own.end()), own.end());
-  for (int64_t i = static_cast<int64_t>(own.size()) - 1; i > 0; --i)
-    std::swap(own[i], own[rng->Below(i + 1)]);
-  std::vector<int32_t> sorted_own = own;
-  std::sort(sorted_own.begin(), sorted_own.end());
-  for (int32_t id : *out)
-    if (!std::binary_search(sorted_own.begin(), sorted_own.end(), id)) own.push_back(id);
-  out->swap(own);
+  const int64_t nl = labels != nullptr ? static_cast<int64_t>(labels->size()) : 0;
+  const int64_t room = BatchFillRoom(end - begin, budget);
+  std::vector<int32_t> fill(room), own(2 * nl);
+  out->resize(nl + room);
+  out->resize(BatchListInto(begin, end, budget, labels != nullptr ? labels->data() : nullptr, nl,
+                            rng, fill.data(), own.data(), out->data()));
 }
 
 }  // namespace dslide

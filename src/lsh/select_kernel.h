@@ -23,6 +23,116 @@ DSLIDE_HD inline void SampleDown(int32_t* v, int64_t n, int64_t k, Rng* rng) {
   }
 }
 
+/// Sorts v[0, n) ascending in place (heap sort: no allocation, on one device thread too;
+/// the same result as std::sort).
+DSLIDE_HD inline void HeapSort(int32_t* v, int64_t n) {
+  auto sift = [v](int64_t root, int64_t end) {
+    while (2 * root + 1 < end) {
+      int64_t c = 2 * root + 1;
+      if (c + 1 < end && v[c] < v[c + 1]) ++c;
+      if (!(v[root] < v[c])) return;
+      const int32_t t = v[root];
+      v[root] = v[c];
+      v[c] = t;
+      root = c;
+    }
+  };
+  for (int64_t i = n / 2 - 1; i >= 0; --i) sift(i, n);
+  for (int64_t end = n - 1; end > 0; --end) {
+    const int32_t t = v[0];
+    v[0] = v[end];
+    v[end] = t;
+    sift(0, end);
+  }
+}
+
+/// Drops repeats from the sorted v[0, n); returns the new length (std::unique).
+DSLIDE_HD inline int64_t Unique(int32_t* v, int64_t n) {
+  int64_t m = 0;
+  for (int64_t i = 0; i < n; ++i)
+    if (m == 0 || v[m - 1] != v[i]) v[m++] = v[i];
+  return m;
+}
+
+/// Shuffles v[0, n) (Fisher-Yates from the back).
+DSLIDE_HD inline void Shuffle(int32_t* v, int64_t n, Rng* rng) {
+  for (int64_t i = n - 1; i > 0; --i) {
+    const int64_t j = static_cast<int64_t>(rng->Below(i + 1));
+    const int32_t t = v[i];
+    v[i] = v[j];
+    v[j] = t;
+  }
+}
+
+/// Whether the sorted v[0, n) holds x.
+DSLIDE_HD inline bool SortedHas(const int32_t* v, int64_t n, int32_t x) {
+  int64_t lo = 0, hi = n;
+  while (lo < hi) {
+    const int64_t mid = (lo + hi) / 2;
+    if (v[mid] < x)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo < n && v[lo] == x;
+}
+
+/// The room BatchFillInto needs for (n, count).
+DSLIDE_HD inline int64_t BatchFillRoom(int64_t n, int64_t count) {
+  count = count < n ? count : n;
+  return count <= 0 ? 0 : count > n / 2 ? n : count;
+}
+
+/// The batch's common fill (BudgetSampler::BatchFill) into out[0, BatchFillRoom(n, count)):
+/// min(count, n) distinct ids drawn uniformly from [0, n), in random order. Returns how many.
+DSLIDE_HD inline int64_t BatchFillInto(int64_t n, int64_t count, Rng* rng, int32_t* out) {
+  count = count < n ? count : n;
+  if (count <= 0) return 0;
+  if (count > n / 2) {
+    for (int64_t i = 0; i < n; ++i) out[i] = static_cast<int32_t>(i);
+    SampleDown(out, n, count, rng);
+    return count;
+  }
+  // Draw, sort, drop repeats, top up; then shuffle away the sorted order.
+  int64_t k = 0;
+  while (k < count) {
+    while (k < count) out[k++] = static_cast<int32_t>(rng->Below(n));
+    HeapSort(out, k);
+    k = Unique(out, k);
+  }
+  Shuffle(out, count, rng);
+  return count;
+}
+
+/// The shared list of FillPolicy::kBatch (BudgetSampler::BatchList) for a shard [begin, end):
+/// the batch's labels that the shard owns (local ids, in random order; none when `labels`
+/// is null), then a BatchFillInto of `count` ids not already listed. `fill` holds
+/// BatchFillRoom(end - begin, count) ids, `own` 2 * n_labels, `out` n_labels plus the fill's
+/// room. Returns the list's length. One implementation for the CPU and a device thread.
+DSLIDE_HD inline int64_t BatchListInto(int64_t begin, int64_t end, int64_t count,
+                                       const int32_t* labels, int64_t n_labels, Rng* rng,
+                                       int32_t* fill, int32_t* own, int32_t* out) {
+  const int64_t k = BatchFillInto(end - begin, count, rng, fill);
+  if (labels == nullptr) {
+    for (int64_t i = 0; i < k; ++i) out[i] = fill[i];
+    return k;
+  }
+  // In-batch negatives first: the labels this shard owns in the batch, then the random set.
+  int64_t m = 0;
+  for (int64_t j = 0; j < n_labels; ++j)
+    if (labels[j] >= begin && labels[j] < end) own[m++] = static_cast<int32_t>(labels[j] - begin);
+  HeapSort(own, m);
+  m = Unique(own, m);
+  int32_t* sorted = own + m;
+  for (int64_t i = 0; i < m; ++i) sorted[i] = own[i];
+  Shuffle(own, m, rng);
+  int64_t o = 0;
+  for (int64_t i = 0; i < m; ++i) out[o++] = own[i];
+  for (int64_t i = 0; i < k; ++i)
+    if (!SortedHas(sorted, m, fill[i])) out[o++] = fill[i];
+  return o;
+}
+
 /// The random stream of bucket b of table t in a table build seeded with `seed`.
 DSLIDE_HD inline uint64_t BucketSeed(uint64_t seed, int t, uint32_t b) {
   return StreamSeed(seed, 0x7461626c65, static_cast<uint64_t>(t), b);

@@ -112,15 +112,15 @@ void Trainer::ForwardHidden(const Dataset& data, const std::vector<int64_t>& poi
   }
 }
 
-double Trainer::SoftmaxLoss(const BatchLabels& labels) {
+void Trainer::Softmax(const BatchLabels& labels) {
   const int last = static_cast<int>(spec_.layers.size()) - 1;
   const int64_t B = static_cast<int64_t>(labels.off.size()) - 1;
-  SoftmaxStats st;
   if (model_comm_->size() == 1) {
     // The whole normaliser is local: one call, which a backend may fuse.
-    backend_->BatchSoftmax(last, kSoftmaxAll, &st);
-    return SoftmaxMeanLoss(st, labels);
+    backend_->BatchSoftmax(last, kSoftmaxAll, nullptr);
+    return;
   }
+  SoftmaxStats& st = stats_;
   backend_->BatchSoftmax(last, kSoftmaxMax, &st);
   auto t0 = Clock::now();
   model_comm_->Allreduce(st.mx.data(), B, ReduceOp::kMax, Traffic::kSoftmax);
@@ -130,13 +130,19 @@ double Trainer::SoftmaxLoss(const BatchLabels& labels) {
   model_comm_->Allreduce(st.red.data(), 2 * B, ReduceOp::kSum, Traffic::kSoftmax);
   phases_.comm += Seconds(t0);
   backend_->BatchSoftmax(last, kSoftmaxDelta, &st);
-  return SoftmaxMeanLoss(st, labels);
+}
+
+double Trainer::MeanLoss(const BatchLabels& labels) {
+  if (model_comm_->size() == 1)
+    return backend_->BatchLoss(static_cast<int>(spec_.layers.size()) - 1);
+  return SoftmaxMeanLoss(stats_, labels);
 }
 
 double Trainer::Loss(const Dataset& data, const std::vector<int64_t>& points) {
   const BatchLabels labels = Labels(data, points);
   ForwardHidden(data, points, &labels, iter_, /*through_output=*/true);
-  return SoftmaxLoss(labels);
+  Softmax(labels);
+  return MeanLoss(labels);
 }
 
 double Trainer::ForwardBackward(const Dataset& data, const std::vector<int64_t>& points) {
@@ -147,7 +153,12 @@ double Trainer::Backpropagate(const Dataset& data, const std::vector<int64_t>& p
                               const AdamStep* step) {
   const BatchLabels labels = Labels(data, points);
   ForwardHidden(data, points, &labels, iter_, /*through_output=*/true);
-  const double loss = SoftmaxLoss(labels);
+  Softmax(labels);
+  BackwardPass(step);
+  // Read after the backward pass: with one rank the host waits once per step, for the loss
+  // and the non-finite flags together. A non-finite loss stops the run here, before the
+  // weights it produced are checkpointed.
+  const double loss = MeanLoss(labels);
   if (!std::isfinite(loss)) {
     // Name the first layer whose activations went bad (on this rank's shard).
     int bad = -1;
@@ -165,6 +176,10 @@ double Trainer::Backpropagate(const Dataset& data, const std::vector<int64_t>& p
         bad >= 0 ? " (layer " + std::to_string(bad) + " has NaN or infinite activations)" : "",
         " (try a smaller --lr)");
   }
+  return loss;
+}
+
+void Trainer::BackwardPass(const AdamStep* step) {
   for (int l = static_cast<int>(spec_.layers.size()) - 1; l >= 0; --l) {
     auto t0 = Clock::now();
     const bool need_grad = l > 0;
@@ -186,11 +201,11 @@ double Trainer::Backpropagate(const Dataset& data, const std::vector<int64_t>& p
       phases_.comm += Seconds(t0);
     }
   }
-  return loss;
 }
 
 double Trainer::Step(const Dataset& data, const std::vector<int64_t>& points) {
   const auto t_start = Clock::now();
+  const DeviceTraffic traffic0 = backend_->Counters();
   AdamStep step;
   step.lr = static_cast<float>(cfg_.lr);
   step.beta1 = static_cast<float>(cfg_.beta1);
@@ -210,6 +225,7 @@ double Trainer::Step(const Dataset& data, const std::vector<int64_t>& points) {
     phases_.rebuild += Seconds(t0);
   }
   step_ms_.push_back(Seconds(t_start) * 1e3);
+  step_traffic_ = step_traffic_ + (backend_->Counters() - traffic0);
   return loss;
 }
 

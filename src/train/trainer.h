@@ -94,16 +94,27 @@ class Trainer {
   const BatchRows& output(int l) { return backend_->HostRows(l, Rows::kOutput); }
   /// Per-iteration wall times (ms) of every step run so far.
   const std::vector<double>& step_ms() const { return step_ms_; }
+  /// What the steps so far moved between the backend's device and the host (table rebuilds
+  /// included, evaluations not).
+  const DeviceTraffic& step_traffic() const { return step_traffic_; }
 
  private:
   friend class ModelParallelStep;
   friend class DataParallelStep;
   void ForwardHidden(const Dataset& data, const std::vector<int64_t>& points,
                      const BatchLabels* labels, int64_t stream, bool through_output);
-  double SoftmaxLoss(const BatchLabels& labels);
+  /// The softmax phases on the output layer: with one rank the whole normaliser is local
+  /// and the statistics stay in the backend; with P, two all-reduces between the phases.
+  void Softmax(const BatchLabels& labels);
+  /// The batch's mean loss from the last Softmax (with one rank, the backend's one read-back
+  /// of the step).
+  double MeanLoss(const BatchLabels& labels);
   /// Forward, loss and backward; with `step`, each layer is updated inside its backward.
   double Backpropagate(const Dataset& data, const std::vector<int64_t>& points,
                        const AdamStep* step);
+  /// The layers' backward from the output layer's delta down (and with `step` their
+  /// updates), the input gradients chained or reduce-scattered between them.
+  void BackwardPass(const AdamStep* step);
 
   /// The checkpoint metadata of the current state at data position (epoch, pos).
   CheckpointMeta MetaNow(int64_t epoch, int64_t pos) const;
@@ -130,11 +141,13 @@ class Trainer {
   int64_t iter_ = 0;
   PhaseTimes phases_;
   std::vector<double> step_ms_;
+  DeviceTraffic step_traffic_;
   std::vector<std::pair<int64_t, EvalResult>> evals_;
   // Per layer: how many entries each (rank, sample) segment of its gathered input holds (the
   // batch itself lives in the backend's buffers, BatchOps).
   std::vector<std::vector<int64_t>> segs_;
   std::vector<float> fused_;  // data-parallel gradient buffer
+  SoftmaxStats stats_;        // the softmax statistics all-reduced over P ranks
   // --keep-best: the best validated model so far (its weights and biases, on this rank's
   // shard), its iteration and validation P@1 (-1: none).
   std::vector<std::vector<float>> best_w_, best_b_;

@@ -9,9 +9,11 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <numeric>
 #include <set>
 #include <vector>
 
+#include "activation.h"
 #include "auto_settings.h"
 #include "communicator.h"
 #include "cpu_backend.h"
@@ -19,6 +21,7 @@
 #include "layer_backend.h"
 #include "parallel.h"
 #include "rng.h"
+#include "snapshot_exchange.h"
 #include "synthetic.h"
 #include "trainer.h"
 
@@ -224,16 +227,13 @@ TEST(GpuEquivalence, FloorOfNegativesAndLshShare) {
     }
 }
 
-/// Forward on a batch of 100 under launch shapes that reach every path: several pipeline
-/// chunks of uneven size, dense rows that do not fit (or just fit) shared memory, sparse
-/// inputs partly in shared memory; then softmax and backward across the chunks.
-TEST(GpuEquivalence, ForwardChunksAndSharedMemoryLimits) {
+/// Forward on a batch of 100 under launch shapes that reach every path: dense rows that do
+/// not fit (or just fit) shared memory, sparse inputs partly in shared memory; then softmax
+/// and backward.
+TEST(GpuEquivalence, ForwardSharedMemoryLimits) {
   std::vector<gpu::GpuTuning> tunings(4);
-  tunings[1].forward_chunk_min = 8;  // 4 chunks of 25
-  tunings[1].shared_floats = 8;      // the hidden row (16) goes to global memory
-  tunings[1].shared_entries = 3;     // 3 of 5 input entries in shared memory
-  tunings[2].forward_chunks = 3;     // 34, 34, 32
-  tunings[2].forward_chunk_min = 1;
+  tunings[1].shared_floats = 8;   // the hidden row (16) goes to global memory
+  tunings[1].shared_entries = 3;  // 3 of 5 input entries in shared memory
   tunings[2].shared_floats = 16;  // just fits
   tunings[2].shared_entries = 5;
   tunings[3].shared_entries = 0;  // all from global memory
@@ -536,6 +536,141 @@ TEST(GpuEquivalence, TrainerLossesMatch) {
   Trainer b(cfg, &c2, BackendUnderTest(), data.num_features, data.num_labels);
   ASSERT_NO_FATAL_FAILURE(StepInLockstep(b, a, data, 25, cfg.batch, 1e-4));
   ExpectSameLayer(a.backend(), b.backend(), 1, 1e-4, "after 25 steps");
+}
+
+/// Rows compared sample by sample (the backends may lay a batch out differently): the same
+/// counts and ids (where both carry ids: a gradient may not), values within tol.
+inline void ExpectSameRows(const BatchRows& a, const BatchRows& b, double tol, const char* what) {
+  ASSERT_EQ(a.samples(), b.samples()) << what;
+  const bool ids = !a.ids.empty() && !b.ids.empty();
+  std::vector<float> va, vb;
+  for (int64_t i = 0; i < a.samples(); ++i) {
+    ASSERT_EQ(a.n[i], b.n[i]) << what << ": sample " << i;
+    const SparseView ra = a.Row(i), rb = b.Row(i);
+    if (ids)
+      EXPECT_TRUE(std::equal(ra.ids, ra.ids + ra.n, rb.ids)) << what << ": ids of sample " << i;
+    va.insert(va.end(), ra.vals, ra.vals + ra.n);
+    vb.insert(vb.end(), rb.vals, rb.vals + rb.n);
+  }
+  EXPECT_LE(MaxRelDiff(vb, va), tol) << what;
+}
+
+/// The batch buffers (BatchOps) of both backends along a step's two paths: the one-rank
+/// chain inside the backend, and the host views and staged rows that the snapshot exchange
+/// moves with P ranks (here over one rank, where both paths must give the same rows).
+TEST(GpuEquivalence, BatchBuffersChainedAndExchanged) {
+  Pair s(SmallLsh(HashFamily::kDwta, QueryStrategy::kTopK, FillPolicy::kBatch), {0.5, 0.1});
+  const BatchRows x = s.Inputs(81);
+  const BatchLabels lab = s.Labels(82);
+  LocalCommunicator comm;
+  SnapshotExchange exchange(&comm);
+  AdamStep step;
+  step.lr = 1e-2f;
+  const char* names[4] = {"layer 0 output", "layer 1 input", "layer 1 input gradient",
+                          "layer 0 delta"};
+  BatchRows first[4];  // the CPU's rows of the chained pass
+  for (const bool chained : {true, false}) {
+    SCOPED_TRACE(chained ? "chained" : "exchanged");
+    BatchRows got[2][4];
+    double loss[2] = {0, 0};
+    LayerBackend* backends[2] = {s.cpu.get(), s.dev.get()};
+    for (int k = 0; k < 2; ++k) {
+      LayerBackend& b = *backends[k];
+      *b.StageRows(0, Rows::kInput) = x;
+      b.CommitRows(0, Rows::kInput);
+      b.SetLabels(&lab);
+      b.BatchSelect(0, false, 4);
+      b.BatchForward(0);
+      got[k][0] = b.HostRows(0, Rows::kOutput);
+      std::vector<int64_t> seg;
+      if (chained) {
+        b.ChainForward(0);
+      } else {
+        exchange.Gather(s.spec.layers[0], b.HostRows(0, Rows::kOutput),
+                        b.StageRows(1, Rows::kInput), &seg);
+        b.CommitRows(1, Rows::kInput);
+      }
+      got[k][1] = b.HostRows(1, Rows::kInput);
+      b.BatchSelect(1, true, 4);
+      b.BatchForward(1);
+      if (chained) {
+        b.BatchSoftmax(1, kSoftmaxAll, nullptr);
+      } else {
+        SoftmaxStats st;
+        b.BatchSoftmax(1, kSoftmaxMax, &st);
+        b.BatchSoftmax(1, kSoftmaxSums, &st);
+        b.BatchSoftmax(1, kSoftmaxDelta, &st);
+      }
+      b.BatchBackward(1, /*in_grad=*/true, nullptr, false);
+      got[k][2] = b.HostRows(1, Rows::kInputGrad);
+      if (chained) {
+        b.ChainBackward(1);
+        loss[k] = b.BatchLoss(1);
+      } else {
+        const BatchRows& act = b.HostRows(0, Rows::kOutput);
+        BatchRows* delta = b.StageRows(0, Rows::kDelta);
+        exchange.ScatterGrad(b.HostRows(1, Rows::kInputGrad), seg, act, delta);
+        ReluBackward(act, delta);
+        b.CommitRows(0, Rows::kDelta);
+      }
+      got[k][3] = b.HostRows(0, Rows::kDelta);
+      b.BatchBackward(0, false, &step, false);
+      b.Update(1, step, false);
+    }
+    for (int r = 0; r < 4; ++r) ExpectSameRows(got[0][r], got[1][r], kTol, names[r]);
+    if (chained) {
+      EXPECT_GT(loss[0], 0.0);
+      EXPECT_NEAR(loss[1], loss[0], kTol * std::max(1.0, loss[0])) << "loss";
+      for (int r = 0; r < 4; ++r) first[r] = got[0][r];
+    } else {
+      // The same batch again on the model after one update: the active sets are drawn
+      // alike, and the chain and the exchange lay out the same rows.
+      for (int r = 0; r < 2; ++r)
+        for (int64_t i = 0; i < first[r].samples(); ++i)
+          EXPECT_EQ(first[r].n[i], got[0][r].n[i]) << names[r] << ", sample " << i;
+    }
+    ExpectSameLayer(*s.cpu, *s.dev, 0, kTol, "after the step");
+    ExpectSameLayer(*s.cpu, *s.dev, 1, kTol, "after the step");
+  }
+}
+
+/// What a one-rank training step moves between host and device, as the GPU backend counts
+/// it (DeviceTraffic): up, the data rows and the labels; down, the loss and a flag per
+/// layer, in one host wait. With either fill (the batch fill is drawn on the device).
+TEST(GpuEquivalence, OneRankStepMovesOnlyInputLabelsAndLoss) {
+  SetNumThreads(1);
+  const Dataset data = GenerateSynthetic(SyntheticShape(200, 300, 10, 2, 600), 0, 600);
+  for (FillPolicy fill : {FillPolicy::kRandom, FillPolicy::kBatch}) {
+    SCOPED_TRACE(ToString(fill));
+    TrainConfig cfg = SmallLsh(HashFamily::kDwta, QueryStrategy::kVanilla, fill);
+    cfg.hidden = {32, 24};
+    cfg.sparsity = {1.0, 0.5, 0.2};  // a sampled hidden layer and a sampled output layer
+    cfg.batch = 32;
+    cfg.lsh.rebuild_n0 = 1000;  // no table rebuild in these steps
+    LocalCommunicator comm;
+    Trainer t(cfg, &comm, BackendUnderTest(), data.num_features, data.num_labels);
+    const int n_layers = static_cast<int>(t.spec().layers.size());
+    std::vector<int64_t> points(cfg.batch);
+    for (int step = 0; step < 4; ++step) {
+      std::iota(points.begin(), points.end(), step * cfg.batch);
+      const int64_t B = cfg.batch;
+      // The data rows as the trainer stages them (offsets, counts, ids, values), the labels
+      // (offsets, ids).
+      int64_t input = 2 * B * int64_t{sizeof(int64_t)}, labels = (B + 1) * int64_t{sizeof(int64_t)};
+      for (int64_t p : points) {
+        input += data.Features(p).n * int64_t{sizeof(int32_t) + sizeof(float)};
+        labels += data.NumLabels(p) * int64_t{sizeof(int32_t)};
+      }
+      const DeviceTraffic before = t.backend().Counters();
+      t.Step(data, points);
+      const DeviceTraffic d = t.backend().Counters() - before;
+      SCOPED_TRACE("step " + std::to_string(step + 1));
+      EXPECT_EQ(d.h2d_bytes, input + labels);
+      EXPECT_EQ(d.d2h_bytes, int64_t{sizeof(double)} + n_layers * int64_t{sizeof(uint32_t)});
+      EXPECT_EQ(d.syncs, 1);
+      EXPECT_GT(d.launches, 3 * n_layers);
+    }
+  }
 }
 
 TEST(GpuEquivalence, DataParallelExchangeInDeviceMemory) {
