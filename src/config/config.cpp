@@ -647,19 +647,20 @@ bool ParseTrain(int argc, const char* const* argv, TrainConfig* cfg, std::string
 
 bool ParseGen(int argc, const char* const* argv, GenConfig* c, std::string* help) {
   po::options_description d("gen options");
-  d.add_options()("shape", po::value(&c->shape),
-                  "amazon-670k|delicious-200k|wikilshtc-325k (sets sizes)")(
-      "points", Value(&c->points), "training points (0: shape default)")(
-      "test-points", Value(&c->test_points), "test points (0: points/5)")(
-      "features", Value(&c->features), "input dimension")(
-      "labels", Value(&c->labels), "number of labels")("nnz", Value(&c->nnz),
-                                                       "average non-zero features per point")(
-      "labels-per-point", Value(&c->labels_per_point),
-      "maximum labels per point (each point has 1..M)")("noise", Value(&c->noise),
-                                                        "fraction of random noise features")(
-      "zipf", Value(&c->zipf), "Zipf exponent of label popularity")(
-      "seed", po::value<std::string>()->default_value(Text(c->seed)), "random seed, in [0, 2^64)")(
-      "out", po::value(&c->out), "output prefix: writes PREFIX.train.txt and PREFIX.test.txt");
+  OptionTable t(&d);
+  t.Path("shape", &c->shape, "amazon-670k|delicious-200k|wikilshtc-325k (sets sizes)");
+  t.Field("points", &c->points, "training points (0: shape default)");
+  t.Field("test-points", &c->test_points, "test points (0: points/5)");
+  t.Field("features", &c->features, "input dimension");
+  t.Field("labels", &c->labels, "number of labels");
+  t.Field("nnz", &c->nnz, "average non-zero features per point");
+  t.Field("labels-per-point", &c->labels_per_point,
+          "maximum labels per point (each point has 1..M)");
+  t.Field("noise", &c->noise, "fraction of random noise features");
+  t.Field("zipf", &c->zipf, "Zipf exponent of label popularity");
+  t.Text(
+      "seed", [c] { return Text(c->seed); }, "random seed, in [0, 2^64)");
+  t.Path("out", &c->out, "output prefix: writes PREFIX.train.txt and PREFIX.test.txt");
   po::variables_map vm;
   if (!Parse(argc, argv, d, "Usage: dslide gen [--shape NAME] [options] --out PREFIX", &vm, help))
     return false;
@@ -671,12 +672,13 @@ bool ParseGen(int argc, const char* const* argv, GenConfig* c, std::string* help
 
 bool ParseEval(int argc, const char* const* argv, EvalConfig* c, std::string* help) {
   po::options_description d("eval options");
-  d.add_options()("model", po::value(&c->model_dir), "model (checkpoint) directory")(
-      "test", po::value(&c->test_file), "test file")(
-      "k", po::value<std::string>()->default_value(Join(c->k)),
-      "precision cut-offs, comma separated, each in [1, 10000]")(
-      "points", Value(&c->points), "evaluate the first N test points (0: all)")(
-      "threads", Value(&c->threads), "OpenMP threads per rank (0: default)");
+  OptionTable t(&d);
+  t.Path("model", &c->model_dir, "model (checkpoint) directory");
+  t.Path("test", &c->test_file, "test file");
+  t.Text(
+      "k", [c] { return Join(c->k); }, "precision cut-offs, comma separated, each in [1, 10000]");
+  t.Field("points", &c->points, "evaluate the first N test points (0: all)");
+  t.Field("threads", &c->threads, "OpenMP threads per rank (0: default)");
   po::variables_map vm;
   if (!Parse(argc, argv, d,
              "Usage: dslide eval --model DIR --test FILE [options]\n"
@@ -696,9 +698,9 @@ bool ParseEval(int argc, const char* const* argv, EvalConfig* c, std::string* he
 
 bool ParseExport(int argc, const char* const* argv, ExportConfig* c, std::string* help) {
   po::options_description d("export options");
-  d.add_options()("model", po::value(&c->model_dir),
-                  "checkpoint directory (its newest checkpoint)")("out", po::value(&c->out),
-                                                                  "HDF5 file to write");
+  OptionTable t(&d);
+  t.Path("model", &c->model_dir, "checkpoint directory (its newest checkpoint)");
+  t.Path("out", &c->out, "HDF5 file to write");
   po::variables_map vm;
   if (!Parse(argc, argv, d,
              "Usage: dslide export --model DIR --out FILE.h5\n"
@@ -712,8 +714,9 @@ bool ParseExport(int argc, const char* const* argv, ExportConfig* c, std::string
 
 bool ParseConvert(int argc, const char* const* argv, ConvertConfig* c, std::string* help) {
   po::options_description d("convert options");
-  d.add_options()("in", po::value(&c->in), "XC text file (plain or gzip)")(
-      "out", po::value(&c->out), "binary dataset to write (train/eval read it like text)");
+  OptionTable t(&d);
+  t.Path("in", &c->in, "XC text file (plain or gzip)");
+  t.Path("out", &c->out, "binary dataset to write (train/eval read it like text)");
   po::variables_map vm;
   if (!Parse(argc, argv, d,
              "Usage: dslide convert --in FILE.txt --out FILE.dsb\n"
@@ -727,16 +730,16 @@ bool ParseConvert(int argc, const char* const* argv, ConvertConfig* c, std::stri
 
 bool ParsePredict(int argc, const char* const* argv, PredictConfig* c, std::string* help) {
   po::options_description d("predict options");
-  d.add_options()("model", po::value(&c->model_dir),
-                  "checkpoint directory (its newest checkpoint) or folder")(
-      "input", po::value(&c->input),
-      "points to score (XC text, plain or gzip, or .dsb; labels are ignored)")(
-      "top-k", Value(&c->top_k), "labels per row, best first, in [1, 10000]")(
-      "out", po::value(&c->out), "file to write")(
-      "format", Value(&c->format),
-      "tsv: ROW<TAB>LABEL:SCORE ... | jsonl: {\"row\":..,\"labels\":[..],\"scores\":[..]}")(
-      "chunk", Value(&c->chunk), "input points read and scored at a time, in [1, 2^24]")(
-      "threads", Value(&c->threads), "OpenMP threads per rank (0: default)");
+  OptionTable t(&d);
+  t.Path("model", &c->model_dir, "checkpoint directory (its newest checkpoint) or folder");
+  t.Path("input", &c->input,
+         "points to score (XC text, plain or gzip, or .dsb; labels are ignored)");
+  t.Field("top-k", &c->top_k, "labels per row, best first, in [1, 10000]");
+  t.Path("out", &c->out, "file to write");
+  t.Field("format", &c->format,
+          "tsv: ROW<TAB>LABEL:SCORE ... | jsonl: {\"row\":..,\"labels\":[..],\"scores\":[..]}");
+  t.Field("chunk", &c->chunk, "input points read and scored at a time, in [1, 2^24]");
+  t.Field("threads", &c->threads, "OpenMP threads per rank (0: default)");
   po::variables_map vm;
   if (!Parse(
           argc, argv, d,
@@ -759,20 +762,18 @@ bool ParsePredict(int argc, const char* const* argv, PredictConfig* c, std::stri
 
 bool ParseBench(int argc, const char* const* argv, BenchConfig* c, std::string* help) {
   po::options_description d("bench options");
-  d.add_options()("shape", Value(&c->shape), "data shape to generate")(
-      "points", Value(&c->points), "training points to generate (0: shape default)")(
-      "features", Value(&c->features), "input dimension (0: the shape's)")(
-      "labels", Value(&c->labels), "output labels (0: the shape's)")(
-      "nnz", Value(&c->nnz), "non-zero features per point (0: the shape's)");
-  OptionTable table(&d);
-  AddTrainOptions(table, &c->train);
+  OptionTable t(&d);
+  t.Field("shape", &c->shape, "data shape to generate");
+  t.Field("points", &c->points, "training points to generate (0: shape default)");
+  t.Field("features", &c->features, "input dimension (0: the shape's)");
+  t.Field("labels", &c->labels, "output labels (0: the shape's)");
+  t.Field("nnz", &c->nnz, "non-zero features per point (0: the shape's)");
+  AddTrainOptions(t, &c->train);  // with bench's own defaults (BenchConfig)
   po::variables_map vm;
   if (!Parse(argc, argv, d,
              "Usage: dslide bench --shape NAME [options]\n"
              "Trains on generated data of that shape (or on --train/--test files) and prints "
-             "one JSON object.\n"
-             "Bench defaults where not given: --iterations 400 --lr 1e-3 --eval-every 100 "
-             "--eval-points 1000 --log-every 100",
+             "one JSON object.",
              &vm, help))
     return false;
   FinishTrain(vm, &c->train);
@@ -784,11 +785,6 @@ bool ParseBench(int argc, const char* const* argv, BenchConfig* c, std::string* 
                "option --labels: must be 0 (the shape's) or in [2, ", kMaxDim, "], got ",
                c->labels);
   CheckRange("nnz", c->nnz, 0, static_cast<int>(kMaxDim));
-  if (vm["iterations"].defaulted()) c->train.iterations = 400;
-  if (vm["eval-every"].defaulted()) c->train.eval_every = 100;
-  if (vm["lr"].defaulted()) c->train.lr = 1e-3;
-  if (vm["eval-points"].defaulted()) c->train.eval_points = 1000;
-  if (vm["log-every"].defaulted()) c->train.log_every = 100;
   if (c->train.train_file.empty()) {
     c->train.train_file = "(generated)";
   } else {

@@ -162,14 +162,24 @@ struct PredictConfig {
   int64_t chunk = 4096;  ///< input points read and scored at a time
 };
 
-/// Options of `dslide bench`.
+/// Options of `dslide bench`: train's, with bench's own defaults where they differ.
 struct BenchConfig {
   std::string shape = "amazon-670k";
   int64_t points = 0;
-  TrainConfig train;
+  TrainConfig train = Defaults();
   int64_t features = 0;  ///< 0: the shape's
   int64_t labels = 0;    ///< 0: the shape's
   int nnz = 0;           ///< 0: the shape's
+
+  static TrainConfig Defaults() {
+    TrainConfig t;
+    t.iterations = 400;
+    t.lr = 1e-3;
+    t.eval_every = 100;
+    t.eval_points = 1000;
+    t.log_every = 100;
+    return t;
+  }
 };
 
 /// Every `dslide train` option with its value in `cfg` as one JSON object

@@ -71,6 +71,30 @@ std::string ParseError(std::vector<std::string> args) {
   return "";
 }
 
+TEST(Config, BenchDefaultsAreWrittenOnceAndShownInHelp) {
+  // bench's own defaults (BenchConfig::Defaults) are what it runs with and what --help shows;
+  // given options win.
+  BenchConfig c;
+  std::string help;
+  const char* none[] = {"bench"};
+  ASSERT_TRUE(ParseBench(1, none, &c, &help));
+  EXPECT_EQ(c.train.iterations, 400);
+  EXPECT_EQ(c.train.lr, 1e-3);
+  EXPECT_EQ(c.train.eval_every, 100);
+  EXPECT_EQ(c.train.eval_points, 1000);
+  EXPECT_EQ(c.train.log_every, 100);
+  BenchConfig given;
+  const char* argv[] = {"bench", "--iterations", "50", "--lr", "0.01"};
+  ASSERT_TRUE(ParseBench(5, argv, &given, &help));
+  EXPECT_EQ(given.train.iterations, 50);
+  EXPECT_EQ(given.train.lr, 0.01);
+  BenchConfig shown;
+  const char* ask[] = {"bench", "--help"};
+  ASSERT_FALSE(ParseBench(2, ask, &shown, &help));
+  EXPECT_NE(help.find("--iterations arg (=400)"), std::string::npos) << help;
+  EXPECT_NE(help.find("--lr arg (=0.001)"), std::string::npos) << help;
+}
+
 TEST(Config, DefaultsNeedOnlyTrain) {
   const char* argv[] = {"train", "--train", "a.txt", "--test", "b.txt"};
   TrainConfig c;
