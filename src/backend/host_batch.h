@@ -48,7 +48,18 @@ class HostBatchBackend : public LayerBackend {
     Buffers& b = At(layer);
     Softmax(layer, b.out, labels_, phases, st != nullptr ? st : &stats_, &b.delta);
   }
-  double BatchLoss(int) override { return SoftmaxMeanLoss(stats_, labels_); }
+  void QueueLoss(int) override {
+    StepStatus s;
+    s.loss = SoftmaxMeanLoss(stats_, labels_);
+    for (int l = 0; l < NumLayers(); ++l)
+      if (TakeNonFinite(l)) s.bad_layers |= uint64_t{1} << l;
+    queued_.push_back(s);
+  }
+  std::vector<StepStatus> TakeQueued() override {
+    std::vector<StepStatus> out;
+    out.swap(queued_);
+    return out;
+  }
   void BatchBackward(int layer, bool in_grad, const AdamStep* step, bool dense_adam) override {
     Buffers& b = At(layer);
     if (in_grad) b.in_grad.LikeZero(b.in);
@@ -74,8 +85,9 @@ class HostBatchBackend : public LayerBackend {
   void CommitRows(int, Rows) override {}
 
  protected:
-  /// The layer's shape (the backend's copy of the model spec).
+  /// The layer's shape (the backend's copy of the model spec), and the number of layers.
   virtual const LayerSpec& Spec(int layer) const = 0;
+  virtual int NumLayers() const = 0;
 
  private:
   struct Buffers {
@@ -104,6 +116,7 @@ class HostBatchBackend : public LayerBackend {
   BatchLabels labels_;
   bool has_labels_ = false;
   SoftmaxStats stats_;  // of the last BatchSoftmax without a caller's statistics
+  std::vector<StepStatus> queued_;
 };
 
 }  // namespace dslide

@@ -197,11 +197,21 @@ class BatchOps {
   virtual void ChainForward(int layer) = 0;
   /// The softmax phases on the output layer's output and the labels; the delta goes to the
   /// layer's kDelta buffer. The statistics go to `st`, or, when it is null (all phases, one
-  /// rank), stay in the backend for BatchLoss.
+  /// rank), stay in the backend for QueueLoss.
   virtual void BatchSoftmax(int layer, unsigned phases, SoftmaxStats* st) = 0;
-  /// The batch's mean loss (SoftmaxMeanLoss) from the statistics the last BatchSoftmax kept;
-  /// what the host waits for once per step.
-  virtual double BatchLoss(int layer) = 0;
+  /// A step's read-back: the batch's mean loss, and which layers' updates produced a NaN or
+  /// infinite parameter since the entry before (bit l: layer l).
+  struct StepStatus {
+    double loss = 0;
+    uint64_t bad_layers = 0;
+  };
+  /// Queues the mean loss (SoftmaxMeanLoss) of the statistics the last BatchSoftmax kept,
+  /// with the non-finite flags of the updates so far (which TakeNonFinite then no longer
+  /// reports); nothing waits.
+  virtual void QueueLoss(int layer) = 0;
+  /// The entries queued since the last call, oldest first: what the host waits for, once,
+  /// when it reads (at the logging cadence, or on demand).
+  virtual std::vector<StepStatus> TakeQueued() = 0;
   /// Backward (and, with `step`, the update) of a layer from its kDelta buffer; with
   /// `in_grad`, this shard's partial input gradient into its kInputGrad buffer.
   virtual void BatchBackward(int layer, bool in_grad, const AdamStep* step, bool dense_adam) = 0;
@@ -227,6 +237,9 @@ class LayerBackend : public StepOps, public BatchOps, public LayerStateIO, publi
   virtual const char* name() const = 0;
   /// What crossed between the backend's device and the host so far (zeros: host memory).
   virtual DeviceTraffic Counters() const { return {}; }
+  /// True when the backend's work runs behind the host's calls (a device stream): a step's
+  /// time is then seen only where the host waits.
+  virtual bool Asynchronous() const { return false; }
 };
 
 /// The backend for cfg.device: "cpu", or "gpu" where built with CUDA and a device exists,

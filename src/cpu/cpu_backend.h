@@ -46,6 +46,7 @@ class CpuBackend : public HostBatchBackend {
 
  protected:
   const LayerSpec& Spec(int layer) const override { return spec_.layers[layer]; }
+  int NumLayers() const override { return static_cast<int>(spec_.layers.size()); }
 
  private:
   struct Layer;

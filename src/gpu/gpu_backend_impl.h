@@ -306,7 +306,11 @@ class GpuBackendT : public LayerBackend {
     Zeros(&bad_, spec.layers.size());
     bad_host_.assign(spec.layers.size(), 0);
     status_fresh_ = false;
-    Zeros(&loss_, 1);
+    DSLIDE_CHECK(spec.layers.size() <= 64, "at most 64 layers");
+    Zeros(&ring_loss_, kLossRing);
+    Zeros(&ring_bad_, kLossRing);
+    queued_ = 0;
+    taken_.clear();
     for (size_t li = 0; li < spec.layers.size(); ++li) {
       auto L = std::make_unique<Layer>();
       L->index = static_cast<int>(li);
@@ -779,7 +783,7 @@ class GpuBackendT : public LayerBackend {
 
   /// One block per sample over the layer's logits: block reductions of the max and of the
   /// sums, then the delta, in one kernel for kSoftmaxAll. Without `st` the statistics stay
-  /// on the device (for BatchLoss); phases that are not run read them from `st`.
+  /// on the device (for QueueLoss); phases that are not run read them from `st`.
   void BatchSoftmax(int layer, unsigned phases, SoftmaxStats* st) override {
     const DevRows& z = batch_[layer]->out;
     const int64_t B = z.B;
@@ -883,13 +887,17 @@ class GpuBackendT : public LayerBackend {
   }
 
   /// The batch's mean loss from the statistics the last BatchSoftmax left on the device
-  /// (SoftmaxMeanLoss's formula, on one device thread), read back in the one wait of the
-  /// step together with the non-finite flags.
-  double BatchLoss(int layer) override {
-    const int64_t B = batch_[layer]->out.B;
+  /// (SoftmaxMeanLoss's formula) and the layers' non-finite flags (taken), on one device
+  /// thread into the next slot of a ring in device memory: nothing waits.
+  void QueueLoss(int layer) override {
+    if (queued_ == kLossRing) DrainQueue();
+    const int64_t B = batch_[layer]->out.B, n_layers = static_cast<int64_t>(layers_.size());
     const int64_t* lo = lab_off_.data();
     const float* red = sm_red_.data();
-    double* out = loss_.data();
+    double* out = ring_loss_.data() + queued_;
+    uint64_t* out_bad = ring_bad_.data() + queued_;
+    uint32_t* bad = bad_.data();
+    ++queued_;
     X::For(1, [=] DSLIDE_HD(int64_t) {
       double loss = 0.0;
       int64_t labelled = 0;
@@ -900,10 +908,33 @@ class GpuBackendT : public LayerBackend {
         loss += log(static_cast<double>(red[i])) - red[B + i] / static_cast<double>(k);
       }
       *out = labelled ? loss / static_cast<double>(labelled) : 0.0;
+      uint64_t bits = 0;
+      for (int64_t l = 0; l < n_layers; ++l) {
+        if (bad[l] != 0) bits |= uint64_t{1} << l;
+        bad[l] = 0;
+      }
+      *out_bad = bits;
     });
-    double loss = 0;
-    ReadStatus(&loss);
-    return loss;
+  }
+  std::vector<StepStatus> TakeQueued() override {
+    DrainQueue();
+    std::vector<StepStatus> out;
+    out.swap(taken_);
+    return out;
+  }
+  /// The queued entries into taken_, in one wait.
+  void DrainQueue() {
+    if (queued_ == 0) return;
+    const int64_t n = queued_;
+    char* p = static_cast<char*>(X::Stage(n * (sizeof(double) + sizeof(uint64_t))));
+    double* h_loss = reinterpret_cast<double*>(p);
+    uint64_t* h_bad = reinterpret_cast<uint64_t*>(h_loss + n);
+    X::CopiesAfterCompute();
+    X::CopyOut(h_loss, ring_loss_.data(), n);
+    X::CopyOut(h_bad, ring_bad_.data(), n);
+    X::WaitMark(X::MarkCopies());
+    for (int64_t i = 0; i < n; ++i) taken_.push_back({h_loss[i], h_bad[i]});
+    queued_ = 0;
   }
 
   /// Backward (and with `step` the update) of a layer from its delta; with `in_grad`, this
@@ -1619,23 +1650,18 @@ class GpuBackendT : public LayerBackend {
   bool InExchange(const float* p) const {
     return exch_.size() > 0 && p >= exch_.data() && p < exch_.data() + exch_.size();
   }
-  /// From the flags read back with the step's loss (BatchLoss), or read now when an update
-  /// ran since.
+  /// From the flags read last, or read now when an update ran since.
   bool TakeNonFinite(int layer) override {
-    if (!status_fresh_) ReadStatus(nullptr);
+    if (!status_fresh_) ReadFlags();
     const bool bad = bad_host_[layer] != 0;
     bad_host_[layer] = 0;
     return bad;
   }
-  /// The host's one wait for what it reads back of a step: every layer's non-finite flag
-  /// (then cleared on the device) and, with `loss`, the mean loss BatchLoss formed.
-  void ReadStatus(double* loss) {
+  /// Every layer's non-finite flag into bad_host_ (then cleared on the device), in one wait.
+  void ReadFlags() {
     const int64_t n = static_cast<int64_t>(layers_.size());
-    char* p = static_cast<char*>(X::Stage(sizeof(double) + n * sizeof(uint32_t)));
-    double* h_loss = reinterpret_cast<double*>(p);
-    uint32_t* h_bad = reinterpret_cast<uint32_t*>(h_loss + 1);
+    uint32_t* h_bad = static_cast<uint32_t*>(X::Stage(n * sizeof(uint32_t)));
     X::CopiesAfterCompute();
-    if (loss != nullptr) X::CopyOut(h_loss, loss_.data(), 1);
     X::CopyOut(h_bad, bad_.data(), n);
     const auto mark = X::MarkCopies();
     X::ComputeAfterCopies();
@@ -1643,9 +1669,9 @@ class GpuBackendT : public LayerBackend {
     X::WaitMark(mark);
     for (int64_t l = 0; l < n; ++l) bad_host_[l] |= h_bad[l] != 0 ? 1 : 0;
     status_fresh_ = true;
-    if (loss != nullptr) *loss = *h_loss;
   }
   DeviceTraffic Counters() const override { return X::Traffic(); }
+  bool Asynchronous() const override { return X::kDevice; }
   void SaveLayer(int layer, LayerState* st) const override {
     const Layer& L = *layers_[layer];
     const LayerSpec& s = L.spec;
@@ -1731,9 +1757,15 @@ class GpuBackendT : public LayerBackend {
   Buf<int64_t> lab_off_;
   Buf<int32_t> lab_ids_;
   Buf<float> sm_mx_, sm_red_;
-  // What the host reads back of a step: the mean loss and every layer's non-finite flag;
-  // bad_host_ holds the flags read and not yet taken, fresh while no update ran since.
-  Buf<double> loss_;
+  // What the host reads back: per queued step the mean loss and the layers whose updates went
+  // non-finite (a ring of kLossRing in device memory, queued_ of them not yet read, taken_
+  // read and not yet handed out); every layer's flag (bad_), of which bad_host_ holds those
+  // read and not yet taken, fresh while no update ran since.
+  static constexpr int64_t kLossRing = 1024;
+  Buf<double> ring_loss_;
+  Buf<uint64_t> ring_bad_;
+  int64_t queued_ = 0;
+  std::vector<StepStatus> taken_;
   Buf<uint32_t> bad_;
   std::vector<uint8_t> bad_host_;
   bool status_fresh_ = false;

@@ -22,9 +22,9 @@ double Seconds(Clock::time_point a) {
 /// updated inside its backward pass.
 class ModelParallelStep : public StepStrategy {
  public:
-  double Step(Trainer& t, const Dataset& data, const std::vector<int64_t>& points,
-              const AdamStep& step) override {
-    return t.Backpropagate(data, points, &step);
+  std::optional<double> Step(Trainer& t, const Dataset& data, const std::vector<int64_t>& points,
+                             const AdamStep& step) override {
+    return t.Backpropagate(data, points, &step, /*queue=*/true);
   }
   bool Replicated() const override { return false; }
   bool WritesShard(int) const override { return true; }
@@ -33,21 +33,22 @@ class ModelParallelStep : public StepStrategy {
 /// data-parallel: a replica per rank, its slice of the batch, the fused gradient all-reduced.
 class DataParallelStep : public StepStrategy {
  public:
-  double Step(Trainer& t, const Dataset& data, const std::vector<int64_t>& points,
-              const AdamStep& step) override;
+  std::optional<double> Step(Trainer& t, const Dataset& data, const std::vector<int64_t>& points,
+                             const AdamStep& step) override;
   bool Replicated() const override { return true; }
   bool WritesShard(int rank) const override { return rank == 0; }
 };
 
-double DataParallelStep::Step(Trainer& t, const Dataset& data, const std::vector<int64_t>& points,
-                              const AdamStep& step) {
+std::optional<double> DataParallelStep::Step(Trainer& t, const Dataset& data,
+                                             const std::vector<int64_t>& points,
+                                             const AdamStep& step) {
   // Horovod's algorithm: each replica takes its slice of the global batch, then one
   // all-reduce over a fused buffer of every gradient, then the same update everywhere.
   const int P = t.comm_->size(), r = t.comm_->rank();
   const int64_t B = static_cast<int64_t>(points.size());
   const int64_t b0 = B * r / P, b1 = B * (r + 1) / P;
   const std::vector<int64_t> mine(points.begin() + b0, points.begin() + b1);
-  double loss = mine.empty() ? 0.0 : t.Backpropagate(data, mine, nullptr);
+  double loss = mine.empty() ? 0.0 : *t.Backpropagate(data, mine, nullptr);
   auto t0 = Clock::now();
   const int n = static_cast<int>(t.spec_.layers.size());
   std::vector<int64_t> at(n + 1, 0);

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "adam.h"
@@ -25,9 +26,10 @@ class StepStrategy {
  public:
   virtual ~StepStrategy() = default;
   /// One step of `t` on the batch `points` (the same global batch on every rank): forward,
-  /// loss, backward and update. Returns the batch's mean loss (the same on every rank).
-  virtual double Step(Trainer& t, const Dataset& data, const std::vector<int64_t>& points,
-                      const AdamStep& step) = 0;
+  /// loss, backward and update. Returns the batch's mean loss (the same on every rank), or
+  /// none when it is queued in the backend (Trainer::TakeSteps reads it).
+  virtual std::optional<double> Step(Trainer& t, const Dataset& data,
+                                     const std::vector<int64_t>& points, const AdamStep& step) = 0;
   /// True when every rank holds the whole model (the model's communicator is then local).
   virtual bool Replicated() const = 0;
   /// Whether rank `rank` writes its shard into a checkpoint (of replicas, one does).

@@ -133,9 +133,40 @@ void Trainer::Softmax(const BatchLabels& labels) {
 }
 
 double Trainer::MeanLoss(const BatchLabels& labels) {
-  if (model_comm_->size() == 1)
-    return backend_->BatchLoss(static_cast<int>(spec_.layers.size()) - 1);
-  return SoftmaxMeanLoss(stats_, labels);
+  if (model_comm_->size() > 1) return SoftmaxMeanLoss(stats_, labels);
+  DSLIDE_ASSERT(
+      std::none_of(pending_.begin(), pending_.end(), [](const Pending& p) { return p.queued; }),
+      "a loss read while steps are queued");
+  backend_->QueueLoss(static_cast<int>(spec_.layers.size()) - 1);
+  const std::vector<LayerBackend::StepStatus> q = backend_->TakeQueued();
+  DSLIDE_ASSERT(q.size() == 1);
+  CheckStep({iter_ + 1, q[0].loss, q[0].bad_layers});
+  return q[0].loss;
+}
+
+void Trainer::CheckStep(const StepLoss& s) {
+  const int64_t iter = s.iter;
+  if (!std::isfinite(s.loss)) {
+    // Name the first layer whose activations went bad (on this rank's shard), when they are
+    // still those of that step.
+    int bad = -1;
+    for (int l = 0; l < static_cast<int>(spec_.layers.size()) && bad < 0 && iter >= iter_; ++l) {
+      const BatchRows& o = backend_->HostRows(l, Rows::kOutput);
+      for (int64_t i = 0; i < o.samples() && bad < 0; ++i)
+        for (int64_t j = 0; j < o.n[i]; ++j)
+          if (!std::isfinite(o.vals[o.off[i] + j])) {
+            bad = l;
+            break;
+          }
+    }
+    DSLIDE_CHECK(
+        false, "training diverged: non-finite loss at iteration ", iter,
+        bad >= 0 ? " (layer " + std::to_string(bad) + " has NaN or infinite activations)" : "",
+        " (try a smaller --lr)");
+  }
+  for (size_t l = 0; l < spec_.layers.size(); ++l)
+    DSLIDE_CHECK(!(s.bad_layers >> l & 1), "training diverged: layer ", l,
+                 " has NaN or infinite weights after iteration ", iter, " (try a smaller --lr)");
 }
 
 double Trainer::Loss(const Dataset& data, const std::vector<int64_t>& points) {
@@ -146,36 +177,26 @@ double Trainer::Loss(const Dataset& data, const std::vector<int64_t>& points) {
 }
 
 double Trainer::ForwardBackward(const Dataset& data, const std::vector<int64_t>& points) {
-  return Backpropagate(data, points, nullptr);
+  return *Backpropagate(data, points, nullptr);
 }
 
-double Trainer::Backpropagate(const Dataset& data, const std::vector<int64_t>& points,
-                              const AdamStep* step) {
+std::optional<double> Trainer::Backpropagate(const Dataset& data,
+                                             const std::vector<int64_t>& points,
+                                             const AdamStep* step, bool queue) {
   const BatchLabels labels = Labels(data, points);
   ForwardHidden(data, points, &labels, iter_, /*through_output=*/true);
   Softmax(labels);
   BackwardPass(step);
-  // Read after the backward pass: with one rank the host waits once per step, for the loss
-  // and the non-finite flags together. A non-finite loss stops the run here, before the
-  // weights it produced are checkpointed.
-  const double loss = MeanLoss(labels);
-  if (!std::isfinite(loss)) {
-    // Name the first layer whose activations went bad (on this rank's shard).
-    int bad = -1;
-    for (int l = 0; l < static_cast<int>(spec_.layers.size()) && bad < 0; ++l) {
-      const BatchRows& o = backend_->HostRows(l, Rows::kOutput);
-      for (int64_t i = 0; i < o.samples() && bad < 0; ++i)
-        for (int64_t j = 0; j < o.n[i]; ++j)
-          if (!std::isfinite(o.vals[o.off[i] + j])) {
-            bad = l;
-            break;
-          }
-    }
-    DSLIDE_CHECK(
-        false, "training diverged: non-finite loss at iteration ", iter_ + 1,
-        bad >= 0 ? " (layer " + std::to_string(bad) + " has NaN or infinite activations)" : "",
-        " (try a smaller --lr)");
+  // The loss after the backward pass. With one rank and `queue` it waits in the backend
+  // with the step's non-finite flags, read at the logging cadence (TakeSteps): the host does
+  // not wait for the device per step. A non-finite loss or weights stop the run when read,
+  // before the weights they produced are checkpointed.
+  if (queue && model_comm_->size() == 1) {
+    backend_->QueueLoss(static_cast<int>(spec_.layers.size()) - 1);
+    return std::nullopt;
   }
+  const double loss = MeanLoss(labels);
+  CheckStep({iter_ + 1, loss, 0});
   return loss;
 }
 
@@ -203,8 +224,9 @@ void Trainer::BackwardPass(const AdamStep* step) {
   }
 }
 
-double Trainer::Step(const Dataset& data, const std::vector<int64_t>& points) {
+void Trainer::QueueStep(const Dataset& data, const std::vector<int64_t>& points) {
   const auto t_start = Clock::now();
+  if (pending_.empty()) window_start_ = t_start;
   const DeviceTraffic traffic0 = backend_->Counters();
   AdamStep step;
   step.lr = static_cast<float>(cfg_.lr);
@@ -212,11 +234,15 @@ double Trainer::Step(const Dataset& data, const std::vector<int64_t>& points) {
   step.beta2 = static_cast<float>(cfg_.beta2);
   step.eps = static_cast<float>(cfg_.eps);
   step.t = iter_ + 1;
-  const double loss = strategy_->Step(*this, data, points, step);
+  const std::optional<double> loss = strategy_->Step(*this, data, points, step);
   ++iter_;
-  for (size_t l = 0; l < spec_.layers.size(); ++l)
-    DSLIDE_CHECK(!backend_->TakeNonFinite(static_cast<int>(l)), "training diverged: layer ", l,
-                 " has NaN or infinite weights after iteration ", iter_, " (try a smaller --lr)");
+  Pending p{iter_, !loss.has_value(), loss.value_or(0.0), 0};
+  if (loss.has_value()) {  // known now: check it and the updates now
+    for (size_t l = 0; l < spec_.layers.size(); ++l)
+      if (backend_->TakeNonFinite(static_cast<int>(l))) p.bad_layers |= uint64_t{1} << l;
+    CheckStep({p.iter, p.loss, p.bad_layers});
+  }
+  pending_.push_back(p);
   if (schedule_.Due(iter_)) {
     const auto t0 = Clock::now();
     const bool rehash = cfg_.lsh.rehash_every > 0 && iter_ % cfg_.lsh.rehash_every == 0;
@@ -226,7 +252,45 @@ double Trainer::Step(const Dataset& data, const std::vector<int64_t>& points) {
   }
   step_ms_.push_back(Seconds(t_start) * 1e3);
   step_traffic_ = step_traffic_ + (backend_->Counters() - traffic0);
-  return loss;
+}
+
+double Trainer::Step(const Dataset& data, const std::vector<int64_t>& points) {
+  QueueStep(data, points);
+  const std::vector<StepLoss> steps = TakeSteps();
+  for (const StepLoss& s : steps) CheckStep(s);
+  return steps.back().loss;
+}
+
+std::vector<Trainer::StepLoss> Trainer::TakeSteps() {
+  std::vector<LayerBackend::StepStatus> q;
+  if (std::any_of(pending_.begin(), pending_.end(), [](const Pending& p) { return p.queued; })) {
+    const DeviceTraffic traffic0 = backend_->Counters();
+    q = backend_->TakeQueued();
+    step_traffic_ = step_traffic_ + (backend_->Counters() - traffic0);  // the steps' read-back
+  }
+  if (backend_->Asynchronous() && !pending_.empty()) {
+    // The steps since the last read ran behind the host: each gets the window's mean time.
+    const size_t n = pending_.size();
+    const double ms = Seconds(window_start_) * 1e3 / static_cast<double>(n);
+    std::fill(step_ms_.end() - static_cast<std::ptrdiff_t>(std::min(n, step_ms_.size())),
+              step_ms_.end(), ms);
+  }
+  std::vector<StepLoss> out;
+  size_t k = 0;
+  for (const Pending& p : pending_) {
+    double loss = p.loss;
+    uint64_t bad = p.bad_layers;
+    if (p.queued) {
+      DSLIDE_ASSERT(k < q.size(), "the backend lost a queued loss");
+      loss = q[k].loss;
+      bad = q[k].bad_layers;
+      ++k;
+    }
+    out.push_back({p.iter, loss, bad});
+  }
+  DSLIDE_ASSERT(k == q.size(), "the backend queued a loss of no step");
+  pending_.clear();
+  return out;
 }
 
 void Trainer::SaveCheckpoint(const std::string& dir, int64_t epoch, int64_t pos, int keep) {

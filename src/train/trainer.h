@@ -4,9 +4,11 @@
 #pragma once
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,8 +33,23 @@ class Trainer {
           int64_t input_dim, int64_t output_dim);
 
   /// Collective: one optimiser step on the given training points; returns the batch's mean
-  /// loss (over points with labels), identical on every rank.
+  /// loss (over points with labels), identical on every rank. Reads the loss now (with the
+  /// steps queued before): QueueStep, then TakeSteps.
   double Step(const Dataset& data, const std::vector<int64_t>& points);
+  /// Collective: one optimiser step whose loss and non-finite checks are read later, by
+  /// TakeSteps (with one rank they wait in the backend; with P ranks they are known now).
+  void QueueStep(const Dataset& data, const std::vector<int64_t>& points);
+  /// The steps queued since the last call, oldest first: iteration, mean loss, and the
+  /// layers (bit l: layer l) whose update went non-finite. CheckStep each, in order.
+  struct StepLoss {
+    int64_t iter;
+    double loss;
+    uint64_t bad_layers;
+  };
+  std::vector<StepLoss> TakeSteps();
+  /// Throws dslide::Error naming the iteration (and the layer) when the step's loss or an
+  /// update's weights went NaN or infinite.
+  void CheckStep(const StepLoss& s);
   /// Collective: forward and backward without the optimiser step: the gradients wait in
   /// the backend (GetGradient). Returns the mean loss. Active sets depend on the current
   /// iteration only.
@@ -92,7 +109,8 @@ class Trainer {
   /// Layer l's local output (active ids, activations) of the last forward pass (a host
   /// view of the backend's buffer).
   const BatchRows& output(int l) { return backend_->HostRows(l, Rows::kOutput); }
-  /// Per-iteration wall times (ms) of every step run so far.
+  /// Per-iteration wall times (ms) of every step run so far (on an asynchronous backend,
+  /// each step of a window between reads gets the window's mean).
   const std::vector<double>& step_ms() const { return step_ms_; }
   /// What the steps so far moved between the backend's device and the host (table rebuilds
   /// included, evaluations not).
@@ -110,8 +128,10 @@ class Trainer {
   /// of the step).
   double MeanLoss(const BatchLabels& labels);
   /// Forward, loss and backward; with `step`, each layer is updated inside its backward.
-  double Backpropagate(const Dataset& data, const std::vector<int64_t>& points,
-                       const AdamStep* step);
+  /// With `queue` and one rank, the loss is queued in the backend (read by TakeSteps) and
+  /// none is returned.
+  std::optional<double> Backpropagate(const Dataset& data, const std::vector<int64_t>& points,
+                                      const AdamStep* step, bool queue = false);
   /// The layers' backward from the output layer's delta down (and with `step` their
   /// updates), the input gradients chained or reduce-scattered between them.
   void BackwardPass(const AdamStep* step);
@@ -148,6 +168,16 @@ class Trainer {
   std::vector<std::vector<int64_t>> segs_;
   std::vector<float> fused_;  // data-parallel gradient buffer
   SoftmaxStats stats_;        // the softmax statistics all-reduced over P ranks
+  // Steps not yet read by TakeSteps: iteration, and the loss and non-finite layers when known
+  // at once (else queued in the backend).
+  struct Pending {
+    int64_t iter;
+    bool queued;
+    double loss;
+    uint64_t bad_layers;
+  };
+  std::vector<Pending> pending_;
+  std::chrono::steady_clock::time_point window_start_;  // the first unread step's start
   // --keep-best: the best validated model so far (its weights and biases, on this rank's
   // shard), its iteration and validation P@1 (-1: none).
   std::vector<std::vector<float>> best_w_, best_b_;

@@ -302,6 +302,25 @@ EvalResult Trainer::Run(const Dataset& train, const Dataset* valid, const Datase
       std::max(2.0, spec_.layers.back().dense() ? static_cast<double>(spec_.layers.back().out_dim)
                                                 : slots.mean_active));
   double level = -1;
+  // The steps' losses, read at the logging cadence and before anything is written or
+  // evaluated (with P ranks, every step): their running mean for the progress line, and the
+  // divergence check, step by step in order. Returns whether a step diverged; *step holds
+  // that step's (or else the last step's) iteration, loss and reference level.
+  struct Diverged {
+    int64_t iter = 0;
+    double loss = 0, ref = 0;
+  };
+  auto read_steps = [&](Diverged* step) {
+    for (const StepLoss& s : TakeSteps()) {
+      CheckStep(s);  // a non-finite loss or weights: an error of its own
+      loss_sum += s.loss;
+      ++loss_n;
+      *step = {s.iter, s.loss, std::max(level, uninformed)};
+      if (cfg_.divergence_factor > 0 && s.loss > cfg_.divergence_factor * step->ref) return true;
+      level = level < 0 ? s.loss : 0.95 * level + 0.05 * s.loss;
+    }
+    return false;
+  };
   const int64_t iter_start = iter_;
   iter_last = iter_;
   auto stop_line = [&](const char* event, const std::string& text, const std::string& checkpoint) {
@@ -314,7 +333,22 @@ EvalResult Trainer::Run(const Dataset& train, const Dataset* valid, const Datase
   };
   // A checkpoint of this iteration (remembered in saved_iter), its size and time on the
   // progress output and in --metrics.
+  auto stop_diverged = [&](const Diverged& d) {
+    const std::string newest =
+        cfg_.checkpoint_dir.empty() ? "" : LatestCheckpoint(cfg_.checkpoint_dir);
+    const std::string text =
+        detail::Concat("training diverged at iteration ", d.iter, ": the sampled loss ", d.loss,
+                       " is more than ", cfg_.divergence_factor, " times its running level ", d.ref,
+                       " (--divergence-factor); no checkpoint was written of it",
+                       newest.empty() ? std::string("") : "; the last good one is " + newest,
+                       ". Try a smaller --lr (now ", cfg_.lr, ")");
+    stop_line("diverged", text, newest);
+    throw Stop(kExitDiverged, text);
+  };
   auto save = [&]() {
+    // Never a checkpoint of steps not yet checked (one rank: a stop signal between reads).
+    Diverged d;
+    if (read_steps(&d)) stop_diverged(d);
     const auto t0 = Clock::now();
     SaveCheckpoint(cfg_.checkpoint_dir, epoch, pos, cfg_.keep_checkpoints);
     saved_iter = iter_;
@@ -346,29 +380,18 @@ EvalResult Trainer::Run(const Dataset& train, const Dataset* valid, const Datase
     const int64_t b = std::min(B, N - pos);
     points.assign(order.begin() + pos, order.begin() + pos + b);
     pos += b;
-    const double step_loss = Step(train, points);
-    loss_sum += step_loss;
-    ++loss_n;
+    QueueStep(train, points);
+    const bool log = iter_ % cfg_.log_every == 0 || iter_ == total;
+    const bool eval_now = eval_every > 0 && iter_ % eval_every == 0 && iter_ < total;
+    const bool save_now = cfg_.checkpoint_every > 0 && iter_ % cfg_.checkpoint_every == 0;
+    int64_t flags[2] = {StopSignal(), 0};
+    Diverged diverged;
+    if (comm_->size() > 1 || log || eval_now || save_now || flags[0] != 0)
+      flags[1] = read_steps(&diverged) ? 1 : 0;
     // One agreement per step, with more than one rank: a stop signal, or a loss far above
     // its running level, on any rank stops every rank.
-    const double ref = std::max(level, uninformed);
-    int64_t flags[2] = {StopSignal(),
-                        cfg_.divergence_factor > 0 && step_loss > cfg_.divergence_factor * ref};
     if (comm_->size() > 1) comm_->Allreduce(flags, 2, ReduceOp::kMax, Traffic::kControl);
-    if (flags[1] != 0) {
-      const std::string newest =
-          cfg_.checkpoint_dir.empty() ? "" : LatestCheckpoint(cfg_.checkpoint_dir);
-      const std::string text =
-          detail::Concat("training diverged at iteration ", iter_, ": the sampled loss ", step_loss,
-                         " is more than ", cfg_.divergence_factor, " times its running level ", ref,
-                         " (--divergence-factor); no checkpoint was written of it",
-                         newest.empty() ? std::string("") : "; the last good one is " + newest,
-                         ". Try a smaller --lr (now ", cfg_.lr, ")");
-      stop_line("diverged", text, newest);
-      throw Stop(kExitDiverged, text);
-    }
-    level = level < 0 ? step_loss : 0.95 * level + 0.05 * step_loss;
-    const bool log = iter_ % cfg_.log_every == 0 || iter_ == total;
+    if (flags[1] != 0) stop_diverged(diverged);
     if (log) {
       double rss = PeakRssMb();
       comm_->Allreduce(&rss, 1, ReduceOp::kMax, Traffic::kControl);
@@ -409,8 +432,8 @@ EvalResult Trainer::Run(const Dataset& train, const Dataset* valid, const Datase
       loss_n = 0;
     }
     // Evaluation first, so that a checkpoint of this iteration records its selection.
-    if (eval_every > 0 && iter_ % eval_every == 0 && iter_ < total) evaluate();
-    if (cfg_.checkpoint_every > 0 && iter_ % cfg_.checkpoint_every == 0) save();
+    if (eval_now) evaluate();
+    if (save_now) save();
     // A stop signal on any rank (agreed above) stops every rank after this step; one rank
     // alone also sees a signal that came during the evaluation or checkpoint.
     const int64_t sig = comm_->size() > 1 ? flags[0] : StopSignal();

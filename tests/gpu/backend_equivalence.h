@@ -605,7 +605,11 @@ TEST(GpuEquivalence, BatchBuffersChainedAndExchanged) {
       got[k][2] = b.HostRows(1, Rows::kInputGrad);
       if (chained) {
         b.ChainBackward(1);
-        loss[k] = b.BatchLoss(1);
+        b.QueueLoss(1);
+        const std::vector<LayerBackend::StepStatus> q = b.TakeQueued();
+        ASSERT_EQ(q.size(), 1u);
+        EXPECT_EQ(q[0].bad_layers, 0u);
+        loss[k] = q[0].loss;
       } else {
         const BatchRows& act = b.HostRows(0, Rows::kOutput);
         BatchRows* delta = b.StageRows(0, Rows::kDelta);
@@ -634,9 +638,10 @@ TEST(GpuEquivalence, BatchBuffersChainedAndExchanged) {
   }
 }
 
-/// What a one-rank training step moves between host and device, as the GPU backend counts
-/// it (DeviceTraffic): up, the data rows and the labels; down, the loss and a flag per
-/// layer, in one host wait. With either fill (the batch fill is drawn on the device).
+/// What one-rank training steps move between host and device, as the GPU backend counts it
+/// (DeviceTraffic): per step, up, the data rows and the labels, and nothing down; the queued
+/// losses and non-finite flags come down when read (TakeSteps), in one host wait. With
+/// either fill (the batch fill is drawn on the device).
 TEST(GpuEquivalence, OneRankStepMovesOnlyInputLabelsAndLoss) {
   SetNumThreads(1);
   const Dataset data = GenerateSynthetic(SyntheticShape(200, 300, 10, 2, 600), 0, 600);
@@ -647,11 +652,13 @@ TEST(GpuEquivalence, OneRankStepMovesOnlyInputLabelsAndLoss) {
     cfg.sparsity = {1.0, 0.5, 0.2};  // a sampled hidden layer and a sampled output layer
     cfg.batch = 32;
     cfg.lsh.rebuild_n0 = 1000;  // no table rebuild in these steps
-    LocalCommunicator comm;
-    Trainer t(cfg, &comm, BackendUnderTest(), data.num_features, data.num_labels);
-    const int n_layers = static_cast<int>(t.spec().layers.size());
+    LocalCommunicator c1, c2;
+    Trainer t(cfg, &c1, BackendUnderTest(), data.num_features, data.num_labels);
+    Trainer read_each(cfg, &c2, BackendUnderTest(), data.num_features, data.num_labels);
     std::vector<int64_t> points(cfg.batch);
-    for (int step = 0; step < 4; ++step) {
+    std::vector<double> want;
+    constexpr int kSteps = 4;
+    for (int step = 0; step < kSteps; ++step) {
       std::iota(points.begin(), points.end(), step * cfg.batch);
       const int64_t B = cfg.batch;
       // The data rows as the trainer stages them (offsets, counts, ids, values), the labels
@@ -662,14 +669,33 @@ TEST(GpuEquivalence, OneRankStepMovesOnlyInputLabelsAndLoss) {
         labels += data.NumLabels(p) * int64_t{sizeof(int32_t)};
       }
       const DeviceTraffic before = t.backend().Counters();
-      t.Step(data, points);
+      t.QueueStep(data, points);
       const DeviceTraffic d = t.backend().Counters() - before;
       SCOPED_TRACE("step " + std::to_string(step + 1));
       EXPECT_EQ(d.h2d_bytes, input + labels);
-      EXPECT_EQ(d.d2h_bytes, int64_t{sizeof(double)} + n_layers * int64_t{sizeof(uint32_t)});
-      EXPECT_EQ(d.syncs, 1);
-      EXPECT_GT(d.launches, 3 * n_layers);
+      EXPECT_EQ(d.d2h_bytes, 0);
+      EXPECT_EQ(d.syncs, 0);
+      EXPECT_GT(d.launches, 9);
+      // The same step read at once (Step): the loss and the flags come down, one wait.
+      const DeviceTraffic b2 = read_each.backend().Counters();
+      want.push_back(read_each.Step(data, points));
+      const DeviceTraffic d2 = read_each.backend().Counters() - b2;
+      EXPECT_EQ(d2.h2d_bytes, input + labels);
+      EXPECT_EQ(d2.d2h_bytes, int64_t{sizeof(double) + sizeof(uint64_t)});
+      EXPECT_EQ(d2.syncs, 1);
     }
+    const DeviceTraffic before = t.backend().Counters();
+    const std::vector<Trainer::StepLoss> got = t.TakeSteps();
+    const DeviceTraffic d = t.backend().Counters() - before;
+    EXPECT_EQ(d.h2d_bytes, 0);
+    EXPECT_EQ(d.d2h_bytes, kSteps * int64_t{sizeof(double) + sizeof(uint64_t)});
+    EXPECT_EQ(d.syncs, 1);
+    ASSERT_EQ(got.size(), static_cast<size_t>(kSteps));
+    for (int step = 0; step < kSteps; ++step) {
+      EXPECT_EQ(got[step].iter, step + 1);
+      EXPECT_EQ(got[step].loss, want[step]) << "step " << step + 1;
+    }
+    EXPECT_TRUE(t.TakeSteps().empty());
   }
 }
 

@@ -170,6 +170,31 @@ TEST(Reliability, FailedCheckpointWriteKeepsTheEarlierOnesAndNoPartialFolder) {
   EXPECT_EQ(back->LoadCheckpoint(LatestCheckpoint(dir)).iter, 3);
 }
 
+TEST(Reliability, DivergenceBetweenReadsIsFoundAndNotCheckpointed) {
+  // With one rank the steps' losses are read at the logging cadence and before a checkpoint:
+  // a divergence between reads is found at the next read, named by its own iteration, and
+  // no checkpoint of it or of a later step is written.
+  SetNumThreads(1);
+  Small s;
+  LocalCommunicator comm;
+  TrainConfig c = s.Checkpointing("diverge-between-reads", 7);
+  c.log_every = 5;
+  c.lr = 1e6;
+  auto t = s.Make(&comm, c);
+  const Stop stop = RunUntilStop(*t, s.data);
+  ASSERT_EQ(stop.code(), kExitDiverged) << stop.what();
+  const std::string text = stop.what();
+  const std::string key = "training diverged at iteration ";
+  const size_t at = text.find(key);
+  ASSERT_NE(at, std::string::npos) << text;
+  const int64_t diverged = std::stoll(text.substr(at + key.size()));
+  const int64_t read = t->iteration();
+  EXPECT_LE(diverged, read);
+  EXPECT_TRUE(read % 5 == 0 || read % 7 == 0) << "found at iteration " << read;
+  const std::string newest = LatestCheckpoint(c.checkpoint_dir);
+  if (!newest.empty()) EXPECT_LT(ReadMeta(newest).iter, diverged);
+}
+
 TEST(Reliability, DivergenceStopsBeforeItIsCheckpointed) {
   SetNumThreads(1);
   Small s;
