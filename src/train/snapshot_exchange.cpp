@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <numeric>
 
+#include "activation.h"
+
 namespace dslide {
 
 void SnapshotExchange::Gather(const LayerSpec& s, const BatchRows& local, BatchRows* full,
@@ -93,6 +95,29 @@ void SnapshotExchange::ScatterGrad(const BatchRows& full_grad, const std::vector
                           Traffic::kInputGrads);
   // Back into the strided layout of this rank's layer output.
   UnpackLike(gathered_vals_.data(), act, local_grad);
+}
+
+void SnapshotExchange::PassForward(BatchOps* backend, const LayerSpec& s, int layer,
+                                   std::vector<int64_t>* seg) {
+  if (comm_->size() == 1) {
+    backend->ChainForward(layer);  // the snapshot is this rank's own output
+    return;
+  }
+  Gather(s, backend->HostRows(layer, Rows::kOutput), backend->StageRows(layer + 1, Rows::kInput),
+         seg);
+  backend->CommitRows(layer + 1, Rows::kInput);
+}
+
+void SnapshotExchange::PassBackward(BatchOps* backend, int layer, const std::vector<int64_t>& seg) {
+  if (comm_->size() == 1) {
+    backend->ChainBackward(layer);
+    return;
+  }
+  const BatchRows& act = backend->HostRows(layer - 1, Rows::kOutput);
+  BatchRows* delta = backend->StageRows(layer - 1, Rows::kDelta);
+  ScatterGrad(backend->HostRows(layer, Rows::kInputGrad), seg, act, delta);
+  ReluBackward(act, delta);
+  backend->CommitRows(layer - 1, Rows::kDelta);
 }
 
 }  // namespace dslide

@@ -9,6 +9,7 @@
 
 #include "batch_rows.h"
 #include "communicator.h"
+#include "layer_backend.h"
 #include "model.h"
 
 namespace dslide {
@@ -29,6 +30,15 @@ class SnapshotExchange {
   /// the layout of this rank's layer output `act` (which Gather sent).
   void ScatterGrad(const BatchRows& full_grad, const std::vector<int64_t>& seg,
                    const BatchRows& act, BatchRows* local_grad);
+
+  /// Collective: hidden layer `layer`'s output on `backend` becomes layer + 1's input. With
+  /// one rank the backend links them itself (ChainForward: nothing leaves it); else the
+  /// host view of this rank's output is gathered into layer + 1's staged input.
+  void PassForward(BatchOps* backend, const LayerSpec& s, int layer, std::vector<int64_t>* seg);
+  /// Collective, the inverse: layer `layer`'s input gradient becomes layer - 1's delta,
+  /// times ReLU' of layer - 1's output (ChainBackward with one rank; else ScatterGrad of
+  /// the host views, with `seg` from layer - 1's PassForward).
+  void PassBackward(BatchOps* backend, int layer, const std::vector<int64_t>& seg);
 
  private:
   Communicator* comm_;

@@ -15,7 +15,6 @@
 #include <limits>
 #include <numeric>
 
-#include "activation.h"
 #include "auto_settings.h"
 #include "error.h"
 #include "parallel.h"
@@ -100,13 +99,7 @@ void Trainer::ForwardHidden(const Dataset& data, const std::vector<int64_t>& poi
     phases_.query += std::chrono::duration<double>(t1 - t0).count();
     phases_.forward += std::chrono::duration<double>(t2 - t1).count();
     if (!out) {
-      if (model_comm_->size() == 1) {
-        backend_->ChainForward(l);  // the snapshot is this rank's own output
-      } else {
-        exchange_.Gather(spec_.layers[l], backend_->HostRows(l, Rows::kOutput),
-                         backend_->StageRows(l + 1, Rows::kInput), &segs_[l]);
-        backend_->CommitRows(l + 1, Rows::kInput);
-      }
+      exchange_.PassForward(backend_.get(), spec_.layers[l], l, &segs_[l]);
       phases_.comm += Seconds(t2);
     }
   }
@@ -210,15 +203,7 @@ void Trainer::BackwardPass(const AdamStep* step) {
     (step != nullptr ? phases_.backward_update : phases_.backward) += Seconds(t0);
     if (need_grad) {
       t0 = Clock::now();
-      if (model_comm_->size() == 1) {
-        backend_->ChainBackward(l);
-      } else {
-        const BatchRows& act = backend_->HostRows(l - 1, Rows::kOutput);
-        BatchRows* delta = backend_->StageRows(l - 1, Rows::kDelta);
-        exchange_.ScatterGrad(backend_->HostRows(l, Rows::kInputGrad), segs_[l - 1], act, delta);
-        ReluBackward(act, delta);
-        backend_->CommitRows(l - 1, Rows::kDelta);
-      }
+      exchange_.PassBackward(backend_.get(), l, segs_[l - 1]);
       phases_.comm += Seconds(t0);
     }
   }
