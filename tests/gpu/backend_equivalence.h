@@ -360,7 +360,8 @@ TEST(GpuEquivalence, SoftmaxLossAndDelta) {
     } else {
       s.cpu->Softmax(1, za, lab, kSoftmaxMax, &sa, &da);
       s.dev->Softmax(1, zb, lab, kSoftmaxMax, &sb, &db);
-      EXPECT_EQ(sb.mx, sa.mx) << "row maxima";
+      // The maxima of logits that agree within kTol (the device contracts to FMA).
+      EXPECT_LE(MaxRelDiff(sb.mx, sa.mx), kTol) << "row maxima";
       for (int64_t i = 0; i < s.B; ++i) sa.mx[i] = sb.mx[i] = sa.mx[i] + 0.25f * (i % 3);
       s.cpu->Softmax(1, za, lab, kSoftmaxSums, &sa, &da);
       s.dev->Softmax(1, zb, lab, kSoftmaxSums, &sb, &db);
@@ -369,7 +370,7 @@ TEST(GpuEquivalence, SoftmaxLossAndDelta) {
       s.cpu->Softmax(1, za, lab, kSoftmaxDelta, &sa, &da);
       s.dev->Softmax(1, zb, lab, kSoftmaxDelta, &sb, &db);
     }
-    EXPECT_LE(MaxRelDiff(sb.mx, sa.mx), 0.0) << "row maxima";
+    EXPECT_LE(MaxRelDiff(sb.mx, sa.mx), kTol) << "row maxima";
     EXPECT_LE(MaxRelDiff(sb.red, sa.red), kTol) << "sums and label terms";
     EXPECT_NEAR(SoftmaxMeanLoss(sb, lab), SoftmaxMeanLoss(sa, lab), kTol);
     ASSERT_EQ(db.ids, da.ids);
@@ -656,7 +657,7 @@ TEST(GpuEquivalence, OneRankStepMovesOnlyInputLabelsAndLoss) {
     Trainer t(cfg, &c1, BackendUnderTest(), data.num_features, data.num_labels);
     Trainer read_each(cfg, &c2, BackendUnderTest(), data.num_features, data.num_labels);
     std::vector<int64_t> points(cfg.batch);
-    std::vector<double> want;
+    std::vector<double> want;  // the same steps' losses, each read at once
     constexpr int kSteps = 4;
     for (int step = 0; step < kSteps; ++step) {
       std::iota(points.begin(), points.end(), step * cfg.batch);
@@ -693,7 +694,9 @@ TEST(GpuEquivalence, OneRankStepMovesOnlyInputLabelsAndLoss) {
     ASSERT_EQ(got.size(), static_cast<size_t>(kSteps));
     for (int step = 0; step < kSteps; ++step) {
       EXPECT_EQ(got[step].iter, step + 1);
-      EXPECT_EQ(got[step].loss, want[step]) << "step " << step + 1;
+      // Within the tolerance of runs whose float atomics add in another order.
+      EXPECT_NEAR(got[step].loss, want[step], 1e-4 * std::max(1.0, std::abs(want[step])))
+          << "step " << step + 1;
     }
     EXPECT_TRUE(t.TakeSteps().empty());
   }
