@@ -1,0 +1,193 @@
+#!/usr/bin/env python3
+"""PyTorch peers of `dslide bench`: the same network (sparse input -> hidden ReLU -> softmax
+output), initialisation, Adam, batch, iterations, data order and data files, in one of three
+forms a PyTorch user would write:
+
+  dense          every output neuron computed, fp32, torch.optim.Adam
+  dense-tf32     the same with TF32 matrix products and fused Adam (where the device has them)
+  sampled        sampled softmax: per step the batch's labels plus --negatives uniform
+                 negatives shared by the batch, the output layer as a sparse embedding
+                 updated with SparseAdam, TF32
+
+Evaluation is exact (every output scored). Host-side batch preparation is excluded from the
+timings; on a GPU each step ends with a synchronisation. Prints one JSON object with the
+names dslide uses: ms_per_iter (median), ms_per_iter_mean, p_at_1, and p_at_1_by_iter
+([iteration, P@1, training seconds so far] every --eval-every iterations).
+
+Usage: torch_peer.py TRAIN.txt TEST.txt [--mode dense|dense-tf32|sampled] [--iterations 400]
+                     [--batch 256] [--hidden 128] [--lr 1e-3] [--negatives 4096]
+                     [--eval-points 1000] [--eval-every 0] [--device cuda|cpu] [--seed 1]
+"""
+import argparse
+import json
+import random
+import statistics
+import sys
+import time
+
+import torch
+
+MODES = ("dense", "dense-tf32", "sampled")
+
+
+def read_xc(path):
+    """XC text format: header 'points features labels', then 'l1,l2 f:v f:v ...'."""
+    with open(path) as f:
+        n, d, c = (int(v) for v in f.readline().split())
+        labels, feats = [], []
+        for line in f:
+            parts = line.split()
+            if not parts:
+                continue
+            first = parts[0]
+            if ":" in first:
+                labels.append([])
+                rest = parts
+            else:
+                labels.append([int(v) for v in first.split(",") if v])
+                rest = parts[1:]
+            feats.append([(int(a), float(b)) for a, b in (p.split(":") for p in rest)])
+    return d, c, labels, feats
+
+
+def batch_tensors(feats, idx, device):
+    ids, vals, offs = [], [], []
+    for i in idx:
+        offs.append(len(ids))
+        for f, v in feats[i]:
+            ids.append(f)
+            vals.append(v)
+    return (torch.tensor(ids, dtype=torch.long, device=device),
+            torch.tensor(vals, dtype=torch.float32, device=device),
+            torch.tensor(offs, dtype=torch.long, device=device))
+
+
+def targets(labels, idx, columns):
+    """(row, column, value) of the target spread over each point's labels, the columns
+    indexing `columns` (a sorted list of global label ids; None: every label, in order)."""
+    where = None if columns is None else {l: k for k, l in enumerate(columns)}
+    rows = []
+    for r, i in enumerate(idx):
+        for l in labels[i]:
+            rows.append((r, l if where is None else where[l], 1.0 / len(labels[i])))
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("train")
+    ap.add_argument("test")
+    ap.add_argument("--mode", choices=MODES, default="dense")
+    ap.add_argument("--iterations", type=int, default=400)
+    ap.add_argument("--batch", type=int, default=256)
+    ap.add_argument("--hidden", type=int, default=128)
+    ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--negatives", type=int, default=4096)
+    ap.add_argument("--eval-points", type=int, default=1000)
+    ap.add_argument("--eval-every", type=int, default=0)
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--seed", type=int, default=1)
+    a = ap.parse_args()
+    if a.iterations < 1 or a.batch < 1 or a.hidden < 1 or a.negatives < 0:
+        ap.error("--iterations, --batch and --hidden must be positive, --negatives >= 0")
+    torch.manual_seed(a.seed)
+    dev = torch.device(a.device)
+    cuda = dev.type == "cuda"
+    tf32 = a.mode != "dense"
+    if cuda:
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        torch.backends.cudnn.allow_tf32 = tf32
+    d, c, ytr, xtr = read_xc(a.train)
+    _, _, yte, xte = read_xc(a.test)
+    emb = torch.nn.EmbeddingBag(d, a.hidden, mode="sum").to(dev)  # sparse x times W1
+    b1 = torch.nn.Parameter(torch.zeros(a.hidden, device=dev))
+    sampled = a.mode == "sampled"
+    # The output layer: rows of weights with their biases; sampled mode reads and updates
+    # only the rows of a step's candidates (sparse gradients).
+    w2 = torch.nn.Embedding(c, a.hidden, sparse=sampled).to(dev)
+    b2 = torch.nn.Embedding(c, 1, sparse=sampled).to(dev)
+    # dslide's initialisation (Glorot normal weights, zero biases), so that the peers differ
+    # in what they compute per step, not in where they start.
+    with torch.no_grad():
+        emb.weight.normal_(0.0, (2.0 / (d + a.hidden)) ** 0.5)
+        w2.weight.normal_(0.0, (2.0 / (a.hidden + c)) ** 0.5)
+        b2.weight.zero_()
+    dense_params = list(emb.parameters()) + [b1]
+    if sampled:
+        opts = [torch.optim.Adam(dense_params, lr=a.lr),
+                torch.optim.SparseAdam(list(w2.parameters()) + list(b2.parameters()), lr=a.lr)]
+    else:
+        kw = {"fused": True} if (a.mode == "dense-tf32" and cuda) else {}
+        opts = [torch.optim.Adam(dense_params + list(w2.parameters()) + list(b2.parameters()),
+                                 lr=a.lr, **kw)]
+
+    def hidden(feats, idx):
+        ids, vals, offs = batch_tensors(feats, idx, dev)
+        return torch.relu(emb(ids, offs, per_sample_weights=vals) + b1)
+
+    def p_at_1():
+        hits, m = 0, min(a.eval_points, len(xte)) if a.eval_points > 0 else len(xte)
+        with torch.no_grad():
+            for s in range(0, m, 256):
+                idx = list(range(s, min(m, s + 256)))
+                logits = hidden(xte, idx) @ w2.weight.t() + b2.weight.t()
+                top = logits.argmax(dim=1).tolist()
+                hits += sum(1 for r, i in enumerate(idx) if top[r] in yte[i])
+        return hits / max(m, 1)
+
+    times, curve = [], []
+    n = len(xtr)
+    order = []  # the training points in a fresh random order each epoch, as dslide takes them
+    rng = random.Random(a.seed)
+    for it in range(1, a.iterations + 1):
+        while len(order) < a.batch:
+            perm = list(range(n))
+            rng.shuffle(perm)
+            order += perm
+        idx, order = order[:a.batch], order[a.batch:]
+        # Host-side preparation, outside the timing: the batch's tensors, its candidates
+        # (sampled: the labels, then shared uniform negatives) and the targets over them.
+        ids, vals, offs = batch_tensors(xtr, idx, dev)
+        cand = None
+        if sampled:
+            cand = sorted({l for i in idx for l in ytr[i]} |
+                          {rng.randrange(c) for _ in range(min(a.negatives, c))})
+            columns = torch.tensor(cand, dtype=torch.long, device=dev)
+        target = torch.zeros(a.batch, c if cand is None else len(cand))
+        for r, k, v in targets(ytr, idx, cand):
+            target[r, k] = v
+        target = target.to(dev)
+        if cuda:
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        h = torch.relu(emb(ids, offs, per_sample_weights=vals) + b1)
+        if sampled:
+            logits = h @ w2(columns).t() + b2(columns).t()
+        else:
+            logits = h @ w2.weight.t() + b2.weight.t()
+        loss = -(target * torch.log_softmax(logits, dim=1)).sum(dim=1).mean()
+        for o in opts:
+            o.zero_grad(set_to_none=True)
+        loss.backward()
+        for o in opts:
+            o.step()
+        if cuda:
+            torch.cuda.synchronize()
+        times.append((time.perf_counter() - t0) * 1000)
+        if a.eval_every > 0 and it % a.eval_every == 0 and it < a.iterations:
+            curve.append([it, p_at_1(), sum(times) / 1000])
+    p1 = p_at_1()
+    curve.append([a.iterations, p1, sum(times) / 1000])
+    res = {"engine": "pytorch-" + a.mode, "device": str(dev), "iter": a.iterations,
+           "ms_per_iter": statistics.median(times), "ms_per_iter_mean": statistics.mean(times),
+           "p_at_1": p1, "p_at_1_by_iter": curve, "batch": a.batch, "torch": torch.__version__}
+    if sampled:
+        res["negatives"] = a.negatives
+    if cuda:
+        res["gpu"] = torch.cuda.get_device_name(0)
+        res["peak_gpu_mb"] = torch.cuda.max_memory_allocated() / 2**20
+    print(json.dumps(res))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
