@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Installs what dslide needs to build on Debian bookworm (skips what is already there);
-# with --test also what the tests use beyond the build (clang-format for the format check).
+# with --test also what the tests use beyond the build (clang-format for the format check;
+# Debian's PyTorch for the PyTorch peers' tests, torch_peer and horovod_peer).
 set -euo pipefail
 pkgs=(build-essential cmake libopenmpi-dev openmpi-bin libboost-program-options-dev
       libhdf5-dev zlib1g-dev libgtest-dev)
-[[ ${1:-} == --test ]] && pkgs+=(clang-format)
+[[ ${1:-} == --test ]] && pkgs+=(clang-format python3-torch libopenblas0-pthread)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
