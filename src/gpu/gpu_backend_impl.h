@@ -259,6 +259,7 @@ class GpuBackendT : public LayerBackend {
   /// aligned with the input; host copies only of what crosses ranks (HostRows, StageRows).
   struct Batch {
     DevRows in, out;
+    bool chained = false;  // the input is the previous layer's output (InRows)
     Buf<float> delta, in_grad;
     BatchRows host[4];  // by Rows
   };
@@ -510,7 +511,7 @@ class GpuBackendT : public LayerBackend {
   void BatchSelect(int layer, bool with_labels, int64_t iter) override {
     Layer& L = *layers_[layer];
     const LayerSpec& s = L.spec;
-    const DevRows& in = batch_[layer]->in;
+    const DevRows& in = InRows(layer);
     DevRows& out = batch_[layer]->out;
     const int64_t B = in.B;
     out.B = B;
@@ -691,7 +692,7 @@ class GpuBackendT : public LayerBackend {
   /// keeps the sample's (feature, value) list.
   void BatchForward(int layer) override {
     Layer& L = *layers_[layer];
-    const DevRows& in = batch_[layer]->in;
+    const DevRows& in = InRows(layer);
     DevRows& out = batch_[layer]->out;
     const LayerSpec& s = L.spec;
     const int64_t B = in.B, acap = out.cap, icap = in.cap, cols = L.cols, begin = s.begin;
@@ -764,21 +765,23 @@ class GpuBackendT : public LayerBackend {
         });
   }
 
-  /// One rank: layer + 1's input is this layer's output (a copy in device memory).
+  /// One rank: layer + 1's input is this layer's output buffer itself (no copy), read as
+  /// the snapshot would be: dense rows for a dense layer.
   void ChainForward(int layer) override {
-    const DevRows& out = batch_[layer]->out;
-    DevRows& next = batch_[layer + 1]->in;
-    const int64_t B = out.B, cap = out.cap;
-    next.B = B;
-    next.cap = cap;
-    next.dense = spec_.layers[layer].dense();
-    next.width = spec_.layers[layer].out_dim;
-    next.n.Resize(std::max<int64_t>(B, 1));
-    next.ids.Resize(B * cap);
-    next.vals.Resize(B * cap);
-    Copy(next.n.data(), out.n.data(), B);
-    Copy(next.ids.data(), out.ids.data(), B * cap);
-    Copy(next.vals.data(), out.vals.data(), B * cap);
+    DevRows& out = batch_[layer]->out;
+    out.dense = spec_.layers[layer].dense();
+    out.width = spec_.layers[layer].out_dim;
+    batch_[layer + 1]->chained = true;
+  }
+  /// A layer's input rows: its own buffer, or after ChainForward the previous layer's output.
+  DevRows& InRows(int layer) {
+    Batch& b = *batch_[layer];
+    return b.chained ? batch_[layer - 1]->out : b.in;
+  }
+  /// Host rows into the layer's own input buffer (which then is its input).
+  void SendInput(int layer, const BatchRows& rows) {
+    batch_[layer]->chained = false;
+    SendRows(rows, &send_rows_, &batch_[layer]->in);
   }
 
   /// One block per sample over the layer's logits: block reductions of the max and of the
@@ -943,9 +946,9 @@ class GpuBackendT : public LayerBackend {
     Layer& L = *layers_[layer];
     DSLIDE_ASSERT(!(L.spec.input_major && in_grad), "the first layer has no input gradient");
     if (L.spec.input_major)
-      FirstLayerGradient(L, *batch_[layer]);
+      FirstLayerGradient(L, InRows(layer), *batch_[layer]);
     else
-      IndexBatch(L, *batch_[layer], in_grad);
+      IndexBatch(L, InRows(layer), *batch_[layer], in_grad);
     // The input gradient is formed from the old weights before the update kernel runs.
     if (step != nullptr) Update(layer, *step, dense_adam);
   }
@@ -975,9 +978,9 @@ class GpuBackendT : public LayerBackend {
     BatchRows& h = b.host[static_cast<int>(which)];
     switch (which) {
       case Rows::kInput:
-        HostCopy(b.in, nullptr, &h);
-        h.dense = b.in.dense;
-        h.width = b.in.width;
+        HostCopy(InRows(layer), nullptr, &h);
+        h.dense = InRows(layer).dense;
+        h.width = InRows(layer).width;
         break;
       case Rows::kOutput:
         HostCopy(b.out, nullptr, &h);
@@ -986,9 +989,9 @@ class GpuBackendT : public LayerBackend {
         HostCopy(b.out, &b.delta, &h);
         break;
       case Rows::kInputGrad:
-        HostCopy(b.in, &b.in_grad, &h);
-        h.dense = b.in.dense;
-        h.width = b.in.width;
+        HostCopy(InRows(layer), &b.in_grad, &h);
+        h.dense = InRows(layer).dense;
+        h.width = InRows(layer).width;
         break;
     }
     return h;
@@ -1001,7 +1004,7 @@ class GpuBackendT : public LayerBackend {
     const BatchRows& h = b.host[static_cast<int>(which)];
     switch (which) {
       case Rows::kInput:
-        SendRows(h, &send_rows_, &b.in);
+        SendInput(layer, h);
         break;
       case Rows::kOutput:
         SendRows(h, &send_rows_, &b.out);
@@ -1010,7 +1013,7 @@ class GpuBackendT : public LayerBackend {
         SendValues(h, b.out, &send_rows_, &b.delta);
         break;
       case Rows::kInputGrad:
-        SendValues(h, b.in, &send_rows_, &b.in_grad);
+        SendValues(h, InRows(layer), &send_rows_, &b.in_grad);
         break;
     }
   }
@@ -1021,7 +1024,7 @@ class GpuBackendT : public LayerBackend {
   void SelectActive(int layer, const BatchRows& in, const BatchLabels* labels, int64_t iter,
                     BatchRows* out) override {
     Batch& b = *batch_[layer];
-    SendRows(in, &send_rows_, &b.in);
+    SendInput(layer, in);
     SetLabels(labels);
     BatchSelect(layer, labels != nullptr, iter);
     out->Strided(b.out.B, b.out.cap);
@@ -1032,7 +1035,7 @@ class GpuBackendT : public LayerBackend {
 
   void Forward(int layer, const BatchRows& in, BatchRows* out) override {
     Batch& b = *batch_[layer];
-    SendRows(in, &send_rows_, &b.in);
+    SendInput(layer, in);
     SendRows(*out, &send_rows_, &b.out);
     BatchForward(layer);
     UnpadVals(Host(b.out.vals, b.out.B * b.out.cap), b.out.cap, out);
@@ -1053,16 +1056,17 @@ class GpuBackendT : public LayerBackend {
   void Backward(int layer, const BatchRows& in, const BatchRows& delta,
                 BatchRows* in_grad) override {
     Batch& b = *batch_[layer];
-    SendRows(in, &send_rows_, &b.in);
+    SendInput(layer, in);
     SendRows(delta, &send_rows_, &b.out);  // the delta's ids and counts are the output's
     b.delta.Resize(b.out.B * b.out.cap);
     Copy(b.delta.data(), b.out.vals.data(), b.out.B * b.out.cap);
     BatchBackward(layer, in_grad != nullptr, nullptr, false);
     if (in_grad == nullptr) return;
-    const std::vector<float> g = Host(b.in_grad, b.in.B * b.in.cap);
+    const DevRows& x = InRows(layer);
+    const std::vector<float> g = Host(b.in_grad, x.B * x.cap);
     for (int64_t i = 0; i < in.samples(); ++i) {
       float* o = in_grad->Vals(i);
-      for (int64_t e = 0; e < in.n[i]; ++e) o[e] += g[i * b.in.cap + e];
+      for (int64_t e = 0; e < in.n[i]; ++e) o[e] += g[i * x.cap + e];
     }
   }
 
@@ -1078,18 +1082,17 @@ class GpuBackendT : public LayerBackend {
   void TopK(int layer, const BatchRows& in, int k, std::vector<int32_t>* ids,
             std::vector<float>* scores, const BatchLabels* labels = nullptr,
             SoftmaxStats* st = nullptr) override {
-    SendRows(in, &send_rows_, &batch_[layer]->in);
+    SendInput(layer, in);
     DeviceTopK(layer, k, ids, scores, labels, st);
   }
 
   /// Input-major layer: gradient rows of the batch's features, by atomics, from the delta
   /// aligned with the layer's output.
-  void FirstLayerGradient(Layer& L, const Batch& b) {
-    const int64_t B = b.in.B, icap = b.in.cap, dcap = b.out.cap, cols = L.cols,
-                  begin = L.spec.begin;
-    const int64_t* xn = b.in.n.data();
-    const int32_t* xid = b.in.ids.data();
-    const float* xv = b.in.vals.data();
+  void FirstLayerGradient(Layer& L, const DevRows& in, const Batch& b) {
+    const int64_t B = in.B, icap = in.cap, dcap = b.out.cap, cols = L.cols, begin = L.spec.begin;
+    const int64_t* xn = in.n.data();
+    const int32_t* xid = in.ids.data();
+    const float* xv = in.vals.data();
     const int64_t* dn = b.out.n.data();
     const int32_t* did = b.out.ids.data();
     const float* dv = b.delta.data();
@@ -1137,19 +1140,19 @@ class GpuBackendT : public LayerBackend {
   /// and, with `in_grad`, forms this shard's input gradient (from the current weights) in
   /// the batch's input-gradient buffer. The numbers of entries and touched rows stay on the
   /// device (L.counts): the host never waits for them.
-  void IndexBatch(Layer& L, Batch& b, bool in_grad) {
+  void IndexBatch(Layer& L, const DevRows& in, Batch& b, bool in_grad) {
     const LayerSpec& s = L.spec;
     DSLIDE_ASSERT(!L.pending, "Backward called twice on a layer without an Update between");
-    Densify(b.in, s.in_dim, &L.x);
-    const int64_t B = b.in.B, dcap = b.out.cap, icap = b.in.cap, cols = L.cols, begin = s.begin;
+    Densify(in, s.in_dim, &L.x);
+    const int64_t B = in.B, dcap = b.out.cap, icap = in.cap, cols = L.cols, begin = s.begin;
     const int64_t* dn = b.out.n.data();
     const int32_t* did = b.out.ids.data();
     const float* dv = b.delta.data();
     const float* w = L.w.data();
     if (in_grad) {
-      const int64_t* xn = b.in.n.data();
-      const int32_t* xid = b.in.ids.data();
-      const bool dense_in = b.in.dense;
+      const int64_t* xn = in.n.data();
+      const int32_t* xid = in.ids.data();
+      const bool dense_in = in.dense;
       b.in_grad.Resize(B * icap);
       float* gin = b.in_grad.data();
       X::For(B * icap, [=] DSLIDE_HD(int64_t t) {
@@ -1431,7 +1434,7 @@ class GpuBackendT : public LayerBackend {
     const LayerSpec& s = L.spec;
     DSLIDE_ASSERT(!s.input_major, "exact top-k needs a row-per-neuron output layer");
     DSLIDE_CHECK(k >= 1 && k <= kMaxTopK, "top-k on the GPU supports k <= ", kMaxTopK, ", got ", k);
-    const DevRows& in = batch_[layer]->in;
+    const DevRows& in = InRows(layer);
     Densify(in, s.in_dim, &xd_);
     const int64_t B = in.B, n = s.local(), cols = L.cols, begin = s.begin;
     const int64_t nseg = (n + kTopKSegment - 1) / kTopKSegment;
