@@ -69,19 +69,6 @@ DSLIDE_HD inline bool Finite(float v) {
 #endif
 }
 
-/// Whether the sorted a[0, n) holds x.
-DSLIDE_HD inline bool SortedContains(const int32_t* a, int64_t n, int32_t x) {
-  int64_t lo = 0, hi = n;
-  while (lo < hi) {
-    const int64_t mid = (lo + hi) / 2;
-    if (a[mid] < x)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
-  return lo < n && a[lo] == x;
-}
-
 /// The shared memory of the softmax kernel for T threads: T partial sums and T label terms
 /// (double), T partial maxima, then the row's max and sum.
 DSLIDE_HD inline double* SoftmaxPartSum(void* sm) { return static_cast<double*>(sm); }
@@ -211,24 +198,7 @@ struct DeviceMarks {
   }
   /// Heap sort (in place, no allocation) by count descending, then id ascending.
   DSLIDE_HD void SortByCount(int32_t* v, int64_t n_) const {
-    auto sift = [&](int64_t root, int64_t end) {
-      while (2 * root + 1 < end) {
-        int64_t c = 2 * root + 1;
-        if (c + 1 < end && Before(v[c], v[c + 1])) ++c;
-        if (!Before(v[root], v[c])) return;
-        const int32_t t = v[root];
-        v[root] = v[c];
-        v[c] = t;
-        root = c;
-      }
-    };
-    for (int64_t i = n_ / 2 - 1; i >= 0; --i) sift(i, n_);
-    for (int64_t e = n_ - 1; e > 0; --e) {
-      const int32_t t = v[0];
-      v[0] = v[e];
-      v[e] = t;
-      sift(0, e);
-    }
+    HeapSort(v, n_, [this](int32_t a, int32_t b) { return Before(a, b); });
   }
   DSLIDE_HD int32_t* Cand() { return cand; }
   DSLIDE_HD int32_t* Order() { return order; }
@@ -850,7 +820,7 @@ class GpuBackendT : public LayerBackend {
           for (int64_t j = tid; j < zn[i]; j += nt) {
             const float v = zv[i * cap + j];
             s += expf(v - m);
-            if (k > 0 && SortedContains(li + lo[i], k, zid[i * cap + j])) l += v - m;
+            if (k > 0 && SortedHas(li + lo[i], k, zid[i * cap + j])) l += v - m;
           }
           SoftmaxPartSum(sm)[tid] = s;
           SoftmaxPartSum(sm)[kT + tid] = l;
@@ -878,7 +848,7 @@ class GpuBackendT : public LayerBackend {
             float e = 0.0f;
             if (k > 0 && j < zn[i]) {
               e = expf(zv[i * cap + j] - row[0]) * scale;
-              if (SortedContains(li + lo[i], k, zid[i * cap + j])) e -= t;
+              if (SortedHas(li + lo[i], k, zid[i * cap + j])) e -= t;
             }
             d[i * cap + j] = e;
           }

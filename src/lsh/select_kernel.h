@@ -23,14 +23,15 @@ DSLIDE_HD inline void SampleDown(int32_t* v, int64_t n, int64_t k, Rng* rng) {
   }
 }
 
-/// Sorts v[0, n) ascending in place (heap sort: no allocation, on one device thread too;
-/// the same result as std::sort).
-DSLIDE_HD inline void HeapSort(int32_t* v, int64_t n) {
-  auto sift = [v](int64_t root, int64_t end) {
+/// Sorts v[0, n) in place by `less` (heap sort: no allocation, on one device thread too;
+/// for a strict total order the same result as std::sort).
+template <class Less>
+DSLIDE_HD void HeapSort(int32_t* v, int64_t n, const Less& less) {
+  auto sift = [v, &less](int64_t root, int64_t end) {
     while (2 * root + 1 < end) {
       int64_t c = 2 * root + 1;
-      if (c + 1 < end && v[c] < v[c + 1]) ++c;
-      if (!(v[root] < v[c])) return;
+      if (c + 1 < end && less(v[c], v[c + 1])) ++c;
+      if (!less(v[root], v[c])) return;
       const int32_t t = v[root];
       v[root] = v[c];
       v[c] = t;
@@ -44,6 +45,9 @@ DSLIDE_HD inline void HeapSort(int32_t* v, int64_t n) {
     v[end] = t;
     sift(0, end);
   }
+}
+DSLIDE_HD inline void HeapSort(int32_t* v, int64_t n) {
+  HeapSort(v, n, [](int32_t a, int32_t b) { return a < b; });
 }
 
 /// Drops repeats from the sorted v[0, n); returns the new length (std::unique).
