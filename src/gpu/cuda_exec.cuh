@@ -58,9 +58,14 @@ class Pinned {
   ~Pinned() {
     if (p_) cudaFreeHost(p_);
   }
+  /// Growing waits for the whole device first: a copy queued from the old memory may still
+  /// be reading it.
   void* Get(size_t bytes) {
     if (bytes > cap_) {
-      if (p_) cudaFreeHost(p_);
+      if (p_) {
+        DSLIDE_CUDA_CHECK(cudaDeviceSynchronize());
+        cudaFreeHost(p_);
+      }
       p_ = nullptr;
       cap_ = 0;
       DSLIDE_CUDA_CHECK(cudaMallocHost(&p_, bytes));
@@ -209,9 +214,14 @@ struct CudaExec {
     ~Buffer() {
       if (p_) cudaFree(p_);
     }
+    /// Growing frees the old memory, which waits for all the device's work (cudaFree does):
+    /// queued kernels and copies that still use it finish first. Counted as a host wait.
     void Resize(size_t n) {
       if (n > cap_) {
-        if (p_) cudaFree(p_);
+        if (p_) {
+          cudaFree(p_);
+          ++Traffic().syncs;
+        }
         p_ = nullptr;
         cap_ = 0;
         const cudaError_t err = cudaMalloc(&p_, n * sizeof(T));
