@@ -462,9 +462,11 @@ class GpuBackendT : public LayerBackend {
   void SetLabels(const BatchLabels* labels) override {
     has_labels_ = labels != nullptr;
     if (!has_labels_) return;
-    labels_ = *labels;
     const int64_t no = static_cast<int64_t>(labels->off.size()),
                   ni = static_cast<int64_t>(labels->ids.size());
+    label_shape_ = {no - 1, ni, 0};
+    for (int64_t i = 0; i + 1 < no; ++i)
+      label_shape_.most = std::max(label_shape_.most, labels->Count(i));
     char* p = static_cast<char*>(send_labels_.Get(no * sizeof(int64_t) + ni * sizeof(int32_t)));
     int64_t* h_off = reinterpret_cast<int64_t*>(p);
     int32_t* h_ids = reinterpret_cast<int32_t*>(h_off + no);
@@ -502,16 +504,13 @@ class GpuBackendT : public LayerBackend {
       });
       return;
     }
-    // From the host's copy of the labels: the most labels of a sample, and with it the most
+    // From the labels' shape (SetLabels): the most labels of a sample, and with it the most
     // any sample can get (its budget, raised by the floor of negatives), which the batch's
     // shared fill covers; as on the CPU backend.
-    const BatchLabels* labels = with_labels && has_labels_ ? &labels_ : nullptr;
-    int64_t max_forced = 0;
-    if (labels != nullptr)
-      for (int64_t i = 0; i < B; ++i) max_forced = std::max(max_forced, labels->Count(i));
+    const bool with_lab = with_labels && has_labels_;
+    const int64_t max_forced = with_lab ? label_shape_.most : 0;
     const int64_t cap = BudgetSampler::ActiveCap(s.budget, max_forced, s.min_negatives, s.local());
-    const bool with_lab = labels != nullptr;
-    const int64_t n_lab = with_lab ? static_cast<int64_t>(labels->ids.size()) : 0;
+    const int64_t n_lab = with_lab ? label_shape_.total : 0;
     const int32_t* li = with_lab ? lab_ids_.data() : nullptr;
     // The batch's shared fill (BatchListInto, the CPU's code) drawn on one device thread.
     const uint64_t seed = opt_.seed;
@@ -553,7 +552,7 @@ class GpuBackendT : public LayerBackend {
     while (set < 2 * (max_forced + static_cast<int64_t>(L_) * opt_.lsh.bucket_capacity + cap) + 2)
       set *= 2;
     const DevRows& q = QueryRows(in, s.in_dim);
-    forced_ids_.Resize(with_lab ? std::max<size_t>(labels->ids.size(), 1) : 1);
+    forced_ids_.Resize(std::max<int64_t>(n_lab, 1));
     acc_.Resize(B * nh);
     arg_.Resize(B * nh);
     bkt_.Resize(B * L_);
@@ -760,8 +759,7 @@ class GpuBackendT : public LayerBackend {
   void BatchSoftmax(int layer, unsigned phases, SoftmaxStats* st) override {
     const DevRows& z = batch_[layer]->out;
     const int64_t B = z.B;
-    DSLIDE_ASSERT(has_labels_ && static_cast<int64_t>(labels_.off.size()) == B + 1,
-                  "the softmax needs the batch's labels");
+    DSLIDE_ASSERT(has_labels_ && label_shape_.samples == B, "the softmax needs the batch's labels");
     const bool do_max = phases & kSoftmaxMax, do_sums = phases & kSoftmaxSums,
                do_delta = phases & kSoftmaxDelta;
     DSLIDE_ASSERT(st != nullptr || (do_max && do_sums), "softmax statistics to read");
@@ -1722,10 +1720,13 @@ class GpuBackendT : public LayerBackend {
   std::vector<std::unique_ptr<Layer>> layers_;
   ModelSpec spec_;
   BackendOptions opt_;  // the LSH settings and the seed of every random stream
-  // The batch: per layer (BatchOps), the labels (on the host for the fill, on the device
-  // for the forced ids and the softmax) and the softmax statistics.
+  // The batch: per layer (BatchOps), the labels (on the device, with their shape on the
+  // host for the selection's sizes) and the softmax statistics.
   std::vector<std::unique_ptr<Batch>> batch_;
-  BatchLabels labels_;
+  struct LabelShape {
+    int64_t samples = 0, total = 0, most = 0;  // samples, labels, most labels of a sample
+  };
+  LabelShape label_shape_;  // of the labels on the device (lab_off_, lab_ids_)
   bool has_labels_ = false;
   Buf<int64_t> lab_off_;
   Buf<int32_t> lab_ids_;
