@@ -221,12 +221,10 @@ void Trainer::QueueStep(const Dataset& data, const std::vector<int64_t>& points)
   step.t = iter_ + 1;
   const std::optional<double> loss = strategy_->Step(*this, data, points, step);
   ++iter_;
-  Pending p{iter_, !loss.has_value(), loss.value_or(0.0), 0};
-  if (loss.has_value()) {  // known now: check it and the updates now
+  Pending p{{iter_, loss.value_or(0.0), 0}, !loss.has_value()};
+  if (loss.has_value())  // known now, with the updates' flags (checked when read)
     for (size_t l = 0; l < spec_.layers.size(); ++l)
-      if (backend_->TakeNonFinite(static_cast<int>(l))) p.bad_layers |= uint64_t{1} << l;
-    CheckStep({p.iter, p.loss, p.bad_layers});
-  }
+      if (backend_->TakeNonFinite(static_cast<int>(l))) p.step.bad_layers |= uint64_t{1} << l;
   pending_.push_back(p);
   if (schedule_.Due(iter_)) {
     const auto t0 = Clock::now();
@@ -263,15 +261,14 @@ std::vector<Trainer::StepLoss> Trainer::TakeSteps() {
   std::vector<StepLoss> out;
   size_t k = 0;
   for (const Pending& p : pending_) {
-    double loss = p.loss;
-    uint64_t bad = p.bad_layers;
+    StepLoss s = p.step;
     if (p.queued) {
       DSLIDE_ASSERT(k < q.size(), "the backend lost a queued loss");
-      loss = q[k].loss;
-      bad = q[k].bad_layers;
+      s.loss = q[k].loss;
+      s.bad_layers = q[k].bad_layers;
       ++k;
     }
-    out.push_back({p.iter, loss, bad});
+    out.push_back(s);
   }
   DSLIDE_ASSERT(k == q.size(), "the backend queued a loss of no step");
   pending_.clear();

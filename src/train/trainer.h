@@ -171,10 +171,8 @@ class Trainer {
   // Steps not yet read by TakeSteps: iteration, and the loss and non-finite layers when known
   // at once (else queued in the backend).
   struct Pending {
-    int64_t iter;
+    StepLoss step;
     bool queued;
-    double loss;
-    uint64_t bad_layers;
   };
   std::vector<Pending> pending_;
   std::chrono::steady_clock::time_point window_start_;  // the first unread step's start
