@@ -33,31 +33,7 @@ import statistics
 import sys
 import time
 
-
-def read_lines(path):
-    """XC text: header 'points features labels', then one line per point ('l1,l2 f:v ...').
-    Lines are parsed when used (a short run touches few of them)."""
-    with open(path) as f:
-        n, d, c = (int(v) for v in f.readline().split()[:3])
-        lines = [ln for ln in f.read().split("\n") if ln.strip()]
-    if len(lines) != n:
-        print(f"horovod_peer: {path}: header says {n} points, read {len(lines)}", file=sys.stderr)
-    return d, c, lines
-
-
-def parse(line):
-    parts = line.split()
-    if parts and ":" not in parts[0]:
-        labels = [int(v) for v in parts[0].split(",") if v]
-        parts = parts[1:]
-    else:
-        labels = []
-    ids, vals = [], []
-    for p in parts:
-        a, b = p.split(":")
-        ids.append(int(a))
-        vals.append(float(b))
-    return labels, ids, vals
+from xc_text import parse, read_lines
 
 
 def tx_bytes():

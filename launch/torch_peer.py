@@ -27,27 +27,9 @@ import time
 
 import torch
 
+from xc_text import parse, read_lines
+
 MODES = ("dense", "dense-tf32", "sampled")
-
-
-def read_xc(path):
-    """XC text format: header 'points features labels', then 'l1,l2 f:v f:v ...'."""
-    with open(path) as f:
-        n, d, c = (int(v) for v in f.readline().split())
-        labels, feats = [], []
-        for line in f:
-            parts = line.split()
-            if not parts:
-                continue
-            first = parts[0]
-            if ":" in first:
-                labels.append([])
-                rest = parts
-            else:
-                labels.append([int(v) for v in first.split(",") if v])
-                rest = parts[1:]
-            feats.append([(int(a), float(b)) for a, b in (p.split(":") for p in rest)])
-    return d, c, labels, feats
 
 
 def batch_tensors(feats, idx, device):
@@ -97,8 +79,13 @@ def main():
     if cuda:
         torch.backends.cuda.matmul.allow_tf32 = tf32
         torch.backends.cudnn.allow_tf32 = tf32
-    d, c, ytr, xtr = read_xc(a.train)
-    _, _, yte, xte = read_xc(a.test)
+    d, c, train_lines = read_lines(a.train)
+    d_te, c_te, test_lines = read_lines(a.test)
+    if (d_te, c_te) != (d, c):
+        sys.exit(f"torch_peer: the test file's header ({d_te} features, {c_te} labels) "
+                 f"does not match the training file's ({d}, {c})")
+    ytr, xtr = zip(*((p[0], list(zip(p[1], p[2]))) for p in map(parse, train_lines)))
+    yte, xte = zip(*((p[0], list(zip(p[1], p[2]))) for p in map(parse, test_lines)))
     emb = torch.nn.EmbeddingBag(d, a.hidden, mode="sum").to(dev)  # sparse x times W1
     b1 = torch.nn.Parameter(torch.zeros(a.hidden, device=dev))
     sampled = a.mode == "sampled"
