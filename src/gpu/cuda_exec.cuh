@@ -1,6 +1,9 @@
-// The CUDA executor of the GPU backend: device arrays, a grid-stride launch of a kernel
-// body over [0, n), radix sort and scan (CUB), all on one stream per backend thread.
-// Host->device copies go through a pinned staging buffer, device->host copies into one.
+// The CUDA executor of the GPU backend: device arrays, a grid-stride launch of an
+// element-wise body over [0, n), the named kernels of src/gpu/kernels/ (Launch), radix sort
+// and scan (CUB), over the streams, events, pinned stages and library scratch of one
+// DeviceResources object, which the backend owns (one per backend: nothing is per thread).
+// Host->device copies go through pinned stages on a copy stream ordered against the compute
+// stream by events; the counters of DeviceTraffic record what crosses and every host wait.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -8,21 +11,16 @@
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_scan.cuh>
 
+#include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 
 #include "device_traffic.h"
 #include "error.h"
+#include "kernels/cuda_check.cuh"
 
 namespace dslide::gpu {
-
-#define DSLIDE_CUDA_CHECK(call)                                                               \
-  do {                                                                                        \
-    const cudaError_t err_ = (call);                                                          \
-    if (err_ != cudaSuccess)                                                                  \
-      throw ::dslide::Error(                                                                  \
-          ::dslide::detail::Concat("CUDA error in ", #call, ": ", cudaGetErrorString(err_))); \
-  } while (0)
 
 template <class F>
 __global__ void ForKernel(int64_t n, F f) {
@@ -40,21 +38,19 @@ __global__ void CountedKernel(const int64_t* count, int64_t scale, int64_t max_n
     f(i);
 }
 
-/// Blocks of a grid-stride loop over [0, blocks): the phases of each block run in order with
-/// a barrier after each (the barrier after the last also guards the shared memory).
-template <class... Phases>
-__global__ void BlocksKernel(int64_t blocks, Phases... ph) {
-  extern __shared__ __align__(16) unsigned char dslide_block_smem[];
-  for (int64_t b = blockIdx.x; b < blocks; b += gridDim.x)
-    ((ph(b, static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x),
-         static_cast<void*>(dslide_block_smem)),
-      __syncthreads()),
-     ...);
+/// Host waits that device-memory growth costs (cudaFree waits for the whole device): counted
+/// for every backend of the process, as the memory is the device's.
+inline std::atomic<int64_t>& GrowthWaits() {
+  static std::atomic<int64_t> n{0};
+  return n;
 }
 
 /// Pinned host memory that grows on demand (staging for copies).
 class Pinned {
  public:
+  Pinned() = default;
+  Pinned(const Pinned&) = delete;
+  Pinned& operator=(const Pinned&) = delete;
   ~Pinned() {
     if (p_) cudaFreeHost(p_);
   }
@@ -65,6 +61,7 @@ class Pinned {
       if (p_) {
         DSLIDE_CUDA_CHECK(cudaDeviceSynchronize());
         cudaFreeHost(p_);
+        ++GrowthWaits();
       }
       p_ = nullptr;
       cap_ = 0;
@@ -79,89 +76,157 @@ class Pinned {
   size_t cap_ = 0;
 };
 
-struct CudaExec {
-  static constexpr const char* kName = "gpu";
-  static constexpr bool kDevice = true;
-
-  /// What crossed between host and device, and how often the host blocked on it (this
-  /// thread's backends).
-  static DeviceTraffic& Traffic() {
-    static thread_local DeviceTraffic t;
-    return t;
+/// A device array that grows on demand and keeps its memory.
+template <class T>
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  ~DeviceBuffer() {
+    if (p_) cudaFree(p_);
   }
-
-  static cudaStream_t& Stream() {
-    static thread_local cudaStream_t s = nullptr;
-    return s;
+  /// Growing frees the old memory, which waits for all the device's work (cudaFree does):
+  /// queued kernels and copies that still use it finish first. Counted (GrowthWaits).
+  void Resize(size_t n) {
+    if (n > cap_) {
+      if (p_) {
+        cudaFree(p_);
+        ++GrowthWaits();
+      }
+      p_ = nullptr;
+      cap_ = 0;
+      const cudaError_t err = cudaMalloc(&p_, n * sizeof(T));
+      if (err != cudaSuccess) {
+        cudaGetLastError();
+        throw Error(detail::Concat("GPU out of memory: allocating ", n * sizeof(T) >> 20,
+                                   " MiB failed (", cudaGetErrorString(err), ")"));
+      }
+      cap_ = n;
+    }
+    n_ = n;
   }
-  static Pinned& Staging() {
-    static thread_local Pinned p;
-    return p;
-  }
+  size_t size() const { return n_; }
+  T* data() { return p_; }
+  const T* data() const { return p_; }
+  size_t bytes() const { return cap_ * sizeof(T); }
 
-  // ---- Copies that overlap compute: a second stream for copies, ordered against the
-  // compute stream by events, from and into pinned stage buffers. ----
+ private:
+  T* p_ = nullptr;
+  size_t n_ = 0, cap_ = 0;
+};
+
+/// What a backend's work on one device runs on: a compute stream, a copy stream, a ring of
+/// events that order them, pinned stages, the sort's and scan's scratch, and the counters.
+/// Created on the current device; the backend that owns it owns its streams.
+class DeviceResources {
+ public:
   // A ring of events, reused in turn: a mark is waited for (or superseded) long before the
   // ring comes back to it.
   static constexpr int kEvents = 64;
-  static cudaStream_t& CopyStream() {
-    static thread_local cudaStream_t s = nullptr;
-    return s;
+
+  DeviceResources() {
+    DSLIDE_CUDA_CHECK(cudaStreamCreateWithFlags(&compute_, cudaStreamNonBlocking));
+    DSLIDE_CUDA_CHECK(cudaStreamCreateWithFlags(&copy_, cudaStreamNonBlocking));
   }
-  /// Pinned host memory of at least `bytes` for the copy stream (kept between calls).
-  static void* Stage(size_t bytes) {
-    static thread_local Pinned p;
-    return p.Get(bytes);
+  DeviceResources(const DeviceResources&) = delete;
+  DeviceResources& operator=(const DeviceResources&) = delete;
+  ~DeviceResources() {
+    cudaStreamSynchronize(compute_);
+    cudaStreamSynchronize(copy_);
+    for (cudaEvent_t e : events_)
+      if (e) cudaEventDestroy(e);
+    cudaStreamDestroy(compute_);
+    cudaStreamDestroy(copy_);
   }
-  static cudaEvent_t NextEvent() {
-    static thread_local cudaEvent_t ev[kEvents] = {};
-    static thread_local int next = 0;
-    cudaEvent_t& e = ev[next];
-    next = (next + 1) % kEvents;
+  cudaStream_t compute() const { return compute_; }
+  cudaStream_t copy() const { return copy_; }
+  cudaEvent_t NextEvent() {
+    cudaEvent_t& e = events_[next_];
+    next_ = (next_ + 1) % kEvents;
     if (e == nullptr) DSLIDE_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
     return e;
   }
+  Pinned& staging() { return staging_; }  ///< blocking copies on the compute stream
+  Pinned& stage() { return stage_; }      ///< copies on the copy stream
+  DeviceBuffer<unsigned char>& temp() { return temp_; }
+  DeviceBuffer<uint64_t>& alt_keys() { return alt_keys_; }
+  DeviceTraffic& traffic() { return traffic_; }
+
+ private:
+  cudaStream_t compute_ = nullptr, copy_ = nullptr;
+  cudaEvent_t events_[kEvents] = {};
+  int next_ = 0;
+  Pinned staging_, stage_;
+  DeviceBuffer<unsigned char> temp_;
+  DeviceBuffer<uint64_t> alt_keys_;
+  DeviceTraffic traffic_;
+};
+
+class CudaExec {
+ public:
+  static constexpr const char* kName = "gpu";
+  static constexpr bool kDevice = true;
   template <class T>
-  static void CopyIn(T* dev, const T* host, size_t n) {
+  using Buffer = DeviceBuffer<T>;
+
+  CudaExec() = default;
+  CudaExec(const CudaExec&) = delete;
+  CudaExec& operator=(const CudaExec&) = delete;
+
+  /// What crossed between host and device, and how often the host blocked on it.
+  DeviceTraffic Traffic() const {
+    DeviceTraffic t = res_.traffic();
+    t.syncs += GrowthWaits().load();
+    return t;
+  }
+  DeviceTraffic& Count() { return res_.traffic(); }
+  cudaStream_t Stream() const { return res_.compute(); }
+  cudaStream_t CopyStream() const { return res_.copy(); }
+
+  /// Pinned host memory of at least `bytes` for the copy stream (kept between calls).
+  void* Stage(size_t bytes) { return res_.stage().Get(bytes); }
+  template <class T>
+  void CopyIn(T* dev, const T* host, size_t n) {
     if (n == 0) return;
     DSLIDE_CUDA_CHECK(
         cudaMemcpyAsync(dev, host, n * sizeof(T), cudaMemcpyHostToDevice, CopyStream()));
-    Traffic().h2d_bytes += static_cast<int64_t>(n * sizeof(T));
+    Count().h2d_bytes += static_cast<int64_t>(n * sizeof(T));
   }
   template <class T>
-  static void CopyOut(T* host, const T* dev, size_t n) {
+  void CopyOut(T* host, const T* dev, size_t n) {
     if (n == 0) return;
     DSLIDE_CUDA_CHECK(
         cudaMemcpyAsync(host, dev, n * sizeof(T), cudaMemcpyDeviceToHost, CopyStream()));
-    Traffic().d2h_bytes += static_cast<int64_t>(n * sizeof(T));
+    Count().d2h_bytes += static_cast<int64_t>(n * sizeof(T));
   }
   /// The host waits for the compute stream (before another library reads device memory).
-  static void Synchronize() {
-    ++Traffic().syncs;
+  void Synchronize() {
+    ++Count().syncs;
     DSLIDE_CUDA_CHECK(cudaStreamSynchronize(Stream()));
   }
   /// Work queued on the compute stream from now on waits for the copies queued so far.
-  static void ComputeAfterCopies() {
-    cudaEvent_t e = NextEvent();
+  void ComputeAfterCopies() {
+    cudaEvent_t e = res_.NextEvent();
     DSLIDE_CUDA_CHECK(cudaEventRecord(e, CopyStream()));
     DSLIDE_CUDA_CHECK(cudaStreamWaitEvent(Stream(), e, 0));
   }
   /// Copies queued from now on wait for the compute queued so far.
-  static void CopiesAfterCompute() {
-    cudaEvent_t e = NextEvent();
+  void CopiesAfterCompute() {
+    cudaEvent_t e = res_.NextEvent();
     DSLIDE_CUDA_CHECK(cudaEventRecord(e, Stream()));
     DSLIDE_CUDA_CHECK(cudaStreamWaitEvent(CopyStream(), e, 0));
   }
   /// A mark after the copies queued so far, for WaitMark.
   using Mark = cudaEvent_t;
-  static Mark MarkCopies() {
-    cudaEvent_t e = NextEvent();
+  Mark MarkCopies() {
+    cudaEvent_t e = res_.NextEvent();
     DSLIDE_CUDA_CHECK(cudaEventRecord(e, CopyStream()));
     return e;
   }
   /// The host waits until the copies before the mark are done.
-  static void WaitMark(Mark m) {
-    ++Traffic().syncs;
+  void WaitMark(Mark m) {
+    ++Count().syncs;
     DSLIDE_CUDA_CHECK(cudaEventSynchronize(m));
   }
 
@@ -171,7 +236,7 @@ struct CudaExec {
   /// Done makes the compute queued from then on wait for the copies.
   class SendStage {
    public:
-    SendStage() = default;
+    explicit SendStage(CudaExec* x) : x_(x) {}
     SendStage(const SendStage&) = delete;
     SendStage& operator=(const SendStage&) = delete;
     ~SendStage() {
@@ -181,159 +246,124 @@ struct CudaExec {
       if (pending_) {
         const cudaError_t q = cudaEventQuery(done_);
         if (q == cudaErrorNotReady) {
-          ++Traffic().syncs;
+          ++x_->Count().syncs;
           DSLIDE_CUDA_CHECK(cudaEventSynchronize(done_));
         } else {
           DSLIDE_CUDA_CHECK(q);
         }
         pending_ = false;
       }
-      CopiesAfterCompute();
+      x_->CopiesAfterCompute();
       return mem_.Get(bytes);
     }
     void Done() {
       if (done_ == nullptr)
         DSLIDE_CUDA_CHECK(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming));
-      DSLIDE_CUDA_CHECK(cudaEventRecord(done_, CopyStream()));
-      DSLIDE_CUDA_CHECK(cudaStreamWaitEvent(Stream(), done_, 0));
+      DSLIDE_CUDA_CHECK(cudaEventRecord(done_, x_->CopyStream()));
+      DSLIDE_CUDA_CHECK(cudaStreamWaitEvent(x_->Stream(), done_, 0));
       pending_ = true;
     }
 
    private:
+    CudaExec* x_;
     Pinned mem_;
     cudaEvent_t done_ = nullptr;
     bool pending_ = false;
   };
 
+  /// Blocking copies through pinned memory on the compute stream (set-up, checkpoints,
+  /// tests): the copy runs at full bus speed.
   template <class T>
-  class Buffer {
-   public:
-    Buffer() = default;
-    Buffer(const Buffer&) = delete;
-    Buffer& operator=(const Buffer&) = delete;
-    ~Buffer() {
-      if (p_) cudaFree(p_);
-    }
-    /// Growing frees the old memory, which waits for all the device's work (cudaFree does):
-    /// queued kernels and copies that still use it finish first. Counted as a host wait.
-    void Resize(size_t n) {
-      if (n > cap_) {
-        if (p_) {
-          cudaFree(p_);
-          ++Traffic().syncs;
-        }
-        p_ = nullptr;
-        cap_ = 0;
-        const cudaError_t err = cudaMalloc(&p_, n * sizeof(T));
-        if (err != cudaSuccess) {
-          cudaGetLastError();
-          throw Error(detail::Concat("GPU out of memory: allocating ", n * sizeof(T) >> 20,
-                                     " MiB failed (", cudaGetErrorString(err), ")"));
-        }
-        cap_ = n;
-      }
-      n_ = n;
-    }
-    size_t size() const { return n_; }
-    T* data() { return p_; }
-    const T* data() const { return p_; }
-    void Upload(const T* h, size_t n) {
-      Resize(n);
-      if (n == 0) return;
-      // Through pinned memory: the copy runs at full bus speed, asynchronously to the host
-      // until the staging buffer is needed again.
-      void* stage = Staging().Get(n * sizeof(T));
-      DSLIDE_CUDA_CHECK(cudaStreamSynchronize(Stream()));
-      ++Traffic().syncs;
-      Traffic().h2d_bytes += static_cast<int64_t>(n * sizeof(T));
-      std::memcpy(stage, h, n * sizeof(T));
-      DSLIDE_CUDA_CHECK(
-          cudaMemcpyAsync(p_, stage, n * sizeof(T), cudaMemcpyHostToDevice, Stream()));
-    }
-    void Download(T* h, size_t n) const {
-      if (n == 0) return;
-      void* stage = Staging().Get(n * sizeof(T));
-      DSLIDE_CUDA_CHECK(
-          cudaMemcpyAsync(stage, p_, n * sizeof(T), cudaMemcpyDeviceToHost, Stream()));
-      DSLIDE_CUDA_CHECK(cudaStreamSynchronize(Stream()));
-      ++Traffic().syncs;
-      Traffic().d2h_bytes += static_cast<int64_t>(n * sizeof(T));
-      std::memcpy(h, stage, n * sizeof(T));
-    }
-    T Get(size_t i) const {
-      T v;
-      DSLIDE_CUDA_CHECK(cudaMemcpyAsync(&v, p_ + i, sizeof(T), cudaMemcpyDeviceToHost, Stream()));
-      DSLIDE_CUDA_CHECK(cudaStreamSynchronize(Stream()));
-      ++Traffic().syncs;
-      Traffic().d2h_bytes += sizeof(T);
-      return v;
-    }
-    size_t bytes() const { return cap_ * sizeof(T); }
+  void Upload(Buffer<T>* b, const T* h, size_t n) {
+    b->Resize(n);
+    if (n == 0) return;
+    void* stage = res_.staging().Get(n * sizeof(T));
+    DSLIDE_CUDA_CHECK(cudaStreamSynchronize(Stream()));
+    ++Count().syncs;
+    Count().h2d_bytes += static_cast<int64_t>(n * sizeof(T));
+    std::memcpy(stage, h, n * sizeof(T));
+    DSLIDE_CUDA_CHECK(
+        cudaMemcpyAsync(b->data(), stage, n * sizeof(T), cudaMemcpyHostToDevice, Stream()));
+  }
+  template <class T>
+  void Download(const Buffer<T>& b, T* h, size_t n) {
+    if (n == 0) return;
+    void* stage = res_.staging().Get(n * sizeof(T));
+    DSLIDE_CUDA_CHECK(
+        cudaMemcpyAsync(stage, b.data(), n * sizeof(T), cudaMemcpyDeviceToHost, Stream()));
+    DSLIDE_CUDA_CHECK(cudaStreamSynchronize(Stream()));
+    ++Count().syncs;
+    Count().d2h_bytes += static_cast<int64_t>(n * sizeof(T));
+    std::memcpy(h, stage, n * sizeof(T));
+  }
+  template <class T>
+  T Read(const Buffer<T>& b, size_t i) {
+    T v;
+    DSLIDE_CUDA_CHECK(
+        cudaMemcpyAsync(&v, b.data() + i, sizeof(T), cudaMemcpyDeviceToHost, Stream()));
+    DSLIDE_CUDA_CHECK(cudaStreamSynchronize(Stream()));
+    ++Count().syncs;
+    Count().d2h_bytes += sizeof(T);
+    return v;
+  }
 
-   private:
-    T* p_ = nullptr;
-    size_t n_ = 0, cap_ = 0;
-  };
-
+  /// An element-wise body f(i) over [0, n).
   template <class F>
-  static void For(int64_t n, const F& f) {
+  void For(int64_t n, const F& f) {
     if (n <= 0) return;
     constexpr int kThreads = 256;
     const int64_t blocks = std::min<int64_t>((n + kThreads - 1) / kThreads, int64_t{1} << 20);
     ForKernel<<<static_cast<unsigned>(blocks), kThreads, 0, Stream()>>>(n, f);
     DSLIDE_CUDA_CHECK(cudaGetLastError());
-    ++Traffic().launches;
+    ++Count().launches;
   }
   template <class F>
-  static void ForCounted(int64_t max_n, const int64_t* count, int64_t scale, const F& f) {
+  void ForCounted(int64_t max_n, const int64_t* count, int64_t scale, const F& f) {
     if (max_n <= 0) return;
     constexpr int kThreads = 256;
     const int64_t blocks = std::min<int64_t>((max_n + kThreads - 1) / kThreads, 8192);
     CountedKernel<<<static_cast<unsigned>(blocks), kThreads, 0, Stream()>>>(count, scale, max_n, f);
     DSLIDE_CUDA_CHECK(cudaGetLastError());
-    ++Traffic().launches;
+    ++Count().launches;
   }
-  template <class... Phases>
-  static void ForBlocks(int64_t blocks, int threads, size_t smem_bytes, const Phases&... ph) {
-    if (blocks <= 0) return;
-    const int64_t grid = std::min<int64_t>(blocks, int64_t{1} << 20);
-    BlocksKernel<<<static_cast<unsigned>(grid), threads, smem_bytes, Stream()>>>(blocks, ph...);
+  /// A named kernel of src/gpu/kernels/: its LaunchXxx wrapper on the compute stream.
+  template <class K>
+  void Launch(const K& k) {
+    if (k.Empty()) return;
+    LaunchKernel(Stream(), k);
     DSLIDE_CUDA_CHECK(cudaGetLastError());
-    ++Traffic().launches;
+    ++Count().launches;
   }
   // CUB's sort and scan on the stream, with their temporary storage and the sort's second
   // key buffer kept between calls: no allocation and no host wait per call.
-  static Buffer<unsigned char>& Temp() {
-    static thread_local Buffer<unsigned char> t;
-    return t;
-  }
-  static Buffer<uint64_t>& AltKeys() {
-    static thread_local Buffer<uint64_t> k;
-    return k;
-  }
-  static void SortKeys(uint64_t* keys, int64_t n) {
+  void SortKeys(uint64_t* keys, int64_t n) {
     if (n <= 1) return;
-    AltKeys().Resize(static_cast<size_t>(n));
-    cub::DoubleBuffer<uint64_t> db(keys, AltKeys().data());
+    res_.alt_keys().Resize(static_cast<size_t>(n));
+    cub::DoubleBuffer<uint64_t> db(keys, res_.alt_keys().data());
     size_t bytes = 0;
     DSLIDE_CUDA_CHECK(cub::DeviceRadixSort::SortKeys(nullptr, bytes, db, n, 0, 64, Stream()));
-    Temp().Resize(bytes);
-    DSLIDE_CUDA_CHECK(cub::DeviceRadixSort::SortKeys(Temp().data(), bytes, db, n, 0, 64, Stream()));
-    ++Traffic().launches;
+    res_.temp().Resize(bytes);
+    DSLIDE_CUDA_CHECK(
+        cub::DeviceRadixSort::SortKeys(res_.temp().data(), bytes, db, n, 0, 64, Stream()));
+    ++Count().launches;
     if (db.Current() != keys) {
       DSLIDE_CUDA_CHECK(cudaMemcpyAsync(keys, db.Current(), n * sizeof(uint64_t),
                                         cudaMemcpyDeviceToDevice, Stream()));
-      ++Traffic().launches;
+      ++Count().launches;
     }
   }
-  static void ExclusiveScan(const uint32_t* in, uint32_t* out, int64_t n) {
+  void ExclusiveScan(const uint32_t* in, uint32_t* out, int64_t n) {
     if (n <= 0) return;
     size_t bytes = 0;
     DSLIDE_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, bytes, in, out, n, Stream()));
-    Temp().Resize(bytes);
-    DSLIDE_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(Temp().data(), bytes, in, out, n, Stream()));
-    ++Traffic().launches;
+    res_.temp().Resize(bytes);
+    DSLIDE_CUDA_CHECK(
+        cub::DeviceScan::ExclusiveSum(res_.temp().data(), bytes, in, out, n, Stream()));
+    ++Count().launches;
   }
+
+ private:
+  mutable DeviceResources res_;
 };
 
 }  // namespace dslide::gpu

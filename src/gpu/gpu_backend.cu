@@ -7,11 +7,7 @@ namespace dslide::gpu {
 
 std::unique_ptr<LayerBackend> MakeGpuBackend(int device, const GpuTuning& tune) {
   DSLIDE_CUDA_CHECK(cudaSetDevice(device));
-  if (CudaExec::Stream() == nullptr)
-    DSLIDE_CUDA_CHECK(cudaStreamCreateWithFlags(&CudaExec::Stream(), cudaStreamNonBlocking));
-  if (CudaExec::CopyStream() == nullptr)
-    DSLIDE_CUDA_CHECK(cudaStreamCreateWithFlags(&CudaExec::CopyStream(), cudaStreamNonBlocking));
-  return std::make_unique<GpuBackendT<CudaExec>>(tune);
+  return std::make_unique<GpuBackendT<CudaExec>>(tune);  // its streams on `device`
 }
 
 }  // namespace dslide::gpu

@@ -1,34 +1,39 @@
 // The GPU layer backend, written once over an executor X (CudaExec on a device, HostExec
-// for the tests on machines without one):
-//   X::Buffer<T>  device array: Resize, data, size, Upload(host, n), Download(host, n), bytes
-//   X::For(n, f)  runs f(i) for i in [0, n) (a CUDA grid over i); X::ForCounted the same
-//                 over a count left in device memory
-//   X::ForBlocks(blocks, threads, smem, phase...)  blocks of threads with shared memory,
-//                 a barrier between phases
-//   X::SendStage, CopyIn, CopyOut, Stage, ComputeAfterCopies, CopiesAfterCompute,
+// for the tests on machines without one), which the backend owns (x_):
+//   X::Buffer<T>  device array: Resize, data, size, bytes
+//   x_.Upload(&buf, host, n), x_.Download(buf, host, n), x_.Read(buf, i)  blocking copies
+//   x_.Launch(kernel)  a named kernel of src/gpu/kernels/ (kernels.h lists them): the query,
+//                 selection, forward, softmax, loss, backward and update, rebuild and top-k
+//   x_.For(n, f)  an element-wise body f(i) over [0, n); x_.ForCounted the same over a count
+//                 left in device memory (DSLIDE_HD lambdas over raw pointers, never `this`)
+//   X::SendStage, x_.CopyIn, CopyOut, Stage, ComputeAfterCopies, CopiesAfterCompute,
 //   MarkCopies, WaitMark  pinned buffers and a copy stream ordered against the compute
 //                 stream
-//   X::SortKeys, X::ExclusiveScan, X::Synchronize, X::Traffic (what crossed, how often the
+//   x_.SortKeys, x_.ExclusiveScan, x_.Synchronize, x_.Traffic (what crossed, how often the
 //                 host waited)
-// Kernel bodies are DSLIDE_HD lambdas over raw pointers and never touch `this`.
 //
 // Per layer the device holds weights, biases, Adam moments, the LSH functions and tables,
 // and the batch (BatchOps): the layer's input and output rows, its delta and its input
 // gradient, padded per sample. With one rank a step sends up the data rows and the labels
 // and reads back the loss and the non-finite flags in one wait; with P ranks, also the rows
 // the snapshot exchange sends and receives.
-// The kernels:
-//   query: one thread per sample hashes [x, 1] and runs SelectIds over the tables with a
-//     per-sample hash set (DeviceMarks) in place of the CPU's stamp arrays;
-//   forward: one block per sample with its input in shared memory, one thread per active
-//     neuron;
-//   softmax: one block per sample: block reductions of the max and sums, then the delta;
+// The step's kernels:
+//   query: a block per sample hashes [x, 1] (QueryHash), then a thread per sample runs
+//     SelectIds over the tables with a per-sample hash set (Select, DeviceMarks in place of
+//     the CPU's stamp arrays), after the batch's shared fill (BatchFill);
+//   forward: a block per sample with its input in shared memory; a warp per active neuron
+//     with coalesced weight-row loads (ForwardRows), or a thread per active neuron of the
+//     input-major first layer (ForwardInputMajor);
+//   softmax: a block per sample, CUB block reductions of the max and sums, then the delta
+//     (Softmax); the loss by one block (StepLoss);
 //   backward, row-per-neuron layers: the input gradient per (sample, input entry) from the
-//     old weights; the (neuron, sample, delta) entries sorted by neuron; then one thread per
-//     (touched neuron, input coordinate) forms the weight gradient and applies Adam;
-//   backward, input-major first layer: atomics into gradient rows, Adam on touched rows;
-//   rebuild: one thread per neuron hashes its [w, b] row, a radix sort by (table, bucket,
-//     neuron), and one thread per bucket fills it (FillBucket, the CPU's own code).
+//     old weights (InputGradient); the (neuron, sample, delta) entries sorted by neuron;
+//     then a thread per (touched neuron, input coordinate) forms the weight gradient and
+//     applies Adam (RowUpdate);
+//   backward, input-major first layer: atomics into gradient rows (FirstLayerGradient), Adam
+//     on touched rows (FirstLayerUpdate);
+//   rebuild: a thread per neuron hashes its [w, b] row (HashRows), a radix sort by (table,
+//     bucket, neuron), and a thread per bucket fills it (FillBuckets, the CPU's FillBucket).
 #pragma once
 
 #include <algorithm>
@@ -44,6 +49,7 @@
 #include "error.h"
 #include "gpu_tuning.h"
 #include "hd.h"
+#include "kernels/kernels.h"
 #include "layer_backend.h"
 #include "layer_layout.h"
 #include "lsh_hash.h"
@@ -53,164 +59,16 @@
 
 namespace dslide::gpu {
 
-DSLIDE_HD inline void AtomicAddF(float* p, float v) {
-#if defined(__CUDA_ARCH__)
-  atomicAdd(p, v);
-#else
-  *p += v;  // HostExec runs kernel bodies one at a time
-#endif
-}
-
-DSLIDE_HD inline bool Finite(float v) {
-#if defined(__CUDA_ARCH__)
-  return isfinite(v);
-#else
-  return std::isfinite(v);
-#endif
-}
-
-/// The shared memory of the softmax kernel for T threads: T partial sums and T label terms
-/// (double), T partial maxima, then the row's max and sum.
-DSLIDE_HD inline double* SoftmaxPartSum(void* sm) { return static_cast<double*>(sm); }
-DSLIDE_HD inline float* SoftmaxPartMax(void* sm, int T) {
-  return reinterpret_cast<float*>(static_cast<double*>(sm) + 2 * T);
-}
-DSLIDE_HD inline float* SoftmaxRow(void* sm, int T) { return SoftmaxPartMax(sm, T) + T; }
-
-/// Adam's constants of one step (AdamStep with the bias corrections folded in).
-struct AdamConsts {
-  float lr, b1, b2, c1, c2, inv_bias1, inv_bias2, eps;
-  static AdamConsts Of(const AdamStep& s) {
-    return {s.lr,           s.beta1,          s.beta2,          1.0f - s.beta1,
-            1.0f - s.beta2, 1.0f / s.bias1(), 1.0f / s.bias2(), s.eps};
-  }
-};
-
-/// One parameter's Adam step (the formula of AdamUpdate); raises *bad on a non-finite result.
-DSLIDE_HD inline void AdamOne(const AdamConsts& a, float g, float* w, float* m, float* v,
-                              uint32_t* bad) {
-  const float mi = a.b1 * *m + a.c1 * g;
-  const float vi = a.b2 * *v + a.c2 * g * g;
-  *m = mi;
-  *v = vi;
-  const float wi = *w - a.lr * (mi * a.inv_bias1) / (sqrtf(vi * a.inv_bias2) + a.eps);
-  *w = wi;
-  if (!Finite(wi)) *bad = 1;
-}
-
-/// Where a layer's Adam step writes: weights and moments (storage order), biases and their
-/// moments, and the non-finite flag.
-struct AdamTargets {
-  float *w, *m, *v, *b, *mb, *vb;
-  uint32_t* bad;
-  /// Adam on weight t (gradient g), and on bias c (gradient gb).
-  DSLIDE_HD void Weight(const AdamConsts& a, int64_t t, float g) const {
-    AdamOne(a, g, w + t, m + t, v + t, bad);
-  }
-  DSLIDE_HD void Bias(const AdamConsts& a, int64_t c, float gb) const {
-    AdamOne(a, gb, b + c, mb + c, vb + c, bad);
-  }
-};
-
-/// The pending gradient of touched row q at input coordinate j (*gw) and of its bias (*gb):
-/// the row's (sample, delta) entries [qoff[q], qoff[q+1]) against the saved dense input x.
-DSLIDE_HD inline void RowGradient(const int64_t* qoff, const int32_t* es, const float* ed,
-                                  const float* x, int64_t cols, int64_t q, int64_t j, float* gw,
-                                  float* gb) {
-  float sw = 0.0f, sb = 0.0f;
-  for (int64_t e = qoff[q]; e < qoff[q + 1]; ++e) {
-    sw += ed[e] * x[static_cast<int64_t>(es[e]) * cols + j];
-    sb += ed[e];
-  }
-  *gw = sw;
-  *gb = sb;
-}
-
-/// The LSH tables of a shard on the device: per table 2^bits + 1 offsets (relative to the
-/// table's first id, the layout of LshTables::Export) and the ids of all tables.
-struct TablesView {
-  const uint32_t* off = nullptr;
-  const int64_t* base = nullptr;  // L + 1
-  const int32_t* ids = nullptr;
-  int L = 0;
-  int64_t nb = 0;
-  struct Bucket {
-    const int32_t* ids;
-    int32_t size;
-  };
-  DSLIDE_HD int num_tables() const { return L; }
-  DSLIDE_HD Bucket Get(int t, uint32_t b) const {
-    const uint32_t* o = off + t * (nb + 1);
-    return {ids + base[t] + o[b], static_cast<int32_t>(o[b + 1] - o[b])};
-  }
-};
-
-/// SelectIds' marks for one sample: an open-addressing hash set of the ids seen in a call
-/// (load at most 1/2), cleared before the call.
-struct DeviceMarks {
-  int64_t n = 0;
-  int32_t* keys = nullptr;  // -1: empty
-  int32_t* counts = nullptr;
-  uint8_t* stamps = nullptr;
-  uint32_t mask = 0;
-  int32_t* cand = nullptr;
-  int32_t* order = nullptr;
-
-  DSLIDE_HD int64_t size() const { return n; }
-  DSLIDE_HD void BeginCall() {}
-  DSLIDE_HD int64_t Find(int32_t id) const {
-    uint32_t h = (static_cast<uint32_t>(id) * 2654435761u) & mask;
-    while (keys[h] != -1) {
-      if (keys[h] == id) return h;
-      h = (h + 1) & mask;
-    }
-    return -1;
-  }
-  DSLIDE_HD int64_t Insert(int32_t id) {
-    uint32_t h = (static_cast<uint32_t>(id) * 2654435761u) & mask;
-    while (keys[h] != -1) {
-      if (keys[h] == id) return h;
-      h = (h + 1) & mask;
-    }
-    keys[h] = id;
-    counts[h] = 0;
-    stamps[h] = 0;
-    return h;
-  }
-  DSLIDE_HD bool Stamped(int32_t id) const {
-    const int64_t f = Find(id);
-    return f >= 0 && stamps[f] != 0;
-  }
-  DSLIDE_HD void Stamp(int32_t id) { stamps[Insert(id)] = 1; }
-  DSLIDE_HD void Unstamp(int32_t id) {
-    const int64_t f = Find(id);
-    if (f >= 0) stamps[f] = 0;
-  }
-  DSLIDE_HD int Count(int32_t id) const {
-    const int64_t f = Find(id);
-    return f >= 0 ? counts[f] : 0;
-  }
-  DSLIDE_HD void SetCount(int32_t id, int c) { counts[Insert(id)] = c; }
-  DSLIDE_HD void AddCount(int32_t id) { ++counts[Insert(id)]; }
-  DSLIDE_HD bool Before(int32_t a, int32_t b) const {
-    const int ca = Count(a), cb = Count(b);
-    return ca != cb ? ca > cb : a < b;
-  }
-  /// Heap sort (in place, no allocation) by count descending, then id ascending.
-  DSLIDE_HD void SortByCount(int32_t* v, int64_t n_) const {
-    HeapSort(v, n_, [this](int32_t a, int32_t b) { return Before(a, b); });
-  }
-  DSLIDE_HD int32_t* Cand() { return cand; }
-  DSLIDE_HD int32_t* Order() { return order; }
-};
-
 template <class X>
 class GpuBackendT : public LayerBackend {
  public:
   template <class T>
   using Buf = typename X::template Buffer<T>;
 
-  explicit GpuBackendT(const GpuTuning& tune = {}) : tune_(tune) {
+  /// `args` construct the executor (CudaExec: its device resources, on the current device).
+  template <class... A>
+  explicit GpuBackendT(const GpuTuning& tune = {}, A&&... args)
+      : x_(std::forward<A>(args)...), tune_(tune) {
     DSLIDE_CHECK(tune.shared_floats >= 0 && tune.shared_entries >= 0, "GPU tuning out of range");
   }
 
@@ -292,7 +150,7 @@ class GpuBackendT : public LayerBackend {
       const size_t n = static_cast<size_t>(L->rows) * L->cols;
       std::vector<float> host(n);
       InitialWeights(s, li, options.seed, host.data());
-      L->w.Upload(host.data(), n);
+      x_.Upload(&L->w, host.data(), n);
       Zeros(&L->m, n);
       Zeros(&L->v, n);
       Zeros(&L->b, s.local());
@@ -315,17 +173,17 @@ class GpuBackendT : public LayerBackend {
 
   // ---- small helpers (public: CUDA lambdas may not sit in private members) ----
   template <class T>
-  static void Fill(T* p, int64_t n, T value) {
-    X::For(n, [=] DSLIDE_HD(int64_t i) { p[i] = value; });
+  void Fill(T* p, int64_t n, T value) const {
+    x_.For(n, [=] DSLIDE_HD(int64_t i) { p[i] = value; });
   }
   template <class T>
-  static void Zeros(Buf<T>* b, size_t n) {
+  void Zeros(Buf<T>* b, size_t n) const {
     b->Resize(n);
     Fill(b->data(), static_cast<int64_t>(n), T{});
   }
   template <class T>
-  static void Copy(T* to, const T* from, int64_t n) {
-    X::For(n, [=] DSLIDE_HD(int64_t i) { to[i] = from[i]; });
+  void Copy(T* to, const T* from, int64_t n) const {
+    x_.For(n, [=] DSLIDE_HD(int64_t i) { to[i] = from[i]; });
   }
   /// Where a layer's Adam step writes; the non-finite flags read back so far are stale.
   AdamTargets Targets(Layer& L) {
@@ -336,11 +194,11 @@ class GpuBackendT : public LayerBackend {
 
   /// The vector on the device; an empty one as one zero (so that kernels get a valid pointer).
   template <class T>
-  static void UploadAtLeastOne(const std::vector<T>& v, Buf<T>* b) {
+  void UploadAtLeastOne(const std::vector<T>& v, Buf<T>* b) const {
     if (v.empty())
       Zeros(b, 1);
     else
-      b->Upload(v.data(), v.size());
+      x_.Upload(b, v.data(), v.size());
   }
 
   static int64_t MaxCount(const BatchRows& r) {
@@ -374,10 +232,10 @@ class GpuBackendT : public LayerBackend {
     d->n.Resize(std::max<int64_t>(B, 1));
     d->ids.Resize(B * cap);
     d->vals.Resize(B * cap);
-    X::CopyIn(raw_off_.data(), h_off, B);
-    X::CopyIn(d->n.data(), h_n, B);
-    X::CopyIn(raw_ids_.data(), h_ids, ni);
-    X::CopyIn(raw_vals_.data(), h_vals, nv);
+    x_.CopyIn(raw_off_.data(), h_off, B);
+    x_.CopyIn(d->n.data(), h_n, B);
+    x_.CopyIn(raw_ids_.data(), h_ids, ni);
+    x_.CopyIn(raw_vals_.data(), h_vals, nv);
     stage->Done();
     const int64_t* off = raw_off_.data();
     const int64_t* n = d->n.data();
@@ -386,7 +244,7 @@ class GpuBackendT : public LayerBackend {
     int32_t* ids = d->ids.data();
     float* vals = d->vals.data();
     const bool has_ids = ni > 0, has_vals = nv > 0;
-    X::For(B * cap, [=] DSLIDE_HD(int64_t t) {
+    x_.For(B * cap, [=] DSLIDE_HD(int64_t t) {
       const int64_t i = t / cap, e = t % cap;
       const bool in = e < n[i];
       ids[t] = !in ? 0 : has_ids ? rid[off[i] + e] : static_cast<int32_t>(e);
@@ -406,20 +264,20 @@ class GpuBackendT : public LayerBackend {
       std::fill(h + i * cap + r.n[i], h + (i + 1) * cap, 0.0f);
     }
     to->Resize(B * cap);
-    X::CopyIn(to->data(), h, B * cap);
+    x_.CopyIn(to->data(), h, B * cap);
     stage->Done();
   }
 
   /// Device rows (with the values of `vals`, or their own) as host rows, strided by cap.
-  static void HostCopy(const DevRows& d, const Buf<float>* vals, BatchRows* r) {
+  void HostCopy(const DevRows& d, const Buf<float>* vals, BatchRows* r) const {
     const int64_t B = d.B, cap = d.cap;
     r->Strided(B, cap);
     r->ids.resize(B * cap);
     r->vals.resize(B * cap);
     if (B > 0) {
-      d.n.Download(r->n.data(), B);
-      d.ids.Download(r->ids.data(), B * cap);
-      (vals != nullptr ? *vals : d.vals).Download(r->vals.data(), B * cap);
+      x_.Download(d.n, r->n.data(), B);
+      x_.Download(d.ids, r->ids.data(), B * cap);
+      x_.Download(vals != nullptr ? *vals : d.vals, r->vals.data(), B * cap);
     }
   }
   /// Rows [0, B) of padded values into host rows of the same counts (any layout).
@@ -430,18 +288,18 @@ class GpuBackendT : public LayerBackend {
   }
   /// The first n elements of a device array (all of them by default) in host memory.
   template <class T>
-  static std::vector<T> Host(const Buf<T>& b, size_t n) {
+  std::vector<T> Host(const Buf<T>& b, size_t n) const {
     std::vector<T> h(n);
-    if (n > 0) b.Download(h.data(), n);
+    if (n > 0) x_.Download(b, h.data(), n);
     return h;
   }
   template <class T>
-  static std::vector<T> Host(const Buf<T>& b) {
+  std::vector<T> Host(const Buf<T>& b) const {
     return Host(b, b.size());
   }
 
   /// The rows as a dense B x width matrix (ids index the columns; dense rows are 0..n-1).
-  static void Densify(const DevRows& d, int64_t width, Buf<float>* out) {
+  void Densify(const DevRows& d, int64_t width, Buf<float>* out) const {
     const int64_t B = d.B, cap = d.cap;
     const bool dense_rows = d.dense;
     Zeros(out, static_cast<size_t>(B * width));
@@ -449,7 +307,7 @@ class GpuBackendT : public LayerBackend {
     const int64_t* n = d.n.data();
     const int32_t* ids = d.ids.data();
     const float* vals = d.vals.data();
-    X::For(B * cap, [=] DSLIDE_HD(int64_t t) {
+    x_.For(B * cap, [=] DSLIDE_HD(int64_t t) {
       const int64_t i = t / cap, e = t % cap;
       if (e >= n[i]) return;
       const int64_t col = dense_rows ? e : ids[t];
@@ -474,8 +332,8 @@ class GpuBackendT : public LayerBackend {
     std::copy(labels->ids.begin(), labels->ids.end(), h_ids);
     lab_off_.Resize(no);
     lab_ids_.Resize(std::max<int64_t>(ni, 1));
-    X::CopyIn(lab_off_.data(), h_off, no);
-    X::CopyIn(lab_ids_.data(), h_ids, ni);
+    x_.CopyIn(lab_off_.data(), h_off, no);
+    x_.CopyIn(lab_ids_.data(), h_ids, ni);
     send_labels_.Done();
   }
 
@@ -498,7 +356,7 @@ class GpuBackendT : public LayerBackend {
       int64_t* n = out.n.data();
       int32_t* ids = out.ids.data();
       const int64_t cap = out.cap;
-      X::For(B * cap, [=] DSLIDE_HD(int64_t t) {
+      x_.For(B * cap, [=] DSLIDE_HD(int64_t t) {
         ids[t] = static_cast<int32_t>(begin + t % cap);
         if (t % cap == 0) n[t / cap] = local;
       });
@@ -521,20 +379,22 @@ class GpuBackendT : public LayerBackend {
     fill_own_.Resize(std::max<int64_t>(2 * n_lab, 1));
     shared_.Resize(std::max<int64_t>(n_lab + room, 1));
     shared_n_.Resize(1);
-    int32_t* sh = shared_.data();
-    int64_t* shn = shared_n_.data();
     {
-      int32_t* fill = fill_.data();
-      int32_t* own = fill_own_.data();
-      const int64_t begin = s.begin, end = s.end;
-      X::For(1, [=] DSLIDE_HD(int64_t) {
-        if (!batch_fill) {
-          *shn = 0;
-          return;
-        }
-        Rng rng(StreamSeed(seed, streams::kBatchFill, iter, lane));
-        *shn = BatchListInto(begin, end, cap, li, n_lab, &rng, fill, own, sh);
-      });
+      BatchFill k;
+      k.on = batch_fill;
+      k.begin = s.begin;
+      k.end = s.end;
+      k.cap = cap;
+      k.n_lab = n_lab;
+      k.seed = seed;
+      k.lane = lane;
+      k.iter = iter;
+      k.li = li;
+      k.fill = fill_.data();
+      k.own = fill_own_.data();
+      k.shared = shared_.data();
+      k.shared_n = shared_n_.data();
+      x_.Launch(k);
     }
     out.cap = cap;
     out.n.Resize(std::max<int64_t>(B, 1));
@@ -561,62 +421,51 @@ class GpuBackendT : public LayerBackend {
     set_stamps_.Resize(B * set);
     cand_.Resize(B * cand_cap);
     order_.Resize(B * L_);
-    Fill(set_keys_.data(), B * set, int32_t{-1});
-
-    const HashView h = L.dhash;
-    const TablesView tv = Tables(L);
-    const bool dense_in = in.dense;
-    const int64_t in_dim = s.in_dim, qcap = q.cap, begin = s.begin, end = s.end, budget = s.budget,
-                  min_neg = s.min_negatives;
-    const int64_t* qn = q.n.data();
-    const int32_t* qids = q.ids.data();
-    const float* qvals = q.vals.data();
-    float* acc = acc_.data();
-    int32_t* arg = arg_.data();
-    uint32_t* bkt = bkt_.data();
-    int32_t* keys = set_keys_.data();
-    int32_t* counts = set_counts_.data();
-    uint8_t* stamps = set_stamps_.data();
-    int32_t* cand = cand_.data();
-    int32_t* order = order_.data();
-    int32_t* act = out.ids.data();
-    int64_t* act_n = out.n.data();
-    const int64_t* lo = with_lab ? lab_off_.data() : nullptr;
-    int32_t* fi = forced_ids_.data();
-    const SelectPolicy policy = SelectionPolicy(opt_.lsh);
-    X::For(B, [=] DSLIDE_HD(int64_t i) {
-      // The sample's labels on this shard (local ids), in its slice of the labels' layout.
-      int32_t* forced = with_lab ? fi + lo[i] : fi;
-      int64_t nf = 0;
-      if (with_lab)
-        for (int64_t j = lo[i]; j < lo[i + 1]; ++j)
-          if (li[j] >= begin && li[j] < end) forced[nf++] = static_cast<int32_t>(li[j] - begin);
-      // Query [x, 1, 0]: the 1 meets the bias coordinate, so collisions follow w.x + b.
-      int32_t* a = arg + i * nh;
-      if (dense_in) {
-        const float* xv = qvals + i * qcap;
-        const int64_t xn = qn[i];
-        HashRawDense(
-            h, [=](int64_t j) { return j < xn ? xv[j] : (j == in_dim ? 1.0f : 0.0f); }, a);
-      } else {
-        HashRawSparse(h, qids + i * qcap, qvals + i * qcap, qn[i], acc + i * nh, a);
-      }
-      HashCombine(h, a, bkt + i * L_);
-      DeviceMarks mk;
-      mk.n = n;
-      mk.keys = keys + i * set;
-      mk.counts = counts + i * set;
-      mk.stamps = stamps + i * set;
-      mk.mask = static_cast<uint32_t>(set - 1);
-      mk.cand = cand + i * cand_cap;
-      mk.order = order + i * L_;
-      Rng rng(StreamSeed(seed, streams::kSample, iter, i, lane));
-      int32_t* o = act + i * cap;
-      const int64_t k =
-          SelectIds(policy, &tv, bkt + i * L_, forced, nf, budget, min_neg, &rng, mk, o, sh, *shn);
-      for (int64_t j = 0; j < k; ++j) o[j] += static_cast<int32_t>(begin);
-      act_n[i] = k;
-    });
+    {
+      QueryHash k;
+      k.h = L.dhash;
+      k.B = B;
+      k.qcap = q.cap;
+      k.in_dim = s.in_dim;
+      k.dense_in = in.dense;
+      k.qn = q.n.data();
+      k.qids = q.ids.data();
+      k.qvals = q.vals.data();
+      k.acc = acc_.data();
+      k.arg = arg_.data();
+      k.bkt = bkt_.data();
+      x_.Launch(k);
+    }
+    Select k;
+    k.policy = SelectionPolicy(opt_.lsh);
+    k.tables = Tables(L);
+    k.B = B;
+    k.n = n;
+    k.cap = cap;
+    k.begin = s.begin;
+    k.end = s.end;
+    k.budget = s.budget;
+    k.min_neg = s.min_negatives;
+    k.set = set;
+    k.cand_cap = cand_cap;
+    k.L = L_;
+    k.seed = seed;
+    k.lane = lane;
+    k.iter = iter;
+    k.bkt = bkt_.data();
+    k.lo = with_lab ? lab_off_.data() : nullptr;
+    k.li = li;
+    k.forced_ids = forced_ids_.data();
+    k.keys = set_keys_.data();
+    k.counts = set_counts_.data();
+    k.cand = cand_.data();
+    k.order = order_.data();
+    k.stamps = set_stamps_.data();
+    k.shared = shared_.data();
+    k.shared_n = shared_n_.data();
+    k.out = out.ids.data();
+    k.out_n = out.n.data();
+    x_.Launch(k);
   }
 
   /// The query rows of a layer input: the rows themselves for dense inputs (the bias
@@ -635,7 +484,7 @@ class GpuBackendT : public LayerBackend {
     int64_t* qn = q_.n.data();
     int32_t* qid = q_.ids.data();
     float* qv = q_.vals.data();
-    X::For(B * cap, [=] DSLIDE_HD(int64_t t) {
+    x_.For(B * cap, [=] DSLIDE_HD(int64_t t) {
       const int64_t i = t / cap, e = t % cap;
       if (e == 0) qn[i] = xn[i] + 1;
       const bool x = e < xn[i], bias = e == xn[i];
@@ -664,74 +513,50 @@ class GpuBackendT : public LayerBackend {
     const DevRows& in = InRows(layer);
     DevRows& out = batch_[layer]->out;
     const LayerSpec& s = L.spec;
-    const int64_t B = in.B, acap = out.cap, icap = in.cap, cols = L.cols, begin = s.begin;
-    const bool relu = !s.is_output, dense_in = in.dense;
-    out.vals.Resize(B * acap);
-    const int64_t* an = out.n.data();
-    const int32_t* aid = out.ids.data();
-    const int64_t* xn = in.n.data();
-    const int32_t* xid = in.ids.data();
-    const float* xv = in.vals.data();
-    const float* w = L.w.data();
-    const float* bias = L.b.data();
-    float* z = out.vals.data();
-    constexpr int kT = kForwardThreads;
+    const int64_t B = in.B;
+    out.vals.Resize(B * out.cap);
     if (s.input_major) {
-      const int64_t kept = std::min<int64_t>(icap, tune_.shared_entries);
-      X::ForBlocks(
-          B, kT, kept * (sizeof(int32_t) + sizeof(float)),
-          [=] DSLIDE_HD(int64_t i, int tid, int nt, void* sm) {
-            float* sv = static_cast<float*>(sm);
-            int32_t* sid = reinterpret_cast<int32_t*>(sv + kept);
-            const int64_t n = xn[i] < kept ? xn[i] : kept;
-            for (int64_t e = tid; e < n; e += nt) {
-              sv[e] = xv[i * icap + e];
-              sid[e] = xid[i * icap + e];
-            }
-          },
-          [=] DSLIDE_HD(int64_t i, int tid, int nt, void* sm) {
-            const float* sv = static_cast<const float*>(sm);
-            const int32_t* sid = reinterpret_cast<const int32_t*>(sv + kept);
-            for (int64_t k = tid; k < an[i]; k += nt) {
-              const int64_t c = aid[i * acap + k] - begin;
-              float sum = bias[c];
-              for (int64_t e = 0; e < xn[i]; ++e) {
-                const bool sh = e < kept;
-                sum += (sh ? sv[e] : xv[i * icap + e]) *
-                       w[(sh ? sid[e] : xid[i * icap + e]) * cols + c];
-              }
-              z[i * acap + k] = relu && sum < 0.0f ? 0.0f : sum;
-            }
-          });
+      ForwardInputMajor k;
+      k.B = B;
+      k.acap = out.cap;
+      k.icap = in.cap;
+      k.cols = L.cols;
+      k.begin = s.begin;
+      k.kept = std::min<int64_t>(in.cap, tune_.shared_entries);
+      k.relu = !s.is_output;
+      k.an = out.n.data();
+      k.xn = in.n.data();
+      k.aid = out.ids.data();
+      k.xid = in.ids.data();
+      k.xv = in.vals.data();
+      k.w = L.w.data();
+      k.bias = L.b.data();
+      k.z = out.vals.data();
+      x_.Launch(k);
       return;
     }
     // Row-per-neuron: the densified input row in shared memory, or in global memory (xd_)
     // when it does not fit.
-    const bool shared = cols <= tune_.shared_floats;
-    if (!shared) xd_.Resize(static_cast<size_t>(B * cols));
-    float* xg = xd_.data();
-    X::ForBlocks(
-        B, kT, shared ? cols * sizeof(float) : 0,
-        [=] DSLIDE_HD(int64_t i, int tid, int nt, void* sm) {
-          float* x = shared ? static_cast<float*>(sm) : xg + i * cols;
-          for (int64_t j = tid; j < cols; j += nt) x[j] = 0.0f;
-        },
-        [=] DSLIDE_HD(int64_t i, int tid, int nt, void* sm) {
-          float* x = shared ? static_cast<float*>(sm) : xg + i * cols;
-          for (int64_t e = tid; e < xn[i]; e += nt)
-            x[dense_in ? e : xid[i * icap + e]] = xv[i * icap + e];
-        },
-        [=] DSLIDE_HD(int64_t i, int tid, int nt, void* sm) {
-          const float* x = shared ? static_cast<const float*>(sm) : xg + i * cols;
-          for (int64_t k = tid; k < an[i]; k += nt) {
-            const int64_t r = aid[i * acap + k] - begin;
-            const float* wr = w + r * cols;
-            float sum = 0.0f;
-            for (int64_t j = 0; j < cols; ++j) sum += wr[j] * x[j];
-            sum += bias[r];
-            z[i * acap + k] = relu && sum < 0.0f ? 0.0f : sum;
-          }
-        });
+    ForwardRows k;
+    k.B = B;
+    k.acap = out.cap;
+    k.icap = in.cap;
+    k.cols = L.cols;
+    k.begin = s.begin;
+    k.relu = !s.is_output;
+    k.dense_in = in.dense;
+    k.shared = L.cols <= tune_.shared_floats;
+    if (!k.shared) xd_.Resize(static_cast<size_t>(B * L.cols));
+    k.an = out.n.data();
+    k.xn = in.n.data();
+    k.aid = out.ids.data();
+    k.xid = in.ids.data();
+    k.xv = in.vals.data();
+    k.w = L.w.data();
+    k.bias = L.b.data();
+    k.xg = xd_.data();
+    k.z = out.vals.data();
+    x_.Launch(k);
   }
 
   /// One rank: layer + 1's input is this layer's output buffer itself (no copy), read as
@@ -769,123 +594,52 @@ class GpuBackendT : public LayerBackend {
       float* h = static_cast<float*>(send_misc_.Get(3 * B * sizeof(float)));
       if (!do_max) {
         std::copy(st->mx.begin(), st->mx.end(), h);
-        X::CopyIn(sm_mx_.data(), h, B);
+        x_.CopyIn(sm_mx_.data(), h, B);
       }
       if (!do_sums) {
         std::copy(st->red.begin(), st->red.end(), h + B);
-        X::CopyIn(sm_red_.data(), h + B, 2 * B);
+        x_.CopyIn(sm_red_.data(), h + B, 2 * B);
       }
       send_misc_.Done();
     }
     if (do_delta) batch_[layer]->delta.Resize(B * z.cap);
-    const int64_t cap = z.cap;
-    const int64_t* zn = z.n.data();
-    const int32_t* zid = z.ids.data();
-    const float* zv = z.vals.data();
-    const int64_t* lo = lab_off_.data();
-    const int32_t* li = lab_ids_.data();
-    float* mx = sm_mx_.data();
-    float* red = sm_red_.data();
-    float* d = batch_[layer]->delta.data();
-    const float inv_b = 1.0f / static_cast<float>(B);
-    constexpr int kT = kSoftmaxThreads;
-    // Shared: per-thread partial sums and label terms (double), partial maxima, then the
-    // row's max and sum.
-    constexpr size_t smem = kT * (2 * sizeof(double) + sizeof(float)) + 2 * sizeof(float);
-    X::ForBlocks(
-        B, kT, smem,
-        [=] DSLIDE_HD(int64_t i, int tid, int nt, void* sm) {
-          if (!do_max) return;
-          float m = -HUGE_VALF;
-          for (int64_t j = tid; j < zn[i]; j += nt) m = fmaxf(m, zv[i * cap + j]);
-          SoftmaxPartMax(sm, kT)[tid] = m;
-        },
-        [=] DSLIDE_HD(int64_t i, int tid, int nt, void* sm) {
-          if (tid != 0) return;
-          float* row = SoftmaxRow(sm, kT);
-          if (do_max) {
-            float m = -HUGE_VALF;
-            for (int t = 0; t < nt; ++t) m = fmaxf(m, SoftmaxPartMax(sm, kT)[t]);
-            mx[i] = m;
-          }
-          row[0] = mx[i];
-        },
-        [=] DSLIDE_HD(int64_t i, int tid, int nt, void* sm) {
-          if (!do_sums) return;
-          const float m = SoftmaxRow(sm, kT)[0];
-          const int64_t k = lo[i + 1] - lo[i];
-          double s = 0.0, l = 0.0;
-          for (int64_t j = tid; j < zn[i]; j += nt) {
-            const float v = zv[i * cap + j];
-            s += expf(v - m);
-            if (k > 0 && SortedHas(li + lo[i], k, zid[i * cap + j])) l += v - m;
-          }
-          SoftmaxPartSum(sm)[tid] = s;
-          SoftmaxPartSum(sm)[kT + tid] = l;
-        },
-        [=] DSLIDE_HD(int64_t i, int tid, int nt, void* sm) {
-          if (tid != 0) return;
-          float* row = SoftmaxRow(sm, kT);
-          if (do_sums) {
-            double s = 0.0, l = 0.0;
-            for (int t = 0; t < nt; ++t) {
-              s += SoftmaxPartSum(sm)[t];
-              l += SoftmaxPartSum(sm)[kT + t];
-            }
-            red[i] = static_cast<float>(s);
-            red[B + i] = static_cast<float>(l);
-          }
-          row[1] = red[i];
-        },
-        [=] DSLIDE_HD(int64_t i, int tid, int nt, void* sm) {
-          if (!do_delta) return;
-          const float* row = SoftmaxRow(sm, kT);
-          const int64_t k = lo[i + 1] - lo[i];
-          const float scale = inv_b / row[1], t = k > 0 ? inv_b / static_cast<float>(k) : 0.0f;
-          for (int64_t j = tid; j < cap; j += nt) {
-            float e = 0.0f;
-            if (k > 0 && j < zn[i]) {
-              e = expf(zv[i * cap + j] - row[0]) * scale;
-              if (SortedHas(li + lo[i], k, zid[i * cap + j])) e -= t;
-            }
-            d[i * cap + j] = e;
-          }
-        });
+    gpu::Softmax k;
+    k.B = B;
+    k.cap = z.cap;
+    k.do_max = do_max;
+    k.do_sums = do_sums;
+    k.do_delta = do_delta;
+    k.zn = z.n.data();
+    k.lo = lab_off_.data();
+    k.zid = z.ids.data();
+    k.li = lab_ids_.data();
+    k.zv = z.vals.data();
+    k.inv_b = 1.0f / static_cast<float>(B);
+    k.mx = sm_mx_.data();
+    k.red = sm_red_.data();
+    k.d = batch_[layer]->delta.data();
+    x_.Launch(k);
     if (st == nullptr) return;
     st->Resize(B);
-    if (do_max) sm_mx_.Download(st->mx.data(), B);
-    if (do_sums) sm_red_.Download(st->red.data(), 2 * B);
+    if (do_max) x_.Download(sm_mx_, st->mx.data(), B);
+    if (do_sums) x_.Download(sm_red_, st->red.data(), 2 * B);
   }
 
   /// The batch's mean loss from the statistics the last BatchSoftmax left on the device
-  /// (SoftmaxMeanLoss's formula) and the layers' non-finite flags (taken), on one device
-  /// thread into the next slot of a ring in device memory: nothing waits.
+  /// (SoftmaxMeanLoss's formula) and the layers' non-finite flags (taken), by one block
+  /// (StepLoss) into the next slot of a ring in device memory: nothing waits.
   void QueueLoss(int layer) override {
     if (queued_ == kLossRing) DrainQueue();
-    const int64_t B = batch_[layer]->out.B, n_layers = static_cast<int64_t>(layers_.size());
-    const int64_t* lo = lab_off_.data();
-    const float* red = sm_red_.data();
-    double* out = ring_loss_.data() + queued_;
-    uint64_t* out_bad = ring_bad_.data() + queued_;
-    uint32_t* bad = bad_.data();
+    StepLoss k;
+    k.B = batch_[layer]->out.B;
+    k.n_layers = static_cast<int64_t>(layers_.size());
+    k.lo = lab_off_.data();
+    k.red = sm_red_.data();
+    k.bad = bad_.data();
+    k.out = ring_loss_.data() + queued_;
+    k.out_bad = ring_bad_.data() + queued_;
     ++queued_;
-    X::For(1, [=] DSLIDE_HD(int64_t) {
-      double loss = 0.0;
-      int64_t labelled = 0;
-      for (int64_t i = 0; i < B; ++i) {
-        const int64_t k = lo[i + 1] - lo[i];
-        if (k == 0) continue;
-        ++labelled;
-        loss += log(static_cast<double>(red[i])) - red[B + i] / static_cast<double>(k);
-      }
-      *out = labelled ? loss / static_cast<double>(labelled) : 0.0;
-      uint64_t bits = 0;
-      for (int64_t l = 0; l < n_layers; ++l) {
-        if (bad[l] != 0) bits |= uint64_t{1} << l;
-        bad[l] = 0;
-      }
-      *out_bad = bits;
-    });
+    x_.Launch(k);
   }
   std::vector<StepStatus> TakeQueued() override {
     DrainQueue();
@@ -897,13 +651,13 @@ class GpuBackendT : public LayerBackend {
   void DrainQueue() {
     if (queued_ == 0) return;
     const int64_t n = queued_;
-    char* p = static_cast<char*>(X::Stage(n * (sizeof(double) + sizeof(uint64_t))));
+    char* p = static_cast<char*>(x_.Stage(n * (sizeof(double) + sizeof(uint64_t))));
     double* h_loss = reinterpret_cast<double*>(p);
     uint64_t* h_bad = reinterpret_cast<uint64_t*>(h_loss + n);
-    X::CopiesAfterCompute();
-    X::CopyOut(h_loss, ring_loss_.data(), n);
-    X::CopyOut(h_bad, ring_bad_.data(), n);
-    X::WaitMark(X::MarkCopies());
+    x_.CopiesAfterCompute();
+    x_.CopyOut(h_loss, ring_loss_.data(), n);
+    x_.CopyOut(h_bad, ring_bad_.data(), n);
+    x_.WaitMark(x_.MarkCopies());
     for (int64_t i = 0; i < n; ++i) taken_.push_back({h_loss[i], h_bad[i]});
     queued_ = 0;
   }
@@ -914,7 +668,7 @@ class GpuBackendT : public LayerBackend {
     Layer& L = *layers_[layer];
     DSLIDE_ASSERT(!(L.spec.input_major && in_grad), "the first layer has no input gradient");
     if (L.spec.input_major)
-      FirstLayerGradient(L, InRows(layer), *batch_[layer]);
+      FirstLayerBackward(L, InRows(layer), *batch_[layer]);
     else
       IndexBatch(L, InRows(layer), *batch_[layer], in_grad);
     // The input gradient is formed from the old weights before the update kernel runs.
@@ -932,7 +686,7 @@ class GpuBackendT : public LayerBackend {
     const int64_t* n = act.n.data();
     const float* a = act.vals.data();
     float* d = delta.data();
-    X::For(B * cap,
+    x_.For(B * cap,
            [=] DSLIDE_HD(int64_t t) { d[t] = t % cap < n[t / cap] && a[t] > 0.0f ? g[t] : 0.0f; });
   }
 
@@ -997,8 +751,8 @@ class GpuBackendT : public LayerBackend {
     BatchSelect(layer, labels != nullptr, iter);
     out->Strided(b.out.B, b.out.cap);
     if (b.out.B == 0) return;
-    b.out.n.Download(out->n.data(), b.out.B);
-    b.out.ids.Download(out->ids.data(), b.out.B * b.out.cap);
+    x_.Download(b.out.n, out->n.data(), b.out.B);
+    x_.Download(b.out.ids, out->ids.data(), b.out.B * b.out.cap);
   }
 
   void Forward(int layer, const BatchRows& in, BatchRows* out) override {
@@ -1041,10 +795,10 @@ class GpuBackendT : public LayerBackend {
   void Update(int layer, const AdamStep& step, bool dense) override {
     Layer& L = *layers_[layer];
     if (L.spec.input_major) {
-      FirstLayerUpdate(L, AdamConsts::Of(step), dense);
+      FirstLayerAdam(L, AdamConsts::Of(step), dense);
       return;
     }
-    RowUpdate(L, AdamConsts::Of(step), dense);
+    RowAdam(L, AdamConsts::Of(step), dense);
   }
 
   void TopK(int layer, const BatchRows& in, int k, std::vector<int32_t>* ids,
@@ -1056,7 +810,7 @@ class GpuBackendT : public LayerBackend {
 
   /// Input-major layer: gradient rows of the batch's features, by atomics, from the delta
   /// aligned with the layer's output.
-  void FirstLayerGradient(Layer& L, const DevRows& in, const Batch& b) {
+  void FirstLayerBackward(Layer& L, const DevRows& in, const Batch& b) {
     const int64_t B = in.B, icap = in.cap, dcap = b.out.cap, cols = L.cols, begin = L.spec.begin;
     const int64_t* xn = in.n.data();
     const int32_t* xid = in.ids.data();
@@ -1068,35 +822,45 @@ class GpuBackendT : public LayerBackend {
     float* gb = L.gb.data();
     uint8_t* touched = L.touched.data();
     uint8_t* btouched = L.btouched.data();
-    X::For(B * icap, [=] DSLIDE_HD(int64_t t) {
+    x_.For(B * icap, [=] DSLIDE_HD(int64_t t) {
       if (t % icap < xn[t / icap]) touched[xid[t]] = 1;
     });
-    X::For(B * dcap, [=] DSLIDE_HD(int64_t t) {
-      const int64_t i = t / dcap, k = t % dcap;
-      if (k >= dn[i]) return;
-      const int64_t c = did[t] - begin;
-      const float d = dv[t];
-      AtomicAddF(gb + c, d);
-      btouched[c] = 1;
-      for (int64_t e = 0; e < xn[i]; ++e)
-        AtomicAddF(g + xid[i * icap + e] * cols + c, xv[i * icap + e] * d);
-    });
+    FirstLayerGradient k;
+    k.B = B;
+    k.icap = icap;
+    k.dcap = dcap;
+    k.cols = cols;
+    k.begin = begin;
+    k.xn = xn;
+    k.dn = dn;
+    k.xid = xid;
+    k.did = did;
+    k.xv = xv;
+    k.dv = dv;
+    k.g = g;
+    k.gb = gb;
+    k.btouched = btouched;
+    x_.Launch(k);
   }
 
-  void FirstLayerUpdate(Layer& L, const AdamConsts& a, bool dense) {
+  void FirstLayerAdam(Layer& L, const AdamConsts& a, bool dense) {
     const int64_t cols = L.cols;
     const AdamTargets to = Targets(L);
     float* g = L.g.data();
     float* gb = L.gb.data();
     uint8_t* touched = L.touched.data();
     uint8_t* btouched = L.btouched.data();
-    X::For(L.rows * cols, [=] DSLIDE_HD(int64_t t) {
-      if (!dense && !touched[t / cols]) return;
-      to.Weight(a, t, g[t]);
-      g[t] = 0.0f;
-    });
-    X::For(L.rows, [=] DSLIDE_HD(int64_t r) { touched[r] = 0; });
-    X::For(L.spec.local(), [=] DSLIDE_HD(int64_t c) {
+    FirstLayerUpdate k;
+    k.a = a;
+    k.to = to;
+    k.rows = L.rows;
+    k.cols = cols;
+    k.dense = dense;
+    k.g = g;
+    k.touched = touched;
+    x_.Launch(k);
+    x_.For(L.rows, [=] DSLIDE_HD(int64_t r) { touched[r] = 0; });
+    x_.For(L.spec.local(), [=] DSLIDE_HD(int64_t c) {
       if (!dense && !btouched[c]) return;
       to.Bias(a, c, gb[c]);
       gb[c] = 0.0f;
@@ -1118,38 +882,35 @@ class GpuBackendT : public LayerBackend {
     const float* dv = b.delta.data();
     const float* w = L.w.data();
     if (in_grad) {
-      const int64_t* xn = in.n.data();
-      const int32_t* xid = in.ids.data();
-      const bool dense_in = in.dense;
       b.in_grad.Resize(B * icap);
-      float* gin = b.in_grad.data();
-      X::For(B * icap, [=] DSLIDE_HD(int64_t t) {
-        const int64_t i = t / icap, e = t % icap;
-        if (e >= xn[i]) {
-          gin[t] = 0.0f;
-          return;
-        }
-        const int64_t col = dense_in ? e : xid[t];
-        float sum = 0.0f;
-        for (int64_t k = 0; k < dn[i]; ++k) {
-          const float d = dv[i * dcap + k];
-          if (d != 0.0f) sum += d * w[(did[i * dcap + k] - begin) * cols + col];
-        }
-        gin[t] = sum;
-      });
+      InputGradient k;
+      k.B = B;
+      k.icap = icap;
+      k.dcap = dcap;
+      k.cols = cols;
+      k.begin = begin;
+      k.dense_in = in.dense;
+      k.xn = in.n.data();
+      k.dn = dn;
+      k.xid = in.ids.data();
+      k.did = did;
+      k.dv = dv;
+      k.w = w;
+      k.gin = b.in_grad.data();
+      x_.Launch(k);
     }
     // (local neuron, position) keys of the non-zero deltas; the rest sort to the end.
     const int64_t nkeys = B * dcap;
     DSLIDE_CHECK(nkeys < (int64_t{1} << 32), "batch too large for the GPU backend's index");
     L.keys.Resize(std::max<int64_t>(nkeys, 1));
     uint64_t* keys = L.keys.data();
-    X::For(nkeys, [=] DSLIDE_HD(int64_t t) {
+    x_.For(nkeys, [=] DSLIDE_HD(int64_t t) {
       const int64_t i = t / dcap, k = t % dcap;
       keys[t] = k < dn[i] && dv[t] != 0.0f
                     ? (static_cast<uint64_t>(did[t] - begin) << 32) | static_cast<uint64_t>(t)
                     : ~uint64_t{0};
     });
-    X::SortKeys(keys, nkeys);
+    x_.SortKeys(keys, nkeys);
     // Bounds known on the host: every key an entry, every entry a row of its own.
     L.max_q = std::min<int64_t>(nkeys, s.local());
     L.flags.Resize(nkeys + 1);
@@ -1162,7 +923,7 @@ class GpuBackendT : public LayerBackend {
     uint32_t* flags = L.flags.data();
     // The entries: the keys before the first empty one (a binary search), and the start of
     // each run of equal neurons.
-    X::For(1, [=] DSLIDE_HD(int64_t) {
+    x_.For(1, [=] DSLIDE_HD(int64_t) {
       int64_t lo = 0, hi = nkeys;
       while (lo < hi) {
         const int64_t mid = (lo + hi) / 2;
@@ -1173,20 +934,20 @@ class GpuBackendT : public LayerBackend {
       }
       count[0] = lo;
     });
-    X::For(nkeys + 1, [=] DSLIDE_HD(int64_t e) {
+    x_.For(nkeys + 1, [=] DSLIDE_HD(int64_t e) {
       const int64_t nent = count[0];
       flags[e] = e < nent && (e == 0 || (keys[e] >> 32) != (keys[e - 1] >> 32)) ? 1u : 0u;
     });
     const uint32_t* qidx = L.qidx.data();
-    X::ExclusiveScan(flags, L.qidx.data(), nkeys + 1);
-    X::For(1, [=] DSLIDE_HD(int64_t) { count[1] = qidx[count[0]]; });
+    x_.ExclusiveScan(flags, L.qidx.data(), nkeys + 1);
+    x_.For(1, [=] DSLIDE_HD(int64_t) { count[1] = qidx[count[0]]; });
     // Runs of equal neurons -> touched rows q with their entry ranges.
     int32_t* qrow = L.qrow.data();
     int64_t* qoff = L.qoff.data();
     int32_t* rowq = L.rowq.data();
     int32_t* es = L.ent_sample.data();
     float* ed = L.ent_delta.data();
-    X::For(nkeys + 1, [=] DSLIDE_HD(int64_t e) {
+    x_.For(nkeys + 1, [=] DSLIDE_HD(int64_t e) {
       const int64_t nent = count[0];
       if (e > nent) return;
       if (e == nent) {
@@ -1208,34 +969,22 @@ class GpuBackendT : public LayerBackend {
 
   /// Row-per-neuron layer: the pending gradient of every touched row (or of every row with
   /// `dense`) formed from the saved input, and Adam on it.
-  void RowUpdate(Layer& L, const AdamConsts& a, bool dense) {
-    const int64_t cols = L.cols;
-    const bool pending = L.pending;
-    const AdamTargets to = Targets(L);
-    const float* x = L.x.data();
-    const int32_t* qrow = L.qrow.data();
-    const int64_t* qoff = L.qoff.data();
-    int32_t* rowq = L.rowq.data();
-    const int32_t* es = L.ent_sample.data();
-    const float* ed = L.ent_delta.data();
-    if (dense) {
-      X::For(L.spec.local() * cols, [=] DSLIDE_HD(int64_t t) {
-        const int64_t r = t / cols, j = t % cols;
-        const int64_t q = pending ? rowq[r] : -1;
-        float gw = 0.0f, gbias = 0.0f;
-        if (q >= 0) RowGradient(qoff, es, ed, x, cols, q, j, &gw, &gbias);
-        to.Weight(a, r * cols + j, gw);
-        if (j == 0) to.Bias(a, r, gbias);
-      });
-    } else if (pending) {
-      X::ForCounted(L.max_q * cols, L.counts.data() + 1, cols, [=] DSLIDE_HD(int64_t t) {
-        const int64_t q = t / cols, j = t % cols, r = qrow[q];
-        float gw = 0.0f, gbias = 0.0f;
-        RowGradient(qoff, es, ed, x, cols, q, j, &gw, &gbias);
-        to.Weight(a, r * cols + j, gw);
-        if (j == 0) to.Bias(a, r, gbias);
-      });
-    }
+  void RowAdam(Layer& L, const AdamConsts& a, bool dense) {
+    RowUpdate k;
+    k.a = a;
+    k.to = Targets(L);
+    k.max_rows = dense ? L.spec.local() : L.max_q;
+    k.cols = L.cols;
+    k.dense = dense;
+    k.pending = L.pending;
+    k.touched = L.counts.data() + 1;
+    k.x = L.x.data();
+    k.qrow = L.qrow.data();
+    k.rowq = L.rowq.data();
+    k.es = L.ent_sample.data();
+    k.qoff = L.qoff.data();
+    k.ed = L.ent_delta.data();
+    x_.Launch(k);
     ClearPending(L);
   }
 
@@ -1243,7 +992,7 @@ class GpuBackendT : public LayerBackend {
     if (L.pending) {
       int32_t* rowq = L.rowq.data();
       const int32_t* qrow = L.qrow.data();
-      X::ForCounted(L.max_q, L.counts.data() + 1, 1,
+      x_.ForCounted(L.max_q, L.counts.data() + 1, 1,
                     [=] DSLIDE_HD(int64_t q) { rowq[qrow[q]] = -1; });
     }
     L.pending = false;
@@ -1264,7 +1013,7 @@ class GpuBackendT : public LayerBackend {
     const float* b = L.b.data();
     norm2_.Resize(n);
     double* norm2 = norm2_.data();
-    X::For(n, [=] DSLIDE_HD(int64_t i) {
+    x_.For(n, [=] DSLIDE_HD(int64_t i) {
       double a = static_cast<double>(b[i]) * b[i];
       for (int64_t j = 0; j < in_dim; ++j) {
         const double wij = w[im ? j * n + i : i * in_dim + j];
@@ -1273,7 +1022,7 @@ class GpuBackendT : public LayerBackend {
       norm2[i] = a;
     });
     std::vector<double> hn(n);
-    norm2_.Download(hn.data(), n);
+    x_.Download(norm2_, hn.data(), n);
     double max_norm2 = 0.0;
     for (double v : hn) max_norm2 = std::max(max_norm2, v);
     const double inv_m = c.mips && max_norm2 > 0 ? 1.0 / std::sqrt(max_norm2) : 1.0;
@@ -1290,32 +1039,24 @@ class GpuBackendT : public LayerBackend {
     arg_.Resize(chunk * nh);
     int32_t* arg = arg_.data();
     for (int64_t c0 = 0; c0 < n; c0 += chunk) {
-      const int64_t c1 = std::min(n, c0 + chunk);
-      X::For(c1 - c0, [=] DSLIDE_HD(int64_t u) {
-        const int64_t i = c0 + u;
-        int32_t* a = arg + u * nh;
-        HashRawDense(
-            h,
-            [=](int64_t j) -> float {
-              if (j < in_dim) return static_cast<float>(w[im ? j * n + i : i * in_dim + j] * inv_m);
-              if (j == in_dim) return static_cast<float>(b[i] * inv_m);
-              const double rest = 1.0 - norm2[i] * inv_m * inv_m;
-              return mips ? static_cast<float>(sqrt(rest > 0.0 ? rest : 0.0)) : 0.0f;
-            },
-            a);
-        uint32_t bp[64];  // bucket ids of up to 64 tables at a time
-        for (int t0 = 0; t0 < nt; t0 += 64) {
-          HashView part = h;
-          part.l = nt - t0 < 64 ? nt - t0 : 64;
-          HashCombine(part, a + static_cast<int64_t>(t0) * h.k, bp);
-          for (int t = 0; t < part.l; ++t)
-            keys[static_cast<int64_t>(t0 + t) * n + i] =
-                ((static_cast<uint64_t>(t0 + t) << bits | bp[t]) << 32) | static_cast<uint64_t>(i);
-        }
-      });
+      HashRows k;
+      k.h = h;
+      k.c0 = c0;
+      k.count = std::min(n, c0 + chunk) - c0;
+      k.n = n;
+      k.in_dim = in_dim;
+      k.input_major = im;
+      k.mips = mips;
+      k.inv_m = inv_m;
+      k.w = w;
+      k.b = b;
+      k.norm2 = norm2;
+      k.arg = arg;
+      k.keys = keys;
+      x_.Launch(k);
     }
     const int64_t N = static_cast<int64_t>(nt) * n;
-    X::SortKeys(keys, N);
+    x_.SortKeys(keys, N);
     // Run of each (table, bucket), capped sizes, and their offsets.
     run_start_.Resize(nt * nb);
     run_end_.Resize(nt * nb);
@@ -1325,7 +1066,7 @@ class GpuBackendT : public LayerBackend {
     uint32_t* re = run_end_.data();
     items_.Resize(N);
     int32_t* items = items_.data();
-    X::For(N, [=] DSLIDE_HD(int64_t p) {
+    x_.For(N, [=] DSLIDE_HD(int64_t p) {
       const uint64_t tb = keys[p] >> 32;
       items[p] = static_cast<int32_t>(keys[p] & 0xffffffffu);
       if (p == 0 || (keys[p - 1] >> 32) != tb) rs[tb] = static_cast<uint32_t>(p);
@@ -1334,14 +1075,14 @@ class GpuBackendT : public LayerBackend {
     const int cap = c.bucket_capacity;
     sizes_.Resize(nt * nb + 1);
     uint32_t* sz = sizes_.data();
-    X::For(nt * nb + 1, [=] DSLIDE_HD(int64_t u) {
+    x_.For(nt * nb + 1, [=] DSLIDE_HD(int64_t u) {
       const uint32_t cnt = u < nt * nb ? re[u] - rs[u] : 0u;
       sz[u] = cnt < static_cast<uint32_t>(cap) ? cnt : static_cast<uint32_t>(cap);
     });
     gpos_.Resize(nt * nb + 1);
-    X::ExclusiveScan(sz, gpos_.data(), nt * nb + 1);
+    x_.ExclusiveScan(sz, gpos_.data(), nt * nb + 1);
     const uint32_t* gp = gpos_.data();
-    const int64_t total = gpos_.Get(nt * nb);
+    const int64_t total = x_.Read(gpos_, nt * nb);
     L.tids.Resize(std::max<int64_t>(total, 1));
     L.toff.Resize(nt * (nb + 1));
     L.tbase.Resize(nt + 1);
@@ -1350,21 +1091,22 @@ class GpuBackendT : public LayerBackend {
     int64_t* tbase = L.tbase.data();
     const bool fifo = c.insert == InsertPolicy::kFifo;
     const uint64_t bseed = StreamSeed(opt_.seed, streams::kHash, layer, ++L.rebuilds, spec_.rank);
-    X::For(nt * (nb + 1), [=] DSLIDE_HD(int64_t u) {
-      const int64_t t = u / (nb + 1), bb = u % (nb + 1);
-      toff[u] = gp[t * nb + bb] - gp[t * nb];
-      if (bb == 0) tbase[t] = gp[t * nb];
-      if (t == nt - 1 && bb == nb) tbase[nt] = gp[nt * nb];
-      if (bb == nb) return;
-      const int64_t tb = t * nb + bb;
-      const int64_t count = static_cast<int64_t>(re[tb]) - rs[tb];
-      if (count > 0)
-        FillBucket(items + rs[tb], count, cap, fifo,
-                   BucketSeed(bseed, static_cast<int>(t), static_cast<uint32_t>(bb)),
-                   tids + gp[tb]);
-    });
+    FillBuckets k;
+    k.nt = nt;
+    k.cap = cap;
+    k.nb = nb;
+    k.fifo = fifo;
+    k.seed = bseed;
+    k.gp = gp;
+    k.rs = rs;
+    k.re = re;
+    k.items = items;
+    k.tids = tids;
+    k.toff = toff;
+    k.tbase = tbase;
+    x_.Launch(k);
     L.host_base.resize(nt + 1);
-    L.tbase.Download(L.host_base.data(), nt + 1);
+    x_.Download(L.tbase, L.host_base.data(), nt + 1);
   }
 
   /// Draws the hash functions of version L.hash_version and copies them to the device.
@@ -1377,13 +1119,13 @@ class GpuBackendT : public LayerBackend {
     const HashView hv = L.hash->View();
     const int64_t nh = hv.num_hashes, dim = hv.dim;
     const bool srp = hv.family == HashView::kSrp;
-    L.proj_off.Upload(hv.proj_off, srp ? nh + 1 : 0);
-    L.proj_idx.Upload(hv.proj_idx, L.hash->proj_size());
-    L.proj_sign.Upload(hv.proj_sign, L.hash->proj_size());
-    L.inv_off.Upload(hv.inv_off, dim + 1);
-    L.inv_hash.Upload(hv.inv_hash, L.hash->inv_size());
-    L.inv_sign.Upload(hv.inv_sign, srp ? L.hash->inv_size() : 0);
-    L.bins.Upload(hv.bins, L.hash->bins_size());
+    x_.Upload(&L.proj_off, hv.proj_off, srp ? nh + 1 : 0);
+    x_.Upload(&L.proj_idx, hv.proj_idx, L.hash->proj_size());
+    x_.Upload(&L.proj_sign, hv.proj_sign, L.hash->proj_size());
+    x_.Upload(&L.inv_off, hv.inv_off, dim + 1);
+    x_.Upload(&L.inv_hash, hv.inv_hash, L.hash->inv_size());
+    x_.Upload(&L.inv_sign, hv.inv_sign, srp ? L.hash->inv_size() : 0);
+    x_.Upload(&L.bins, hv.bins, L.hash->bins_size());
     L.dhash = hv;
     L.dhash.proj_off = L.proj_off.data();
     L.dhash.proj_idx = L.proj_idx.data();
@@ -1401,7 +1143,8 @@ class GpuBackendT : public LayerBackend {
     Layer& L = *layers_[layer];
     const LayerSpec& s = L.spec;
     DSLIDE_ASSERT(!s.input_major, "exact top-k needs a row-per-neuron output layer");
-    DSLIDE_CHECK(k >= 1 && k <= kMaxTopK, "top-k on the GPU supports k <= ", kMaxTopK, ", got ", k);
+    DSLIDE_CHECK(k >= 1 && k <= TopKSegments::kMaxK,
+                 "top-k on the GPU supports k <= ", TopKSegments::kMaxK, ", got ", k);
     const DevRows& in = InRows(layer);
     Densify(in, s.in_dim, &xd_);
     const int64_t B = in.B, n = s.local(), cols = L.cols, begin = s.begin;
@@ -1411,54 +1154,31 @@ class GpuBackendT : public LayerBackend {
     // Per (sample, segment): the largest logit and the sum of exp(z - max) over the segment.
     topk_mx_.Resize(B * nseg);
     topk_sum_.Resize(B * nseg);
-    int32_t* oid = topk_ids_.data();
-    float* osc = topk_sc_.data();
-    float* omx = topk_mx_.data();
-    float* osum = topk_sum_.data();
     const float* x = xd_.data();
     const float* w = L.w.data();
     const float* bias = L.b.data();
-    X::For(B * nseg, [=] DSLIDE_HD(int64_t t) {
-      const int64_t i = t / nseg, sg = t % nseg;
-      float sc[kMaxTopK];
-      int32_t id[kMaxTopK];
-      for (int j = 0; j < k; ++j) {
-        sc[j] = -HUGE_VALF;
-        id[j] = -1;
-      }
-      float m = -HUGE_VALF, sum = 0.0f;
-      const int64_t r1 = (sg + 1) * kTopKSegment < n ? (sg + 1) * kTopKSegment : n;
-      for (int64_t r = sg * kTopKSegment; r < r1; ++r) {
-        float z = 0.0f;
-        for (int64_t j = 0; j < cols; ++j) z += w[r * cols + j] * x[i * cols + j];
-        z += bias[r];
-        if (z > m) {
-          sum = sum * expf(m - z) + 1.0f;
-          m = z;
-        } else {
-          sum += expf(z - m);
-        }
-        if (z <= sc[k - 1]) continue;
-        int p = k - 1;
-        while (p > 0 && sc[p - 1] < z) {
-          sc[p] = sc[p - 1];
-          id[p] = id[p - 1];
-          --p;
-        }
-        sc[p] = z;
-        id[p] = static_cast<int32_t>(begin + r);
-      }
-      for (int j = 0; j < k; ++j) {
-        oid[t * k + j] = id[j];
-        osc[t * k + j] = sc[j];
-      }
-      omx[t] = m;
-      osum[t] = sum;
-    });
+    {
+      TopKSegments t;
+      t.k = k;
+      t.B = B;
+      t.n = n;
+      t.nseg = nseg;
+      t.segment = kTopKSegment;
+      t.cols = cols;
+      t.begin = begin;
+      t.x = xd_.data();
+      t.w = L.w.data();
+      t.bias = L.b.data();
+      t.oid = topk_ids_.data();
+      t.osc = topk_sc_.data();
+      t.omx = topk_mx_.data();
+      t.osum = topk_sum_.data();
+      x_.Launch(t);
+    }
     std::vector<int32_t> hid(B * nseg * k);
     std::vector<float> hsc(B * nseg * k);
-    topk_ids_.Download(hid.data(), hid.size());
-    topk_sc_.Download(hsc.data(), hsc.size());
+    x_.Download(topk_ids_, hid.data(), hid.size());
+    x_.Download(topk_sc_, hsc.data(), hsc.size());
     ids->resize(B * k);
     scores->resize(B * k);
     // Each sample's nseg segment lists, one after another: one list of nseg * k.
@@ -1471,8 +1191,8 @@ class GpuBackendT : public LayerBackend {
     if (st == nullptr) return;
     st->Resize(B);
     std::vector<float> hmx(B * nseg), hsum(B * nseg);
-    topk_mx_.Download(hmx.data(), hmx.size());
-    topk_sum_.Download(hsum.data(), hsum.size());
+    x_.Download(topk_mx_, hmx.data(), hmx.size());
+    x_.Download(topk_sum_, hsum.data(), hsum.size());
     for (int64_t i = 0; i < B; ++i) {
       float m = -std::numeric_limits<float>::infinity();
       for (int64_t g = 0; g < nseg; ++g) m = std::max(m, hmx[i * nseg + g]);
@@ -1498,20 +1218,21 @@ class GpuBackendT : public LayerBackend {
       }
     const int64_t nl = static_cast<int64_t>(lrow.size());
     if (nl == 0) return;
-    topk_lsample_.Upload(lsample.data(), nl);
-    topk_lrow_.Upload(lrow.data(), nl);
+    x_.Upload(&topk_lsample_, lsample.data(), nl);
+    x_.Upload(&topk_lrow_, lrow.data(), nl);
     topk_mx_.Resize(nl);
-    const int64_t* ls = topk_lsample_.data();
-    const int32_t* lr = topk_lrow_.data();
-    float* lz = topk_mx_.data();
-    X::For(nl, [=] DSLIDE_HD(int64_t e) {
-      const int64_t i = ls[e], r = lr[e];
-      float z = 0.0f;
-      for (int64_t j = 0; j < cols; ++j) z += w[r * cols + j] * x[i * cols + j];
-      lz[e] = z + bias[r];
-    });
+    LabelLogits lk;
+    lk.nl = nl;
+    lk.cols = cols;
+    lk.ls = topk_lsample_.data();
+    lk.lr = topk_lrow_.data();
+    lk.x = xd_.data();
+    lk.w = L.w.data();
+    lk.bias = L.b.data();
+    lk.lz = topk_mx_.data();
+    x_.Launch(lk);
     std::vector<float> hz(nl);
-    topk_mx_.Download(hz.data(), nl);
+    x_.Download(topk_mx_, hz.data(), hz.size());
     for (int64_t e = 0; e < nl; ++e) st->red[B + lsample[e]] += hz[e];
   }
 
@@ -1526,8 +1247,8 @@ class GpuBackendT : public LayerBackend {
                   static_cast<int64_t>(b.size()) == L.spec.local());
     std::vector<float> st;
     RowsToStorage(L.spec, w, &st);
-    L.w.Upload(st.data(), st.size());
-    L.b.Upload(b.data(), b.size());
+    x_.Upload(&L.w, st.data(), st.size());
+    x_.Upload(&L.b, b.data(), b.size());
   }
   void GetGradient(int layer, std::vector<float>* gw, std::vector<float>* gb) const override {
     const Layer& L = *layers_[layer];
@@ -1551,13 +1272,13 @@ class GpuBackendT : public LayerBackend {
       if (on_device) {
         const float* g = L.g.data();
         const float* gb = L.gb.data();
-        X::For(static_cast<int64_t>(nw + L.spec.local()), [=] DSLIDE_HD(int64_t t) {
+        x_.For(static_cast<int64_t>(nw + L.spec.local()), [=] DSLIDE_HD(int64_t t) {
           out[t] = t < static_cast<int64_t>(nw) ? g[t] : gb[t - nw];
         });
         return;
       }
-      L.g.Download(out, nw);
-      L.gb.Download(out + nw, L.spec.local());
+      x_.Download(L.g, out, nw);
+      x_.Download(L.gb, out + nw, L.spec.local());
       return;
     }
     Buf<float> dg;
@@ -1577,26 +1298,26 @@ class GpuBackendT : public LayerBackend {
     const int64_t* qoff = L.qoff.data();
     const int32_t* es = L.ent_sample.data();
     const float* ed = L.ent_delta.data();
-    X::ForCounted(L.max_q * cols, L.counts.data() + 1, cols, [=] DSLIDE_HD(int64_t t) {
+    x_.ForCounted(L.max_q * cols, L.counts.data() + 1, cols, [=] DSLIDE_HD(int64_t t) {
       const int64_t q = t / cols, j = t % cols, r = qrow[q];
       float gbias;
       RowGradient(qoff, es, ed, x, cols, q, j, g + r * cols + j, &gbias);
       if (j == 0) g[nw + r] = gbias;
     });
-    if (!on_device) dg.Download(out, nw + L.spec.local());
+    if (!on_device) x_.Download(dg, out, nw + L.spec.local());
   }
   void ApplyGradient(int layer, const float* grad, const AdamStep& step) override {
     Layer& L = *layers_[layer];
     const size_t nw = static_cast<size_t>(L.rows) * L.cols;
     const float* g = grad;
     if (!InExchange(grad)) {
-      grad_.Upload(grad, nw + L.spec.local());
+      x_.Upload(&grad_, grad, nw + L.spec.local());
       g = grad_.data();
     }
     const AdamConsts a = AdamConsts::Of(step);
     const AdamTargets to = Targets(L);
-    X::For(static_cast<int64_t>(nw), [=] DSLIDE_HD(int64_t t) { to.Weight(a, t, g[t]); });
-    X::For(L.spec.local(), [=] DSLIDE_HD(int64_t c) { to.Bias(a, c, g[nw + c]); });
+    x_.For(static_cast<int64_t>(nw), [=] DSLIDE_HD(int64_t t) { to.Weight(a, t, g[t]); });
+    x_.For(L.spec.local(), [=] DSLIDE_HD(int64_t c) { to.Bias(a, c, g[nw + c]); });
     if (L.spec.input_major) {
       Fill(L.g.data(), static_cast<int64_t>(nw), 0.0f);
       Fill(L.gb.data(), L.spec.local(), 0.0f);
@@ -1615,8 +1336,8 @@ class GpuBackendT : public LayerBackend {
     if (n <= 0) return;
     DSLIDE_ASSERT(InExchange(p) && InExchange(p + n - 1),
                   "ScaleExchange outside the exchange buffer");
-    if (s != 1.0f) X::For(n, [=] DSLIDE_HD(int64_t t) { p[t] *= s; });
-    X::Synchronize();  // MPI reads the buffer outside the backend's stream
+    if (s != 1.0f) x_.For(n, [=] DSLIDE_HD(int64_t t) { p[t] *= s; });
+    x_.Synchronize();  // MPI reads the buffer outside the backend's stream
   }
   bool InExchange(const float* p) const {
     return exch_.size() > 0 && p >= exch_.data() && p < exch_.data() + exch_.size();
@@ -1631,17 +1352,17 @@ class GpuBackendT : public LayerBackend {
   /// Every layer's non-finite flag into bad_host_ (then cleared on the device), in one wait.
   void ReadFlags() {
     const int64_t n = static_cast<int64_t>(layers_.size());
-    uint32_t* h_bad = static_cast<uint32_t*>(X::Stage(n * sizeof(uint32_t)));
-    X::CopiesAfterCompute();
-    X::CopyOut(h_bad, bad_.data(), n);
-    const auto mark = X::MarkCopies();
-    X::ComputeAfterCopies();
+    uint32_t* h_bad = static_cast<uint32_t*>(x_.Stage(n * sizeof(uint32_t)));
+    x_.CopiesAfterCompute();
+    x_.CopyOut(h_bad, bad_.data(), n);
+    const auto mark = x_.MarkCopies();
+    x_.ComputeAfterCopies();
     Fill(bad_.data(), n, uint32_t{0});
-    X::WaitMark(mark);
+    x_.WaitMark(mark);
     for (int64_t l = 0; l < n; ++l) bad_host_[l] |= h_bad[l] != 0 ? 1 : 0;
     status_fresh_ = true;
   }
-  DeviceTraffic Counters() const override { return X::Traffic(); }
+  DeviceTraffic Counters() const override { return x_.Traffic(); }
   bool Asynchronous() const override { return X::kDevice; }
   void SaveLayer(int layer, LayerState* st) const override {
     const Layer& L = *layers_[layer];
@@ -1672,14 +1393,14 @@ class GpuBackendT : public LayerBackend {
     CheckLayerState(s, layer, st);
     std::vector<float> tmp;
     RowsToStorage(s, st.w, &tmp);
-    L.w.Upload(tmp.data(), n);
+    x_.Upload(&L.w, tmp.data(), n);
     RowsToStorage(s, st.m, &tmp);
-    L.m.Upload(tmp.data(), n);
+    x_.Upload(&L.m, tmp.data(), n);
     RowsToStorage(s, st.v, &tmp);
-    L.v.Upload(tmp.data(), n);
-    L.b.Upload(st.b.data(), st.b.size());
-    L.mb.Upload(st.mb.data(), st.mb.size());
-    L.vb.Upload(st.vb.data(), st.vb.size());
+    x_.Upload(&L.v, tmp.data(), n);
+    x_.Upload(&L.b, st.b.data(), st.b.size());
+    x_.Upload(&L.mb, st.mb.data(), st.mb.size());
+    x_.Upload(&L.vb, st.vb.data(), st.vb.size());
     if (s.dense()) return;
     L.hash_version = std::max<int64_t>(st.hash_version, 1);
     MakeHash(layer);
@@ -1691,11 +1412,11 @@ class GpuBackendT : public LayerBackend {
     // Validate through LshTables::Import (the CPU's checks), then copy.
     LshTables check(opt_.lsh.l, L.hash->table_bits(), opt_.lsh.bucket_capacity, opt_.lsh.insert);
     check.Import(st.table_offsets, st.table_ids, st.table_sizes, s.local());
-    L.toff.Upload(st.table_offsets.data(), st.table_offsets.size());
+    x_.Upload(&L.toff, st.table_offsets.data(), st.table_offsets.size());
     UploadAtLeastOne(st.table_ids, &L.tids);
     L.host_base.assign(1, 0);
     for (int64_t sz : st.table_sizes) L.host_base.push_back(L.host_base.back() + sz);
-    L.tbase.Upload(L.host_base.data(), L.host_base.size());
+    x_.Upload(&L.tbase, L.host_base.data(), L.host_base.size());
     L.rebuilds = st.rebuilds;
   }
   size_t StateBytes() const override {
@@ -1710,12 +1431,11 @@ class GpuBackendT : public LayerBackend {
   }
   const char* name() const override { return X::kName; }
 
-  static constexpr int kMaxTopK = 32;
-  static constexpr int kSoftmaxThreads = 256;
-  static constexpr int kForwardThreads = 128;
   static constexpr int64_t kTopKSegment = 256;
 
  private:
+  // The executor first: every device array below is freed before its streams go.
+  mutable X x_;
   GpuTuning tune_;
   std::vector<std::unique_ptr<Layer>> layers_;
   ModelSpec spec_;
@@ -1744,7 +1464,7 @@ class GpuBackendT : public LayerBackend {
   std::vector<uint8_t> bad_host_;
   bool status_fresh_ = false;
   // Pinned stages of what goes up: rows, labels, the rest (softmax statistics).
-  typename X::SendStage send_rows_, send_labels_, send_misc_;
+  typename X::SendStage send_rows_{&x_}, send_labels_{&x_}, send_misc_{&x_};
   Buf<int64_t> raw_off_;
   Buf<int32_t> raw_ids_;
   Buf<float> raw_vals_;

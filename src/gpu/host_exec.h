@@ -1,8 +1,10 @@
-// The host executor of the GPU backend's kernels: every kernel body runs on the CPU, one
-// index after another in a shuffled order (as on a device, no order is promised), over host
-// arrays. It lets the tests run the whole GPU backend
-// (layouts, indexing, kernel bodies, table builds, selection) on machines without a GPU;
-// only the launch, copy and atomic primitives of CudaExec are left to the GPU tests.
+// The host executor of the GPU backend, a test aid: element-wise bodies, sorts and scans run
+// on the CPU over host arrays, and the named kernels of src/gpu/kernels/ through their host
+// emulations (the kernels' own per-thread code, their block collectives done in order);
+// indices, blocks and block threads run in shuffled orders (as on a device, no order is
+// promised). It lets the tests run the GPU backend's layouts, indexing, kernel bodies, table
+// builds and selection on machines without a GPU; the launches, warp and block collectives
+// (CUB), copies and atomics of CudaExec are left to the GPU tests.
 #pragma once
 
 #include <algorithm>
@@ -11,18 +13,18 @@
 #include <vector>
 
 #include "device_traffic.h"
+#include "kernels/host_order.h"
 
 namespace dslide::gpu {
 
-struct HostExec {
+class HostExec {
+ public:
   static constexpr const char* kName = "gpu-host-emulation";
   static constexpr bool kDevice = false;
 
   /// What would cross to and from a device, counted as CudaExec counts it.
-  static DeviceTraffic& Traffic() {
-    static thread_local DeviceTraffic t;
-    return t;
-  }
+  DeviceTraffic Traffic() const { return traffic_; }
+  DeviceTraffic& Count() { return traffic_; }
 
   template <class T>
   class Buffer {
@@ -31,55 +33,58 @@ struct HostExec {
     size_t size() const { return v_.size(); }
     T* data() { return v_.data(); }
     const T* data() const { return v_.data(); }
-    void Upload(const T* h, size_t n) {
-      v_.resize(n);
-      std::copy(h, h + n, v_.begin());
-      Traffic().h2d_bytes += static_cast<int64_t>(n * sizeof(T));
-      ++Traffic().syncs;
-    }
-    void Download(T* h, size_t n) const {
-      std::copy(v_.begin(), v_.begin() + n, h);
-      Traffic().d2h_bytes += static_cast<int64_t>(n * sizeof(T));
-      ++Traffic().syncs;
-    }
-    T Get(size_t i) const {
-      Traffic().d2h_bytes += sizeof(T);
-      ++Traffic().syncs;
-      return v_[i];
-    }
     size_t bytes() const { return v_.capacity() * sizeof(T); }
 
    private:
     std::vector<T> v_;
   };
+  template <class T>
+  void Upload(Buffer<T>* b, const T* h, size_t n) {
+    b->Resize(n);
+    if (n > 0) std::copy_n(h, n, b->data());
+    traffic_.h2d_bytes += static_cast<int64_t>(n * sizeof(T));
+    ++traffic_.syncs;
+  }
+  template <class T>
+  void Download(const Buffer<T>& b, T* h, size_t n) {
+    if (n > 0) std::copy_n(b.data(), n, h);
+    traffic_.d2h_bytes += static_cast<int64_t>(n * sizeof(T));
+    ++traffic_.syncs;
+  }
+  template <class T>
+  T Read(const Buffer<T>& b, size_t i) {
+    traffic_.d2h_bytes += sizeof(T);
+    ++traffic_.syncs;
+    return b.data()[i];
+  }
 
   // Copies that overlap compute on the device are plain copies here, in program order.
-  static void* Stage(size_t bytes) {
-    static thread_local std::vector<uint64_t> s;
-    if (s.size() * 8 < bytes) s.resize((bytes + 7) / 8);
-    return s.data();
+  void* Stage(size_t bytes) {
+    if (stage_.size() * 8 < bytes) stage_.resize((bytes + 7) / 8);
+    return stage_.data();
   }
   template <class T>
-  static void CopyIn(T* dev, const T* host, size_t n) {
+  void CopyIn(T* dev, const T* host, size_t n) {
     std::copy(host, host + n, dev);
-    Traffic().h2d_bytes += static_cast<int64_t>(n * sizeof(T));
+    traffic_.h2d_bytes += static_cast<int64_t>(n * sizeof(T));
   }
   template <class T>
-  static void CopyOut(T* host, const T* dev, size_t n) {
+  void CopyOut(T* host, const T* dev, size_t n) {
     std::copy(dev, dev + n, host);
-    Traffic().d2h_bytes += static_cast<int64_t>(n * sizeof(T));
+    traffic_.d2h_bytes += static_cast<int64_t>(n * sizeof(T));
   }
-  static void ComputeAfterCopies() {}
-  static void Synchronize() { ++Traffic().syncs; }
-  static void CopiesAfterCompute() {}
+  void ComputeAfterCopies() {}
+  void Synchronize() { ++traffic_.syncs; }
+  void CopiesAfterCompute() {}
   using Mark = int;
-  static Mark MarkCopies() { return 0; }
-  static void WaitMark(Mark) { ++Traffic().syncs; }
+  Mark MarkCopies() { return 0; }
+  void WaitMark(Mark) { ++traffic_.syncs; }
 
   /// Host memory the host fills for CopyIn; Get would wait for the stage's last copies on a
   /// device (never pending here), Done lets compute go on after them.
   class SendStage {
    public:
+    explicit SendStage(HostExec*) {}
     void* Get(size_t bytes) {
       if (mem_.size() * 8 < bytes) mem_.resize((bytes + 7) / 8);
       return mem_.data();
@@ -90,74 +95,43 @@ struct HostExec {
     std::vector<uint64_t> mem_;
   };
 
-  /// The k-th index of a fixed permutation of [0, n) (k * stride + offset mod n, the stride
-  /// coprime to n). Device threads and blocks run in no set order, so the host executor does
-  /// not run them in index order either: a kernel that assumes an order fails its tests here.
-  class Order {
-   public:
-    Order(int64_t n, uint64_t salt) : n_(n) {
-      if (n_ <= 1) return;
-      const uint64_t un = static_cast<uint64_t>(n_);
-      stride_ = (0x9E3779B97F4A7C15ull ^ salt) % un;
-      if (stride_ == 0) stride_ = 1;
-      while (std::gcd(stride_, un) != 1) stride_ = stride_ + 1 == un ? 1 : stride_ + 1;
-      offset_ = (salt * 0xBF58476D1CE4E5B9ull) % un;
-    }
-    int64_t operator[](int64_t k) const {
-      if (n_ <= 1) return k;
-      const unsigned __int128 v =
-          static_cast<unsigned __int128>(k) * stride_ + static_cast<unsigned __int128>(offset_);
-      return static_cast<int64_t>(v % static_cast<uint64_t>(n_));
-    }
-
-   private:
-    int64_t n_;
-    uint64_t stride_ = 1, offset_ = 0;
-  };
-  static uint64_t NextSalt() {
-    static thread_local uint64_t salt = 0;
-    return ++salt;
-  }
-
+  /// f(i) for i in [0, n), in a shuffled order (HostOrder).
   template <class F>
-  static void For(int64_t n, const F& f) {
-    ++Traffic().launches;
-    const Order order(n, NextSalt());
+  void For(int64_t n, const F& f) {
+    ++traffic_.launches;
+    const HostOrder order(n, order_salt_.Next());
     for (int64_t k = 0; k < n; ++k) f(order[k]);
   }
   /// f(i) for i in [0, min(*count * scale, max_n)), where *count is in device memory (the
   /// host does not wait to read it).
   template <class F>
-  static void ForCounted(int64_t max_n, const int64_t* count, int64_t scale, const F& f) {
-    ++Traffic().launches;
+  void ForCounted(int64_t max_n, const int64_t* count, int64_t scale, const F& f) {
+    ++traffic_.launches;
     const int64_t n = std::min(*count * scale, max_n);
-    const Order order(n, NextSalt());
+    const HostOrder order(n, order_salt_.Next());
     for (int64_t k = 0; k < n; ++k) f(order[k]);
   }
-  /// `blocks` blocks of `threads` threads with `smem_bytes` of block-shared memory; every
-  /// phase body(block, thread, threads, smem) runs for all threads of a block before the
-  /// next phase starts (a barrier between phases, as __syncthreads on the device). Blocks,
-  /// and the threads of each phase, run in a shuffled order (Order).
-  template <class... Phases>
-  static void ForBlocks(int64_t blocks, int threads, size_t smem_bytes, const Phases&... ph) {
-    ++Traffic().launches;
-    std::vector<uint64_t> smem((smem_bytes + 7) / 8 + 1);
-    const Order block_order(blocks, NextSalt());
-    for (int64_t k = 0; k < blocks; ++k) (RunPhase(block_order[k], threads, smem.data(), ph), ...);
+  /// A named kernel of src/gpu/kernels/ through its host emulation (RunOnHost), whose blocks
+  /// and threads run in shuffled orders.
+  template <class K>
+  void Launch(const K& k) {
+    if (k.Empty()) return;
+    ++traffic_.launches;
+    RunOnHost(k, &order_salt_);
   }
-  template <class F>
-  static void RunPhase(int64_t b, int threads, void* smem, const F& f) {
-    const Order order(threads, NextSalt());
-    for (int k = 0; k < threads; ++k) f(b, static_cast<int>(order[k]), threads, smem);
-  }
-  static void SortKeys(uint64_t* keys, int64_t n) {
-    ++Traffic().launches;
+  void SortKeys(uint64_t* keys, int64_t n) {
+    ++traffic_.launches;
     std::sort(keys, keys + n);
   }
-  static void ExclusiveScan(const uint32_t* in, uint32_t* out, int64_t n) {
-    ++Traffic().launches;
+  void ExclusiveScan(const uint32_t* in, uint32_t* out, int64_t n) {
+    ++traffic_.launches;
     std::exclusive_scan(in, in + n, out, uint32_t{0});
   }
+
+ private:
+  DeviceTraffic traffic_;
+  std::vector<uint64_t> stage_;
+  HostOrderSalt order_salt_;
 };
 
 }  // namespace dslide::gpu

@@ -27,16 +27,19 @@ struct HashView {
   const int32_t* bins = nullptr;  // WTA/DWTA: per hash, bin_size coordinates
 };
 
+/// The bucket id (table_bits bits) of table t from its K raw hash values.
+DSLIDE_HD inline uint32_t HashCombineOne(const HashView& h, const int32_t* raw, int t) {
+  const bool fold = h.k * h.bits_per_hash > h.max_table_bits;
+  uint64_t code = 0;
+  for (int j = 0; j < h.k; ++j)
+    code = fold ? Mix64(code ^ static_cast<uint64_t>(raw[t * h.k + j]) ^ (uint64_t(j) << 40))
+                : (code << h.bits_per_hash) | static_cast<uint64_t>(raw[t * h.k + j]);
+  return static_cast<uint32_t>(code & ((uint64_t{1} << h.table_bits) - 1));
+}
+
 /// K raw hash values per table -> L bucket ids of table_bits bits.
 DSLIDE_HD inline void HashCombine(const HashView& h, const int32_t* raw, uint32_t* buckets) {
-  const bool fold = h.k * h.bits_per_hash > h.max_table_bits;
-  for (int t = 0; t < h.l; ++t) {
-    uint64_t code = 0;
-    for (int j = 0; j < h.k; ++j)
-      code = fold ? Mix64(code ^ static_cast<uint64_t>(raw[t * h.k + j]) ^ (uint64_t(j) << 40))
-                  : (code << h.bits_per_hash) | static_cast<uint64_t>(raw[t * h.k + j]);
-    buckets[t] = static_cast<uint32_t>(code & ((uint64_t{1} << h.table_bits) - 1));
-  }
+  for (int t = 0; t < h.l; ++t) buckets[t] = HashCombineOne(h, raw, t);
 }
 
 /// Empty bins (arg < 0) borrow the value of another hash chosen by a universal hash of
@@ -57,32 +60,34 @@ DSLIDE_HD inline void HashDensify(const HashView& h, int32_t* arg) {
   for (int i = 0; i < h.num_hashes; ++i) arg[i] &= ~(1 << 30);
 }
 
+/// Raw hash value i of a dense vector given by x(j), j < dim (before DWTA's densification:
+/// an empty DWTA bin gives -1).
+template <class Get>
+DSLIDE_HD int32_t HashOneDense(const HashView& h, const Get& x, int i) {
+  if (h.family == HashView::kSrp) {
+    float acc = 0;
+    for (int64_t e = h.proj_off[i]; e < h.proj_off[i + 1]; ++e)
+      acc += static_cast<float>(h.proj_sign[e]) * x(h.proj_idx[e]);
+    return acc >= 0 ? 1 : 0;
+  }
+  const int32_t* bin = h.bins + static_cast<int64_t>(i) * h.bin_size;
+  float best = -HUGE_VALF;
+  int arg = -1;
+  for (int p = 0; p < h.bin_size; ++p) {
+    const float v = x(bin[p]);
+    if (h.family == HashView::kDwta && v == 0.0f) continue;
+    if (v > best) {
+      best = v;
+      arg = p;
+    }
+  }
+  return arg;
+}
+
 /// Raw hash values (num_hashes of them) of a dense vector given by x(j), j < dim.
 template <class Get>
 DSLIDE_HD void HashRawDense(const HashView& h, const Get& x, int32_t* out) {
-  if (h.family == HashView::kSrp) {
-    for (int i = 0; i < h.num_hashes; ++i) {
-      float acc = 0;
-      for (int64_t e = h.proj_off[i]; e < h.proj_off[i + 1]; ++e)
-        acc += static_cast<float>(h.proj_sign[e]) * x(h.proj_idx[e]);
-      out[i] = acc >= 0 ? 1 : 0;
-    }
-    return;
-  }
-  for (int i = 0; i < h.num_hashes; ++i) {
-    const int32_t* bin = h.bins + static_cast<int64_t>(i) * h.bin_size;
-    float best = -HUGE_VALF;
-    int arg = -1;
-    for (int p = 0; p < h.bin_size; ++p) {
-      const float v = x(bin[p]);
-      if (h.family == HashView::kDwta && v == 0.0f) continue;
-      if (v > best) {
-        best = v;
-        arg = p;
-      }
-    }
-    out[i] = arg;
-  }
+  for (int i = 0; i < h.num_hashes; ++i) out[i] = HashOneDense(h, x, i);
   if (h.family == HashView::kDwta) HashDensify(h, out);
 }
 

@@ -1,0 +1,33 @@
+// The backward and update kernels (backward.h) on the device.
+#include "backward.h"
+#include "grid.cuh"
+
+namespace dslide::gpu {
+
+__global__ void InputGradientKernel(const InputGradient k) { GridStride(k); }
+void LaunchInputGradient(StreamHandle s, const InputGradient& k) {
+  InputGradientKernel<<<GridFor(k.Size(), 256), 256, 0, s>>>(k);
+}
+
+__global__ void FirstLayerGradientKernel(const FirstLayerGradient k) { GridStride(k); }
+void LaunchFirstLayerGradient(StreamHandle s, const FirstLayerGradient& k) {
+  FirstLayerGradientKernel<<<GridFor(k.Size(), 256), 256, 0, s>>>(k);
+}
+
+__global__ void FirstLayerUpdateKernel(const FirstLayerUpdate k) { GridStride(k); }
+void LaunchFirstLayerUpdate(StreamHandle s, const FirstLayerUpdate& k) {
+  FirstLayerUpdateKernel<<<GridFor(k.Size(), 256), 256, 0, s>>>(k);
+}
+
+__global__ void RowUpdateKernel(const RowUpdate k) {
+  const int64_t n = k.Rows() * k.cols;  // the touched rows counted on the device
+  for (int64_t t = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; t < n;
+       t += int64_t{gridDim.x} * blockDim.x)
+    k(t);
+}
+void LaunchRowUpdate(StreamHandle s, const RowUpdate& k) {
+  // Sized for every row that may be touched; the rows beyond the count exit at once.
+  RowUpdateKernel<<<GridFor(k.max_rows * k.cols, 256, 8192), 256, 0, s>>>(k);
+}
+
+}  // namespace dslide::gpu

@@ -1,0 +1,188 @@
+// Backward and update kernels: input gradients, weight gradients and Adam on the touched
+// rows (StepOps::Backward and Update).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "adam.h"
+#include "common.h"
+
+namespace dslide::gpu {
+
+/// Adam's constants of one step (AdamStep with the bias corrections folded in).
+struct AdamConsts {
+  float lr, b1, b2, c1, c2, inv_bias1, inv_bias2, eps;
+  static AdamConsts Of(const AdamStep& s) {
+    return {s.lr,           s.beta1,          s.beta2,          1.0f - s.beta1,
+            1.0f - s.beta2, 1.0f / s.bias1(), 1.0f / s.bias2(), s.eps};
+  }
+};
+
+/// One parameter's Adam step (the formula of AdamUpdate); raises *bad on a non-finite result.
+DSLIDE_HD inline void AdamOne(const AdamConsts& a, float g, float* w, float* m, float* v,
+                              uint32_t* bad) {
+  const float mi = a.b1 * *m + a.c1 * g;
+  const float vi = a.b2 * *v + a.c2 * g * g;
+  *m = mi;
+  *v = vi;
+  const float wi = *w - a.lr * (mi * a.inv_bias1) / (sqrtf(vi * a.inv_bias2) + a.eps);
+  *w = wi;
+  if (!Finite(wi)) *bad = 1;
+}
+
+/// Where a layer's Adam step writes: weights and moments (storage order), biases and their
+/// moments, and the non-finite flag.
+struct AdamTargets {
+  float *w, *m, *v, *b, *mb, *vb;
+  uint32_t* bad;
+  /// Adam on weight t (gradient g), and on bias c (gradient gb).
+  DSLIDE_HD void Weight(const AdamConsts& a, int64_t t, float g) const {
+    AdamOne(a, g, w + t, m + t, v + t, bad);
+  }
+  DSLIDE_HD void Bias(const AdamConsts& a, int64_t c, float gb) const {
+    AdamOne(a, gb, b + c, mb + c, vb + c, bad);
+  }
+};
+
+/// The pending gradient of touched row q at input coordinate j (*gw) and of its bias (*gb):
+/// the row's (sample, delta) entries [qoff[q], qoff[q+1]) against the saved dense input x.
+DSLIDE_HD inline void RowGradient(const int64_t* qoff, const int32_t* es, const float* ed,
+                                  const float* x, int64_t cols, int64_t q, int64_t j, float* gw,
+                                  float* gb) {
+  float sw = 0.0f, sb = 0.0f;
+  for (int64_t e = qoff[q]; e < qoff[q + 1]; ++e) {
+    sw += ed[e] * x[static_cast<int64_t>(es[e]) * cols + j];
+    sb += ed[e];
+  }
+  *gw = sw;
+  *gb = sb;
+}
+
+/// Row-per-neuron layer, a thread per (sample, input entry): this shard's input gradient,
+/// the entry's column of the weights against the sample's non-zero deltas (the old
+/// weights: it runs before the update). Consecutive threads read consecutive columns of a
+/// weight row.
+struct InputGradient : PerIndex<InputGradient> {
+  int64_t B = 0, icap = 0, dcap = 0, cols = 0, begin = 0;
+  bool dense_in = false;
+  const int64_t *xn = nullptr, *dn = nullptr;
+  const int32_t *xid = nullptr, *did = nullptr;
+  const float *dv = nullptr, *w = nullptr;
+  float* gin = nullptr;
+
+  DSLIDE_HD int64_t Size() const { return B * icap; }
+  DSLIDE_HD void operator()(int64_t t) const {
+    const int64_t i = t / icap, e = t % icap;
+    if (e >= xn[i]) {
+      gin[t] = 0.0f;
+      return;
+    }
+    const int64_t col = dense_in ? e : xid[t];
+    float sum = 0.0f;
+    for (int64_t k = 0; k < dn[i]; ++k) {
+      const float d = dv[i * dcap + k];
+      if (d != 0.0f) sum += d * w[(did[i * dcap + k] - begin) * cols + col];
+    }
+    gin[t] = sum;
+  }
+};
+void LaunchInputGradient(StreamHandle s, const InputGradient& k);
+inline void LaunchKernel(StreamHandle s, const InputGradient& k) { LaunchInputGradient(s, k); }
+inline void RunOnHost(const InputGradient& k, HostOrderSalt* salt) { RunPerIndexOnHost(k, salt); }
+
+/// Input-major first layer, a thread per (sample, active neuron): the weight gradient rows
+/// of the sample's features and the bias gradient, added atomically.
+struct FirstLayerGradient : PerIndex<FirstLayerGradient> {
+  int64_t B = 0, icap = 0, dcap = 0, cols = 0, begin = 0;
+  const int64_t *xn = nullptr, *dn = nullptr;
+  const int32_t *xid = nullptr, *did = nullptr;
+  const float *xv = nullptr, *dv = nullptr;
+  float *g = nullptr, *gb = nullptr;
+  uint8_t* btouched = nullptr;
+
+  DSLIDE_HD int64_t Size() const { return B * dcap; }
+  DSLIDE_HD void operator()(int64_t t) const {
+    const int64_t i = t / dcap, k = t % dcap;
+    if (k >= dn[i]) return;
+    const int64_t c = did[t] - begin;
+    const float d = dv[t];
+    AtomicAddF(gb + c, d);
+    btouched[c] = 1;
+    for (int64_t e = 0; e < xn[i]; ++e)
+      AtomicAddF(g + xid[i * icap + e] * cols + c, xv[i * icap + e] * d);
+  }
+};
+void LaunchFirstLayerGradient(StreamHandle s, const FirstLayerGradient& k);
+inline void LaunchKernel(StreamHandle s, const FirstLayerGradient& k) {
+  LaunchFirstLayerGradient(s, k);
+}
+inline void RunOnHost(const FirstLayerGradient& k, HostOrderSalt* salt) {
+  RunPerIndexOnHost(k, salt);
+}
+
+/// Input-major first layer, a thread per weight: Adam on the touched rows' weights (every
+/// weight when `dense`) from the gradient rows, which it clears.
+struct FirstLayerUpdate : PerIndex<FirstLayerUpdate> {
+  AdamConsts a;
+  AdamTargets to;
+  int64_t rows = 0, cols = 0;
+  bool dense = false;
+  float* g = nullptr;
+  const uint8_t* touched = nullptr;
+
+  DSLIDE_HD int64_t Size() const { return rows * cols; }
+  DSLIDE_HD void operator()(int64_t t) const {
+    if (!dense && !touched[t / cols]) return;
+    to.Weight(a, t, g[t]);
+    g[t] = 0.0f;
+  }
+};
+void LaunchFirstLayerUpdate(StreamHandle s, const FirstLayerUpdate& k);
+inline void LaunchKernel(StreamHandle s, const FirstLayerUpdate& k) {
+  LaunchFirstLayerUpdate(s, k);
+}
+inline void RunOnHost(const FirstLayerUpdate& k, HostOrderSalt* salt) {
+  RunPerIndexOnHost(k, salt);
+}
+
+/// Row-per-neuron layer, a thread per (touched row, input coordinate): the pending batch
+/// gradient of the weight (RowGradient, from the entries sorted by neuron and the saved
+/// input) and Adam on it; coordinate 0 also updates the bias. The number of touched rows is
+/// read on the device (*touched); with `dense` every row is updated (rowq maps a row to its
+/// touched index, or -1).
+struct RowUpdate {
+  AdamConsts a;
+  AdamTargets to;
+  int64_t max_rows = 0, cols = 0;
+  bool dense = false, pending = false;
+  const int64_t* touched = nullptr;
+  const float* x = nullptr;
+  const int32_t *qrow = nullptr, *rowq = nullptr, *es = nullptr;
+  const int64_t* qoff = nullptr;
+  const float* ed = nullptr;
+
+  bool Empty() const { return max_rows * cols <= 0 || (!dense && !pending); }
+  DSLIDE_HD int64_t Rows() const {
+    return dense ? max_rows : (*touched < max_rows ? *touched : max_rows);
+  }
+  DSLIDE_HD void operator()(int64_t t) const {
+    const int64_t j = t % cols;
+    int64_t q = t / cols, r = q;
+    if (dense)
+      q = pending ? rowq[r] : -1;
+    else
+      r = qrow[q];
+    float gw = 0.0f, gbias = 0.0f;
+    if (q >= 0) RowGradient(qoff, es, ed, x, cols, q, j, &gw, &gbias);
+    to.Weight(a, r * cols + j, gw);
+    if (j == 0) to.Bias(a, r, gbias);
+  }
+};
+void LaunchRowUpdate(StreamHandle s, const RowUpdate& k);
+inline void LaunchKernel(StreamHandle s, const RowUpdate& k) { LaunchRowUpdate(s, k); }
+inline void RunOnHost(const RowUpdate& k, HostOrderSalt* salt) {
+  HostShuffled(k.Rows() * k.cols, salt, [&](int64_t t) { k(t); });
+}
+
+}  // namespace dslide::gpu

@@ -1,0 +1,64 @@
+// What the kernels of src/gpu/kernels/ share, host-safe: the stream handle of their
+// LaunchXxx wrappers, float atomics and checks that compile for both sides, and the frame
+// of the kernels that run one thread per index.
+//
+// Every kernel is a struct of its arguments (raw device pointers and sizes) whose DSLIDE_HD
+// members are the per-thread code. Its `__global__` kernel and LaunchXxx(stream, args)
+// wrapper live in the matching .cu file, where warps and blocks combine their threads'
+// results with shuffles and CUB; RunOnHost(args, salt) runs the same per-thread code on the
+// host (HostExec, for the tests), the collectives done in order over shuffled threads.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "hd.h"
+#include "host_order.h"
+
+struct CUstream_st;
+
+namespace dslide::gpu {
+
+/// A CUDA stream (cudaStream_t), named without the CUDA headers.
+using StreamHandle = CUstream_st*;
+
+DSLIDE_HD inline void AtomicAddF(float* p, float v) {
+#if defined(__CUDA_ARCH__)
+  atomicAdd(p, v);
+#else
+  *p += v;  // the host emulation runs threads one at a time
+#endif
+}
+
+DSLIDE_HD inline bool Finite(float v) {
+#if defined(__CUDA_ARCH__)
+  return isfinite(v);
+#else
+  return std::isfinite(v);
+#endif
+}
+
+/// A kernel of one thread per index in [0, K::Size()), each running K::operator()(index):
+/// a grid-stride loop on the device, a shuffled loop on the host.
+template <class K>
+struct PerIndex {
+  bool Empty() const { return static_cast<const K*>(this)->Size() <= 0; }
+};
+template <class K>
+void RunPerIndexOnHost(const K& k, HostOrderSalt* salt) {
+  HostShuffled(k.Size(), salt, [&](int64_t i) { k(i); });
+}
+
+/// The sum that a warp's butterfly of shuffles (__shfl_xor_sync with offsets 16, 8, 4, 2,
+/// 1) leaves in every lane, over 32 lane values, for the host emulation: the same additions
+/// in the same pairs, so the host gets the device's result bit for bit.
+inline float ButterflySum32(float* v) {
+  for (int off = 16; off >= 1; off /= 2) {
+    float next[32];
+    for (int l = 0; l < 32; ++l) next[l] = v[l] + v[l ^ off];
+    for (int l = 0; l < 32; ++l) v[l] = next[l];
+  }
+  return v[0];
+}
+
+}  // namespace dslide::gpu

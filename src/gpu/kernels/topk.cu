@@ -1,0 +1,17 @@
+// The top-k kernels (topk.h) on the device.
+#include "grid.cuh"
+#include "topk.h"
+
+namespace dslide::gpu {
+
+__global__ void TopKSegmentsKernel(const TopKSegments k) { GridStride(k); }
+void LaunchTopKSegments(StreamHandle s, const TopKSegments& k) {
+  TopKSegmentsKernel<<<GridFor(k.Size(), 128), 128, 0, s>>>(k);
+}
+
+__global__ void LabelLogitsKernel(const LabelLogits k) { GridStride(k); }
+void LaunchLabelLogits(StreamHandle s, const LabelLogits& k) {
+  LabelLogitsKernel<<<GridFor(k.Size(), 128), 128, 0, s>>>(k);
+}
+
+}  // namespace dslide::gpu
