@@ -49,9 +49,10 @@ struct Pair {
   int64_t input_dim = 60, hidden = 16, out = 400, B = 12;
 
   explicit Pair(const TrainConfig& c, std::vector<double> sparsity = {1.0, 0.1},
-                const gpu::GpuTuning& tune = {})
+                const gpu::GpuTuning& tune = {}, int64_t hidden_units = 16)
       : cfg(c), dev(BackendUnderTest(tune)) {
     SetNumThreads(1);
+    hidden = hidden_units;
     cfg.hidden = {hidden};
     cfg.sparsity = sparsity;
     // A floor of negatives that binds for samples with many labels (the default, 256,
@@ -203,6 +204,31 @@ TEST(GpuEquivalence, ActiveSetsAndForward) {
           EXPECT_LE(d, kTol) << "activations of layer " << layer;
         }
       }
+}
+
+/// Output rows wider than a warp and not a multiple of its 32 lanes (the forward pass takes
+/// a warp per active neuron, each lane every 32nd input): 70 hidden units, each row read in
+/// three lane strides, the last one partial; in shared and in global memory.
+TEST(GpuEquivalence, ForwardRowsWiderThanAWarp) {
+  for (int64_t shared : {int64_t{12 * 1024}, int64_t{8}}) {
+    SCOPED_TRACE("shared floats " + std::to_string(shared));
+    gpu::GpuTuning tune;
+    tune.shared_floats = shared;
+    Pair s(SmallLsh(HashFamily::kSrp, QueryStrategy::kTopK, FillPolicy::kBatch), {1.0, 0.1}, tune,
+           70);
+    const BatchRows h = s.Hidden(31);
+    const BatchLabels lab = s.Labels(32);
+    BatchRows a, b;
+    s.SelectBoth(1, h, &lab, 3, &a, &b);
+    ASSERT_EQ(a.n, b.n);
+    ASSERT_EQ(a.ids, b.ids);
+    s.cpu->Forward(1, h, &a);
+    s.dev->Forward(1, h, &b);
+    EXPECT_LE(MaxRelDiff(b.vals, a.vals), kTol) << "activations";
+    double norm = 0;
+    for (float v : a.vals) norm += std::abs(v);
+    EXPECT_GT(norm, 0.0) << "activations all zero: nothing compared";
+  }
 }
 
 TEST(GpuEquivalence, FloorOfNegativesAndLshShare) {
