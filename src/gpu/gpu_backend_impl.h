@@ -80,6 +80,10 @@ class GpuBackendT : public LayerBackend {
     Buf<float> vals;
     bool dense = false;  // every row holds ids 0..n-1 (BatchRows::dense)
     int64_t width = 0;
+    /// The rows for a kernel, with their own values or those of `v` (laid out alike).
+    RowsView View(const Buf<float>* v = nullptr) const {
+      return {B, cap, n.data(), ids.data(), v != nullptr ? v->data() : vals.data(), dense};
+    }
   };
 
   /// A layer's batch (BatchOps) in device memory: its input rows, its output rows (active
@@ -424,13 +428,8 @@ class GpuBackendT : public LayerBackend {
     {
       QueryHash k;
       k.h = L.dhash;
-      k.B = B;
-      k.qcap = q.cap;
+      k.q = q.View();
       k.in_dim = s.in_dim;
-      k.dense_in = in.dense;
-      k.qn = q.n.data();
-      k.qids = q.ids.data();
-      k.qvals = q.vals.data();
       k.acc = acc_.data();
       k.arg = arg_.data();
       k.bkt = bkt_.data();
@@ -517,18 +516,12 @@ class GpuBackendT : public LayerBackend {
     out.vals.Resize(B * out.cap);
     if (s.input_major) {
       ForwardInputMajor k;
-      k.B = B;
-      k.acap = out.cap;
-      k.icap = in.cap;
+      k.in = in.View();
+      k.act = out.View();
       k.cols = L.cols;
       k.begin = s.begin;
       k.kept = std::min<int64_t>(in.cap, tune_.shared_entries);
       k.relu = !s.is_output;
-      k.an = out.n.data();
-      k.xn = in.n.data();
-      k.aid = out.ids.data();
-      k.xid = in.ids.data();
-      k.xv = in.vals.data();
       k.w = L.w.data();
       k.bias = L.b.data();
       k.z = out.vals.data();
@@ -538,20 +531,13 @@ class GpuBackendT : public LayerBackend {
     // Row-per-neuron: the densified input row in shared memory, or in global memory (xd_)
     // when it does not fit.
     ForwardRows k;
-    k.B = B;
-    k.acap = out.cap;
-    k.icap = in.cap;
+    k.in = in.View();
+    k.act = out.View();
     k.cols = L.cols;
     k.begin = s.begin;
     k.relu = !s.is_output;
-    k.dense_in = in.dense;
     k.shared = L.cols <= tune_.shared_floats;
     if (!k.shared) xd_.Resize(static_cast<size_t>(B * L.cols));
-    k.an = out.n.data();
-    k.xn = in.n.data();
-    k.aid = out.ids.data();
-    k.xid = in.ids.data();
-    k.xv = in.vals.data();
     k.w = L.w.data();
     k.bias = L.b.data();
     k.xg = xd_.data();
@@ -604,16 +590,12 @@ class GpuBackendT : public LayerBackend {
     }
     if (do_delta) batch_[layer]->delta.Resize(B * z.cap);
     gpu::Softmax k;
-    k.B = B;
-    k.cap = z.cap;
+    k.z = z.View();
     k.do_max = do_max;
     k.do_sums = do_sums;
     k.do_delta = do_delta;
-    k.zn = z.n.data();
     k.lo = lab_off_.data();
-    k.zid = z.ids.data();
     k.li = lab_ids_.data();
-    k.zv = z.vals.data();
     k.inv_b = 1.0f / static_cast<float>(B);
     k.mx = sm_mx_.data();
     k.red = sm_red_.data();
@@ -811,35 +793,21 @@ class GpuBackendT : public LayerBackend {
   /// Input-major layer: gradient rows of the batch's features, by atomics, from the delta
   /// aligned with the layer's output.
   void FirstLayerBackward(Layer& L, const DevRows& in, const Batch& b) {
-    const int64_t B = in.B, icap = in.cap, dcap = b.out.cap, cols = L.cols, begin = L.spec.begin;
+    const int64_t icap = in.cap;
     const int64_t* xn = in.n.data();
     const int32_t* xid = in.ids.data();
-    const float* xv = in.vals.data();
-    const int64_t* dn = b.out.n.data();
-    const int32_t* did = b.out.ids.data();
-    const float* dv = b.delta.data();
-    float* g = L.g.data();
-    float* gb = L.gb.data();
     uint8_t* touched = L.touched.data();
-    uint8_t* btouched = L.btouched.data();
-    x_.For(B * icap, [=] DSLIDE_HD(int64_t t) {
+    x_.For(in.B * icap, [=] DSLIDE_HD(int64_t t) {
       if (t % icap < xn[t / icap]) touched[xid[t]] = 1;
     });
     FirstLayerGradient k;
-    k.B = B;
-    k.icap = icap;
-    k.dcap = dcap;
-    k.cols = cols;
-    k.begin = begin;
-    k.xn = xn;
-    k.dn = dn;
-    k.xid = xid;
-    k.did = did;
-    k.xv = xv;
-    k.dv = dv;
-    k.g = g;
-    k.gb = gb;
-    k.btouched = btouched;
+    k.in = in.View();
+    k.delta = b.out.View(&b.delta);
+    k.cols = L.cols;
+    k.begin = L.spec.begin;
+    k.g = L.g.data();
+    k.gb = L.gb.data();
+    k.btouched = L.btouched.data();
     x_.Launch(k);
   }
 
@@ -876,26 +844,18 @@ class GpuBackendT : public LayerBackend {
     const LayerSpec& s = L.spec;
     DSLIDE_ASSERT(!L.pending, "Backward called twice on a layer without an Update between");
     Densify(in, s.in_dim, &L.x);
-    const int64_t B = in.B, dcap = b.out.cap, icap = in.cap, cols = L.cols, begin = s.begin;
+    const int64_t B = in.B, dcap = b.out.cap, begin = s.begin;
     const int64_t* dn = b.out.n.data();
     const int32_t* did = b.out.ids.data();
     const float* dv = b.delta.data();
-    const float* w = L.w.data();
     if (in_grad) {
-      b.in_grad.Resize(B * icap);
+      b.in_grad.Resize(B * in.cap);
       InputGradient k;
-      k.B = B;
-      k.icap = icap;
-      k.dcap = dcap;
-      k.cols = cols;
-      k.begin = begin;
-      k.dense_in = in.dense;
-      k.xn = in.n.data();
-      k.dn = dn;
-      k.xid = in.ids.data();
-      k.did = did;
-      k.dv = dv;
-      k.w = w;
+      k.in = in.View();
+      k.delta = b.out.View(&b.delta);
+      k.cols = L.cols;
+      k.begin = s.begin;
+      k.w = L.w.data();
       k.gin = b.in_grad.data();
       x_.Launch(k);
     }

@@ -64,25 +64,23 @@ DSLIDE_HD inline void RowGradient(const int64_t* qoff, const int32_t* es, const 
 /// weights: it runs before the update). Consecutive threads read consecutive columns of a
 /// weight row.
 struct InputGradient : PerIndex<InputGradient> {
-  int64_t B = 0, icap = 0, dcap = 0, cols = 0, begin = 0;
-  bool dense_in = false;
-  const int64_t *xn = nullptr, *dn = nullptr;
-  const int32_t *xid = nullptr, *did = nullptr;
-  const float *dv = nullptr, *w = nullptr;
-  float* gin = nullptr;
+  RowsView in, delta;  // the input rows; the delta (active ids and values)
+  int64_t cols = 0, begin = 0;
+  const float* w = nullptr;
+  float* gin = nullptr;  // laid out as in
 
-  DSLIDE_HD int64_t Size() const { return B * icap; }
+  DSLIDE_HD int64_t Size() const { return in.B * in.cap; }
   DSLIDE_HD void operator()(int64_t t) const {
-    const int64_t i = t / icap, e = t % icap;
-    if (e >= xn[i]) {
+    const int64_t i = t / in.cap, e = t % in.cap;
+    if (e >= in.n[i]) {
       gin[t] = 0.0f;
       return;
     }
-    const int64_t col = dense_in ? e : xid[t];
+    const int64_t col = in.dense ? e : in.ids[t];
     float sum = 0.0f;
-    for (int64_t k = 0; k < dn[i]; ++k) {
-      const float d = dv[i * dcap + k];
-      if (d != 0.0f) sum += d * w[(did[i * dcap + k] - begin) * cols + col];
+    for (int64_t k = 0; k < delta.n[i]; ++k) {
+      const float d = delta.vals[i * delta.cap + k];
+      if (d != 0.0f) sum += d * w[(delta.ids[i * delta.cap + k] - begin) * cols + col];
     }
     gin[t] = sum;
   }
@@ -94,23 +92,21 @@ inline void RunOnHost(const InputGradient& k, HostOrderSalt* salt) { RunPerIndex
 /// Input-major first layer, a thread per (sample, active neuron): the weight gradient rows
 /// of the sample's features and the bias gradient, added atomically.
 struct FirstLayerGradient : PerIndex<FirstLayerGradient> {
-  int64_t B = 0, icap = 0, dcap = 0, cols = 0, begin = 0;
-  const int64_t *xn = nullptr, *dn = nullptr;
-  const int32_t *xid = nullptr, *did = nullptr;
-  const float *xv = nullptr, *dv = nullptr;
+  RowsView in, delta;  // the input rows (feature lists); the delta
+  int64_t cols = 0, begin = 0;
   float *g = nullptr, *gb = nullptr;
   uint8_t* btouched = nullptr;
 
-  DSLIDE_HD int64_t Size() const { return B * dcap; }
+  DSLIDE_HD int64_t Size() const { return delta.B * delta.cap; }
   DSLIDE_HD void operator()(int64_t t) const {
-    const int64_t i = t / dcap, k = t % dcap;
-    if (k >= dn[i]) return;
-    const int64_t c = did[t] - begin;
-    const float d = dv[t];
+    const int64_t i = t / delta.cap, k = t % delta.cap;
+    if (k >= delta.n[i]) return;
+    const int64_t c = delta.ids[t] - begin;
+    const float d = delta.vals[t];
     AtomicAddF(gb + c, d);
     btouched[c] = 1;
-    for (int64_t e = 0; e < xn[i]; ++e)
-      AtomicAddF(g + xid[i * icap + e] * cols + c, xv[i * icap + e] * d);
+    for (int64_t e = 0; e < in.n[i]; ++e)
+      AtomicAddF(g + in.ids[i * in.cap + e] * cols + c, in.vals[i * in.cap + e] * d);
   }
 };
 void LaunchFirstLayerGradient(StreamHandle s, const FirstLayerGradient& k);

@@ -38,6 +38,16 @@ DSLIDE_HD inline bool Finite(float v) {
 #endif
 }
 
+/// A batch's rows in the device's padded layout: row i's entries at [i * cap, i * cap +
+/// n[i]); `dense` rows hold ids 0..n-1 (ids then unused).
+struct RowsView {
+  int64_t B = 0, cap = 1;
+  const int64_t* n = nullptr;
+  const int32_t* ids = nullptr;
+  const float* vals = nullptr;
+  bool dense = false;
+};
+
 /// A kernel of one thread per index in [0, K::Size()), each running K::operator()(index):
 /// a grid-stride loop on the device, a shuffled loop on the host.
 template <class K>

@@ -15,15 +15,14 @@ namespace dslide::gpu {
 /// consecutive floats (coalesced) and sums the lanes' partial dot products with shuffles.
 struct ForwardRows {
   static constexpr int kThreads = 128;  // 4 warps a block
-  int64_t B = 0, acap = 0, icap = 0, cols = 0, begin = 0;
-  bool relu = false, dense_in = false, shared = false;
-  const int64_t *an = nullptr, *xn = nullptr;
-  const int32_t *aid = nullptr, *xid = nullptr;
-  const float *xv = nullptr, *w = nullptr, *bias = nullptr;
+  RowsView in, act;                     // the input rows; the active neurons (their ids)
+  int64_t cols = 0, begin = 0;
+  bool relu = false, shared = false;
+  const float *w = nullptr, *bias = nullptr;
   float* xg = nullptr;  // B x cols, when !shared
-  float* z = nullptr;
+  float* z = nullptr;   // the activations, laid out as act
 
-  bool Empty() const { return B <= 0; }
+  bool Empty() const { return in.B <= 0; }
   size_t SharedBytes() const { return shared ? cols * sizeof(float) : 0; }
   DSLIDE_HD float* Input(int64_t i, void* smem) const {
     return shared ? static_cast<float*>(smem) : xg + i * cols;
@@ -34,19 +33,19 @@ struct ForwardRows {
     for (int64_t j = tid; j < cols; j += nt) x[j] = 0.0f;
   }
   DSLIDE_HD void Scatter(int64_t i, int tid, int nt, float* x) const {
-    for (int64_t e = tid; e < xn[i]; e += nt)
-      x[dense_in ? e : xid[i * icap + e]] = xv[i * icap + e];
+    for (int64_t e = tid; e < in.n[i]; e += nt)
+      x[in.dense ? e : in.ids[i * in.cap + e]] = in.vals[i * in.cap + e];
   }
   /// Lane `lane`'s part of active neuron k's dot product: inputs lane, lane + 32, ...
   DSLIDE_HD float Partial(int64_t i, int64_t k, int lane, const float* x) const {
-    const float* wr = w + (aid[i * acap + k] - begin) * cols;
+    const float* wr = w + (act.ids[i * act.cap + k] - begin) * cols;
     float sum = 0.0f;
     for (int64_t j = lane; j < cols; j += 32) sum += wr[j] * x[j];
     return sum;
   }
   DSLIDE_HD void Store(int64_t i, int64_t k, float dot) const {
-    const float sum = dot + bias[aid[i * acap + k] - begin];
-    z[i * acap + k] = relu && sum < 0.0f ? 0.0f : sum;
+    const float sum = dot + bias[act.ids[i * act.cap + k] - begin];
+    z[i * act.cap + k] = relu && sum < 0.0f ? 0.0f : sum;
   }
 };
 void LaunchForwardRows(StreamHandle s, const ForwardRows& k);
@@ -54,13 +53,13 @@ inline void LaunchKernel(StreamHandle s, const ForwardRows& k) { LaunchForwardRo
 
 inline void RunOnHost(const ForwardRows& k, HostOrderSalt* salt) {
   std::vector<float> smem(k.shared ? k.cols : 0);
-  HostShuffled(k.B, salt, [&](int64_t i) {
+  HostShuffled(k.in.B, salt, [&](int64_t i) {
     float* x = k.Input(i, smem.data());
     HostShuffled(ForwardRows::kThreads, salt,
                  [&](int64_t t) { k.Clear(i, static_cast<int>(t), ForwardRows::kThreads, x); });
     HostShuffled(ForwardRows::kThreads, salt,
                  [&](int64_t t) { k.Scatter(i, static_cast<int>(t), ForwardRows::kThreads, x); });
-    HostShuffled(k.an[i], salt, [&](int64_t a) {
+    HostShuffled(k.act.n[i], salt, [&](int64_t a) {
       float lanes[32];
       for (int l = 0; l < 32; ++l) lanes[l] = k.Partial(i, a, l, x);
       k.Store(i, a, ButterflySum32(lanes));
@@ -75,35 +74,36 @@ inline void RunOnHost(const ForwardRows& k, HostOrderSalt* salt) {
 /// hidden layer's are all of them).
 struct ForwardInputMajor {
   static constexpr int kThreads = 128;
-  int64_t B = 0, acap = 0, icap = 0, cols = 0, begin = 0, kept = 0;
+  RowsView in, act;  // the input rows (feature lists); the active neurons
+  int64_t cols = 0, begin = 0, kept = 0;
   bool relu = false;
-  const int64_t *an = nullptr, *xn = nullptr;
-  const int32_t *aid = nullptr, *xid = nullptr;
-  const float *xv = nullptr, *w = nullptr, *bias = nullptr;
-  float* z = nullptr;
+  const float *w = nullptr, *bias = nullptr;
+  float* z = nullptr;  // the activations, laid out as act
 
-  bool Empty() const { return B <= 0; }
+  bool Empty() const { return in.B <= 0; }
   size_t SharedBytes() const { return kept * (sizeof(int32_t) + sizeof(float)); }
   DSLIDE_HD void Load(int64_t i, int tid, int nt, void* smem) const {
     float* sv = static_cast<float*>(smem);
     int32_t* sid = reinterpret_cast<int32_t*>(sv + kept);
-    const int64_t n = xn[i] < kept ? xn[i] : kept;
+    const int64_t n = in.n[i] < kept ? in.n[i] : kept;
     for (int64_t e = tid; e < n; e += nt) {
-      sv[e] = xv[i * icap + e];
-      sid[e] = xid[i * icap + e];
+      sv[e] = in.vals[i * in.cap + e];
+      sid[e] = in.ids[i * in.cap + e];
     }
   }
   DSLIDE_HD void Neurons(int64_t i, int tid, int nt, const void* smem) const {
     const float* sv = static_cast<const float*>(smem);
     const int32_t* sid = reinterpret_cast<const int32_t*>(sv + kept);
-    for (int64_t k = tid; k < an[i]; k += nt) {
-      const int64_t c = aid[i * acap + k] - begin;
+    const float* xv = in.vals + i * in.cap;
+    const int32_t* xid = in.ids + i * in.cap;
+    for (int64_t k = tid; k < act.n[i]; k += nt) {
+      const int64_t c = act.ids[i * act.cap + k] - begin;
       float sum = bias[c];
-      for (int64_t e = 0; e < xn[i]; ++e) {
+      for (int64_t e = 0; e < in.n[i]; ++e) {
         const bool sh = e < kept;
-        sum += (sh ? sv[e] : xv[i * icap + e]) * w[(sh ? sid[e] : xid[i * icap + e]) * cols + c];
+        sum += (sh ? sv[e] : xv[e]) * w[(sh ? sid[e] : xid[e]) * cols + c];
       }
-      z[i * acap + k] = relu && sum < 0.0f ? 0.0f : sum;
+      z[i * act.cap + k] = relu && sum < 0.0f ? 0.0f : sum;
     }
   }
 };
@@ -115,7 +115,7 @@ inline void LaunchKernel(StreamHandle s, const ForwardInputMajor& k) {
 inline void RunOnHost(const ForwardInputMajor& k, HostOrderSalt* salt) {
   std::vector<uint64_t> smem((k.SharedBytes() + 7) / 8 + 1);
   constexpr int nt = ForwardInputMajor::kThreads;
-  HostShuffled(k.B, salt, [&](int64_t i) {
+  HostShuffled(k.in.B, salt, [&](int64_t i) {
     HostShuffled(nt, salt, [&](int64_t t) { k.Load(i, static_cast<int>(t), nt, smem.data()); });
     HostShuffled(nt, salt, [&](int64_t t) { k.Neurons(i, static_cast<int>(t), nt, smem.data()); });
   });

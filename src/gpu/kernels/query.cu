@@ -6,7 +6,7 @@ namespace dslide::gpu {
 
 __global__ void QueryHashKernel(const QueryHash k) {
   const int tid = threadIdx.x, nt = blockDim.x;
-  for (int64_t i = blockIdx.x; i < k.B; i += gridDim.x) {
+  for (int64_t i = blockIdx.x; i < k.q.B; i += gridDim.x) {
     k.Raw(i, tid, nt);
     __syncthreads();
     k.Densify(i, tid);
@@ -16,7 +16,7 @@ __global__ void QueryHashKernel(const QueryHash k) {
 }
 
 void LaunchQueryHash(StreamHandle s, const QueryHash& k) {
-  QueryHashKernel<<<GridFor(k.B, 1), QueryHash::kThreads, 0, s>>>(k);
+  QueryHashKernel<<<GridFor(k.q.B, 1), QueryHash::kThreads, 0, s>>>(k);
 }
 
 __global__ void SelectKernel(const Select k) { GridStride(k); }

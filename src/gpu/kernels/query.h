@@ -100,33 +100,30 @@ struct DeviceMarks {
 struct QueryHash {
   static constexpr int kThreads = 128;
   HashView h;
-  int64_t B = 0, qcap = 0, in_dim = 0;
-  bool dense_in = false;
-  const int64_t* qn = nullptr;
-  const int32_t* qids = nullptr;
-  const float* qvals = nullptr;
+  RowsView q;  // the query rows: dense rows x (the kernel adds the 1), or sparse [x, 1]
+  int64_t in_dim = 0;
   float* acc = nullptr;     // B x num_hashes, scratch of a sparse row
   int32_t* arg = nullptr;   // B x num_hashes raw values
   uint32_t* bkt = nullptr;  // B x L bucket ids
 
-  bool Empty() const { return B <= 0; }
+  bool Empty() const { return q.B <= 0; }
   /// Thread tid's hash functions of sample i (dense rows), or all of them on thread 0
   /// (sparse rows).
   DSLIDE_HD void Raw(int64_t i, int tid, int nt) const {
     int32_t* a = arg + i * h.num_hashes;
-    if (!dense_in) {
+    if (!q.dense) {
       if (tid == 0)
-        HashRawSparse(h, qids + i * qcap, qvals + i * qcap, qn[i], acc + i * h.num_hashes, a);
+        HashRawSparse(h, q.ids + i * q.cap, q.vals + i * q.cap, q.n[i], acc + i * h.num_hashes, a);
       return;
     }
-    const float* xv = qvals + i * qcap;
-    const int64_t xn = qn[i], dim = in_dim;
+    const float* xv = q.vals + i * q.cap;
+    const int64_t xn = q.n[i], dim = in_dim;
     // [x, 1, 0]: the 1 meets the bias coordinate, so collisions follow w.x + b.
     const auto x = [=](int64_t j) { return j < xn ? xv[j] : (j == dim ? 1.0f : 0.0f); };
     for (int f = tid; f < h.num_hashes; f += nt) a[f] = HashOneDense(h, x, f);
   }
   DSLIDE_HD void Densify(int64_t i, int tid) const {
-    if (dense_in && tid == 0 && h.family == HashView::kDwta) HashDensify(h, arg + i * h.num_hashes);
+    if (q.dense && tid == 0 && h.family == HashView::kDwta) HashDensify(h, arg + i * h.num_hashes);
   }
   DSLIDE_HD void Combine(int64_t i, int tid, int nt) const {
     for (int t = tid; t < h.l; t += nt)
@@ -138,7 +135,7 @@ inline void LaunchKernel(StreamHandle s, const QueryHash& k) { LaunchQueryHash(s
 
 inline void RunOnHost(const QueryHash& k, HostOrderSalt* salt) {
   constexpr int nt = QueryHash::kThreads;
-  HostShuffled(k.B, salt, [&](int64_t i) {
+  HostShuffled(k.q.B, salt, [&](int64_t i) {
     HostShuffled(nt, salt, [&](int64_t t) { k.Raw(i, static_cast<int>(t), nt); });
     HostShuffled(nt, salt, [&](int64_t t) { k.Densify(i, static_cast<int>(t)); });
     HostShuffled(nt, salt, [&](int64_t t) { k.Combine(i, static_cast<int>(t), nt); });

@@ -19,7 +19,7 @@ __global__ void SoftmaxKernel(const Softmax k) {
   __shared__ typename ReduceD::TempStorage td;
   __shared__ float row[2];  // the sample's max and sum
   const int tid = threadIdx.x, nt = blockDim.x;
-  for (int64_t i = blockIdx.x; i < k.B; i += gridDim.x) {
+  for (int64_t i = blockIdx.x; i < k.z.B; i += gridDim.x) {
     if (k.do_max) {
       const float m = ReduceF(tf).Reduce(k.PartMax(i, tid, nt), MaxOp());
       if (tid == 0) k.mx[i] = m;
@@ -34,7 +34,7 @@ __global__ void SoftmaxKernel(const Softmax k) {
       const double ll = ReduceD(td).Sum(l);
       if (tid == 0) {
         k.red[i] = static_cast<float>(ss);
-        k.red[k.B + i] = static_cast<float>(ll);
+        k.red[k.z.B + i] = static_cast<float>(ll);
       }
     }
     if (tid == 0) row[1] = k.red[i];
@@ -45,7 +45,7 @@ __global__ void SoftmaxKernel(const Softmax k) {
 }
 
 void LaunchSoftmax(StreamHandle s, const Softmax& k) {
-  SoftmaxKernel<<<GridFor(k.B, 1), Softmax::kThreads, 0, s>>>(k);
+  SoftmaxKernel<<<GridFor(k.z.B, 1), Softmax::kThreads, 0, s>>>(k);
 }
 
 __global__ void StepLossKernel(const StepLoss k) {

@@ -15,30 +15,29 @@ namespace dslide::gpu {
 /// Phases not run read their results from mx and red.
 struct Softmax {
   static constexpr int kThreads = 256;
-  int64_t B = 0, cap = 0;
+  RowsView z;  // the logits of the active neurons
   bool do_max = false, do_sums = false, do_delta = false;
-  const int64_t *zn = nullptr, *lo = nullptr;
-  const int32_t *zid = nullptr, *li = nullptr;
-  const float* zv = nullptr;
+  const int64_t* lo = nullptr;  // the labels
+  const int32_t* li = nullptr;
   float inv_b = 0;
   float* mx = nullptr;   // B
   float* red = nullptr;  // 2B: sums, then label terms
-  float* d = nullptr;    // B x cap
+  float* d = nullptr;    // laid out as z
 
-  bool Empty() const { return B <= 0; }
+  bool Empty() const { return z.B <= 0; }
   DSLIDE_HD float PartMax(int64_t i, int tid, int nt) const {
     float m = -HUGE_VALF;
-    for (int64_t j = tid; j < zn[i]; j += nt) m = fmaxf(m, zv[i * cap + j]);
+    for (int64_t j = tid; j < z.n[i]; j += nt) m = fmaxf(m, z.vals[i * z.cap + j]);
     return m;
   }
   /// Thread tid's part of the sum of exp(z - m) (*s) and of the labels' z - m (*l).
   DSLIDE_HD void PartSums(int64_t i, int tid, int nt, float m, double* s, double* l) const {
     const int64_t k = lo[i + 1] - lo[i];
     double ss = 0.0, ll = 0.0;
-    for (int64_t j = tid; j < zn[i]; j += nt) {
-      const float v = zv[i * cap + j];
+    for (int64_t j = tid; j < z.n[i]; j += nt) {
+      const float v = z.vals[i * z.cap + j];
       ss += expf(v - m);
-      if (k > 0 && SortedHas(li + lo[i], k, zid[i * cap + j])) ll += v - m;
+      if (k > 0 && SortedHas(li + lo[i], k, z.ids[i * z.cap + j])) ll += v - m;
     }
     *s = ss;
     *l = ll;
@@ -46,13 +45,13 @@ struct Softmax {
   DSLIDE_HD void Delta(int64_t i, int tid, int nt, float m, float sum) const {
     const int64_t k = lo[i + 1] - lo[i];
     const float scale = inv_b / sum, t = k > 0 ? inv_b / static_cast<float>(k) : 0.0f;
-    for (int64_t j = tid; j < cap; j += nt) {
+    for (int64_t j = tid; j < z.cap; j += nt) {
       float e = 0.0f;
-      if (k > 0 && j < zn[i]) {
-        e = expf(zv[i * cap + j] - m) * scale;
-        if (SortedHas(li + lo[i], k, zid[i * cap + j])) e -= t;
+      if (k > 0 && j < z.n[i]) {
+        e = expf(z.vals[i * z.cap + j] - m) * scale;
+        if (SortedHas(li + lo[i], k, z.ids[i * z.cap + j])) e -= t;
       }
-      d[i * cap + j] = e;
+      d[i * z.cap + j] = e;
     }
   }
 };
@@ -61,7 +60,7 @@ inline void LaunchKernel(StreamHandle s, const Softmax& k) { LaunchSoftmax(s, k)
 
 inline void RunOnHost(const Softmax& k, HostOrderSalt* salt) {
   constexpr int nt = Softmax::kThreads;
-  HostShuffled(k.B, salt, [&](int64_t i) {
+  HostShuffled(k.z.B, salt, [&](int64_t i) {
     if (k.do_max) {
       std::vector<float> part(nt);
       HostShuffled(nt, salt, [&](int64_t t) { part[t] = k.PartMax(i, static_cast<int>(t), nt); });
@@ -80,7 +79,7 @@ inline void RunOnHost(const Softmax& k, HostOrderSalt* salt) {
         ll += l[t];
       }
       k.red[i] = static_cast<float>(ss);
-      k.red[k.B + i] = static_cast<float>(ll);
+      k.red[k.z.B + i] = static_cast<float>(ll);
     }
     if (k.do_delta) {
       const float sum = k.red[i];
