@@ -18,9 +18,10 @@
 // and reads back the loss and the non-finite flags in one wait; with P ranks, also the rows
 // the snapshot exchange sends and receives.
 // The step's kernels:
-//   query: a block per sample hashes [x, 1] (QueryHash), then a thread per sample runs
-//     SelectIds over the tables with a per-sample hash set (Select, DeviceMarks in place of
-//     the CPU's stamp arrays), after the batch's shared fill (BatchFill);
+//   query: a block per sample hashes [x, 1] (QueryHash); then a block per sample counts
+//     candidates (top-k and threshold queries) into a per-sample hash set (DeviceMarks, in
+//     place of the CPU's stamp arrays) and one of its threads runs SelectIds (Select), after
+//     the batch's shared fill (BatchFill);
 //   forward: a block per sample with its input in shared memory; a warp per active neuron
 //     with coalesced weight-row loads (ForwardRows), or a thread per active neuron of the
 //     input-major first layer (ForwardInputMajor);
@@ -423,6 +424,10 @@ class GpuBackendT : public LayerBackend {
     set_keys_.Resize(B * set);
     set_counts_.Resize(B * set);
     set_stamps_.Resize(B * set);
+    set_first_.Resize(B * set);
+    n_forced_.Resize(std::max<int64_t>(B, 1));
+    pre_n_.Resize(std::max<int64_t>(B, 1));
+    boff_.Resize(B * (L_ + 1));
     cand_.Resize(B * cand_cap);
     order_.Resize(B * L_);
     {
@@ -455,8 +460,12 @@ class GpuBackendT : public LayerBackend {
     k.lo = with_lab ? lab_off_.data() : nullptr;
     k.li = li;
     k.forced_ids = forced_ids_.data();
+    k.n_forced = n_forced_.data();
+    k.pre_n = pre_n_.data();
+    k.boff = boff_.data();
     k.keys = set_keys_.data();
     k.counts = set_counts_.data();
+    k.first = set_first_.data();
     k.cand = cand_.data();
     k.order = order_.data();
     k.stamps = set_stamps_.data();
@@ -1434,11 +1443,11 @@ class GpuBackendT : public LayerBackend {
   // Per-step scratch, reused.
   DevRows q_;
   Buf<float> xd_, acc_, grad_, topk_sc_, topk_mx_, topk_sum_;
-  Buf<int32_t> arg_, items_, set_keys_, set_counts_, cand_, order_, forced_ids_, shared_, fill_,
-      fill_own_, topk_ids_, topk_lrow_;
+  Buf<int32_t> arg_, items_, set_keys_, set_counts_, set_first_, boff_, cand_, order_, forced_ids_,
+      shared_, fill_, fill_own_, topk_ids_, topk_lrow_;
   Buf<uint8_t> set_stamps_;
   Buf<uint32_t> bkt_, run_start_, run_end_, sizes_, gpos_;
-  Buf<int64_t> topk_lsample_, shared_n_;
+  Buf<int64_t> topk_lsample_, shared_n_, n_forced_, pre_n_;
   Buf<double> norm2_;
 };
 

@@ -180,6 +180,14 @@ DSLIDE_HD inline void FillBucket(const int32_t* items, int64_t count, int capaci
 /// Count/SetCount/AddCount(id), SortByCount(v, n) (count descending, then id ascending),
 /// and arrays Cand() (room for every candidate, and for n ids when 2 * budget > n),
 /// Order() (num_tables()).
+/// Counting strategies: Marks whose candidates were gathered beforehand (in first-seen order
+/// over tables 0..L-1, in Cand(), their collision counts set, nothing stamped but the
+/// forced ids) say so here with their number; others gather them in SelectIds.
+template <class Marks>
+DSLIDE_HD bool TakePrecounted(const Marks&, int64_t*) {
+  return false;
+}
+
 /// How a sample's active set is chosen (DESIGN.md section 2): the query strategy (and its
 /// threshold), the fill, and the share of the slots beyond the forced ids that LSH
 /// candidates may take (the rest comes from the fill, which keeps uniform negatives in
@@ -253,23 +261,25 @@ DSLIDE_HD int64_t SelectIds(const SelectPolicy& policy, const Tables* tables,
       for (int64_t i = room; i < nc; ++i) s.Unstamp(cand[i]);  // must not block the fill
     } else {
       // Count collisions over all tables (forced ids are stamped already and not counted).
-      for (int t = 0; t < L; ++t) {
-        const auto b = tables->Get(t, buckets[t]);
-        for (int32_t j = 0; j < b.size; ++j) {
-          const int32_t id = b.ids[j];
-          if (!s.Stamped(id)) {
-            s.Stamp(id);
-            s.SetCount(id, 1);
-            cand[nc++] = id;
-          } else if (s.Count(id) > 0) {
-            s.AddCount(id);
+      if (!TakePrecounted(s, &nc)) {
+        for (int t = 0; t < L; ++t) {
+          const auto b = tables->Get(t, buckets[t]);
+          for (int32_t j = 0; j < b.size; ++j) {
+            const int32_t id = b.ids[j];
+            if (!s.Stamped(id)) {
+              s.Stamp(id);
+              s.SetCount(id, 1);
+              cand[nc++] = id;
+            } else if (s.Count(id) > 0) {
+              s.AddCount(id);
+            }
           }
         }
+        for (int64_t i = 0; i < k; ++i) s.SetCount(out[i], 0);
+        // Only the chosen candidates are stamped again (below); the others must not block
+        // the fill.
+        for (int64_t i = 0; i < nc; ++i) s.Unstamp(cand[i]);
       }
-      for (int64_t i = 0; i < k; ++i) s.SetCount(out[i], 0);
-      // Only the chosen candidates are stamped again (below); the others must not block the
-      // fill.
-      for (int64_t i = 0; i < nc; ++i) s.Unstamp(cand[i]);
       if (query == QueryStrategy::kThreshold) {
         int64_t kept = 0;
         for (int64_t i = 0; i < nc; ++i)

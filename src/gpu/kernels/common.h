@@ -30,6 +30,32 @@ DSLIDE_HD inline void AtomicAddF(float* p, float v) {
 #endif
 }
 
+/// Integer atomics (plain operations on the host, whose emulation runs threads one at a
+/// time): compare-and-swap returning the old value, add, min.
+DSLIDE_HD inline int32_t AtomicCasI32(int32_t* p, int32_t expected, int32_t desired) {
+#if defined(__CUDA_ARCH__)
+  return atomicCAS(p, expected, desired);
+#else
+  const int32_t old = *p;
+  if (old == expected) *p = desired;
+  return old;
+#endif
+}
+DSLIDE_HD inline void AtomicAddI32(int32_t* p, int32_t v) {
+#if defined(__CUDA_ARCH__)
+  atomicAdd(p, v);
+#else
+  *p += v;
+#endif
+}
+DSLIDE_HD inline void AtomicMinI32(int32_t* p, int32_t v) {
+#if defined(__CUDA_ARCH__)
+  atomicMin(p, v);
+#else
+  if (v < *p) *p = v;
+#endif
+}
+
 DSLIDE_HD inline bool Finite(float v) {
 #if defined(__CUDA_ARCH__)
   return isfinite(v);

@@ -34,15 +34,46 @@ struct TablesView {
 };
 
 /// SelectIds' marks for one sample: an open-addressing hash set of the ids seen in a call
-/// (load at most 1/2), cleared before the call.
+/// (load at most 1/2), cleared before the call. For the counting strategies a block fills
+/// it first (Collide, concurrently) with every candidate's collision count and the first
+/// position where it appears in the tables' buckets (-1 marks a forced id), and gathers the
+/// candidates in first-seen order into cand (pre_n of them; -1: not gathered).
 struct DeviceMarks {
   int64_t n = 0;
   int32_t* keys = nullptr;  // -1: empty
   int32_t* counts = nullptr;
   uint8_t* stamps = nullptr;
+  int32_t* first = nullptr;
   uint32_t mask = 0;
   int32_t* cand = nullptr;
   int32_t* order = nullptr;
+  int64_t pre_n = -1;
+
+  /// The slot of id, inserted if absent, by one of many threads at once.
+  DSLIDE_HD int64_t InsertConcurrent(int32_t id) {
+    uint32_t h = (static_cast<uint32_t>(id) * 2654435761u) & mask;
+    for (;;) {
+      int32_t k = keys[h];
+      if (k == -1) {
+        k = AtomicCasI32(keys + h, -1, id);
+        if (k == -1) return h;
+      }
+      if (k == id) return h;
+      h = (h + 1) & mask;
+    }
+  }
+  /// id met at position p of the buckets: counted unless forced.
+  DSLIDE_HD void Collide(int32_t id, int32_t p) {
+    const int64_t h = InsertConcurrent(id);
+    if (first[h] == -1) return;
+    AtomicAddI32(counts + h, 1);
+    AtomicMinI32(first + h, p);
+  }
+  /// Whether p is the first position of the (not forced) id met there.
+  DSLIDE_HD bool FirstAt(int32_t id, int32_t p) const {
+    const int64_t h = Find(id);
+    return h >= 0 && first[h] == p;
+  }
 
   DSLIDE_HD int64_t size() const { return n; }
   DSLIDE_HD void BeginCall() {}
@@ -91,6 +122,14 @@ struct DeviceMarks {
   DSLIDE_HD int32_t* Cand() { return cand; }
   DSLIDE_HD int32_t* Order() { return order; }
 };
+
+/// SelectIds takes the candidates a block gathered (TakePrecounted's overload for the
+/// device's marks).
+DSLIDE_HD inline bool TakePrecounted(const DeviceMarks& s, int64_t* nc) {
+  if (s.pre_n < 0) return false;
+  *nc = s.pre_n;
+  return true;
+}
 
 /// A block per sample hashes its query row [x, 1] into the bucket of every table: threads
 /// take the hash functions of a dense row in turn (each reads the few coordinates its
@@ -142,10 +181,15 @@ inline void RunOnHost(const QueryHash& k, HostOrderSalt* salt) {
   });
 }
 
-/// A thread per sample: the sample's labels on this shard as its forced ids, then SelectIds
-/// over the tables with a per-sample hash set (DeviceMarks) in place of the CPU's stamp
-/// arrays; the active ids (global) into out, their number into out_n.
-struct Select : PerIndex<Select> {
+/// A block per sample. Thread 0 lists the sample's labels on this shard as its forced ids
+/// and enters them in the sample's hash set (DeviceMarks, in place of the CPU's stamp
+/// arrays); for the counting strategies (top-k, threshold) the block's threads then count
+/// every bucket entry's collisions into the set at once and gather the candidates in the
+/// order in which the tables list them (a block scan over bucket positions); thread 0 runs
+/// SelectIds on them (the CPU's code: vanilla queries read the tables there) and writes the
+/// active ids (global) into out, their number into out_n.
+struct Select {
+  static constexpr int kThreads = 128;
   SelectPolicy policy;
   TablesView tables;
   int64_t B = 0, n = 0, cap = 0, begin = 0, end = 0, budget = 0, min_neg = 0, set = 0, cand_cap = 0;
@@ -156,40 +200,117 @@ struct Select : PerIndex<Select> {
   const int64_t* lo = nullptr;  // the labels (null: none)
   const int32_t* li = nullptr;
   int32_t* forced_ids = nullptr;
-  int32_t *keys = nullptr, *counts = nullptr, *cand = nullptr, *order = nullptr;
+  int64_t* n_forced = nullptr;  // B
+  int64_t* pre_n = nullptr;     // B
+  int32_t* boff = nullptr;      // B x (L + 1): where each table's bucket starts
+  int32_t *keys = nullptr, *counts = nullptr, *first = nullptr, *cand = nullptr, *order = nullptr;
   uint8_t* stamps = nullptr;
   const int32_t* shared = nullptr;  // the batch's fill
   const int64_t* shared_n = nullptr;
   int32_t* out = nullptr;
   int64_t* out_n = nullptr;
 
-  DSLIDE_HD int64_t Size() const { return B; }
-  DSLIDE_HD void operator()(int64_t i) const {
-    int32_t* forced = lo != nullptr ? forced_ids + lo[i] : forced_ids;
-    int64_t nf = 0;
-    if (lo != nullptr)
-      for (int64_t j = lo[i]; j < lo[i + 1]; ++j)
-        if (li[j] >= begin && li[j] < end) forced[nf++] = static_cast<int32_t>(li[j] - begin);
+  bool Empty() const { return B <= 0; }
+  DSLIDE_HD bool Counting() const {
+    return policy.query != QueryStrategy::kVanilla && tables.L > 0;
+  }
+  DSLIDE_HD DeviceMarks Marks(int64_t i) const {
     DeviceMarks mk;
     mk.n = n;
     mk.keys = keys + i * set;
     mk.counts = counts + i * set;
     mk.stamps = stamps + i * set;
+    mk.first = first + i * set;
     mk.mask = static_cast<uint32_t>(set - 1);
     mk.cand = cand + i * cand_cap;
     mk.order = order + i * L;
-    for (int64_t j = 0; j < set; ++j) mk.keys[j] = -1;
+    mk.pre_n = pre_n[i];
+    return mk;
+  }
+  DSLIDE_HD int32_t* Forced(int64_t i) const {
+    return lo != nullptr ? forced_ids + lo[i] : forced_ids;
+  }
+  /// All threads: the sample's hash set emptied.
+  DSLIDE_HD void Clear(int64_t i, int tid, int nt) const {
+    for (int64_t j = tid; j < set; j += nt) {
+      keys[i * set + j] = -1;
+      counts[i * set + j] = 0;
+      stamps[i * set + j] = 0;
+      first[i * set + j] = 0x7fffffff;
+    }
+  }
+  /// Thread 0: the forced ids (entered in the set as such) and where each table's bucket
+  /// starts among the positions the counting threads share.
+  DSLIDE_HD void Prepare(int64_t i) const {
+    int32_t* forced = Forced(i);
+    int64_t nf = 0;
+    if (lo != nullptr)
+      for (int64_t j = lo[i]; j < lo[i + 1]; ++j)
+        if (li[j] >= begin && li[j] < end) forced[nf++] = static_cast<int32_t>(li[j] - begin);
+    n_forced[i] = nf;
+    pre_n[i] = -1;
+    if (!Counting()) return;
+    DeviceMarks mk = Marks(i);
+    for (int64_t j = 0; j < nf; ++j) mk.first[mk.InsertConcurrent(forced[j])] = -1;
+    int32_t* bo = boff + i * (L + 1);
+    bo[0] = 0;
+    for (int t = 0; t < L; ++t) bo[t + 1] = bo[t] + tables.Get(t, bkt[i * L + t]).size;
+  }
+  DSLIDE_HD int32_t Total(int64_t i) const { return boff[i * (L + 1) + L]; }
+  /// The id at position p of the sample's buckets (tables in order).
+  DSLIDE_HD int32_t IdAt(int64_t i, int32_t p) const {
+    const int32_t* bo = boff + i * (L + 1);
+    int lo_t = 0, hi_t = L;  // the last table whose bucket starts at or before p
+    while (hi_t - lo_t > 1) {
+      const int mid = (lo_t + hi_t) / 2;
+      if (bo[mid] <= p)
+        lo_t = mid;
+      else
+        hi_t = mid;
+    }
+    return tables.Get(lo_t, bkt[i * L + lo_t]).ids[p - bo[lo_t]];
+  }
+  /// All threads: the collisions of the positions tid, tid + nt, ...
+  DSLIDE_HD void Count(int64_t i, int tid, int nt) const {
+    DeviceMarks mk = Marks(i);
+    const int32_t total = Total(i);
+    for (int32_t p = tid; p < total; p += nt) mk.Collide(IdAt(i, p), p);
+  }
+  DSLIDE_HD bool FirstAt(int64_t i, int32_t p) const { return Marks(i).FirstAt(IdAt(i, p), p); }
+  DSLIDE_HD void Emit(int64_t i, int64_t rank, int32_t p) const {
+    cand[i * cand_cap + rank] = IdAt(i, p);
+  }
+  DSLIDE_HD void SetGathered(int64_t i, int64_t count) const { pre_n[i] = count; }
+  /// Thread 0: the selection.
+  DSLIDE_HD void Run(int64_t i) const {
+    DeviceMarks mk = Marks(i);
     Rng rng(StreamSeed(seed, streams::kSample, iter, i, lane));
     int32_t* o = out + i * cap;
-    const int64_t k = SelectIds(policy, &tables, bkt + i * L, forced, nf, budget, min_neg, &rng, mk,
-                                o, shared, *shared_n);
+    const int64_t k = SelectIds(policy, &tables, bkt + i * L, Forced(i), n_forced[i], budget,
+                                min_neg, &rng, mk, o, shared, *shared_n);
     for (int64_t j = 0; j < k; ++j) o[j] += static_cast<int32_t>(begin);
     out_n[i] = k;
   }
 };
 void LaunchSelect(StreamHandle s, const Select& k);
 inline void LaunchKernel(StreamHandle s, const Select& k) { LaunchSelect(s, k); }
-inline void RunOnHost(const Select& k, HostOrderSalt* salt) { RunPerIndexOnHost(k, salt); }
+
+inline void RunOnHost(const Select& k, HostOrderSalt* salt) {
+  constexpr int nt = Select::kThreads;
+  HostShuffled(k.B, salt, [&](int64_t i) {
+    HostShuffled(nt, salt, [&](int64_t t) { k.Clear(i, static_cast<int>(t), nt); });
+    k.Prepare(i);
+    if (k.Counting()) {
+      HostShuffled(nt, salt, [&](int64_t t) { k.Count(i, static_cast<int>(t), nt); });
+      // The block scan: ranks in position order.
+      int64_t rank = 0;
+      for (int32_t p = 0; p < k.Total(i); ++p)
+        if (k.FirstAt(i, p)) k.Emit(i, rank++, p);
+      k.SetGathered(i, rank);
+    }
+    k.Run(i);
+  });
+}
 
 /// The batch's shared fill (FillPolicy::kBatch; BatchListInto, the CPU's code) on one
 /// thread: the labels of the batch on this shard, then uniform ids, into shared.
