@@ -70,7 +70,15 @@ class GpuBackendT : public LayerBackend {
   template <class... A>
   explicit GpuBackendT(const GpuTuning& tune = {}, A&&... args)
       : x_(std::forward<A>(args)...), tune_(tune) {
-    DSLIDE_CHECK(tune.shared_floats >= 0 && tune.shared_entries >= 0, "GPU tuning out of range");
+    // Kernels use at most the 48 KiB of shared memory a block gets without opting in.
+    constexpr int64_t kShared = 48 * 1024;
+    DSLIDE_CHECK(tune.shared_floats >= 0 && tune.shared_floats * int64_t{sizeof(float)} <= kShared,
+                 "GPU tuning: shared_floats must be in [0, ", kShared / sizeof(float), "], got ",
+                 tune.shared_floats);
+    DSLIDE_CHECK(tune.shared_entries >= 0 &&
+                     tune.shared_entries * int64_t{sizeof(float) + sizeof(int32_t)} <= kShared,
+                 "GPU tuning: shared_entries must be in [0, ",
+                 kShared / (sizeof(float) + sizeof(int32_t)), "], got ", tune.shared_entries);
   }
 
   /// Rows of a batch on the device, padded: row i's entries at [i * cap, i * cap + n[i]).
@@ -411,6 +419,9 @@ class GpuBackendT : public LayerBackend {
     const int64_t n = s.local();
     const int L_ = static_cast<int>(opt_.lsh.l);
     const int64_t nh = L.dhash.num_hashes;
+    // Bucket positions of a sample (Select) are 32-bit.
+    DSLIDE_CHECK(static_cast<int64_t>(L_) * opt_.lsh.bucket_capacity < (int64_t{1} << 31),
+                 "the GPU backend needs L * bucket capacity < 2^31");
     const int64_t cand_cap =
         std::max<int64_t>(static_cast<int64_t>(L_) * opt_.lsh.bucket_capacity, 2 * cap > n ? n : 0);
     int64_t set = 1;
@@ -986,7 +997,7 @@ class GpuBackendT : public LayerBackend {
       double a = static_cast<double>(b[i]) * b[i];
       for (int64_t j = 0; j < in_dim; ++j) {
         const double wij = w[im ? j * n + i : i * in_dim + j];
-        a += wij * wij;
+        a = AddProductRounded(a, wij, wij);  // the CPU's roundings: the tables depend on it
       }
       norm2[i] = a;
     });
@@ -1001,6 +1012,10 @@ class GpuBackendT : public LayerBackend {
     const int64_t nh = h.num_hashes, nb = int64_t{1} << bits;
     DSLIDE_CHECK(static_cast<uint64_t>(nt) << bits <= (uint64_t{1} << 32),
                  "the GPU backend needs L * 2^bits <= 2^32 (L=", nt, ", bits=", bits, ")");
+    // Positions in the sorted (table, bucket, neuron) keys are 32-bit.
+    DSLIDE_CHECK(static_cast<uint64_t>(nt) * static_cast<uint64_t>(n) < (uint64_t{1} << 32),
+                 "the GPU backend needs L * (neurons of a shard) < 2^32 (L=", nt, ", neurons=", n,
+                 "): use more ranks or fewer tables");
     // Hash the rows [w, b] (MIPS-transformed), a chunk of neurons at a time.
     L.keys.Resize(static_cast<size_t>(nt) * n);
     uint64_t* keys = L.keys.data();

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <numeric>
 #include <vector>
 
@@ -26,17 +27,27 @@ class HostExec {
   DeviceTraffic Traffic() const { return traffic_; }
   DeviceTraffic& Count() { return traffic_; }
 
+  /// Host memory that behaves as device memory does: growing it loses its contents, and
+  /// memory no kernel has written holds a poison pattern (bytes 0xA5), never zeros, so a
+  /// test fails where the device would read garbage.
   template <class T>
   class Buffer {
    public:
-    void Resize(size_t n) { v_.resize(n); }
-    size_t size() const { return v_.size(); }
+    void Resize(size_t n) {
+      if (n > v_.size()) {
+        v_.assign(n, T{});
+        std::memset(static_cast<void*>(v_.data()), 0xA5, n * sizeof(T));
+      }
+      n_ = n;
+    }
+    size_t size() const { return n_; }
     T* data() { return v_.data(); }
     const T* data() const { return v_.data(); }
-    size_t bytes() const { return v_.capacity() * sizeof(T); }
+    size_t bytes() const { return v_.size() * sizeof(T); }
 
    private:
     std::vector<T> v_;
+    size_t n_ = 0;
   };
   template <class T>
   void Upload(Buffer<T>* b, const T* h, size_t n) {

@@ -263,6 +263,12 @@ TEST(GpuEquivalence, ForwardSharedMemoryLimits) {
   tunings[2].shared_floats = 16;  // just fits
   tunings[2].shared_entries = 5;
   tunings[3].shared_entries = 0;  // all from global memory
+  // Beyond the 48 KiB of shared memory a block gets: refused when the backend is made.
+  gpu::GpuTuning too_wide, too_many;
+  too_wide.shared_floats = 12 * 1024 + 1;
+  too_many.shared_entries = 6 * 1024 + 1;
+  EXPECT_THROW(BackendUnderTest(too_wide), Error);
+  EXPECT_THROW(BackendUnderTest(too_many), Error);
   for (size_t t = 0; t < tunings.size(); ++t) {
     SCOPED_TRACE("tuning " + std::to_string(t));
     Pair s(SmallLsh(HashFamily::kDwta, QueryStrategy::kTopK, FillPolicy::kBatch), {0.5, 0.1},

@@ -64,6 +64,17 @@ DSLIDE_HD inline bool Finite(float v) {
 #endif
 }
 
+/// a + x * y with the product rounded before the sum, as the CPU backend computes it (nvcc
+/// would fuse the two into one rounding): for values that must agree bit for bit with the
+/// CPU's, such as the norms that decide the LSH tables.
+DSLIDE_HD inline double AddProductRounded(double a, double x, double y) {
+#if defined(__CUDA_ARCH__)
+  return __dadd_rn(a, __dmul_rn(x, y));
+#else
+  return a + x * y;
+#endif
+}
+
 /// A batch's rows in the device's padded layout: row i's entries at [i * cap, i * cap +
 /// n[i]); `dense` rows hold ids 0..n-1 (ids then unused).
 struct RowsView {
@@ -87,7 +98,8 @@ void RunPerIndexOnHost(const K& k, HostOrderSalt* salt) {
 
 /// The sum that a warp's butterfly of shuffles (__shfl_xor_sync with offsets 16, 8, 4, 2,
 /// 1) leaves in every lane, over 32 lane values, for the host emulation: the same additions
-/// in the same pairs, so the host gets the device's result bit for bit.
+/// in the same pairs (the lanes' own sums may still differ on the device, where products
+/// and sums fuse).
 inline float ButterflySum32(float* v) {
   for (int off = 16; off >= 1; off /= 2) {
     float next[32];

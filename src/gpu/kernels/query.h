@@ -289,6 +289,7 @@ struct Select {
     const int64_t k = SelectIds(policy, &tables, bkt + i * L, Forced(i), n_forced[i], budget,
                                 min_neg, &rng, mk, o, shared, *shared_n);
     for (int64_t j = 0; j < k; ++j) o[j] += static_cast<int32_t>(begin);
+    for (int64_t j = k; j < cap; ++j) o[j] = 0;  // the padding, as the CPU backend leaves it
     out_n[i] = k;
   }
 };

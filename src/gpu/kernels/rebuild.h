@@ -32,7 +32,9 @@ struct HashRows : PerIndex<HashRows> {
     const float* b_ = b;
     const int64_t n_ = n, dim = in_dim;
     const bool im = input_major, mp = mips;
-    const double s = inv_m, rest = 1.0 - norm2[i] * inv_m * inv_m;
+    // 1 - norm2 * inv_m^2 rounded step by step as on the CPU: for the largest row it is
+    // about 0, where a fused product would leave a residue that DWTA reads as non-zero.
+    const double s = inv_m, rest = AddProductRounded(1.0, -norm2[i] * inv_m, inv_m);
     HashRawDense(
         h,
         [=](int64_t j) -> float {
