@@ -87,22 +87,32 @@ class DeviceBuffer {
     if (p_) cudaFree(p_);
   }
   /// Growing frees the old memory, which waits for all the device's work (cudaFree does):
-  /// queued kernels and copies that still use it finish first. Counted (GrowthWaits).
+  /// queued kernels and copies that still use it finish first. Counted (GrowthWaits). A
+  /// buffer that grows again takes half as much more room, so that per-step scratch, whose
+  /// size follows each batch, stops growing after a few steps.
   void Resize(size_t n) {
     if (n > cap_) {
+      const size_t want = p_ ? std::max(n, cap_ + cap_ / 2) : n;
       if (p_) {
         cudaFree(p_);
         ++GrowthWaits();
       }
       p_ = nullptr;
       cap_ = 0;
-      const cudaError_t err = cudaMalloc(&p_, n * sizeof(T));
+      size_t got = want;
+      cudaError_t err = cudaMalloc(&p_, got * sizeof(T));
+      if (err != cudaSuccess && want > n) {  // no room for the headroom: the size asked
+        cudaGetLastError();
+        got = n;
+        err = cudaMalloc(&p_, got * sizeof(T));
+      }
       if (err != cudaSuccess) {
         cudaGetLastError();
+        p_ = nullptr;
         throw Error(detail::Concat("GPU out of memory: allocating ", n * sizeof(T) >> 20,
                                    " MiB failed (", cudaGetErrorString(err), ")"));
       }
-      cap_ = n;
+      cap_ = got;
     }
     n_ = n;
   }
