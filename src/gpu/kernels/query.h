@@ -181,6 +181,13 @@ inline void RunOnHost(const QueryHash& k, HostOrderSalt* salt) {
   });
 }
 
+/// What a layer's draws in one step share: the shard [begin, end), the most active ids a
+/// sample may get (cap), and the random streams' seed, lane (layer and rank) and iteration.
+struct ShardDraw {
+  int64_t begin = 0, end = 0, cap = 0, iter = 0;
+  uint64_t seed = 0, lane = 0;
+};
+
 /// A block per sample. Thread 0 lists the sample's labels on this shard as its forced ids
 /// and enters them in the sample's hash set (DeviceMarks, in place of the CPU's stamp
 /// arrays); for the counting strategies (top-k, threshold) the block's threads then count
@@ -192,10 +199,9 @@ struct Select {
   static constexpr int kThreads = 128;
   SelectPolicy policy;
   TablesView tables;
-  int64_t B = 0, n = 0, cap = 0, begin = 0, end = 0, budget = 0, min_neg = 0, set = 0, cand_cap = 0;
+  ShardDraw draw;
+  int64_t B = 0, n = 0, budget = 0, min_neg = 0, set = 0, cand_cap = 0;
   int L = 0;
-  uint64_t seed = 0, lane = 0;
-  int64_t iter = 0;
   const uint32_t* bkt = nullptr;
   const int64_t* lo = nullptr;  // the labels (null: none)
   const int32_t* li = nullptr;
@@ -246,7 +252,8 @@ struct Select {
     int64_t nf = 0;
     if (lo != nullptr)
       for (int64_t j = lo[i]; j < lo[i + 1]; ++j)
-        if (li[j] >= begin && li[j] < end) forced[nf++] = static_cast<int32_t>(li[j] - begin);
+        if (li[j] >= draw.begin && li[j] < draw.end)
+          forced[nf++] = static_cast<int32_t>(li[j] - draw.begin);
     n_forced[i] = nf;
     pre_n[i] = -1;
     if (!Counting()) return;
@@ -284,11 +291,12 @@ struct Select {
   /// Thread 0: the selection.
   DSLIDE_HD void Run(int64_t i) const {
     DeviceMarks mk = Marks(i);
-    Rng rng(StreamSeed(seed, streams::kSample, iter, i, lane));
+    Rng rng(StreamSeed(draw.seed, streams::kSample, draw.iter, i, draw.lane));
+    const int64_t cap = draw.cap;
     int32_t* o = out + i * cap;
     const int64_t k = SelectIds(policy, &tables, bkt + i * L, Forced(i), n_forced[i], budget,
                                 min_neg, &rng, mk, o, shared, *shared_n);
-    for (int64_t j = 0; j < k; ++j) o[j] += static_cast<int32_t>(begin);
+    for (int64_t j = 0; j < k; ++j) o[j] += static_cast<int32_t>(draw.begin);
     for (int64_t j = k; j < cap; ++j) o[j] = 0;  // the padding, as the CPU backend leaves it
     out_n[i] = k;
   }
@@ -317,9 +325,8 @@ inline void RunOnHost(const Select& k, HostOrderSalt* salt) {
 /// thread: the labels of the batch on this shard, then uniform ids, into shared.
 struct BatchFill {
   bool on = false;
-  int64_t begin = 0, end = 0, cap = 0, n_lab = 0;
-  uint64_t seed = 0, lane = 0;
-  int64_t iter = 0;
+  ShardDraw draw;
+  int64_t n_lab = 0;
   const int32_t* li = nullptr;
   int32_t *fill = nullptr, *own = nullptr, *shared = nullptr;
   int64_t* shared_n = nullptr;
@@ -330,8 +337,8 @@ struct BatchFill {
       *shared_n = 0;
       return;
     }
-    Rng rng(StreamSeed(seed, streams::kBatchFill, iter, lane));
-    *shared_n = BatchListInto(begin, end, cap, li, n_lab, &rng, fill, own, shared);
+    Rng rng(StreamSeed(draw.seed, streams::kBatchFill, draw.iter, draw.lane));
+    *shared_n = BatchListInto(draw.begin, draw.end, draw.cap, li, n_lab, &rng, fill, own, shared);
   }
 };
 void LaunchBatchFill(StreamHandle s, const BatchFill& k);
