@@ -32,7 +32,7 @@
 //     then a thread per (touched neuron, input coordinate) forms the weight gradient and
 //     applies Adam (RowUpdate);
 //   backward, input-major first layer: atomics into gradient rows (FirstLayerGradient), Adam
-//     on touched rows (FirstLayerUpdate);
+//     on the touched rows, listed by a scan over their flags (FirstLayerUpdate);
 //   rebuild: a thread per neuron hashes its [w, b] row (HashRows), a radix sort by (table,
 //     bucket, neuron), and a thread per bucket fills it (FillBuckets, the CPU's FillBucket).
 #pragma once
@@ -110,10 +110,13 @@ class GpuBackendT : public LayerBackend {
     LayerSpec spec;
     int64_t rows = 0, cols = 0;
     Buf<float> w, m, v, b, mb, vb;
-    Buf<float> g, gb;                // input-major layer: gradient rows
-    Buf<uint8_t> touched, btouched;  // input-major layer
+    Buf<float> g, gb;                 // input-major layer: gradient rows
+    Buf<uint8_t> touched, btouched;   // input-major layer
+    Buf<uint32_t> row_flag, row_pos;  // input-major layer: the touched rows, listed
+    Buf<int32_t> row_list;
     // Row-per-neuron layers: the pending batch gradient. counts[0] is its number of
-    // entries, counts[1] of touched rows (at most max_q), both left in device memory.
+    // entries, counts[1] of touched rows (at most max_q), both left in device memory (the
+    // input-major layer counts its touched feature rows in counts[0]).
     bool pending = false;
     int64_t max_q = 0;
     Buf<int64_t> counts;
@@ -826,23 +829,46 @@ class GpuBackendT : public LayerBackend {
     x_.Launch(k);
   }
 
+  /// Adam on the touched feature rows (every row with `dense`), listed on the device: a
+  /// scan over the rows' flags places each touched row, then one thread per weight of the
+  /// listed rows; the flags are cleared on the way.
   void FirstLayerAdam(Layer& L, const AdamConsts& a, bool dense) {
-    const int64_t cols = L.cols;
     const AdamTargets to = Targets(L);
-    float* g = L.g.data();
     float* gb = L.gb.data();
     uint8_t* touched = L.touched.data();
     uint8_t* btouched = L.btouched.data();
+    const int64_t rows = L.rows;
+    L.row_flag.Resize(rows + 1);
+    L.row_pos.Resize(rows + 1);
+    L.row_list.Resize(std::max<int64_t>(rows, 1));
+    uint32_t* flag = L.row_flag.data();
+    const uint32_t* pos = L.row_pos.data();
+    int32_t* list = L.row_list.data();
+    int64_t* count = L.counts.data();
+    if (!dense) {
+      x_.For(rows + 1, [=] DSLIDE_HD(int64_t r) { flag[r] = r < rows && touched[r] ? 1u : 0u; });
+      x_.ExclusiveScan(flag, L.row_pos.data(), rows + 1);
+      x_.For(rows + 1, [=] DSLIDE_HD(int64_t r) {
+        if (r == rows) {
+          count[0] = pos[rows];
+        } else if (flag[r]) {
+          list[pos[r]] = static_cast<int32_t>(r);
+          touched[r] = 0;
+        }
+      });
+    } else {
+      x_.For(rows, [=] DSLIDE_HD(int64_t r) { touched[r] = 0; });
+    }
     FirstLayerUpdate k;
     k.a = a;
     k.to = to;
-    k.rows = L.rows;
-    k.cols = cols;
+    k.max_rows = rows;
+    k.cols = L.cols;
     k.dense = dense;
-    k.g = g;
-    k.touched = touched;
+    k.touched = count;
+    k.list = list;
+    k.g = L.g.data();
     x_.Launch(k);
-    x_.For(L.rows, [=] DSLIDE_HD(int64_t r) { touched[r] = 0; });
     x_.For(L.spec.local(), [=] DSLIDE_HD(int64_t c) {
       if (!dense && !btouched[c]) return;
       to.Bias(a, c, gb[c]);

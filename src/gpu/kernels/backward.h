@@ -117,21 +117,27 @@ inline void RunOnHost(const FirstLayerGradient& k, HostOrderSalt* salt) {
   RunPerIndexOnHost(k, salt);
 }
 
-/// Input-major first layer, a thread per weight: Adam on the touched rows' weights (every
-/// weight when `dense`) from the gradient rows, which it clears.
-struct FirstLayerUpdate : PerIndex<FirstLayerUpdate> {
+/// Input-major first layer, a thread per (touched feature row, neuron): Adam on the weight
+/// from the gradient rows, which it clears. The touched rows are listed in `list`, their
+/// number read on the device (*touched); with `dense` every row is updated.
+struct FirstLayerUpdate {
   AdamConsts a;
   AdamTargets to;
-  int64_t rows = 0, cols = 0;
+  int64_t max_rows = 0, cols = 0;
   bool dense = false;
+  const int64_t* touched = nullptr;
+  const int32_t* list = nullptr;
   float* g = nullptr;
-  const uint8_t* touched = nullptr;
 
-  DSLIDE_HD int64_t Size() const { return rows * cols; }
+  bool Empty() const { return max_rows * cols <= 0; }
+  DSLIDE_HD int64_t Rows() const {
+    return dense ? max_rows : (*touched < max_rows ? *touched : max_rows);
+  }
   DSLIDE_HD void operator()(int64_t t) const {
-    if (!dense && !touched[t / cols]) return;
-    to.Weight(a, t, g[t]);
-    g[t] = 0.0f;
+    const int64_t q = t / cols, r = dense ? q : list[q];
+    const int64_t w = r * cols + t % cols;
+    to.Weight(a, w, g[w]);
+    g[w] = 0.0f;
   }
 };
 void LaunchFirstLayerUpdate(StreamHandle s, const FirstLayerUpdate& k);
@@ -139,7 +145,7 @@ inline void LaunchKernel(StreamHandle s, const FirstLayerUpdate& k) {
   LaunchFirstLayerUpdate(s, k);
 }
 inline void RunOnHost(const FirstLayerUpdate& k, HostOrderSalt* salt) {
-  RunPerIndexOnHost(k, salt);
+  HostShuffled(k.Rows() * k.cols, salt, [&](int64_t t) { k(t); });
 }
 
 /// Row-per-neuron layer, a thread per (touched row, input coordinate): the pending batch
