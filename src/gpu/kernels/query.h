@@ -236,10 +236,13 @@ struct Select {
   DSLIDE_HD int32_t* Forced(int64_t i) const {
     return lo != nullptr ? forced_ids + lo[i] : forced_ids;
   }
-  /// All threads: the sample's hash set emptied.
+  /// All threads: the sample's hash set emptied (a serial insert sets a new slot's count
+  /// and stamp; the counting threads need them set beforehand).
   DSLIDE_HD void Clear(int64_t i, int tid, int nt) const {
+    const bool counting = Counting();
     for (int64_t j = tid; j < set; j += nt) {
       keys[i * set + j] = -1;
+      if (!counting) continue;
       counts[i * set + j] = 0;
       stamps[i * set + j] = 0;
       first[i * set + j] = 0x7fffffff;
