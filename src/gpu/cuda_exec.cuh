@@ -88,17 +88,20 @@ class DeviceBuffer {
   }
   /// Growing frees the old memory, which waits for all the device's work (cudaFree does):
   /// queued kernels and copies that still use it finish first. Counted (GrowthWaits). A
-  /// buffer that grows again takes half as much more room, so that per-step scratch, whose
-  /// size follows each batch, stops growing after a few steps.
+  /// buffer that grows again takes half as much more room (at most kHeadroom bytes more),
+  /// so that per-step scratch, whose size follows each batch, stops growing after a few
+  /// steps without holding memory that a later allocation may need.
   void Resize(size_t n) {
     if (n > cap_) {
-      const size_t want = p_ ? std::max(n, cap_ + cap_ / 2) : n;
+      constexpr size_t kHeadroom = size_t{64} << 20;
+      const size_t want = p_ ? std::max(n, cap_ + std::min(cap_ / 2, kHeadroom / sizeof(T))) : n;
       if (p_) {
         cudaFree(p_);
         ++GrowthWaits();
       }
       p_ = nullptr;
       cap_ = 0;
+      n_ = 0;  // size() and data() agree should the allocation fail
       size_t got = want;
       cudaError_t err = cudaMalloc(&p_, got * sizeof(T));
       if (err != cudaSuccess && want > n) {  // no room for the headroom: the size asked

@@ -865,7 +865,7 @@ class GpuBackendT : public LayerBackend {
     k.max_rows = rows;
     k.cols = L.cols;
     k.dense = dense;
-    k.touched = count;
+    k.count = count;
     k.list = list;
     k.g = L.g.data();
     x_.Launch(k);
@@ -978,7 +978,7 @@ class GpuBackendT : public LayerBackend {
     k.cols = L.cols;
     k.dense = dense;
     k.pending = L.pending;
-    k.touched = L.counts.data() + 1;
+    k.count = L.counts.data() + 1;
     k.x = L.x.data();
     k.qrow = L.qrow.data();
     k.rowq = L.rowq.data();

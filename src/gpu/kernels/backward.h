@@ -117,22 +117,26 @@ inline void RunOnHost(const FirstLayerGradient& k, HostOrderSalt* salt) {
   RunPerIndexOnHost(k, salt);
 }
 
+/// The rows an update over touched rows covers: all `max_rows` with `dense`, else the count
+/// left in device memory (at most max_rows).
+DSLIDE_HD inline int64_t CountedRows(bool dense, int64_t max_rows, const int64_t* count) {
+  return dense ? max_rows : (*count < max_rows ? *count : max_rows);
+}
+
 /// Input-major first layer, a thread per (touched feature row, neuron): Adam on the weight
 /// from the gradient rows, which it clears. The touched rows are listed in `list`, their
-/// number read on the device (*touched); with `dense` every row is updated.
+/// number read on the device (*count); with `dense` every row is updated.
 struct FirstLayerUpdate {
   AdamConsts a;
   AdamTargets to;
   int64_t max_rows = 0, cols = 0;
   bool dense = false;
-  const int64_t* touched = nullptr;
+  const int64_t* count = nullptr;  // the touched rows, in device memory
   const int32_t* list = nullptr;
   float* g = nullptr;
 
   bool Empty() const { return max_rows * cols <= 0; }
-  DSLIDE_HD int64_t Rows() const {
-    return dense ? max_rows : (*touched < max_rows ? *touched : max_rows);
-  }
+  DSLIDE_HD int64_t Rows() const { return CountedRows(dense, max_rows, count); }
   DSLIDE_HD void operator()(int64_t t) const {
     const int64_t q = t / cols, r = dense ? q : list[q];
     const int64_t w = r * cols + t % cols;
@@ -151,23 +155,21 @@ inline void RunOnHost(const FirstLayerUpdate& k, HostOrderSalt* salt) {
 /// Row-per-neuron layer, a thread per (touched row, input coordinate): the pending batch
 /// gradient of the weight (RowGradient, from the entries sorted by neuron and the saved
 /// input) and Adam on it; coordinate 0 also updates the bias. The number of touched rows is
-/// read on the device (*touched); with `dense` every row is updated (rowq maps a row to its
+/// read on the device (*count); with `dense` every row is updated (rowq maps a row to its
 /// touched index, or -1).
 struct RowUpdate {
   AdamConsts a;
   AdamTargets to;
   int64_t max_rows = 0, cols = 0;
   bool dense = false, pending = false;
-  const int64_t* touched = nullptr;
+  const int64_t* count = nullptr;  // the touched rows, in device memory
   const float* x = nullptr;
   const int32_t *qrow = nullptr, *rowq = nullptr, *es = nullptr;
   const int64_t* qoff = nullptr;
   const float* ed = nullptr;
 
   bool Empty() const { return max_rows * cols <= 0 || (!dense && !pending); }
-  DSLIDE_HD int64_t Rows() const {
-    return dense ? max_rows : (*touched < max_rows ? *touched : max_rows);
-  }
+  DSLIDE_HD int64_t Rows() const { return CountedRows(dense, max_rows, count); }
   DSLIDE_HD void operator()(int64_t t) const {
     const int64_t j = t % cols;
     int64_t q = t / cols, r = q;
