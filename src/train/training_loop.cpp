@@ -383,7 +383,10 @@ EvalResult Trainer::Run(const Dataset& train, const Dataset* valid, const Datase
     QueueStep(train, points);
     const bool log = iter_ % cfg_.log_every == 0 || iter_ == total;
     const bool eval_now = eval_every > 0 && iter_ % eval_every == 0 && iter_ < total;
-    const bool save_now = cfg_.checkpoint_every > 0 && iter_ % cfg_.checkpoint_every == 0;
+    // The last iteration's checkpoint is written after the final evaluation (below), so that
+    // it records that evaluation's selection too.
+    const bool save_now =
+        cfg_.checkpoint_every > 0 && iter_ % cfg_.checkpoint_every == 0 && iter_ < total;
     int64_t flags[2] = {StopSignal(), 0};
     Diverged diverged;
     if (comm_->size() > 1 || log || eval_now || save_now || flags[0] != 0)
