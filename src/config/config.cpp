@@ -57,6 +57,9 @@ const char* ToString(Strategy v) {
   return "?";
 }
 const char* ToString(Device v) { return v == Device::kGpu ? "gpu" : "cpu"; }
+const char* ToString(LabelOrder v) {
+  return v == LabelOrder::kSpread ? "spread" : v == LabelOrder::kIdentity ? "identity" : "auto";
+}
 
 namespace {
 
@@ -344,6 +347,13 @@ void AddTrainOptions(OptionTable& t, TrainConfig* c) {
           "every sample's active set keeps at least this many neurons beyond its own labels "
           "(over all ranks), raising the budget where its labels would crowd them out");
   t.Text(
+      "label-order", [c] { return ToString(c->label_order); },
+      "auto|spread|identity: how the output neurons, which ranks own in contiguous blocks, are "
+      "numbered from label ids. spread: a fixed permutation (label l -> l*a mod n, a golden-ratio "
+      "stride) deals consecutive labels, often sorted by frequency or topic, evenly to the ranks, "
+      "so P ranks sample like one; identity: neuron = label. auto: spread for a new model, a "
+      "checkpoint's own order when resuming (identity for checkpoints that recorded none)");
+  t.Text(
       "hash", [c] { return ToString(c->lsh.family); },
       "LSH family: auto|dwta|srp|wta (auto: from the layer's size)");
   t.Text(
@@ -440,6 +450,11 @@ bool ParseBool(const std::string& option, const std::string& value) {
 
 }  // namespace
 
+LabelOrder ParseLabelOrder(const std::string& name) {
+  return ParseEnum<LabelOrder>(
+      "label-order", name, {{"spread", LabelOrder::kSpread}, {"identity", LabelOrder::kIdentity}});
+}
+
 QueryStrategy ParseQueryStrategy(const std::string& name) {
   return ParseEnum<QueryStrategy>("query", name,
                                   {{"vanilla", QueryStrategy::kVanilla},
@@ -496,6 +511,10 @@ void FinishTrain(const po::variables_map& vm, TrainConfig* c) {
                                       {{"random", FillPolicy::kRandom},
                                        {"batch", FillPolicy::kBatch},
                                        {"stop", FillPolicy::kStop}});
+  c->label_order = ParseEnum<LabelOrder>("label-order", vm["label-order"].as<std::string>(),
+                                         {{"auto", LabelOrder::kAuto},
+                                          {"spread", LabelOrder::kSpread},
+                                          {"identity", LabelOrder::kIdentity}});
   c->device = ParseEnum<Device>("device", vm["device"].as<std::string>(),
                                 {{"cpu", Device::kCpu}, {"gpu", Device::kGpu}});
   c->strategy = ParseEnum<Strategy>("strategy", vm["strategy"].as<std::string>(),
@@ -658,6 +677,9 @@ bool ParseGen(int argc, const char* const* argv, GenConfig* c, std::string* help
           "maximum labels per point (each point has 1..M)");
   t.Field("noise", &c->noise, "fraction of random noise features");
   t.Field("zipf", &c->zipf, "Zipf exponent of label popularity");
+  t.Switch("popular-first", &c->popular_first,
+           "number labels by descending popularity (label 0 the most frequent), as word tasks "
+           "number words (default: popular labels spread over the id range)");
   t.Text(
       "seed", [c] { return Text(c->seed); }, "random seed, in [0, 2^64)");
   t.Path("out", &c->out, "output prefix: writes PREFIX.train.txt and PREFIX.test.txt");

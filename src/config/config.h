@@ -14,6 +14,9 @@ enum class QueryStrategy { kVanilla, kTopK, kThreshold, kAuto };
 enum class FillPolicy { kRandom, kBatch, kStop };
 enum class Strategy { kSparse, kDenseModelParallel, kDataParallel };
 enum class Device { kCpu, kGpu };
+/// How output neurons are numbered from label ids (model/label_map.h); kAuto: kSpread for a
+/// new model, a checkpoint's own order when resuming or scoring one.
+enum class LabelOrder { kSpread, kIdentity, kAuto };
 
 const char* ToString(HashFamily v);
 /// "dwta" | "srp" | "wta" (| "auto" when allow_auto); throws dslide::Error naming option
@@ -26,6 +29,9 @@ const char* ToString(QueryStrategy v);
 const char* ToString(FillPolicy v);
 const char* ToString(Strategy v);
 const char* ToString(Device v);
+const char* ToString(LabelOrder v);
+/// "spread" | "identity"; throws dslide::Error naming option --label-order otherwise.
+LabelOrder ParseLabelOrder(const std::string& name);
 
 /// LSH settings of a sparse layer (DESIGN.md section 2). Family, K, L and query may be left
 /// to ResolveAuto (kAuto, 0), which picks them from the layer's size; backends only ever
@@ -81,8 +87,9 @@ struct TrainConfig {
   /// Per layer, or one value for the output layer with dense hidden layers; empty: auto
   /// (ResolveAuto: dense below dense_below neurons, else a budget from the layer's size).
   std::vector<double> sparsity;
-  int64_t dense_below = kAutoDenseBelow;  ///< auto: layers narrower than this are dense
-  int64_t min_negatives = kMinNegatives;  ///< per sample, beyond its labels (all ranks)
+  int64_t dense_below = kAutoDenseBelow;       ///< auto: layers narrower than this are dense
+  int64_t min_negatives = kMinNegatives;       ///< per sample, beyond its labels (all ranks)
+  LabelOrder label_order = LabelOrder::kAuto;  ///< output neurons by label id
   LshConfig lsh;
   int batch = 256;
   double lr = 1e-3;
@@ -130,6 +137,9 @@ struct GenConfig {
   int nnz = 0, labels_per_point = 0;
   double noise = 0.2;
   double zipf = 1.0;
+  /// Number labels by descending popularity (label 0 the most frequent), as word tasks number
+  /// words; otherwise a seeded affine map spreads the popular labels over the id range.
+  bool popular_first = false;
   uint64_t seed = 1;
   std::string out;
   /// Applies the named shape's sizes to the fields still 0, then the generic defaults.

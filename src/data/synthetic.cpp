@@ -32,6 +32,7 @@ Dataset GenerateSynthetic(const GenConfig& cfg, int64_t first_index, int64_t n) 
   while (std::__gcd(mult, C) != 1) mult = mult % (C - 1) + 1;
   const int64_t shift = static_cast<int64_t>(perm_rng.Below(C));
   auto rank_to_label = [&](int64_t r) {
+    if (cfg.popular_first) return static_cast<int32_t>(r);
     return static_cast<int32_t>((static_cast<__int128>(r) * mult + shift) % C);
   };
 

@@ -421,6 +421,7 @@ CheckpointMeta MetaOf(const ModelSpec& spec, const TrainConfig& cfg, int ranks, 
   m.query = ToString(cfg.lsh.query);
   m.lsh_share = cfg.lsh.lsh_share;
   m.min_negatives = cfg.min_negatives;
+  m.label_order = ToString(cfg.label_order);
   return m;
 }
 
@@ -453,6 +454,8 @@ void CheckMetaFits(const CheckpointMeta& m, const std::string& file, const Model
                m.seed);
   DSLIDE_CHECK(m.batch == cfg.batch, file, ": --batch ", cfg.batch,
                " differs from the checkpoint's ", m.batch);
+  DSLIDE_CHECK(cfg.label_order == m.Order(), file, ": --label-order ", ToString(cfg.label_order),
+               " differs from the checkpoint's ", ToString(m.Order()));
   const LshConfig& c = cfg.lsh;
   const std::string lsh =
       CheckpointMeta::DescribeLsh(ToString(c.family), c.k, c.l, c.bin_size, c.bucket_capacity);
@@ -471,6 +474,8 @@ bool AdoptCheckpointSettings(const CheckpointMeta& m, TrainConfig* cfg) {
   if (cfg->lsh.query == QueryStrategy::kAuto)
     cfg->lsh.query = m.query.empty() ? QueryStrategy::kVanilla : ParseQueryStrategy(m.query);
   if (cfg->lsh.lsh_share == 0) cfg->lsh.lsh_share = m.lsh_share > 0 ? m.lsh_share : 1.0;
+  // The neurons' order is part of the model: a checkpoint without one numbered them by label.
+  if (cfg->label_order == LabelOrder::kAuto) cfg->label_order = m.Order();
   return adopted;
 }
 
@@ -514,6 +519,8 @@ void WriteMeta(const std::string& folder, const CheckpointMeta& m) {
     WriteAttr(g, file, "lsh_share", m.lsh_share);
     WriteAttr(g, file, "min_negatives", m.min_negatives);
     WriteString(g, file, "settings", m.settings);
+    // Absent where unknown (""), as in the checkpoints of earlier versions.
+    if (!m.label_order.empty()) WriteString(g, file, "label_order", m.label_order);
     errno = 0;
     DSLIDE_CHECK(f.Close(), file, ": cannot write", OsReason(errno));
   }
@@ -551,6 +558,11 @@ CheckpointMeta ReadMeta(const std::string& folder) {
     m.min_negatives = ReadAttr<int64_t>(g, file, "min_negatives");
   }
   if (H5Aexists(g, "settings") > 0) m.settings = ReadString(g, file, "settings");
+  if (H5Aexists(g, "label_order") > 0) {
+    m.label_order = ReadString(g, file, "label_order");
+    DAMAGED_CHECK(m.label_order == "spread" || m.label_order == "identity", file,
+                  ": unknown label order '", m.label_order, "'");
+  }
   DAMAGED_CHECK(m.ranks >= 1 && m.iter >= 0 && m.pos >= 0 && m.input_dim > 0 &&
                     !m.out_dims.empty() && m.sparsity.size() == m.out_dims.size(),
                 file, ": inconsistent metadata");
@@ -664,7 +676,24 @@ int64_t ExportModel(const std::string& folder, const std::string& final_file) {
     specs[l].begin = 0;
     specs[l].end = specs[l].out_dim;
   }
-  const std::vector<LayerState> states = ReadLayers(folder, meta, specs, /*weights_only=*/true);
+  std::vector<LayerState> states = ReadLayers(folder, meta, specs, /*weights_only=*/true);
+  {
+    // Rows in label order (row i: label i), whatever order the neurons were trained in.
+    const LabelMap map(meta.Order() == LabelOrder::kSpread, meta.out_dims.back());
+    if (!map.identity()) {
+      LayerState& out = states.back();
+      const int64_t rows = specs.back().out_dim, d = specs.back().in_dim;
+      std::vector<float> w(out.w.size()), b(out.b.size());
+      for (int64_t label = 0; label < rows; ++label) {
+        const int64_t neuron = map.Neuron(static_cast<int32_t>(label));
+        std::copy(out.w.begin() + neuron * d, out.w.begin() + (neuron + 1) * d,
+                  w.begin() + label * d);
+        b[label] = out.b[neuron];
+      }
+      out.w.swap(w);
+      out.b.swap(b);
+    }
+  }
   int64_t params = 0;
   // A failed export never replaces an existing file with a partial one.
   WriteAtomically(final_file, [&](const std::string& out_file) {

@@ -46,6 +46,13 @@ struct CheckpointMeta {
   std::string query;
   double lsh_share = 0;
   int64_t min_negatives = 0;
+  /// The output neurons' order by label id (--label-order: "spread" or "identity"); "" in
+  /// checkpoints of earlier versions, whose neurons were numbered by label (identity).
+  std::string label_order;
+  /// The resolved order ("" read as identity).
+  LabelOrder Order() const {
+    return label_order.empty() ? LabelOrder::kIdentity : ParseLabelOrder(label_order);
+  }
   /// Every option of the run as given ("auto" where left to it): the option table's JSON
   /// echo (SettingsJson), the same object as the metrics' start event; "" in checkpoints of
   /// earlier versions. The fields above are the resolved values a checkpoint is checked
@@ -114,7 +121,8 @@ std::vector<LayerState> ReadLayers(const std::string& folder, const CheckpointMe
                                    const std::vector<LayerSpec>& specs, bool weights_only = false);
 
 /// Writes the model of a checkpoint (any number of ranks) as plain HDF5 for other tools:
-/// /layer<l>/weights (out x in, row per neuron), /layer<l>/biases (out), and on the root
+/// /layer<l>/weights (out x in, row per neuron; the output layer's row i is label i, whatever
+/// --label-order trained it in), /layer<l>/biases (out), and on the root
 /// group the attributes input_dim, layers, iteration, activation ("relu, ..., softmax")
 /// and the LSH settings. Returns the number of parameters written. The file is written as
 /// OUT.tmp and renamed when complete (a failure leaves an existing OUT as it was).

@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "label_map.h"
+
 namespace dslide {
 
 /// One fully-connected layer as seen by one rank.
@@ -30,6 +32,8 @@ struct LayerSpec {
 struct ModelSpec {
   std::vector<LayerSpec> layers;
   int rank = 0, ranks = 1;
+  /// The output layer's neuron of each label id (label_map.h); identity unless set.
+  LabelMap labels;
 
   /// input_dim -> hidden... -> output_dim; `sparsity` has one value per layer;
   /// `min_negatives` is the floor of negatives per sample over all ranks.

@@ -51,6 +51,9 @@ void ResolveAuto(TrainConfig* cfg, int64_t input_dim, int64_t output_dim) {
   (void)input_dim;
   const size_t n = cfg->hidden.size() + 1;
   auto width = [&](size_t l) { return l + 1 < n ? cfg->hidden[l] : output_dim; };
+  // A new model deals labels evenly to the ranks (label_map.h); a resumed one keeps its
+  // checkpoint's order (AdoptCheckpointSettings sets it first).
+  if (cfg->label_order == LabelOrder::kAuto) cfg->label_order = LabelOrder::kSpread;
   if (cfg->sparsity_auto()) {
     // The output layer (the softmax over the labels, where the cost is) by its size; the
     // hidden layers densely, as in the SLIDE papers' experiments, which keeps scoring
@@ -91,7 +94,8 @@ LayerSlots OutputSlots(const ModelSpec& spec, int64_t min_negatives, const Datas
     std::fill(labels_on.begin(), labels_on.end(), 0);
     const int32_t* lab = data.Labels(i);
     for (int64_t j = 0; j < data.NumLabels(i); ++j)
-      ++labels_on[std::upper_bound(begin.begin(), begin.end(), lab[j]) - begin.begin() - 1];
+      ++labels_on[std::upper_bound(begin.begin(), begin.end(), spec.labels.Neuron(lab[j])) -
+                  begin.begin() - 1];
     int64_t a = 0;
     bool raised = false;
     for (int q = 0; q < P; ++q) {

@@ -52,10 +52,16 @@ void DataRows(const Dataset& data, const std::vector<int64_t>& points, BatchRows
   rows->width = data.num_features;
 }
 
-BatchLabels Labels(const Dataset& data, const std::vector<int64_t>& points) {
+/// The batch's labels as output neurons (`map`), sorted per sample.
+BatchLabels Labels(const Dataset& data, const std::vector<int64_t>& points, const LabelMap& map) {
   BatchLabels l;
   for (int64_t p : points) {
+    const size_t first = l.ids.size();
     l.ids.insert(l.ids.end(), data.Labels(p), data.Labels(p) + data.NumLabels(p));
+    if (!map.identity()) {
+      map.ToNeurons(l.ids.data() + first, data.NumLabels(p));
+      std::sort(l.ids.begin() + static_cast<std::ptrdiff_t>(first), l.ids.end());
+    }
     l.off.push_back(static_cast<int64_t>(l.ids.size()));
   }
   return l;
@@ -77,6 +83,7 @@ Trainer::Trainer(const TrainConfig& cfg, Communicator* comm, std::unique_ptr<Lay
   spec_ = ModelSpec::Make(input_dim, cfg_.hidden, output_dim,
                           cfg_.LayerSparsity(cfg_.hidden.size() + 1), model_comm_->rank(),
                           model_comm_->size(), cfg_.min_negatives);
+  spec_.labels = LabelMap(cfg_.label_order == LabelOrder::kSpread, output_dim);
   backend_->Init(spec_, BackendOptions::Of(cfg_));
   segs_.resize(spec_.layers.size());
 }
@@ -163,7 +170,7 @@ void Trainer::CheckStep(const StepLoss& s) {
 }
 
 double Trainer::Loss(const Dataset& data, const std::vector<int64_t>& points) {
-  const BatchLabels labels = Labels(data, points);
+  const BatchLabels labels = Labels(data, points, spec_.labels);
   ForwardHidden(data, points, &labels, iter_, /*through_output=*/true);
   Softmax(labels);
   return MeanLoss(labels);
@@ -176,7 +183,7 @@ double Trainer::ForwardBackward(const Dataset& data, const std::vector<int64_t>&
 std::optional<double> Trainer::Backpropagate(const Dataset& data,
                                              const std::vector<int64_t>& points,
                                              const AdamStep* step, bool queue) {
-  const BatchLabels labels = Labels(data, points);
+  const BatchLabels labels = Labels(data, points, spec_.labels);
   ForwardHidden(data, points, &labels, iter_, /*through_output=*/true);
   Softmax(labels);
   BackwardPass(step);
@@ -436,7 +443,7 @@ void Trainer::Score(const Dataset& data, int64_t b0, int64_t count, int k, Score
   std::vector<int64_t> points(count);
   std::iota(points.begin(), points.end(), b0);
   ForwardHidden(data, points, nullptr, kEvalStreamBase + row0 + b0, /*through_output=*/false);
-  const BatchLabels labels = Labels(data, points);
+  const BatchLabels labels = Labels(data, points, spec_.labels);
   std::vector<int32_t> ids, all_ids;
   std::vector<float> sc, all_sc;
   SoftmaxStats st;
@@ -463,6 +470,7 @@ void Trainer::Score(const Dataset& data, int64_t b0, int64_t count, int k, Score
   out->ids.resize(count * k);
   out->logits.resize(count * k);
   MergeTopKLists(all_ids.data(), all_sc.data(), P, count, k, out->ids.data(), out->logits.data());
+  spec_.labels.ToLabels(out->ids.data(), count * k);
 }
 
 EvalResult Trainer::Evaluate(const Dataset& test, int64_t max_points, bool sampled,
@@ -517,6 +525,7 @@ EvalResult Trainer::Evaluate(const Dataset& test, int64_t max_points, bool sampl
     model_comm_->Allgatherv(sc.data(), counts, all_sc.data(), Traffic::kEval);
     ranked.resize(B * kmax);
     MergeTopKLists(all_ids.data(), all_sc.data(), P, B, kmax, ranked.data(), nullptr);
+    spec_.labels.ToLabels(ranked.data(), B * kmax);
     for (int64_t i = 0; i < B; ++i)
       counter.Add(ranked.data() + i * kmax, kmax, test.Labels(b0 + i), test.NumLabels(b0 + i));
   }

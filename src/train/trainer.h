@@ -68,7 +68,7 @@ class Trainer {
   /// where there are fewer), each point's log-normaliser log sum_j exp(z_j) over every
   /// output neuron, and the sum of the logits of its labels.
   struct Scores {
-    std::vector<int32_t> ids;         ///< count x k
+    std::vector<int32_t> ids;         ///< count x k label ids (not neurons), best first
     std::vector<float> logits;        ///< count x k
     std::vector<double> log_z;        ///< count
     std::vector<double> label_logit;  ///< count

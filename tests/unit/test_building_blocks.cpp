@@ -13,6 +13,8 @@
 
 #include "error.h"
 #include "evaluator.h"
+#include "label_map.h"
+#include "model.h"
 #include "parallel.h"
 #include "peers.h"
 #include "rebuild_schedule.h"
@@ -25,6 +27,54 @@ constexpr float kInf = std::numeric_limits<float>::infinity();
 
 // ---------------------------------------------------------------------------------------
 // ParallelFor
+
+// The spread order is a bijection on [0, n) with its inverse, for any n.
+TEST(LabelMap, SpreadIsAPermutationWithItsInverse) {
+  for (int64_t n : {1, 2, 3, 4, 10, 64, 983, 1024, 20000, 206983}) {
+    const LabelMap map(/*spread=*/true, n);
+    EXPECT_EQ(map.identity(), n < 3) << n;
+    std::vector<char> seen(n, 0);
+    for (int64_t l = 0; l < n; ++l) {
+      const int32_t x = map.Neuron(static_cast<int32_t>(l));
+      ASSERT_TRUE(x >= 0 && x < n) << n;
+      ASSERT_FALSE(seen[x]) << "neuron " << x << " twice, n " << n;
+      seen[x] = 1;
+      ASSERT_EQ(map.Label(x), l) << n;
+    }
+  }
+  std::vector<int32_t> ids = {5, -1, 7};
+  const LabelMap map(true, 10);
+  map.ToNeurons(ids.data(), 3);
+  EXPECT_EQ(ids[1], -1) << "'none' stays";
+  map.ToLabels(ids.data(), 3);
+  EXPECT_EQ(ids, (std::vector<int32_t>{5, -1, 7}));
+  const LabelMap identity(false, 10);
+  EXPECT_TRUE(identity.identity());
+  EXPECT_EQ(identity.Neuron(7), 7);
+}
+
+// What the order is for: labels numbered by frequency (the first ones the most frequent)
+// land evenly in the ranks' contiguous blocks, for any number of ranks. Every prefix of the
+// label ids is dealt to P blocks within 12 labels of m / P each (the worst seen: 10, for
+// n = 44,575 on 4 ranks); with neuron = label the first block would hold all of them.
+TEST(LabelMap, ConsecutiveLabelsAreDealtEvenlyToTheRanksBlocks) {
+  for (int64_t n : {20000, 44575, 206983}) {
+    const LabelMap map(true, n);
+    for (int P : {2, 3, 4, 8, 16}) {
+      std::vector<int64_t> begin(P + 1);
+      for (int r = 0; r <= P; ++r) begin[r] = ModelSpec::BlockBegin(n, r, P);
+      std::vector<int64_t> count(P, 0);
+      for (int64_t m = 1; m <= 5000; ++m) {
+        const int32_t x = map.Neuron(static_cast<int32_t>(m - 1));
+        ++count[std::upper_bound(begin.begin(), begin.end(), x) - begin.begin() - 1];
+        if (m % 50 != 0) continue;
+        for (int r = 0; r < P; ++r)
+          ASSERT_NEAR(static_cast<double>(count[r]), static_cast<double>(m) / P, 12.0)
+              << "n " << n << ", " << P << " ranks, the first " << m << " labels, rank " << r;
+      }
+    }
+  }
+}
 
 TEST(ParallelFor, VisitsEveryIndexOnceForAnyChunk) {
   for (int threads : {1, 4}) {

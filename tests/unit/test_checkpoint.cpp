@@ -96,6 +96,56 @@ TEST(Checkpoint, EveryFieldRoundTrips) {
   EXPECT_GT(out.rebuilds, 1) << "the test should cover a rebuild";
 }
 
+// The output neurons' order (--label-order) is part of the model: recorded, adopted by auto,
+// refused when asked otherwise; a checkpoint of an earlier version, which records none,
+// numbered its neurons by label (identity).
+TEST(Checkpoint, LabelOrderIsPartOfTheModel) {
+  SetNumThreads(1);
+  Fixture s;
+  LocalCommunicator comm;
+  auto a = s.Make(&comm);
+  EXPECT_FALSE(a->spec().labels.identity()) << "a new model spreads its labels";
+  for (int64_t it = 0; it < 3; ++it) a->Step(s.data, s.Batch(it));
+  const std::string dir = Dir("ckpt_label_order");
+  a->SaveCheckpoint(dir, 0, 0, 1);
+  const std::string folder = LatestCheckpoint(dir);
+  CheckpointMeta m = ReadMeta(folder);
+  EXPECT_EQ(m.label_order, "spread");
+  TrainConfig cfg = s.cfg;
+  EXPECT_EQ(cfg.label_order, LabelOrder::kAuto);
+  AdoptCheckpointSettings(m, &cfg);
+  EXPECT_EQ(cfg.label_order, LabelOrder::kSpread);
+  // Scoring it gives the same top labels as the trainer that wrote it.
+  auto b = s.Make(&comm);
+  b->LoadCheckpoint(folder);
+  Trainer::Scores sa, sb;
+  a->Score(s.data, 0, 40, 3, &sa);
+  b->Score(s.data, 0, 40, 3, &sb);
+  EXPECT_EQ(sa.ids, sb.ids);
+  // Asked for another order: refused, naming the option.
+  TrainConfig other = s.cfg;
+  other.label_order = LabelOrder::kIdentity;
+  Trainer c(other, &comm, MakeBackend(Device::kCpu, 0), s.data.num_features, s.data.num_labels);
+  try {
+    c.LoadCheckpoint(folder);
+    ADD_FAILURE() << "a checkpoint of another label order was loaded";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--label-order identity differs from the checkpoint's "
+                                         "spread"),
+              std::string::npos)
+        << e.what();
+  }
+  // An earlier version's checkpoint (no label order recorded) is read as identity.
+  m.label_order.clear();
+  WriteMeta(folder, m);
+  const CheckpointMeta old = ReadMeta(folder);
+  EXPECT_EQ(old.label_order, "");
+  EXPECT_EQ(old.Order(), LabelOrder::kIdentity);
+  TrainConfig auto_cfg = s.cfg;
+  AdoptCheckpointSettings(old, &auto_cfg);
+  EXPECT_EQ(auto_cfg.label_order, LabelOrder::kIdentity);
+}
+
 TEST(Checkpoint, ResumedLossesEqualUninterrupted) {
   SetNumThreads(1);
   Fixture s;
@@ -226,8 +276,19 @@ TEST(Checkpoint, ExportIsPlainHdf5WithEveryLayer) {
     const auto ew = ReadPlain(out, "layer" + std::to_string(l) + "/weights", &rows, &cols);
     EXPECT_EQ(rows, static_cast<hsize_t>(a->spec().layers[l].out_dim));
     EXPECT_EQ(cols, static_cast<hsize_t>(a->spec().layers[l].in_dim));
-    EXPECT_EQ(ew, w) << "layer " << l;
-    EXPECT_EQ(ReadPlain(out, "layer" + std::to_string(l) + "/biases", &rows, &cols), b);
+    const auto eb = ReadPlain(out, "layer" + std::to_string(l) + "/biases", &rows, &cols);
+    // The output layer's rows in label order, whatever order its neurons were trained in.
+    const LayerSpec& s = a->spec().layers[l];
+    const LabelMap& map = s.is_output ? a->spec().labels : LabelMap();
+    if (s.is_output) EXPECT_FALSE(map.identity()) << "the default order spreads the labels";
+    ASSERT_EQ(ew.size(), w.size());
+    ASSERT_EQ(eb.size(), b.size());
+    for (int64_t r = 0; r < s.out_dim; ++r) {
+      const int64_t n = map.Neuron(static_cast<int32_t>(r));
+      for (int64_t j = 0; j < s.in_dim; ++j)
+        ASSERT_EQ(ew[r * s.in_dim + j], w[n * s.in_dim + j]) << "layer " << l << " row " << r;
+      ASSERT_EQ(eb[r], b[n]) << "layer " << l << " row " << r;
+    }
   }
 }
 
