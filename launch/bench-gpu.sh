@@ -17,11 +17,17 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bin=${DSLIDE_BIN:-build/dslide}
-[[ -x $bin ]] || { echo "bench-gpu: build first (launch/build.sh)" >&2; exit 2; }
+[[ -x $bin ]] || { echo "bench-gpu: build first (launch/build.sh -DDSLIDE_CUDA=ON)" >&2; exit 2; }
 iters=${ITERS:-1500} eval_every=${EVAL_EVERY:-$(( ${ITERS:-1500} / 5 ))}
 points=${POINTS:-100000} threads=${THREADS:-$(nproc)} device=${DEVICE:-cuda} py=${PYTHON:-python3}
 data=${DATA:-$(cd .. && pwd)/shared/data}
 engines=${ENGINES:-dslide-gpu dslide-cpu dense dense-tf32 sampled}
+# The GPU engine needs a binary with the GPU backend: say so rather than run the CPU's alone.
+if [[ " $engines " == *" dslide-gpu "* ]] && ! "$bin" --version | grep -q '^backends:.* gpu'; then
+  echo "bench-gpu: $bin has no GPU backend ($("$bin" --version | tail -1)): build it with" \
+       "launch/build.sh -DDSLIDE_CUDA=ON" >&2
+  exit 2
+fi
 out=${OUT:-$(mktemp -d)}
 mkdir -p "$out"
 sets=("$@")

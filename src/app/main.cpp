@@ -9,6 +9,7 @@
 
 #include "commands.h"
 #include "error.h"
+#include "layer_backend.h"
 #include "mpi_communicator.h"
 
 namespace {
@@ -16,7 +17,8 @@ namespace {
 constexpr const char* kUsage =
     "dslide: distributed SLIDE, sparse training of very wide networks\n"
     "\n"
-    "Usage: dslide COMMAND [options]      (COMMAND --help for its options)\n"
+    "Usage: dslide COMMAND [options]      (COMMAND --help for its options; --version: the\n"
+    "                                     version and the backends built)\n"
     "  gen      write synthetic XC data of a paper's shape\n"
     "  train    train (and evaluate) a network; under mpirun the model is sharded over ranks\n"
     "  eval     evaluate a checkpoint (on any number of ranks)\n"
@@ -32,6 +34,10 @@ int main(int argc, char** argv) {
   if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
     std::printf("%s", kUsage);
     return argc < 2 ? 2 : 0;
+  }
+  if (!std::strcmp(argv[1], "--version")) {
+    std::printf("dslide %s\nbackends: %s\n", DSLIDE_VERSION, BuiltBackends());
+    return 0;
   }
   std::unique_ptr<dist::MpiSession> mpi;
   std::unique_ptr<Communicator> comm;

@@ -25,4 +25,12 @@ std::unique_ptr<LayerBackend> MakeBackend(Device device, int rank, int gpus_per_
 #endif
 }
 
+const char* BuiltBackends() {
+#ifdef DSLIDE_WITH_CUDA
+  return "cpu gpu";
+#else
+  return "cpu";
+#endif
+}
+
 }  // namespace dslide

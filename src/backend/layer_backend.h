@@ -247,5 +247,7 @@ class LayerBackend : public StepOps, public BatchOps, public LayerStateIO, publi
 /// not say). Throws dslide::Error with the reason otherwise. The only place that branches
 /// on CUDA.
 std::unique_ptr<LayerBackend> MakeBackend(Device device, int rank, int gpus_per_node = 0);
+/// The backends this build has: "cpu" or "cpu gpu" (`dslide --version`).
+const char* BuiltBackends();
 
 }  // namespace dslide
