@@ -147,6 +147,8 @@ std::string DescribeLayers(const ModelSpec& spec, const TrainConfig& resolved,
                     mark(auto_s), s.sparsity);
       os << buf;
       if (P > 1) os << ", " << s.budget << " per rank";
+      if (P > 1 && s.is_output)
+        os << " (labels dealt to ranks: " << ToString(resolved.label_order) << ")";
       if (s.is_output) os << ", >= " << resolved.min_negatives << " negatives beyond its labels";
       if (s.is_output && out_slots.budget > 0) {
         std::snprintf(buf, sizeof buf,
