@@ -451,8 +451,10 @@ bool ParseBool(const std::string& option, const std::string& value) {
 }  // namespace
 
 LabelOrder ParseLabelOrder(const std::string& name) {
-  return ParseEnum<LabelOrder>(
-      "label-order", name, {{"spread", LabelOrder::kSpread}, {"identity", LabelOrder::kIdentity}});
+  return ParseEnum<LabelOrder>("label-order", name,
+                               {{"auto", LabelOrder::kAuto},
+                                {"spread", LabelOrder::kSpread},
+                                {"identity", LabelOrder::kIdentity}});
 }
 
 QueryStrategy ParseQueryStrategy(const std::string& name) {
@@ -511,10 +513,7 @@ void FinishTrain(const po::variables_map& vm, TrainConfig* c) {
                                       {{"random", FillPolicy::kRandom},
                                        {"batch", FillPolicy::kBatch},
                                        {"stop", FillPolicy::kStop}});
-  c->label_order = ParseEnum<LabelOrder>("label-order", vm["label-order"].as<std::string>(),
-                                         {{"auto", LabelOrder::kAuto},
-                                          {"spread", LabelOrder::kSpread},
-                                          {"identity", LabelOrder::kIdentity}});
+  c->label_order = ParseLabelOrder(vm["label-order"].as<std::string>());
   c->device = ParseEnum<Device>("device", vm["device"].as<std::string>(),
                                 {{"cpu", Device::kCpu}, {"gpu", Device::kGpu}});
   c->strategy = ParseEnum<Strategy>("strategy", vm["strategy"].as<std::string>(),

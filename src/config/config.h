@@ -30,7 +30,7 @@ const char* ToString(FillPolicy v);
 const char* ToString(Strategy v);
 const char* ToString(Device v);
 const char* ToString(LabelOrder v);
-/// "spread" | "identity"; throws dslide::Error naming option --label-order otherwise.
+/// "auto" | "spread" | "identity"; throws dslide::Error naming option --label-order otherwise.
 LabelOrder ParseLabelOrder(const std::string& name);
 
 /// LSH settings of a sparse layer (DESIGN.md section 2). Family, K, L and query may be left

@@ -35,7 +35,6 @@ class LabelMap {
   /// Neurons to label ids (negative ids, "none", stay).
   void ToLabels(int32_t* ids, int64_t count) const;
   bool identity() const { return mul_ == 1; }
-  uint64_t multiplier() const { return mul_; }
 
  private:
   uint64_t n_ = 1, mul_ = 1, inv_ = 1;
