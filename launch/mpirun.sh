@@ -3,6 +3,14 @@
 # ranks mapped by node, not bound to one core (OpenMP threads need the node's cores),
 # OMP_NUM_THREADS exported (default: cores per node / ranks per node), and root allowed.
 # Usage: launch/mpirun.sh -np P [--hostfile FILE] PROGRAM ARGS...
+#
+# Stops: SIGTERM or SIGINT (a scheduler, `kill`, Ctrl-C) to this script reaches every rank
+# as SIGUSR1, which Open MPI's mpirun forwards without ending the job: every rank finishes
+# its step, the stop checkpoint is written, and the script exits with the job's code (75
+# when the checkpoint landed). mpirun itself answers SIGTERM by passing it to the ranks and
+# killing them odls_base_sigkill_timeout seconds later (1 s by default), often in the middle
+# of the checkpoint; so it runs in a session of its own, where a Ctrl-C in the terminal does
+# not reach it. A second SIGTERM or SIGINT is passed on as it is: mpirun ends the job at once.
 set -euo pipefail
 np=1
 args=()
@@ -21,5 +29,24 @@ fi
 export OMP_NUM_THREADS
 root=()
 [[ $(id -u) -eq 0 ]] && root=(--allow-run-as-root)
-exec mpirun "${args[@]}" "${hostfile_args[@]}" --bind-to none --oversubscribe "${root[@]}" \
-  -x OMP_NUM_THREADS "$@"
+setsid mpirun "${args[@]}" "${hostfile_args[@]}" --bind-to none --oversubscribe "${root[@]}" \
+  -x OMP_NUM_THREADS "$@" &
+pid=$!
+stops=0
+forward() {
+  if ((stops++ == 0)); then
+    echo "mpirun.sh: $1: asking every rank to stop after its step (SIGUSR1); a second signal ends the job at once" >&2
+    kill -USR1 "$pid" 2>/dev/null || true
+  else
+    kill -"$1" "$pid" 2>/dev/null || true
+  fi
+}
+trap 'forward TERM' TERM
+trap 'forward INT' INT
+# `wait` returns early when a trapped signal arrives: wait again until mpirun has ended.
+rc=0
+while :; do
+  wait "$pid" && rc=0 || rc=$?
+  kill -0 "$pid" 2>/dev/null || break
+done
+exit "$rc"

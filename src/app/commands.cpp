@@ -5,6 +5,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <exception>
+#include <new>
 
 #include "auto_settings.h"
 #include "checkpoint.h"
@@ -69,7 +71,31 @@ int Train(int argc, const char* const* argv, Communicator* comm) {
     return 0;
   }
   InstallStopHandlers();
-  RunTraining(cfg, comm);
+  // With P ranks a rank's SIGTERM may be the launcher ending a job whose other rank failed:
+  // no rank promises anything at the signal; rank 0 says what happens once all agree.
+  if (comm->size() > 1) SetStopNotice("");
+  try {
+    RunTraining(cfg, comm);
+  } catch (const Stop&) {
+    throw;  // a stop (signal, divergence) has written its own record
+  } catch (const std::exception& e) {
+    // The run's metrics end with why it failed (this rank's error; rank 0 keeps the file).
+    if (Root(comm) && !cfg.metrics_file.empty()) {
+      try {
+        MetricsFile metrics(cfg.metrics_file);
+        JsonObject o;
+        o.Add("event", "error")
+            .Add("rank", comm->rank())
+            .Add("message", dynamic_cast<const std::bad_alloc*>(&e) != nullptr
+                                ? std::string("out of memory (an allocation failed)")
+                                : std::string(e.what()));
+        metrics.Write(o);
+      } catch (const std::exception&) {
+        // The metrics file itself may be what failed; the error is reported either way.
+      }
+    }
+    throw;
+  }
   return 0;
 }
 
@@ -89,6 +115,9 @@ int Eval(int argc, const char* const* argv, Communicator* comm) {
                cfg.test_file, ": ", test.num_features, " features and ", test.num_labels,
                " labels, the model has ", meta.input_dim, " inputs and ", meta.out_dims.back(),
                " outputs");
+  for (int k : cfg.k)
+    DSLIDE_CHECK(k <= meta.out_dims.back(), "option --k: P@", k, " needs at least ", k,
+                 " labels, the model (", folder, ") has ", meta.out_dims.back());
   std::unique_ptr<Trainer> model = LoadModel(folder, comm, &meta);
   Trainer& trainer = *model;
   const EvalResult r = trainer.Evaluate(test, cfg.points, /*sampled=*/false, cfg.k);

@@ -1,6 +1,7 @@
 #include "stop_signal.h"
 
 #include <unistd.h>
+#include <algorithm>
 #include <csignal>
 #include <cstring>
 #include <initializer_list>
@@ -10,6 +11,10 @@ namespace dslide {
 namespace {
 
 volatile std::sig_atomic_t g_signal = 0;
+// What the handler prints on the first signal ("" prints nothing); set before training.
+char g_notice[512] =
+    "dslide: stop requested: the run stops after its current step (a second signal exits at "
+    "once)\n";
 
 void Write(const char* s) {
   const ssize_t n = write(STDERR_FILENO, s, std::strlen(s));
@@ -22,9 +27,7 @@ extern "C" void OnStopSignal(int sig) {
     _exit(128 + sig);
   }
   g_signal = sig;
-  Write(
-      "dslide: stop requested: finishing this step, then writing a checkpoint "
-      "(a second signal exits at once)\n");
+  Write(g_notice);
 }
 
 }  // namespace
@@ -36,6 +39,14 @@ void InstallStopHandlers() {
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = SA_RESTART;  // blocking reads and MPI progress continue after the handler
   for (int sig : {SIGTERM, SIGINT, SIGUSR1}) sigaction(sig, &sa, nullptr);
+}
+
+void SetStopNotice(const std::string& text) {
+  const size_t n = std::min(text.size(), sizeof g_notice - 1);
+  g_notice[0] = '\0';  // never a half-written line, should a signal come now
+  std::memcpy(g_notice + 1, text.data() + 1, n > 0 ? n - 1 : 0);
+  g_notice[n] = '\0';
+  if (n > 0) g_notice[0] = text[0];
 }
 
 int StopSignal() { return g_signal; }

@@ -6,6 +6,8 @@
 // second signal ends the process at once (exit 128 + signal).
 #pragma once
 
+#include <string>
+
 namespace dslide {
 
 /// The exit code of a run stopped by a signal, after its checkpoint (EX_TEMPFAIL: the job
@@ -16,6 +18,10 @@ constexpr int kExitDiverged = 3;
 
 /// Installs the handlers for SIGTERM, SIGINT and SIGUSR1 (idempotent).
 void InstallStopHandlers();
+/// What the handler writes to stderr on the first signal: a line saying what the run will
+/// do ("" writes nothing: a rank of a multi-rank job, whose rank 0 says it once the ranks
+/// agree, and which may be a rank that the launcher is ending because another one failed).
+void SetStopNotice(const std::string& text);
 /// The first stop signal received since the handlers were installed (0: none).
 int StopSignal();
 /// Forgets a received signal (tests).

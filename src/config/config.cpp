@@ -1,12 +1,16 @@
 // Option parsing (Boost.Program_options) and validation for every subcommand.
 #include "config.h"
 
+#include <algorithm>
 #include <boost/program_options.hpp>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iterator>
+#include <limits>
 #include <sstream>
 
 #include "error.h"
@@ -198,6 +202,36 @@ std::string Join(const std::vector<T>& v) {
 /// "auto" for 0, else the number.
 std::string AutoOr(int v) { return v == 0 ? "auto" : std::to_string(v); }
 
+/// The lines of an INI file that apply to `command`: those before any [section] header and
+/// those under [command]; lines under another command's header are left out (one file can
+/// hold the settings of train, eval and predict). A header that names no command is an
+/// error naming the file and line.
+std::string IniForCommand(std::istream& in, const std::string& path, const std::string& command) {
+  static const char* const kCommands[] = {"gen",   "train",  "eval",   "predict",
+                                          "bench", "export", "convert"};
+  std::string out, line;
+  bool keep = true;
+  for (int64_t ln = 1; std::getline(in, line); ++ln) {
+    const size_t a = line.find_first_not_of(" \t\r");
+    if (a != std::string::npos && line[a] == '[') {
+      const size_t b = line.find(']', a);
+      const size_t rest = b == std::string::npos ? b : line.find_first_not_of(" \t\r", b + 1);
+      const std::string name = b == std::string::npos ? "" : line.substr(a + 1, b - a - 1);
+      const bool known = std::any_of(std::begin(kCommands), std::end(kCommands),
+                                     [&](const char* c) { return name == c; });
+      DSLIDE_CHECK(known && (rest == std::string::npos || line[rest] == '#' || line[rest] == ';'),
+                   "config file '", path, "' line ", ln, ": section '", line.substr(a),
+                   "' is not one of [gen], [train], [eval], [predict], [bench], [export], "
+                   "[convert] (keys before any section apply to every command)");
+      keep = name == command;
+      out += '\n';  // line numbers stay those of the file
+      continue;
+    }
+    out += keep ? line + '\n' : std::string("\n");
+  }
+  return out;
+}
+
 /// Parses the command line, then the INI file named by --config (the command line wins).
 /// Returns false when --help was asked for.
 bool Parse(int argc, const char* const* argv, const po::options_description& desc,
@@ -231,10 +265,14 @@ bool Parse(int argc, const char* const* argv, const po::options_description& des
     }
     if (vm->count("config")) {
       const std::string path = (*vm)["config"].as<std::string>();
+      std::error_code ec;
+      DSLIDE_CHECK(!std::filesystem::is_directory(path, ec), "option --config: '", path,
+                   "' is a folder; give an INI file (key = value lines)");
       std::ifstream in(path);
       DSLIDE_CHECK(in.good(), "option --config: cannot open '", path, "'");
+      std::istringstream body(IniForCommand(in, path, argc > 0 ? argv[0] : ""));
       try {
-        po::store(po::parse_config_file(in, desc, /*allow_unregistered=*/false), *vm);
+        po::store(po::parse_config_file(body, desc, /*allow_unregistered=*/false), *vm);
       } catch (const po::error& e) {
         throw Error(Concat("config file '", path, "': ", e.what()));
       }
@@ -576,6 +614,11 @@ void TrainConfig::Validate() const {
   CheckRange<int64_t>("rehash-every", lsh.rehash_every, 0, kMaxIterations);
   CheckRange("batch", batch, 1, kMaxBatch);
   DSLIDE_CHECK(lr > 0 && std::isfinite(lr), "option --lr: must be a finite number > 0, got ", lr);
+  // The step runs in float: a rate float cannot hold would be 0 or infinite there.
+  DSLIDE_CHECK(lr >= std::numeric_limits<float>::min() && lr <= std::numeric_limits<float>::max(),
+               "option --lr: must be a number > 0 that a float holds (",
+               std::numeric_limits<float>::min(), " to ", std::numeric_limits<float>::max(),
+               "), got ", lr);
   DSLIDE_CHECK(beta1 >= 0 && beta1 < 1, "option --beta1: must be in [0, 1), got ", beta1);
   DSLIDE_CHECK(beta2 >= 0 && beta2 < 1, "option --beta2: must be in [0, 1), got ", beta2);
   DSLIDE_CHECK(eps > 0 && eps <= 1, "option --eps: must be in (0, 1], got ", eps);

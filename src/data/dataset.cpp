@@ -39,6 +39,8 @@ Dataset Dataset::Head(int64_t n) const {
   Dataset d;
   d.num_features = num_features;
   d.num_labels = num_labels;
+  d.max_abs_value = max_abs_value;
+  d.max_abs_at = max_abs_at;
   d.feat_off.assign(feat_off.begin(), feat_off.begin() + n + 1);
   d.feat_ids.assign(feat_ids.begin(), feat_ids.begin() + feat_off[n]);
   d.feat_vals.assign(feat_vals.begin(), feat_vals.begin() + feat_off[n]);
@@ -51,6 +53,8 @@ Dataset Dataset::Subset(const std::vector<int64_t>& idx) const {
   Dataset d;
   d.num_features = num_features;
   d.num_labels = num_labels;
+  d.max_abs_value = max_abs_value;  // where in the file, whichever part holds it
+  d.max_abs_at = max_abs_at;
   d.feat_off.reserve(idx.size() + 1);
   d.label_off.reserve(idx.size() + 1);
   for (int64_t i : idx) {
@@ -270,6 +274,17 @@ Dataset ReadBinary(const std::string& path) {
 #pragma omp simd reduction(+ : probe)
   for (int64_t j = 0; j < nnz; ++j) probe += vals[j] * 0.0f;
   DSLIDE_CHECK(probe == 0.0f, path, ": a feature value is NaN or infinite");
+  int64_t largest = -1;
+  for (int64_t j = 0; j < nnz; ++j)
+    if (std::fabs(vals[j]) > d.max_abs_value) {
+      d.max_abs_value = std::fabs(vals[j]);
+      largest = j;
+    }
+  if (largest >= 0) {
+    const int64_t point = std::upper_bound(d.feat_off.begin(), d.feat_off.end(), largest) -
+                          d.feat_off.begin();  // 1-based: the first offset beyond it
+    d.max_abs_at = detail::Concat(path, ", point ", point);
+  }
   return d;
 }
 
@@ -328,12 +343,20 @@ void ParseXcLine(const std::string& line, const std::string& path, int64_t ln, D
     char* end = nullptr;
     errno = 0;
     const float v = std::strtof(p, &end);
+    // Decimal only: strtof would also take leading blanks ("0: 1") and hex ("0x10").
     DSLIDE_CHECK(end != p && (*end == ' ' || *end == '\t' || *end == '\0'), path, ":", ln,
                  ": bad value in '", std::string(start, std::strcspn(start, " \t")), "'");
     DSLIDE_CHECK(std::isfinite(v), path, ":", ln, ": non-finite value in '",
                  std::string(start, std::strcspn(start, " \t")), "'");
+    DSLIDE_CHECK(std::strspn(p, "0123456789+-.eE") == static_cast<size_t>(end - p), path, ":", ln,
+                 ": bad value in '", std::string(start, std::strcspn(start, " \t")),
+                 "' (expected a decimal number right after the colon)");
     fids.push_back(static_cast<int32_t>(f));
     fvals.push_back(v);
+    if (std::fabs(v) > d->max_abs_value) {
+      d->max_abs_value = std::fabs(v);
+      d->max_abs_at = detail::Concat(path, ":", ln);
+    }
     p = end;
   }
   // Duplicates are errors; unsorted ids are sorted (the format says ascending, the math

@@ -24,6 +24,11 @@ struct Dataset {
   std::vector<float> feat_vals;
   std::vector<int64_t> label_off{0};  ///< points+1
   std::vector<int32_t> labels;
+  /// The largest |feature value| and where it was read ("FILE:LINE", or "FILE, point N" of a
+  /// binary file; "" when built in memory): named when training diverges on data beyond
+  /// float's range. Not part of ==.
+  float max_abs_value = 0;
+  std::string max_abs_at;
 
   int64_t size() const { return static_cast<int64_t>(feat_off.size()) - 1; }
   SparseView Features(int64_t i) const {

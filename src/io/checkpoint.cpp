@@ -515,6 +515,8 @@ void WriteMeta(const std::string& folder, const CheckpointMeta& m) {
     WriteVector(g, file, "sparsity", m.sparsity);
     WriteAttr(g, file, "best_iter", m.best_iter);
     WriteAttr(g, file, "best_p_at_1", m.best_p_at_1);
+    WriteAttr(g, file, "best_loss", m.best_loss);
+    WriteAttr(g, file, "run_id", m.run_id);
     WriteString(g, file, "query", m.query);
     WriteAttr(g, file, "lsh_share", m.lsh_share);
     WriteAttr(g, file, "min_negatives", m.min_negatives);
@@ -552,6 +554,8 @@ CheckpointMeta ReadMeta(const std::string& folder) {
     m.best_iter = ReadAttr<int64_t>(g, file, "best_iter");
     m.best_p_at_1 = ReadAttr<double>(g, file, "best_p_at_1");
   }
+  if (H5Aexists(g, "best_loss") > 0) m.best_loss = ReadAttr<double>(g, file, "best_loss");
+  if (H5Aexists(g, "run_id") > 0) m.run_id = ReadAttr<uint64_t>(g, file, "run_id");
   if (H5Aexists(g, "lsh_share") > 0) {
     m.query = ReadString(g, file, "query");
     m.lsh_share = ReadAttr<double>(g, file, "lsh_share");
@@ -569,11 +573,19 @@ CheckpointMeta ReadMeta(const std::string& folder) {
   return m;
 }
 
+std::string CheckpointIdentity(uint64_t run_id, int64_t iter) {
+  char id[24];
+  std::snprintf(id, sizeof id, "%016llx", static_cast<unsigned long long>(run_id));
+  return detail::Concat("run ", id, " at iteration ", iter);
+}
+
 void WriteShard(const std::string& folder, int rank, const ModelSpec& spec,
-                const std::vector<LayerState>& layers) {
+                const std::vector<LayerState>& layers, uint64_t run_id, int64_t iter) {
   const std::string file = ShardFile(folder, rank);
   {  // the file is closed before its checksum is taken
     Handle f = CreateFile(file);
+    WriteAttr(f.get(), file, "run_id", run_id);
+    WriteAttr(f.get(), file, "iter", iter);
     for (size_t l = 0; l < layers.size(); ++l) {
       const LayerSpec& s = spec.layers[l];
       const LayerState& st = layers[l];
@@ -629,7 +641,20 @@ std::vector<LayerState> ReadLayers(const std::string& folder, const CheckpointMe
       const int64_t b1 = ModelSpec::BlockBegin(spec.out_dim, r + 1, meta.ranks);
       const int64_t lo = std::max(b0, spec.begin), hi = std::min(b1, spec.end);
       if (lo >= hi) continue;
-      if (!f) f = std::make_unique<Handle>(OpenFile(file));
+      if (!f) {
+        f = std::make_unique<Handle>(OpenFile(file));
+        if (meta.run_id != 0) {  // checkpoints of earlier versions carry no identity
+          const bool marked = H5Aexists(f->get(), "run_id") > 0 && H5Aexists(f->get(), "iter") > 0;
+          const uint64_t run = marked ? ReadAttr<uint64_t>(f->get(), file, "run_id") : 0;
+          const int64_t at = marked ? ReadAttr<int64_t>(f->get(), file, "iter") : -1;
+          DAMAGED_CHECK(run == meta.run_id && at == meta.iter, file, " is a shard of ",
+                        marked ? "the checkpoint of " + CheckpointIdentity(run, at)
+                               : std::string("a checkpoint of unknown identity"),
+                        ", not of this folder's checkpoint (",
+                        CheckpointIdentity(meta.run_id, meta.iter),
+                        ", as its meta.h5 says): a checkpoint's files must not be mixed");
+        }
+      }
       const std::string name = "layer" + std::to_string(l);
       Handle g(H5Gopen2(f->get(), name.c_str(), H5P_DEFAULT), H5Gclose);
       DAMAGED_CHECK(g.ok(), file, ": group ", name, " is missing");

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,12 @@ struct CheckpointMeta {
   /// absent in checkpoints of earlier versions.
   int64_t best_iter = -1;
   double best_p_at_1 = -1;
+  /// Its validation loss (NaN: unknown), which breaks ties of P@1.
+  double best_loss = std::numeric_limits<double>::quiet_NaN();
+  /// The run that wrote the checkpoint (a random id drawn when the run started; 0 in
+  /// checkpoints of earlier versions). With `iter` it names the checkpoint: every shard
+  /// carries both, so a shard copied in from another checkpoint is refused.
+  uint64_t run_id = 0;
   /// Selection settings (not part of the model's shape); "" / 0 in checkpoints of earlier
   /// versions, which queried vanilla with every slot open to LSH candidates.
   std::string query;
@@ -109,14 +116,19 @@ void WriteMeta(const std::string& folder, const CheckpointMeta& meta);
 /// Throws dslide::Error naming the file when it is missing, truncated or corrupted.
 CheckpointMeta ReadMeta(const std::string& folder);
 
-/// This rank's shard of every layer to folder/rank-<rank>.h5.
+/// This rank's shard of every layer to folder/rank-<rank>.h5, marked as a part of the
+/// checkpoint of run `run_id` at iteration `iter`.
 void WriteShard(const std::string& folder, int rank, const ModelSpec& spec,
-                const std::vector<LayerState>& layers);
+                const std::vector<LayerState>& layers, uint64_t run_id, int64_t iter);
+/// "run 0123456789abcdef at iteration 600": how messages name a checkpoint.
+std::string CheckpointIdentity(uint64_t run_id, int64_t iter);
 /// The state of each spec's block (layer l: its neurons [begin, end)) for the first
 /// specs.size() layers, read from the shards of a checkpoint written by meta.ranks ranks:
 /// any number of ranks can load any checkpoint. Each shard file is opened once. LSH tables
 /// are restored only when a block is exactly one old shard. With `weights_only`, moments
-/// and tables are not read (m, v, mb, vb stay empty).
+/// and tables are not read (m, v, mb, vb stay empty). A shard that is not of the
+/// checkpoint `meta` describes (its run id and iteration; absent in checkpoints of earlier
+/// versions) throws DamagedCheckpoint naming both.
 std::vector<LayerState> ReadLayers(const std::string& folder, const CheckpointMeta& meta,
                                    const std::vector<LayerSpec>& specs, bool weights_only = false);
 

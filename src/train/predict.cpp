@@ -38,6 +38,8 @@ int64_t Predict(const PredictConfig& cfg, Communicator* comm) {
                  " features, the model (", folder, ") has ", m.input_dim, " inputs");
   }
   std::unique_ptr<Trainer> model = LoadModel(folder, comm, &meta);
+  DSLIDE_CHECK(cfg.top_k <= meta.out_dims.back(), "option --top-k: ", cfg.top_k,
+               " labels asked for, the model (", folder, ") has ", meta.out_dims.back());
   const int k = cfg.top_k;
   const bool jsonl = cfg.format == "jsonl";
   Dataset chunk;

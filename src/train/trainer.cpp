@@ -14,6 +14,7 @@
 #include <functional>
 #include <limits>
 #include <numeric>
+#include <random>
 
 #include "auto_settings.h"
 #include "error.h"
@@ -86,6 +87,13 @@ Trainer::Trainer(const TrainConfig& cfg, Communicator* comm, std::unique_ptr<Lay
   spec_.labels = LabelMap(cfg_.label_order == LabelOrder::kSpread, output_dim);
   backend_->Init(spec_, BackendOptions::Of(cfg_));
   segs_.resize(spec_.layers.size());
+  if (comm_->rank() == 0) {
+    std::random_device rd;
+    run_id_ = (uint64_t{rd()} << 32 | rd()) ^
+              static_cast<uint64_t>(Clock::now().time_since_epoch().count());
+    if (run_id_ == 0) run_id_ = 1;  // 0 reads as "no identity" (earlier versions)
+  }
+  comm_->Broadcast(&run_id_, sizeof run_id_, 0, Traffic::kControl);
 }
 
 void Trainer::ForwardHidden(const Dataset& data, const std::vector<int64_t>& points,
@@ -146,9 +154,12 @@ double Trainer::MeanLoss(const BatchLabels& labels) {
 
 void Trainer::CheckStep(const StepLoss& s) {
   const int64_t iter = s.iter;
+  int bad_weights = -1;  // the first layer whose update went non-finite in this step
+  for (int l = 0; l < static_cast<int>(spec_.layers.size()) && bad_weights < 0; ++l)
+    if (s.bad_layers >> l & 1) bad_weights = l;
   if (!std::isfinite(s.loss)) {
     // Name the first layer whose activations went bad (on this rank's shard), when they are
-    // still those of that step.
+    // still those of that step; else the first whose weights did.
     int bad = -1;
     for (int l = 0; l < static_cast<int>(spec_.layers.size()) && bad < 0 && iter >= iter_; ++l) {
       const BatchRows& o = backend_->HostRows(l, Rows::kOutput);
@@ -159,14 +170,26 @@ void Trainer::CheckStep(const StepLoss& s) {
             break;
           }
     }
-    DSLIDE_CHECK(
-        false, "training diverged: non-finite loss at iteration ", iter,
-        bad >= 0 ? " (layer " + std::to_string(bad) + " has NaN or infinite activations)" : "",
-        " (try a smaller --lr)");
+    const std::string where =
+        bad >= 0 ? " (layer " + std::to_string(bad) + " has NaN or infinite activations)"
+        : bad_weights >= 0
+            ? " (layer " + std::to_string(bad_weights) + "'s weights became NaN or infinite)"
+            : std::string();
+    DSLIDE_CHECK(false, "training diverged: non-finite loss at iteration ", iter, where, ". ",
+                 divergence_hint_);
   }
-  for (size_t l = 0; l < spec_.layers.size(); ++l)
-    DSLIDE_CHECK(!(s.bad_layers >> l & 1), "training diverged: layer ", l,
-                 " has NaN or infinite weights after iteration ", iter, " (try a smaller --lr)");
+  DSLIDE_CHECK(bad_weights < 0, "training diverged: layer ", bad_weights,
+               " has NaN or infinite weights after iteration ", iter, ". ", divergence_hint_);
+}
+
+std::string DivergenceHint(const Dataset& train, double lr) {
+  if (train.max_abs_value > kLargeFeatureValue)
+    return detail::Concat("The training data holds a feature value of ", train.max_abs_value, " (",
+                          train.max_abs_at.empty() ? "in memory" : train.max_abs_at,
+                          "), far beyond what the network's float arithmetic tolerates: scale "
+                          "or clip the features (a smaller --lr, now ",
+                          lr, ", will not help)");
+  return detail::Concat("Try a smaller --lr (now ", lr, ")");
 }
 
 double Trainer::Loss(const Dataset& data, const std::vector<int64_t>& points) {
@@ -326,7 +349,7 @@ void Trainer::WriteCheckpoint(const std::string& folder, int64_t epoch, int64_t 
           layers[l].table_sizes.clear();
         }
       }
-      WriteShard(tmp, model_comm_->rank(), spec_, layers);
+      WriteShard(tmp, model_comm_->rank(), spec_, layers, run_id_, iter_);
       fault_.MaybeFailWrite(comm_->rank(), iter_, tmp + "/rank shard");
     });
   }
@@ -362,6 +385,8 @@ CheckpointMeta Trainer::MetaNow(int64_t epoch, int64_t pos) const {
   CheckpointMeta m =
       MetaOf(spec_, cfg_, model_comm_->size(), iter_, epoch, pos, best_iter_, best_p1_);
   m.settings = SettingsJson(asked_);  // every option as given, from the option table
+  m.best_loss = best_loss_;
+  m.run_id = run_id_;
   return m;
 }
 
@@ -431,6 +456,7 @@ CheckpointMeta Trainer::LoadCheckpoint(const std::string& folder) {
   iter_ = m.iter;
   best_iter_ = m.best_iter;
   best_p1_ = m.best_p_at_1;
+  best_loss_ = m.best_loss;
   schedule_.Reset();
   for (int64_t i = 1; i <= iter_; ++i) schedule_.Due(i);
   return m;

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -181,8 +182,21 @@ class Trainer {
   std::vector<std::vector<float>> best_w_, best_b_;
   int64_t best_iter_ = -1;
   double best_p1_ = -1;
+  double best_loss_ = std::numeric_limits<double>::quiet_NaN();  // its validation loss
+  // The advice a divergence message ends with (DivergenceHint of the training data).
+  std::string divergence_hint_ = "Try a smaller --lr";
+  // This run's identity in its checkpoints (drawn by rank 0 at construction, the same on
+  // every rank).
+  uint64_t run_id_ = 0;
   FaultPlan fault_ = FaultPlan::FromEnv();  // DSLIDE_FAULT (failure tests)
 };
+
+/// Feature values above this magnitude are far outside what float arithmetic in a network
+/// tolerates: a divergence on such data is blamed on the data, and loading warns.
+constexpr float kLargeFeatureValue = 1e6f;
+/// The advice after a divergence: the file and line of the largest feature value when it is
+/// above kLargeFeatureValue, else a smaller learning rate than `lr`.
+std::string DivergenceHint(const Dataset& train, double lr);
 
 /// Reads the training/test files, trains as configured, returns the final evaluation.
 /// The entry point of `dslide train` for any communicator.

@@ -29,6 +29,39 @@ double Seconds(Clock::time_point a) {
   return std::chrono::duration<double>(Clock::now() - a).count();
 }
 
+/// Warnings about data that loads but may not be what was meant: points without features
+/// (the network sees only its biases for them) and feature values far beyond float's
+/// comfortable range.
+void WarnOfData(const Dataset& d, const std::string& file) {
+  int64_t empty = 0, first = -1;
+  for (int64_t i = 0; i < d.size(); ++i)
+    if (d.feat_off[i + 1] == d.feat_off[i] && empty++ == 0) first = i;
+  const bool binary = IsBinaryDataset(file);
+  if (empty > 0)
+    std::printf(
+        "warning: %s: %lld of %lld points have no features (the first at %s %lld); the network "
+        "sees only its biases for them\n",
+        file.c_str(), (long long)empty, (long long)d.size(), binary ? "point" : "line",
+        (long long)(binary ? first + 1 : first + 2));
+  if (d.max_abs_value > kLargeFeatureValue)
+    std::printf(
+        "warning: %s: a feature value of %g, far beyond %g: scale or clip the features, or "
+        "training may overflow and diverge\n",
+        d.max_abs_at.c_str(), d.max_abs_value, kLargeFeatureValue);
+  std::fflush(stdout);
+}
+
+/// What a stop signal makes the run write: "writing a checkpoint to DIR", ...
+std::string StopPlanOf(const TrainConfig& cfg) {
+  const std::string& ck = cfg.checkpoint_dir;
+  const std::string& save = cfg.save_dir;
+  if (!ck.empty() && !save.empty())
+    return "writing a checkpoint to " + ck + " and the model to " + save;
+  if (!ck.empty()) return "writing a checkpoint to " + ck;
+  if (!save.empty()) return "saving the model to " + save + " (no --checkpoint-dir: not resumable)";
+  return "saving nothing (no --checkpoint-dir or --save)";
+}
+
 constexpr uint64_t kEpochStream = 0x65706f6368;  // "epoch": the shuffled order of each epoch
 
 }  // namespace
@@ -61,6 +94,7 @@ EvalResult Trainer::Run(const Dataset& train, const Dataset* valid, const Datase
         .Add("strategy", ToString(cfg_.strategy));
   };
   const LayerSlots slots = OutputSlots(spec_, cfg_.min_negatives, train);
+  divergence_hint_ = DivergenceHint(train, cfg_.lr);
   if (root) {
     std::printf(
         "dslide: %lld training points, %lld features, %lld labels | %lld parameters | "
@@ -167,12 +201,17 @@ EvalResult Trainer::Run(const Dataset& train, const Dataset* valid, const Datase
     // Evaluation traffic is reported on its own line, not in training's per-iteration figures.
     comm_last.bytes += comm_->Total().bytes - before.bytes;
     comm_last.seconds += comm_->Total().seconds - before.seconds;
-    const bool better = keep_best && last_eval.points > 0 && last_eval.At(1) > best_p1_;
+    // A tie of P@1 (one point in a small validation set) goes to the lower validation loss.
+    const bool better =
+        keep_best && last_eval.points > 0 &&
+        (last_eval.At(1) > best_p1_ ||
+         (last_eval.At(1) == best_p1_ && best_iter_ >= 0 && last_eval.loss < best_loss_));
     report(monitor_name, iter_, last_eval, monitor_base,
            better && best_iter_ >= 0 ? " (best so far)" : "");
     metrics_eval(valid != nullptr ? "valid" : "test", last_eval, monitor_base, -1);
     if (better) {
       best_p1_ = last_eval.At(1);
+      best_loss_ = last_eval.loss;
       best_iter_ = iter_;
       SnapshotWeights();
       if (!cfg_.checkpoint_dir.empty()) WriteCheckpoint(cfg_.checkpoint_dir + "/best", epoch, pos);
@@ -226,6 +265,7 @@ EvalResult Trainer::Run(const Dataset& train, const Dataset* valid, const Datase
           }
           best_iter_ = bm.iter;
           best_p1_ = bm.best_p_at_1;
+          best_loss_ = bm.best_loss;
           found = true;
         }
       } catch (const DamagedCheckpoint& e) {
@@ -251,6 +291,18 @@ EvalResult Trainer::Run(const Dataset& train, const Dataset* valid, const Datase
     if (!found) {
       best_iter_ = -1;
       best_p1_ = -1;
+      best_loss_ = std::numeric_limits<double>::quiet_NaN();
+    }
+  }
+  if (!resumed_from.empty()) {
+    DSLIDE_CHECK(iter_ <= total, resumed_from, " is at iteration ", iter_, ", beyond the ", total,
+                 " iterations asked for (",
+                 cfg_.iterations > 0 ? "--iterations" : "--epochs times the iterations per epoch",
+                 "): nothing would be trained; ask for more, or use it with eval or predict");
+    if (root && iter_ == total) {
+      std::printf("note: %s is at iteration %lld, all %lld asked for: nothing left to train\n",
+                  resumed_from.c_str(), (long long)iter_, (long long)total);
+      std::fflush(stdout);
     }
   }
   if (root && !resumed_from.empty()) {
@@ -266,7 +318,7 @@ EvalResult Trainer::Run(const Dataset& train, const Dataset* valid, const Datase
       // Every shard of a checkpoint, when the folder is shared (one shard: data parallelism).
       int64_t all = bytes;
       model_comm_->Allreduce(&all, 1, ReduceOp::kSum, Traffic::kControl);
-      CheckWritableDir(cfg_.checkpoint_dir, root ? all : bytes, "--checkpoint-dir");
+      CheckWritableDir(cfg_.checkpoint_dir, all, "--checkpoint-dir");
     }
     if (!cfg_.save_dir.empty()) {
       // --save replaces its folder: never one that is not a checkpoint, nor the checkpoints.
@@ -286,7 +338,9 @@ EvalResult Trainer::Run(const Dataset& train, const Dataset* valid, const Datase
                      cfg_.checkpoint_dir, " (it would be replaced)");
       }
       const std::filesystem::path parent = std::filesystem::path(cfg_.save_dir).parent_path();
-      CheckWritableDir(parent.empty() ? "." : parent.string(), bytes, "--save");
+      int64_t all = bytes;  // every shard (the folder is shared), the same figure on every rank
+      model_comm_->Allreduce(&all, 1, ReduceOp::kSum, Traffic::kControl);
+      CheckWritableDir(parent.empty() ? "." : parent.string(), all, "--save");
     }
     if (root && cfg_.checkpoint_every > total - iter_ && total > iter_)
       std::printf(
@@ -323,10 +377,11 @@ EvalResult Trainer::Run(const Dataset& train, const Dataset* valid, const Datase
   };
   const int64_t iter_start = iter_;
   iter_last = iter_;
-  auto stop_line = [&](const char* event, const std::string& text, const std::string& checkpoint) {
+  auto stop_line = [&](const char* event, int64_t at, const std::string& text,
+                       const std::string& checkpoint) {
     if (!root) return;
     JsonObject o;
-    o.Add("event", event).Add("iter", iter_).Add("message", text);
+    o.Add("event", event).Add("iter", at).Add("message", text);
     if (!checkpoint.empty()) o.Add("checkpoint", checkpoint);
     base(o);
     metrics.Write(o);
@@ -340,9 +395,9 @@ EvalResult Trainer::Run(const Dataset& train, const Dataset* valid, const Datase
         detail::Concat("training diverged at iteration ", d.iter, ": the sampled loss ", d.loss,
                        " is more than ", cfg_.divergence_factor, " times its running level ", d.ref,
                        " (--divergence-factor); no checkpoint was written of it",
-                       newest.empty() ? std::string("") : "; the last good one is " + newest,
-                       ". Try a smaller --lr (now ", cfg_.lr, ")");
-    stop_line("diverged", text, newest);
+                       newest.empty() ? std::string("") : "; the last good one is " + newest, ". ",
+                       divergence_hint_);
+    stop_line("diverged", d.iter, text, newest);
     throw Stop(kExitDiverged, text);
   };
   auto save = [&]() {
@@ -371,6 +426,24 @@ EvalResult Trainer::Run(const Dataset& train, const Dataset* valid, const Datase
     base(o);
     metrics.Write(o);
   };
+  // --save: the model of iteration model_iter (the weights held now) to its folder.
+  auto save_model = [&](int64_t model_iter) {
+    const int64_t now = iter_;
+    iter_ = model_iter;  // the weights written are those of the selected iteration
+    WriteCheckpoint(cfg_.save_dir, epoch, pos);
+    iter_ = now;
+    if (root) {
+      std::printf("saved the model of iteration %lld to %s\n", (long long)model_iter,
+                  cfg_.save_dir.c_str());
+      std::fflush(stdout);
+    }
+  };
+  // What a stop signal does, said by the handler of a one-process run; with P ranks rank 0
+  // says it once every rank has agreed to stop (a rank's own signal may also come from a
+  // launcher ending the job because another rank failed: then nothing is written).
+  SetStopNotice(comm_->size() > 1 ? std::string()
+                                  : "dslide: stop requested: ending after this step, " +
+                                        StopPlanOf(cfg_) + " (a second signal exits at once)\n");
   while (iter_ < total) {
     fault_.MaybeFire(comm_->rank(), iter_ + 1);
     if (pos >= N) {
@@ -441,17 +514,37 @@ EvalResult Trainer::Run(const Dataset& train, const Dataset* valid, const Datase
     // alone also sees a signal that came during the evaluation or checkpoint.
     const int64_t sig = comm_->size() > 1 ? flags[0] : StopSignal();
     if (sig != 0 && iter_ < total) {
+      const char* name = SignalName(static_cast<int>(sig));
+      if (root && comm_->size() > 1) {  // the ranks agreed: now it is known what happens
+        std::printf("stop requested (%s): ending after iteration %lld, %s\n", name,
+                    (long long)iter_, StopPlanOf(cfg_).c_str());
+        std::fflush(stdout);
+      }
       std::string where;
       if (!cfg_.checkpoint_dir.empty()) {
         if (saved_iter != iter_) save();
         where = CheckpointFolder(cfg_.checkpoint_dir, iter_);
       }
+      std::string saved;
+      if (!cfg_.save_dir.empty()) {
+        int64_t model_iter = iter_;
+        if (keep_best && best_iter_ >= 0 && best_iter_ != iter_) {  // the checkpoint is written
+          RestoreWeights();
+          model_iter = best_iter_;
+        }
+        save_model(model_iter);
+        saved =
+            detail::Concat("; the model of iteration ", model_iter, " saved to ", cfg_.save_dir);
+      }
       const std::string text = detail::Concat(
-          "stopped by ", SignalName(static_cast<int>(sig)), " at iteration ", iter_, " of ", total,
-          where.empty() ? "; nothing was saved (no --checkpoint-dir)"
+          "stopped by ", name, " at iteration ", iter_, " of ", total,
+          where.empty() ? std::string()
                         : "; checkpoint written to " + where + ": continue with --resume " +
-                              cfg_.checkpoint_dir);
-      stop_line("stopped", text, where);
+                              cfg_.checkpoint_dir,
+          saved,
+          where.empty() && saved.empty() ? "; nothing was saved (no --checkpoint-dir or --save)"
+                                         : "");
+      stop_line("stopped", iter_, text, where);
       throw Stop(kExitStopped, text);
     }
   }
@@ -470,17 +563,7 @@ EvalResult Trainer::Run(const Dataset& train, const Dataset* valid, const Datase
                 cfg_.checkpoint_dir.empty() ? "" : (cfg_.checkpoint_dir + "/best").c_str());
     std::fflush(stdout);
   }
-  if (!cfg_.save_dir.empty()) {
-    const int64_t now = iter_;
-    iter_ = model_iter;  // the weights written are those of the selected iteration
-    WriteCheckpoint(cfg_.save_dir, epoch, pos);
-    iter_ = now;
-    if (root) {
-      std::printf("saved the model of iteration %lld to %s\n", (long long)model_iter,
-                  cfg_.save_dir.c_str());
-      std::fflush(stdout);
-    }
-  }
+  if (!cfg_.save_dir.empty()) save_model(model_iter);
   if (valid != nullptr && test != nullptr) {
     // The one score of the test data, on the selected model.
     last_eval = Evaluate(*test, cfg_.eval_points, cfg_.eval_sampled);
@@ -496,6 +579,8 @@ EvalResult RunTraining(const TrainConfig& asked, Communicator* comm) {
   TrainConfig cfg = asked;
   SetNumThreads(cfg.threads);
   Dataset train = ReadXc(cfg.train_file);
+  DSLIDE_CHECK(train.size() > 0, cfg.train_file, ":1: no points to train on (the header says 0)");
+  if (comm->rank() == 0) WarnOfData(train, cfg.train_file);
   auto check_header = [&](const Dataset& d, const std::string& file) {
     DSLIDE_CHECK(d.num_features == train.num_features && d.num_labels == train.num_labels, file,
                  ":1: header says ", d.num_features, " features and ", d.num_labels,

@@ -238,6 +238,64 @@ TEST(Checkpoint, DamagedFilesAreRejected) {
   }
 }
 
+// A checkpoint is one unit: a shard (with its checksum file) copied in from another
+// checkpoint, of the same run or of another, is refused naming both checkpoints.
+TEST(Checkpoint, ShardsOfAnotherCheckpointAreRefused) {
+  SetNumThreads(1);
+  Fixture s;
+  LocalCommunicator comm;
+  auto a = s.Make(&comm);
+  const std::string dir = Dir("ckpt_mixed");
+  a->Step(s.data, s.Batch(0));
+  a->SaveCheckpoint(dir, 0, 0, 5);
+  a->Step(s.data, s.Batch(1));
+  a->SaveCheckpoint(dir, 0, 0, 5);
+  const std::string one = CheckpointFolder(dir, 1), two = CheckpointFolder(dir, 2);
+  const CheckpointMeta m1 = ReadMeta(one), m2 = ReadMeta(two);
+  EXPECT_NE(m2.run_id, 0u);
+  EXPECT_EQ(m1.run_id, m2.run_id) << "one run";
+  auto b = s.Make(&comm);
+  EXPECT_NE(ReadMeta(one).run_id, 0u);
+  auto expect_refused = [&](const std::string& needle) {
+    auto c = s.Make(&comm);
+    try {
+      c->LoadCheckpoint(two);
+      ADD_FAILURE() << "a mixed checkpoint was loaded";
+    } catch (const DamagedCheckpoint& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  namespace fs = std::filesystem;
+  const auto copy = fs::copy_options::overwrite_existing;
+  // The same run's iteration 1 in the folder of iteration 2.
+  fs::copy_file(two + "/rank-00000.h5", dir + "/keep.h5", copy);
+  fs::copy_file(two + "/rank-00000.h5.sum", dir + "/keep.h5.sum", copy);
+  fs::copy_file(one + "/rank-00000.h5", two + "/rank-00000.h5", copy);
+  fs::copy_file(one + "/rank-00000.h5.sum", two + "/rank-00000.h5.sum", copy);
+  expect_refused("rank-00000.h5 is a shard of the checkpoint of " +
+                 CheckpointIdentity(m1.run_id, 1) + ", not of this folder's checkpoint (" +
+                 CheckpointIdentity(m2.run_id, 2));
+  // Another run's shard of the same iteration.
+  fs::copy_file(dir + "/keep.h5", two + "/rank-00000.h5", copy);
+  fs::copy_file(dir + "/keep.h5.sum", two + "/rank-00000.h5.sum", copy);
+  b->LoadCheckpoint(two);  // intact again
+  auto other = s.Make(&comm);
+  other->Step(s.data, s.Batch(0));
+  other->Step(s.data, s.Batch(1));
+  const std::string dir2 = Dir("ckpt_mixed_other");
+  other->SaveCheckpoint(dir2, 0, 0, 1);
+  const CheckpointMeta mo = ReadMeta(CheckpointFolder(dir2, 2));
+  ASSERT_NE(mo.run_id, m2.run_id) << "each run draws its own id";
+  fs::copy_file(CheckpointFolder(dir2, 2) + "/rank-00000.h5", two + "/rank-00000.h5", copy);
+  fs::copy_file(CheckpointFolder(dir2, 2) + "/rank-00000.h5.sum", two + "/rank-00000.h5.sum", copy);
+  expect_refused("is a shard of the checkpoint of " + CheckpointIdentity(mo.run_id, 2));
+  // A checkpoint of an earlier version (no identity in its meta) is read as before.
+  CheckpointMeta legacy = ReadMeta(two);
+  legacy.run_id = 0;
+  WriteMeta(two, legacy);
+  b->LoadCheckpoint(two);
+}
+
 /// A float dataset of an exported file, read with the plain HDF5 API as other tools would.
 std::vector<float> ReadPlain(const std::string& file, const std::string& name, hsize_t* rows,
                              hsize_t* cols) {

@@ -87,6 +87,9 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"feature_range", "2 5 4\n1 1:1\n1 5:1\n", "feature id 5 out of range", 3},
         BadCase{"value_text", "1 5 4\n1 1:abc\n", "bad value", 2},
         BadCase{"value_nan", "1 5 4\n1 1:nan\n", "non-finite", 2},
+        // strtof alone would take hex and a blank after the colon.
+        BadCase{"value_hex", "1 5 4\n1 1:0x10\n", "bad value in '1:0x10'", 2},
+        BadCase{"value_after_blank", "2 5 4\n1 1:1\n1 1: 2\n", "bad value in '1:'", 3},
         BadCase{"value_inf", "1 5 4\n1 1:inf\n", "non-finite", 2},
         BadCase{"missing_colon", "1 5 4\n1 1\n", "bad feature", 2},
         BadCase{"dup_feature", "1 5 4\n1 1:1 1:2\n", "duplicate feature id 1", 2},

@@ -129,7 +129,7 @@ TEST(Reliability, WithoutACheckpointDirTheStopSaysNothingWasSaved) {
   const Stop stop = RunUntilStop(*t, s.data);
   ClearStopSignal();
   EXPECT_EQ(stop.code(), kExitStopped);
-  EXPECT_TRUE(Has(stop.what(), "nothing was saved (no --checkpoint-dir)")) << stop.what();
+  EXPECT_TRUE(Has(stop.what(), "nothing was saved (no --checkpoint-dir or --save)")) << stop.what();
 }
 
 TEST(Reliability, SecondSignalExitsAtOnce) {
