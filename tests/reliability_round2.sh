@@ -156,6 +156,11 @@ expect_in out_lr39.txt "option --lr: must be a number > 0 that a float holds" "-
 "$dslide" eval --model ck7 --test syn.test.txt --k 1,5000 >out_k.txt 2>&1
 expect_rc $? 1 "eval --k 5000"
 expect_in out_k.txt "option --k: P@5000 needs at least 5000 labels" "eval --k 5000"
+"$dslide" predict --model ck7 --input syn.test.txt --out p7.txt --top-k 5000 >out_topk.txt 2>&1
+expect_rc $? 1 "predict --top-k 5000"
+expect_in out_topk.txt "option --top-k: 5000 labels asked for, the model (ck7/ckpt-000000000020) has 3000" \
+  "predict --top-k 5000"
+[[ ! -e p7.txt ]] || fail "predict --top-k 5000: wrote p7.txt"
 { echo "3 2000 3000"; echo "1 0x10:1"; } >hex.txt
 "$dslide" train --train hex.txt --iterations 1 >out_hex.txt 2>&1
 expect_in out_hex.txt "hex.txt:2: bad feature '0x10:1'" "hex id"
@@ -174,7 +179,7 @@ echo "0 2000 3000" >zero.txt
 "$dslide" train --train zero.txt --iterations 1 >out_zero.txt 2>&1
 expect_rc $? 1 "0 points"
 expect_in out_zero.txt "zero.txt:1: no points to train on" "0 points"
-pass "--config DIR, sections, --iterations below a checkpoint, --lr 1e39, eval --k, 0x10, '0: 1', rows without features, 0 points"
+pass "--config DIR, sections, --iterations below a checkpoint, --lr 1e39, eval --k, predict --top-k, 0x10, '0: 1', rows without features, 0 points"
 
 # 8. The start-up space check gives every rank the same estimate (a full tmpfs, where one can
 #    be mounted).
