@@ -1,6 +1,8 @@
 // The trainer loop (DESIGN.md sections 1-3 and 5): layer-synchronous forward and backward
 // over a rank's shards, with the per-layer exchanges through the Communicator. The same loop
-// runs on 1 rank (LocalCommunicator) and P ranks (MPI), on any LayerBackend.
+// runs on 1 rank (LocalCommunicator) and P ranks (MPI), on any LayerBackend. Trainer's
+// methods: the step in trainer.cpp, checkpoints in trainer_checkpoint.cpp, scoring and
+// evaluation in trainer_scoring.cpp, Run in training_loop.cpp; RunTraining in run_training.cpp.
 #pragma once
 
 #include <algorithm>
@@ -144,6 +146,17 @@ class Trainer {
   CheckpointMeta ResumeNewestIntact(std::string* folder);
   /// About how many bytes one checkpoint of this rank's shard takes.
   int64_t CheckpointBytes() const;
+  /// Collective: the start of a resumed run on `points` training points: restores the newest
+  /// intact checkpoint of --resume (its folder in `from`), says so on rank 0, and with
+  /// `keep_best` lets the best model before the interruption compete on when
+  /// CHECKPOINT_DIR/best holds it on every rank (else selection starts afresh). Returns the
+  /// checkpoint's metadata.
+  CheckpointMeta ResumeRun(int64_t points, bool keep_best, std::string* from);
+  /// Collective: storage problems show before training, not at the first checkpoint: the
+  /// folders of --checkpoint-dir and --save must take a checkpoint of every shard, and --save
+  /// (its trailing slashes dropped) must replace no folder but a checkpoint. `total`: the
+  /// iterations of the run.
+  void CheckStorage(int64_t total);
 
   /// Keeps (in host memory) the weights and biases of the model, or puts them back.
   void SnapshotWeights();

@@ -1,0 +1,231 @@
+// What a training run (Trainer::Run) reports: its lines on rank 0's standard output (the
+// start, progress, evaluations, checkpoints) and the JSON lines of --metrics, and the figures
+// of the progress window between two progress lines, which every rank keeps alike.
+#include "run_report.h"
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+
+#include "checkpoint.h"
+#include "parallel.h"
+
+namespace dslide {
+
+namespace {
+
+double Seconds(std::chrono::steady_clock::time_point a) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count();
+}
+
+}  // namespace
+
+RunReport::RunReport(const TrainConfig& cfg, const TrainConfig& asked, const ModelSpec& spec,
+                     Communicator* comm, int64_t per_epoch)
+    : cfg_(cfg),
+      asked_(asked),
+      spec_(spec),
+      comm_(comm),
+      per_epoch_(per_epoch),
+      root_(comm->rank() == 0),
+      metrics_(root_ ? cfg.metrics_file : "") {}
+
+void RunReport::Base(JsonObject& o) const {
+  o.Add("ranks", comm_->size())
+      .Add("threads", NumThreads())
+      .Add("device", ToString(cfg_.device))
+      .Add("strategy", ToString(cfg_.strategy));
+}
+
+void RunReport::Start(const LayerSlots& slots, int64_t points, int64_t total, const Dataset* valid,
+                      int64_t eval_every, bool keep_best) {
+  if (!root_) return;
+  const int64_t B = cfg_.batch;
+  std::printf(
+      "dslide: %lld training points, %lld features, %lld labels | %lld parameters | "
+      "%d rank(s) x %d thread(s) | %lld iterations (%.2f epochs) of batch %lld, lr %g\n",
+      (long long)points, (long long)spec_.layers[0].in_dim, (long long)spec_.layers.back().out_dim,
+      (long long)spec_.NumParameters(), comm_->size(), NumThreads(), (long long)total,
+      static_cast<double>(total) / per_epoch_, (long long)B, cfg_.lr);
+  std::printf("%s", DescribeLayers(spec_, cfg_, asked_, slots).c_str());
+  if (!asked_.sparsity_auto() && !asked_.settings_from_checkpoint && slots.raised > 0 &&
+      !spec_.layers.back().dense())
+    std::printf(
+        "warning: --sparsity %g gives the output layer a budget of %lld per sample, which "
+        "leaves fewer than %lld negatives beyond the labels of %lld of the %lld training "
+        "points; their active sets are raised to their labels + %lld (--min-negatives)\n",
+        spec_.layers.back().sparsity, (long long)slots.budget, (long long)cfg_.min_negatives,
+        (long long)slots.raised, (long long)points, (long long)cfg_.min_negatives);
+  if (valid != nullptr)
+    std::printf("validation: %lld points, evaluated every %lld iterations%s\n",
+                (long long)valid->size(), (long long)eval_every,
+                keep_best ? "; the best P@1 is kept (--keep-best)" : "");
+  std::fflush(stdout);
+  JsonObject o;
+  o.Add("event", "start")
+      .Add("points", points)
+      .Add("features", spec_.layers[0].in_dim)
+      .Add("labels", spec_.layers.back().out_dim)
+      .Add("parameters", spec_.NumParameters())
+      .Add("iterations", total)
+      .Add("batch", B)
+      .Add("lr", cfg_.lr);
+  std::string layers = "[";
+  for (size_t l = 0; l < spec_.layers.size(); ++l) {
+    const LayerSpec& s = spec_.layers[l];
+    JsonObject lo;
+    lo.Add("neurons", s.out_dim)
+        .Add("sparsity", s.sparsity)
+        .Add("budget", ModelSpec::Budget(s.sparsity, s.out_dim))
+        .Add("budget_per_rank", s.budget)
+        .Add("auto", asked_.sparsity_auto() ? 1 : 0);
+    if (!s.dense()) {
+      lo.Add("min_negatives", cfg_.min_negatives)
+          .Add("hash", ToString(cfg_.lsh.family))
+          .Add("K", cfg_.lsh.k)
+          .Add("L", cfg_.lsh.l)
+          .Add("query", ToString(cfg_.lsh.query));
+      if (s.is_output)
+        lo.Add("mean_active", slots.mean_active)
+            .Add("mean_negatives", slots.mean_negatives)
+            .Add("fewest_negatives", slots.min_negatives_seen);
+    }
+    layers += (l ? "," : "") + lo.str();
+  }
+  o.AddRaw("layers", layers + "]");
+  if (valid != nullptr) o.Add("valid_points", valid->size()).Add("eval_every", eval_every);
+  o.AddRaw("settings", SettingsJson(asked_));  // every option as given (auto where left to it)
+  Base(o);
+  metrics_.Write(o);
+}
+
+void RunReport::Resumed(int64_t iter, const std::string& from) {
+  if (!root_) return;
+  JsonObject o;
+  o.Add("event", "resume").Add("iter", iter).Add("from", from);
+  Base(o);
+  metrics_.Write(o);
+}
+
+void RunReport::EvalLine(const char* name, int64_t at, const EvalResult& e, double baseline,
+                         const char* note) {
+  if (!root_) return;
+  std::printf(
+      "%s iter %lld | P@1 %.4f P@3 %.4f P@5 %.4f | loss %s | most-popular-label P@1 %.4f | "
+      "%lld points in %.1fs%s%s\n",
+      name, (long long)at, e.At(1), e.At(3), e.At(5),
+      std::isnan(e.loss) ? "-" : std::to_string(e.loss).substr(0, 6).c_str(), baseline,
+      (long long)e.points, e.seconds, cfg_.eval_sampled ? " (LSH-sampled)" : "", note);
+  std::fflush(stdout);
+}
+
+void RunReport::EvalRecord(const char* set, int64_t iter, const EvalResult& e, double baseline,
+                           int64_t model_iter) {
+  if (!root_) return;
+  JsonObject o;
+  o.Add("iter", iter)
+      .Add("epoch", static_cast<double>(iter) / per_epoch_)
+      .Add("set", set)
+      .Add("p_at_1", e.At(1))
+      .Add("p_at_3", e.At(3))
+      .Add("p_at_5", e.At(5))
+      .Add("most_popular_label_p_at_1", baseline)
+      .Add("eval_points", e.points)
+      .Add("eval_s", e.seconds);
+  if (!std::isnan(e.loss)) o.Add("eval_loss", e.loss);
+  if (model_iter >= 0) o.Add("model_iter", model_iter);
+  Base(o);
+  metrics_.Write(o);
+}
+
+void RunReport::Checkpoint(int64_t iter, double seconds) {
+  if (!root_) return;
+  const std::string folder = CheckpointFolder(cfg_.checkpoint_dir, iter);
+  std::error_code ec;
+  double bytes = 0;
+  for (const auto& e : std::filesystem::directory_iterator(folder, ec))
+    bytes += static_cast<double>(std::filesystem::file_size(e.path(), ec));
+  std::printf("checkpoint %s: %.1f MB in %.2fs\n", folder.c_str(), bytes / (1 << 20), seconds);
+  std::fflush(stdout);
+  JsonObject o;
+  o.Add("event", "checkpoint")
+      .Add("iter", iter)
+      .Add("path", folder)
+      .Add("bytes", bytes)
+      .Add("seconds", seconds);
+  Base(o);
+  metrics_.Write(o);
+}
+
+void RunReport::StopRecord(const char* event, int64_t at, const std::string& text,
+                           const std::string& checkpoint) {
+  if (!root_) return;
+  JsonObject o;
+  o.Add("event", event).Add("iter", at).Add("message", text);
+  if (!checkpoint.empty()) o.Add("checkpoint", checkpoint);
+  Base(o);
+  metrics_.Write(o);
+}
+
+void RunReport::OpenWindow(size_t steps_timed) {
+  t_run_ = Clock::now();
+  t_last_ = Clock::now();
+  ms_from_ = steps_timed;
+  comm_last_ = comm_->Total();
+}
+
+void RunReport::StartAt(int64_t iter) {
+  iter_start_ = iter;
+  iter_last_ = iter;
+}
+
+void RunReport::AddLoss(double loss) {
+  loss_sum_ += loss;
+  ++loss_n_;
+}
+
+void RunReport::ExcludeTraffic(const TrafficStats& before) {
+  comm_last_.bytes += comm_->Total().bytes - before.bytes;
+  comm_last_.seconds += comm_->Total().seconds - before.seconds;
+}
+
+void RunReport::Progress(int64_t iter, int64_t total, const std::vector<double>& step_ms,
+                         double rss, const EvalResult& last_eval) {
+  const TrafficStats now = comm_->Total();
+  const int64_t its = iter - iter_last_;
+  const double wall = Seconds(t_last_);
+  const std::vector<double> ms(step_ms.begin() + ms_from_, step_ms.end());
+  const double bytes = static_cast<double>(now.bytes - comm_last_.bytes) / its;
+  const double comm_ms = (now.seconds - comm_last_.seconds) * 1e3 / its;
+  const double sps = its * static_cast<double>(cfg_.batch) / wall;
+  const double loss = loss_sum_ / loss_n_;
+  if (root_) {
+    const double eta = Seconds(t_run_) / (iter - iter_start_) * (total - iter);
+    std::printf(
+        "iter %lld/%lld | epoch %.2f | %.0f samples/s | sampled loss %.4f | last P@1 %s | "
+        "%.1f ms/iter | %.0f KB sent/iter | RSS %.0f MB | ETA %s\n",
+        (long long)iter, (long long)total, static_cast<double>(iter) / per_epoch_, sps, loss,
+        last_eval.points ? std::to_string(last_eval.At(1)).substr(0, 6).c_str() : "-", Median(ms),
+        bytes / 1024, rss, FormatDuration(eta).c_str());
+    std::fflush(stdout);
+    JsonObject o;
+    o.Add("iter", iter)
+        .Add("epoch", static_cast<double>(iter) / per_epoch_)
+        .Add("loss", loss)
+        .Add("ms_per_iter", Median(ms))
+        .Add("samples_per_s", sps)
+        .Add("bytes_sent_per_iter", bytes)
+        .Add("comm_ms_per_iter", comm_ms)
+        .Add("peak_rss_mb", rss);
+    Base(o);
+    metrics_.Write(o);
+  }
+  t_last_ = Clock::now();
+  iter_last_ = iter;
+  ms_from_ = step_ms.size();
+  comm_last_ = comm_->Total();
+  loss_sum_ = 0;
+  loss_n_ = 0;
+}
+
+}  // namespace dslide

@@ -1,0 +1,115 @@
+// RunTraining, the entry point of `dslide train`: reads the training, validation and test
+// data (or holds back part of the training data for validation), checks and warns of what
+// they hold, adopts a resumed checkpoint's settings, builds the trainer and runs it.
+#include "trainer.h"
+
+#include <cstdio>
+#include <memory>
+#include <new>
+#include <string>
+
+#include "error.h"
+#include "parallel.h"
+
+namespace dslide {
+
+namespace {
+
+/// Warnings about data that loads but may not be what was meant: points without features
+/// (the network sees only its biases for them) and feature values far beyond float's
+/// comfortable range.
+void WarnOfData(const Dataset& d, const std::string& file) {
+  int64_t empty = 0, first = -1;
+  for (int64_t i = 0; i < d.size(); ++i)
+    if (d.feat_off[i + 1] == d.feat_off[i] && empty++ == 0) first = i;
+  const bool binary = IsBinaryDataset(file);
+  if (empty > 0)
+    std::printf(
+        "warning: %s: %lld of %lld points have no features (the first at %s %lld); the network "
+        "sees only its biases for them\n",
+        file.c_str(), (long long)empty, (long long)d.size(), binary ? "point" : "line",
+        (long long)(binary ? first + 1 : first + 2));
+  if (d.max_abs_value > kLargeFeatureValue)
+    std::printf(
+        "warning: %s: a feature value of %g, far beyond %g: scale or clip the features, or "
+        "training may overflow and diverge\n",
+        d.max_abs_at.c_str(), d.max_abs_value, kLargeFeatureValue);
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+EvalResult RunTraining(const TrainConfig& asked, Communicator* comm) {
+  TrainConfig cfg = asked;
+  SetNumThreads(cfg.threads);
+  Dataset train = ReadXc(cfg.train_file);
+  DSLIDE_CHECK(train.size() > 0, cfg.train_file, ":1: no points to train on (the header says 0)");
+  if (comm->rank() == 0) WarnOfData(train, cfg.train_file);
+  auto check_header = [&](const Dataset& d, const std::string& file) {
+    DSLIDE_CHECK(d.num_features == train.num_features && d.num_labels == train.num_labels, file,
+                 ":1: header says ", d.num_features, " features and ", d.num_labels,
+                 " labels, the training file ", train.num_features, " and ", train.num_labels);
+  };
+  Dataset valid, test;
+  if (!cfg.valid_file.empty()) {
+    valid = ReadXc(cfg.valid_file);
+    check_header(valid, cfg.valid_file);
+  } else if (cfg.valid_fraction > 0) {
+    Dataset all = std::move(train);
+    SplitHoldout(all, cfg.valid_fraction, cfg.seed, &train, &valid);
+    DSLIDE_CHECK(valid.size() > 0 && train.size() > 0, "option --valid-fraction ",
+                 cfg.valid_fraction, " leaves ", train.size(), " training and ", valid.size(),
+                 " validation points of ", all.size());
+  }
+  if (cfg.validating()) {
+    int64_t labelled = 0;
+    for (int64_t i = 0; i < valid.size(); ++i) labelled += valid.NumLabels(i) > 0 ? 1 : 0;
+    const std::string what =
+        cfg.valid_file.empty() ? "the held-back validation points" : cfg.valid_file;
+    DSLIDE_CHECK(labelled > 0, what,
+                 ": no validation point has a label; nothing could be selected on it");
+    if (labelled < 200 && comm->rank() == 0)
+      std::printf(
+          "warning: %s: only %lld labelled validation points; one point moves P@1 by %.4f\n",
+          what.c_str(), (long long)labelled, 1.0 / static_cast<double>(labelled));
+  }
+  if (!cfg.test_file.empty()) {
+    test = ReadXc(cfg.test_file);
+    check_header(test, cfg.test_file);
+    DSLIDE_CHECK(test.size() > 0, cfg.test_file, ": no points to score (the header says 0)");
+  }
+  if (!cfg.resume_dir.empty()) {
+    // Settings left to auto continue with the checkpoint's (explicit ones are checked).
+    const CheckpointMeta m = ReadResumeMeta(cfg.resume_dir);
+    cfg.settings_from_checkpoint = AdoptCheckpointSettings(m, &cfg);
+    if (m.min_negatives == 0 && comm->rank() == 0)
+      std::printf(
+          "note: %s predates the floor of negatives; --min-negatives %lld applies from here\n",
+          cfg.resume_dir.c_str(), (long long)cfg.min_negatives);
+  }
+  std::unique_ptr<Trainer> trainer;
+  try {
+    trainer = std::make_unique<Trainer>(cfg, comm,
+                                        MakeBackend(cfg.device, comm->rank(), cfg.gpus_per_node),
+                                        train.num_features, train.num_labels);
+  } catch (const std::bad_alloc&) {
+    // Weights, biases and both Adam moments of this rank's shard.
+    int64_t params = 0, in = train.num_features;
+    std::string hidden;
+    for (int64_t h : cfg.hidden) {
+      params += (in + 1) * h;
+      in = h;
+      hidden += (hidden.empty() ? "" : ",") + std::to_string(h);
+    }
+    params += (in + 1) * train.num_labels;
+    throw Error(detail::Concat("cannot allocate the model: ", params, " parameters (about ",
+                               params * 12 / comm->size() / (1 << 20),
+                               " MB of weights and Adam moments per rank over ", comm->size(),
+                               " rank(s)) for --hidden ", hidden, " and ", cfg.train_file, "'s ",
+                               train.num_features, " features and ", train.num_labels, " labels"));
+  }
+  return trainer->Run(train, cfg.validating() ? &valid : nullptr,
+                      cfg.test_file.empty() ? nullptr : &test);
+}
+
+}  // namespace dslide

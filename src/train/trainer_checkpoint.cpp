@@ -1,0 +1,302 @@
+// The trainer's checkpoints: writing one (every rank its shard, agreed before and after, via a
+// .tmp folder) and pruning the older, loading one, resuming from the newest intact one of
+// --resume with the best model before the interruption, checking before training that the
+// folders can take them, and the host copies of the best validated model (--keep-best).
+#include "trainer.h"
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <functional>
+#include <limits>
+#include <utility>
+
+#include "error.h"
+
+namespace dslide {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double Seconds(Clock::time_point a) {
+  return std::chrono::duration<double>(Clock::now() - a).count();
+}
+
+/// Collective: the smallest and largest of `v` over the ranks, in one all-reduce.
+std::pair<int64_t, int64_t> RangeOverRanks(Communicator* comm, int64_t v) {
+  int64_t m[2] = {v, -v};
+  comm->Allreduce(m, 2, ReduceOp::kMin, Traffic::kControl);
+  return {m[0], -m[1]};
+}
+
+}  // namespace
+
+void Trainer::SaveCheckpoint(const std::string& dir, int64_t epoch, int64_t pos, int keep) {
+  WriteCheckpoint(CheckpointFolder(dir, iter_), epoch, pos);
+  if (comm_->rank() == 0) PruneCheckpoints(dir, keep);
+}
+
+void Trainer::WriteCheckpoint(const std::string& folder, int64_t epoch, int64_t pos) {
+  const std::string tmp = folder + ".tmp";
+  // Every rank writes its part, then all agree; a part that failed (a full disk, an I/O
+  // error) leaves no .tmp folder behind and the checkpoints written before untouched.
+  std::string failed;
+  auto attempt = [&](const std::function<void()>& write) {
+    if (!failed.empty()) return;
+    try {
+      write();
+    } catch (const Error& e) {
+      failed = e.what();
+    }
+  };
+  attempt([&] {
+    if (comm_->rank() != 0) return;
+    std::error_code ec;
+    std::filesystem::remove_all(tmp, ec);
+    std::filesystem::create_directories(tmp, ec);
+    DSLIDE_CHECK(!ec, "cannot create the checkpoint folder ", tmp, " (", ec.message(), ")");
+  });
+  // Collective: true when no rank has failed so far.
+  auto agree = [&] {
+    int64_t ok = failed.empty() ? 1 : 0;
+    comm_->Allreduce(&ok, 1, ReduceOp::kMin, Traffic::kControl);
+    return ok == 1;
+  };
+  bool ok = agree();
+  // Data parallelism: the replicas are identical, rank 0 writes the one shard.
+  if (ok && strategy_->WritesShard(comm_->rank())) {
+    attempt([&] {
+      std::vector<LayerState> layers(spec_.layers.size());
+      for (size_t l = 0; l < layers.size(); ++l) {
+        backend_->SaveLayer(static_cast<int>(l), &layers[l]);
+        if (!cfg_.checkpoint_tables) {  // rebuilt from the weights on loading
+          layers[l].table_offsets.clear();
+          layers[l].table_ids.clear();
+          layers[l].table_sizes.clear();
+        }
+      }
+      WriteShard(tmp, model_comm_->rank(), spec_, layers, run_id_, iter_);
+      fault_.MaybeFailWrite(comm_->rank(), iter_, tmp + "/rank shard");
+    });
+  }
+  if (ok && comm_->rank() == 0) attempt([&] { WriteMeta(tmp, MetaNow(epoch, pos)); });
+  ok = agree();  // every shard is written
+  if (ok && comm_->rank() == 0) {
+    attempt([&] {
+      std::error_code ec;
+      std::filesystem::remove_all(folder, ec);
+      std::filesystem::rename(tmp, folder, ec);
+      DSLIDE_CHECK(!ec, "cannot rename ", tmp, " to ", folder, " (", ec.message(), ")");
+    });
+  }
+  if (agree()) return;
+  if (!failed.empty() && comm_->size() > 1) {  // rank 0's message says it with one rank
+    std::fprintf(stderr, "[rank %d] dslide error: %s\n", comm_->rank(), failed.c_str());
+    std::fflush(stderr);
+  }
+  if (comm_->rank() == 0) {
+    std::error_code ec;
+    std::filesystem::remove_all(tmp, ec);
+  }
+  const std::string parent = std::filesystem::path(folder).parent_path().string();
+  const std::string newest = LatestCheckpoint(parent);
+  const std::string reason = failed.empty() ? "see the rank's error above" : failed;
+  throw Stop(1, detail::Concat(
+                    "the checkpoint of iteration ", iter_, " could not be written (", reason,
+                    "); its partial folder was removed and the checkpoints written before are kept",
+                    newest.empty() ? std::string(" (none)") : " (newest: " + newest + ")"));
+}
+
+CheckpointMeta Trainer::MetaNow(int64_t epoch, int64_t pos) const {
+  CheckpointMeta m =
+      MetaOf(spec_, cfg_, model_comm_->size(), iter_, epoch, pos, best_iter_, best_p1_);
+  m.settings = SettingsJson(asked_);  // every option as given, from the option table
+  m.best_loss = best_loss_;
+  m.run_id = run_id_;
+  return m;
+}
+
+CheckpointMeta Trainer::ResumeNewestIntact(std::string* loaded) {
+  const std::vector<std::string> candidates = ResumeCandidates(cfg_.resume_dir, "--resume");
+  // Every rank must see the same checkpoints (a folder shared by all ranks).
+  const auto [lo, hi] = RangeOverRanks(comm_, static_cast<int64_t>(candidates.size()));
+  DSLIDE_CHECK(lo == hi, "option --resume: the ranks see different checkpoints in ",
+               cfg_.resume_dir, " (", lo, " to ", hi,
+               "); it must be one folder shared by every rank");
+  for (const std::string& folder : candidates) {
+    std::string damage;
+    CheckpointMeta m;
+    try {
+      m = LoadCheckpoint(folder);
+    } catch (const DamagedCheckpoint& e) {
+      damage = e.what();
+    }
+    int64_t ok = damage.empty() ? 1 : 0;
+    comm_->Allreduce(&ok, 1, ReduceOp::kMin, Traffic::kControl);
+    if (ok) {
+      const auto [first, last] = RangeOverRanks(comm_, m.iter);
+      DSLIDE_CHECK(first == last, "option --resume: the ranks loaded checkpoints of iterations ",
+                   first, " and ", last, " from ", cfg_.resume_dir,
+                   "; it must be one folder shared by every rank");
+      *loaded = folder;
+      return m;
+    }
+    if (!damage.empty()) {
+      std::fprintf(stderr, "[rank %d] warning: skipping the damaged checkpoint %s: %s\n",
+                   comm_->rank(), folder.c_str(), damage.c_str());
+      std::fflush(stderr);
+    }
+  }
+  throw Error(detail::Concat("option --resume: none of the ", candidates.size(),
+                             " checkpoint(s) in ", cfg_.resume_dir,
+                             " is intact (see the warnings above)"));
+}
+
+int64_t Trainer::CheckpointBytes() const {
+  int64_t bytes = 1 << 20;  // metadata, HDF5 structure
+  for (const auto& l : spec_.layers) {
+    bytes +=
+        l.local() * (l.in_dim + 1) * 3 * static_cast<int64_t>(sizeof(float));  // w, b, Adam m, v
+    if (!l.dense() && cfg_.checkpoint_tables)  // ids, and a bucket index and size per id at most
+      bytes += l.local() * cfg_.lsh.l * 3 * static_cast<int64_t>(sizeof(int32_t));
+  }
+  return bytes;
+}
+
+CheckpointMeta Trainer::LoadCheckpoint(const std::string& folder) {
+  CheckpointMeta m = ReadMeta(folder);
+  CheckMetaFits(m, folder + "/meta.h5", spec_, cfg_);
+  const std::vector<LayerState> states = ReadLayers(folder, m, spec_.layers);
+  for (size_t l = 0; l < states.size(); ++l) backend_->LoadLayer(static_cast<int>(l), states[l]);
+  iter_ = m.iter;
+  best_iter_ = m.best_iter;
+  best_p1_ = m.best_p_at_1;
+  best_loss_ = m.best_loss;
+  schedule_.Reset();
+  for (int64_t i = 1; i <= iter_; ++i) schedule_.Due(i);
+  return m;
+}
+
+CheckpointMeta Trainer::ResumeRun(int64_t points, bool keep_best, std::string* from) {
+  const auto t_load = Clock::now();
+  const CheckpointMeta m = ResumeNewestIntact(from);
+  double load_s = Seconds(t_load);
+  comm_->Allreduce(&load_s, 1, ReduceOp::kMax, Traffic::kControl);
+  DSLIDE_CHECK(m.pos <= points, *from, ": data position ", m.pos, " is beyond the ", points,
+               " training points (a different --train file?)");
+  if (comm_->rank() == 0) {
+    std::printf("resumed from %s at iteration %lld (epoch %lld, point %lld), read in %.2fs\n",
+                from->c_str(), (long long)iter_, (long long)m.epoch, (long long)m.pos, load_s);
+    std::fflush(stdout);
+  }
+  // The best model before the interruption competes on: its weights from
+  // CHECKPOINT_DIR/best when that holds it (also when it was saved after the checkpoint
+  // resumed from), else selection starts afresh.
+  const std::string best = cfg_.checkpoint_dir.empty() ? "" : cfg_.checkpoint_dir + "/best";
+  bool found = false;
+  int64_t has_best =
+      keep_best && !best.empty() && std::filesystem::exists(best + "/meta.h5") ? 1 : 0;
+  comm_->Allreduce(&has_best, 1, ReduceOp::kMin,
+                   Traffic::kControl);  // every rank sees it, or none uses it
+  if (has_best) {
+    std::string damage;
+    try {
+      const CheckpointMeta bm = ReadMeta(best);
+      const bool same = best_iter_ >= 0 && bm.iter == best_iter_;
+      const bool later = bm.iter > iter_ && bm.best_iter == bm.iter && bm.best_p_at_1 > best_p1_;
+      if (same || later) {
+        const std::vector<LayerState> st =
+            ReadLayers(best, bm, spec_.layers, /*weights_only=*/true);
+        best_w_.resize(st.size());
+        best_b_.resize(st.size());
+        for (size_t l = 0; l < st.size(); ++l) {  // rows per neuron, as GetLayer gives them
+          best_w_[l] = st[l].w;
+          best_b_[l] = st[l].b;
+        }
+        best_iter_ = bm.iter;
+        best_p1_ = bm.best_p_at_1;
+        best_loss_ = bm.best_loss;
+        found = true;
+      }
+    } catch (const DamagedCheckpoint& e) {
+      damage = e.what();
+    }
+    int64_t all_found = found ? 1 : 0;  // every rank restores the best model, or none does
+    comm_->Allreduce(&all_found, 1, ReduceOp::kMin, Traffic::kControl);
+    if (!damage.empty()) {
+      std::fprintf(stderr, "[rank %d] warning: the best model in %s is damaged: %s\n",
+                   comm_->rank(), best.c_str(), damage.c_str());
+      std::fflush(stderr);
+    }
+    found = all_found == 1;
+  }
+  if (comm_->rank() == 0 && keep_best && (found || best_iter_ >= 0)) {
+    std::printf(found ? "the best model so far is that of iteration %lld (valid P@1 %.4f), in %s\n"
+                      : "the best model so far (iteration %lld, valid P@1 %.4f) is not in %s: "
+                        "selection starts afresh\n",
+                (long long)best_iter_, best_p1_,
+                best.empty() ? "(no --checkpoint-dir)" : best.c_str());
+    std::fflush(stdout);
+  }
+  if (!found) {
+    best_iter_ = -1;
+    best_p1_ = -1;
+    best_loss_ = std::numeric_limits<double>::quiet_NaN();
+  }
+  return m;
+}
+
+void Trainer::CheckStorage(int64_t total) {
+  if (cfg_.checkpoint_dir.empty() && cfg_.save_dir.empty()) return;
+  int64_t bytes = CheckpointBytes();
+  if (!cfg_.checkpoint_dir.empty()) {
+    // Every shard of a checkpoint, when the folder is shared (one shard: data parallelism).
+    int64_t all = bytes;
+    model_comm_->Allreduce(&all, 1, ReduceOp::kSum, Traffic::kControl);
+    CheckWritableDir(cfg_.checkpoint_dir, all, "--checkpoint-dir");
+  }
+  if (!cfg_.save_dir.empty()) {
+    // --save replaces its folder: never one that is not a checkpoint, nor the checkpoints.
+    namespace fs = std::filesystem;
+    while (cfg_.save_dir.size() > 1 && cfg_.save_dir.back() == '/') cfg_.save_dir.pop_back();
+    std::error_code ec;
+    const fs::path save = fs::weakly_canonical(cfg_.save_dir, ec);
+    DSLIDE_CHECK(!fs::exists(save) || fs::exists(save / "meta.h5") ||
+                     (fs::is_directory(save) && fs::is_empty(save)),
+                 "option --save: ", cfg_.save_dir,
+                 " exists and is not a checkpoint folder (it would be replaced)");
+    if (!cfg_.checkpoint_dir.empty()) {
+      const fs::path ck = fs::weakly_canonical(cfg_.checkpoint_dir, ec);
+      const auto rel = ck.lexically_relative(save);
+      DSLIDE_CHECK(save != ck && (rel.empty() || *rel.begin() == ".."),
+                   "option --save: ", cfg_.save_dir, " is or holds --checkpoint-dir ",
+                   cfg_.checkpoint_dir, " (it would be replaced)");
+    }
+    const std::filesystem::path parent = std::filesystem::path(cfg_.save_dir).parent_path();
+    int64_t all = bytes;  // every shard (the folder is shared), the same figure on every rank
+    model_comm_->Allreduce(&all, 1, ReduceOp::kSum, Traffic::kControl);
+    CheckWritableDir(parent.empty() ? "." : parent.string(), all, "--save");
+  }
+  if (comm_->rank() == 0 && cfg_.checkpoint_every > total - iter_ && total > iter_)
+    std::printf(
+        "note: --checkpoint-every %lld is more than the %lld iterations left: only the final "
+        "checkpoint will be written\n",
+        (long long)cfg_.checkpoint_every, (long long)(total - iter_));
+}
+
+void Trainer::SnapshotWeights() {
+  const size_t n = spec_.layers.size();
+  best_w_.resize(n);
+  best_b_.resize(n);
+  for (size_t l = 0; l < n; ++l) backend_->GetLayer(static_cast<int>(l), &best_w_[l], &best_b_[l]);
+}
+
+void Trainer::RestoreWeights() {
+  for (size_t l = 0; l < best_w_.size(); ++l) {
+    backend_->SetLayer(static_cast<int>(l), best_w_[l], best_b_[l]);
+    if (!spec_.layers[l].dense())
+      backend_->RebuildTables(static_cast<int>(l), /*new_hashes=*/false);
+  }
+}
+
+}  // namespace dslide

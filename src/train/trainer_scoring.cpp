@@ -1,0 +1,128 @@
+// The trainer's exact scoring and its evaluation: every output neuron of a block of points
+// scored on each rank, the normaliser and the k best merged over the ranks (Score), and P@k
+// (and the full-softmax loss) over a dataset, exact or LSH-sampled (Evaluate).
+#include "trainer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include "batch_input.h"
+#include "topk.h"
+
+namespace dslide {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double Seconds(Clock::time_point a) {
+  return std::chrono::duration<double>(Clock::now() - a).count();
+}
+
+constexpr int64_t kEvalStreamBase = int64_t{1} << 40;
+
+}  // namespace
+
+void Trainer::Score(const Dataset& data, int64_t b0, int64_t count, int k, Scores* out,
+                    int64_t row0) {
+  const int P = model_comm_->size();
+  const int last = static_cast<int>(spec_.layers.size()) - 1;
+  std::vector<int64_t> points(count);
+  std::iota(points.begin(), points.end(), b0);
+  ForwardHidden(data, points, nullptr, kEvalStreamBase + row0 + b0, /*through_output=*/false);
+  const BatchLabels labels = Labels(data, points, spec_.labels);
+  std::vector<int32_t> ids, all_ids;
+  std::vector<float> sc, all_sc;
+  SoftmaxStats st;
+  backend_->BatchTopK(last, k, &ids, &sc, &labels, &st);
+  // The normaliser over all ranks: the largest logit, then every rank's sum rescaled to it.
+  std::vector<float> mx = st.mx;
+  model_comm_->Allreduce(mx.data(), count, ReduceOp::kMax, Traffic::kEval);
+  for (int64_t i = 0; i < count; ++i)
+    st.red[i] = st.mx[i] == -std::numeric_limits<float>::infinity()
+                    ? 0.0f
+                    : st.red[i] * std::exp(st.mx[i] - mx[i]);
+  model_comm_->Allreduce(st.red.data(), 2 * count, ReduceOp::kSum, Traffic::kEval);
+  out->log_z.resize(count);
+  out->label_logit.resize(count);
+  for (int64_t i = 0; i < count; ++i) {
+    out->log_z[i] = static_cast<double>(mx[i]) + std::log(static_cast<double>(st.red[i]));
+    out->label_logit[i] = st.red[count + i];
+  }
+  all_ids.resize(static_cast<size_t>(P) * count * k);
+  all_sc.resize(all_ids.size());
+  const std::vector<int64_t> counts(P, count * k);
+  model_comm_->Allgatherv(ids.data(), counts, all_ids.data(), Traffic::kEval);
+  model_comm_->Allgatherv(sc.data(), counts, all_sc.data(), Traffic::kEval);
+  out->ids.resize(count * k);
+  out->logits.resize(count * k);
+  MergeTopKLists(all_ids.data(), all_sc.data(), P, count, k, out->ids.data(), out->logits.data());
+  spec_.labels.ToLabels(out->ids.data(), count * k);
+}
+
+EvalResult Trainer::Evaluate(const Dataset& test, int64_t max_points, bool sampled,
+                             const std::vector<int>& ks) {
+  const auto t_start = Clock::now();
+  const PhaseTimes saved = phases_;
+  const int64_t n = max_points > 0 ? std::min(max_points, test.size()) : test.size();
+  PrecisionCounter counter(ks);
+  const int kmax = counter.max_k();
+  const int P = model_comm_->size();
+  const int last = static_cast<int>(spec_.layers.size()) - 1;
+  const int64_t eb = EvalBlock();
+  std::vector<int32_t> ids, all_ids, ranked;
+  std::vector<float> sc, all_sc;
+  std::vector<int64_t> points;
+  Scores scores;
+  TopKSelector top;
+  double loss = 0;
+  int64_t labelled = 0;
+  for (int64_t b0 = 0; b0 < n; b0 += eb) {
+    const int64_t B = std::min(eb, n - b0);
+    if (!sampled) {
+      Score(test, b0, B, kmax, &scores);
+      for (int64_t i = 0; i < B; ++i) {
+        const int64_t nl = test.NumLabels(b0 + i);
+        counter.Add(scores.ids.data() + i * kmax, kmax, test.Labels(b0 + i), nl);
+        if (nl > 0) {  // the full-softmax cross-entropy, target spread over the labels
+          loss += scores.log_z[i] - scores.label_logit[i] / static_cast<double>(nl);
+          ++labelled;
+        }
+      }
+      continue;
+    }
+    points.resize(B);
+    std::iota(points.begin(), points.end(), b0);
+    const int64_t stream = kEvalStreamBase + b0;
+    ForwardHidden(test, points, nullptr, stream, /*through_output=*/false);
+    backend_->BatchSelect(last, /*with_labels=*/false, stream);
+    backend_->BatchForward(last);
+    const BatchRows& z = backend_->HostRows(last, Rows::kOutput);
+    ids.resize(B * kmax);
+    sc.resize(B * kmax);
+    for (int64_t i = 0; i < B; ++i) {
+      top.Clear();
+      top.PushAll(z.vals.data() + z.off[i], z.ids.data() + z.off[i], z.n[i]);
+      top.Take(kmax, ids.data() + i * kmax, sc.data() + i * kmax);
+    }
+    all_ids.resize(static_cast<size_t>(P) * B * kmax);
+    all_sc.resize(all_ids.size());
+    const std::vector<int64_t> counts(P, B * kmax);
+    model_comm_->Allgatherv(ids.data(), counts, all_ids.data(), Traffic::kEval);
+    model_comm_->Allgatherv(sc.data(), counts, all_sc.data(), Traffic::kEval);
+    ranked.resize(B * kmax);
+    MergeTopKLists(all_ids.data(), all_sc.data(), P, B, kmax, ranked.data(), nullptr);
+    spec_.labels.ToLabels(ranked.data(), B * kmax);
+    for (int64_t i = 0; i < B; ++i)
+      counter.Add(ranked.data() + i * kmax, kmax, test.Labels(b0 + i), test.NumLabels(b0 + i));
+  }
+  phases_ = saved;  // evaluation time is not training time
+  EvalResult r = counter.Result();
+  if (!sampled && labelled > 0) r.loss = loss / static_cast<double>(labelled);
+  r.seconds = Seconds(t_start);
+  return r;
+}
+
+}  // namespace dslide
