@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The fault cases of the README's reliability section, through the command line:
+# The fault cases of the reliability section of docs/user-guide.md, through the command line:
 # preemption by a real signal (one rank, and mpirun forwarding SIGUSR1 to two), a second
 # signal, a full disk (injected; and a real tmpfs where it can be mounted), divergence, an
 # unwritable checkpoint folder, --save, the final checkpoint, and --metrics appending.

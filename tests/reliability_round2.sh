@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The second round of fault cases (README: Reliability), through the command line: a stop
+# The second round of fault cases (docs/user-guide.md: Reliability), through the command line: a stop
 # through launch/mpirun.sh that lands its checkpoint, checkpoints that cannot be mixed,
 # messages that say what happens (aborted jobs, divergence caused by the data, --metrics'
 # error record), --save and --keep-best on a stop and on ties, and the smaller refusals.

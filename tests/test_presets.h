@@ -15,8 +15,8 @@
 
 namespace dslide::testing {
 
-/// The LSH settings the README recommends for label spaces up to ~10^4 with hidden width
-/// 128: SimHash, K = 6, L = 100, top-k queries.
+/// LSH settings for the tests' label spaces (up to ~10^4, hidden width 128): SimHash, K = 6,
+/// L = 100, top-k queries.
 inline void UseSimHashTopK(LshConfig* lsh) {
   lsh->family = HashFamily::kSrp;
   lsh->k = 6;

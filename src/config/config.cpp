@@ -768,7 +768,7 @@ bool ParseExport(int argc, const char* const* argv, ExportConfig* c, std::string
   po::variables_map vm;
   if (!Parse(argc, argv, d,
              "Usage: dslide export --model DIR --out FILE.h5\n"
-             "Writes the newest checkpoint's model as plain HDF5 (see README: Export).",
+             "Writes the newest checkpoint's model as plain HDF5 (see docs/user-guide.md: Export).",
              &vm, help))
     return false;
   DSLIDE_CHECK(!c->model_dir.empty(), "option --model is required");

@@ -62,8 +62,8 @@ struct LshConfig {
 };
 
 /// --sparsity auto: layers narrower than this are computed densely. Measured on 2 cores
-/// with hidden width 128 (README, "Defaults and how they were chosen"): the sampled step
-/// costs as much as the dense one at about 1,000 outputs and is 1.2-1.5x faster at 1,024,
+/// with hidden width 128 (docs/user-guide.md, "Defaults and how they were chosen"): the sampled
+/// step costs as much as the dense one at about 1,000 outputs and is 1.2-1.5x faster at 1,024,
 /// 1.8-2.5x at 2,048, 2.6-2.8x at 4,096.
 constexpr int64_t kAutoDenseBelow = 1024;
 /// The floor of negatives: every sample's active set holds at least this many output

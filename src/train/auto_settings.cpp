@@ -1,4 +1,5 @@
-// The rules behind "auto"; README ("Defaults and how they were chosen") has the measurements.
+// The rules behind "auto"; docs/user-guide.md ("Defaults and how they were chosen") has the
+// measurements.
 #include "auto_settings.h"
 
 #include <algorithm>
