@@ -1,4 +1,5 @@
-// Option parsing (Boost.Program_options) and validation for every subcommand.
+// The options of `dslide train` (and of bench, which trains): the table, what is parsed
+// from text, the rules they must meet, and the settings echo; the enums' names.
 #include "config.h"
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include <sstream>
 
 #include "error.h"
+#include "option_table.h"
 
 namespace po = boost::program_options;
 
@@ -65,299 +67,14 @@ const char* ToString(LabelOrder v) {
   return v == LabelOrder::kSpread ? "spread" : v == LabelOrder::kIdentity ? "identity" : "auto";
 }
 
-namespace {
-
+using namespace options;  // NOLINT: this file is the option table's
 using detail::Concat;
-
-// Upper limits of numeric options: far above any real run, low enough that a typo (an extra
-// digit or three) is an error at the start rather than an allocation failure or a run that
-// never ends. The help text and the messages state them.
-constexpr int64_t kMaxLayerSize = (int64_t{1} << 24) - 1;  ///< --hidden sizes
-constexpr int64_t kMaxDim = (int64_t{1} << 31) - 1;        ///< features, labels (int32 ids)
-constexpr int64_t kMaxIterations = int64_t{1} << 40;       ///< any count of iterations
-constexpr int64_t kMaxPoints = int64_t{1} << 40;           ///< --eval-points, eval --points
-constexpr int64_t kMaxGenPoints = (int64_t{1} << 31) - 1;  ///< gen/bench --points
-constexpr int64_t kMaxChunk = int64_t{1} << 24;            ///< predict --chunk
-constexpr int kMaxBatch = 1 << 20;
-constexpr int kMaxBucketSize = 1 << 20;
-constexpr int kMaxThreads = 4096;
-constexpr int kMaxGpusPerNode = 1024;
-constexpr int kMaxTopK = 10000;  ///< eval --k, predict --top-k
-constexpr int kMaxKeepCheckpoints = 1000;
-constexpr double kMaxEpochs = 1e6;
-
-template <class E, size_t N>
-E ParseEnum(const std::string& option, const std::string& value,
-            const std::pair<const char*, E> (&table)[N]) {
-  std::string names;
-  for (const auto& [name, e] : table) {
-    if (value == name) return e;
-    names += names.empty() ? name : std::string("|") + name;
-  }
-  throw Error(Concat("option --", option, ": invalid value '", value, "' (expected ", names, ")"));
-}
-
-/// A comma-separated list: every item a value of type T, none of them empty ("64,",
-/// ",64" and "64,,32" are errors naming the option and the value).
-template <class T>
-std::vector<T> ParseList(const std::string& option, const std::string& value) {
-  DSLIDE_CHECK(!value.empty(), "option --", option, ": empty list");
-  std::vector<T> out;
-  size_t start = 0;
-  while (true) {
-    const size_t comma = value.find(',', start);
-    const std::string item =
-        value.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    DSLIDE_CHECK(!item.empty(), "option --", option, ": empty item in '", value,
-                 "' (expected values separated by single commas)");
-    std::istringstream is(item);
-    T v;
-    is >> v;
-    DSLIDE_CHECK(!is.fail() && is.eof(), "option --", option, ": invalid list element '", item,
-                 "' in '", value, "'");
-    out.push_back(v);
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
-  return out;
-}
-
-/// Integer options: v in [lo, hi], else an error naming the option and the range.
-template <class T>
-void CheckRange(const char* option, T v, T lo, T hi) {
-  DSLIDE_CHECK(v >= lo && v <= hi, "option --", option, ": must be in [", lo, ", ", hi, "], got ",
-               v);
-}
-
-/// A strict unsigned 64-bit integer: digits only, so that "-1" is an error rather than
-/// 2^64-1 (what Boost's lexical_cast and istream make of it).
-uint64_t ParseUnsigned(const std::string& option, const std::string& value) {
-  uint64_t v = 0;
-  bool ok = !value.empty();
-  for (char ch : value) {
-    const unsigned d = static_cast<unsigned>(ch - '0');
-    if (d > 9 || v > (UINT64_MAX - d) / 10) {
-      ok = false;
-      break;
-    }
-    v = v * 10 + d;
-  }
-  DSLIDE_CHECK(ok, "option --", option, ": must be an integer in [0, ", UINT64_MAX, "], got '",
-               value, "'");
-  return v;
-}
-
-/// Boost's "unrecognised option '--epoch'", with the options it abbreviates (abbreviations
-/// are not accepted: a later option sharing the prefix would change their meaning).
-std::string UnknownOptionMessage(const po::unknown_option& e, const po::options_description& all) {
-  std::string msg = e.what();
-  std::string name = e.get_option_name();
-  while (!name.empty() && name[0] == '-') name.erase(0, 1);
-  if (name.empty()) return msg;
-  std::string matches;
-  for (const auto& opt : all.options()) {
-    const std::string& full = opt->long_name();
-    if (full.size() > name.size() && full.compare(0, name.size(), name) == 0)
-      matches += (matches.empty() ? "--" : " or --") + full;
-  }
-  if (!matches.empty())
-    msg += " (options must be spelled out in full: did you mean " + matches + "?)";
-  return msg;
-}
-
-/// The shortest text that reads back as v (0.05, not 0.050000000000000003).
-std::string Text(double v) {
-  char buf[32];
-  if (v == std::floor(v) && std::fabs(v) < 1e15) {  // 10, not 1e+01
-    std::snprintf(buf, sizeof buf, "%.0f", v);
-    return buf;
-  }
-  for (int digits = 1; digits <= 17; ++digits) {
-    std::snprintf(buf, sizeof buf, "%.*g", digits, v);
-    if (std::strtod(buf, nullptr) == v) break;
-  }
-  return buf;
-}
-std::string Text(bool v) { return v ? "true" : "false"; }
-std::string Text(const std::string& v) { return v; }
-template <class T>
-std::string Text(T v) {
-  return std::to_string(v);
-}
-
-/// An option bound to a field whose initialiser is its default: the one place a default is
-/// written. --help shows it as Text gives it.
-template <class T>
-po::typed_value<T>* Value(T* field) {
-  return po::value(field)->default_value(*field, Text(*field));
-}
-
-/// "a,b,c" of a list default.
-template <class T>
-std::string Join(const std::vector<T>& v) {
-  std::string out;
-  for (const T& x : v) out += (out.empty() ? "" : ",") + Text(x);
-  return out;
-}
-/// "auto" for 0, else the number.
-std::string AutoOr(int v) { return v == 0 ? "auto" : std::to_string(v); }
-
-/// The lines of an INI file that apply to `command`: those before any [section] header and
-/// those under [command]; lines under another command's header are left out (one file can
-/// hold the settings of train, eval and predict). A header that names no command is an
-/// error naming the file and line.
-std::string IniForCommand(std::istream& in, const std::string& path, const std::string& command) {
-  static const char* const kCommands[] = {"gen",   "train",  "eval",   "predict",
-                                          "bench", "export", "convert"};
-  std::string out, line;
-  bool keep = true;
-  for (int64_t ln = 1; std::getline(in, line); ++ln) {
-    const size_t a = line.find_first_not_of(" \t\r");
-    if (a != std::string::npos && line[a] == '[') {
-      const size_t b = line.find(']', a);
-      const size_t rest = b == std::string::npos ? b : line.find_first_not_of(" \t\r", b + 1);
-      const std::string name = b == std::string::npos ? "" : line.substr(a + 1, b - a - 1);
-      const bool known = std::any_of(std::begin(kCommands), std::end(kCommands),
-                                     [&](const char* c) { return name == c; });
-      DSLIDE_CHECK(known && (rest == std::string::npos || line[rest] == '#' || line[rest] == ';'),
-                   "config file '", path, "' line ", ln, ": section '", line.substr(a),
-                   "' is not one of [gen], [train], [eval], [predict], [bench], [export], "
-                   "[convert] (keys before any section apply to every command)");
-      keep = name == command;
-      out += '\n';  // line numbers stay those of the file
-      continue;
-    }
-    out += keep ? line + '\n' : std::string("\n");
-  }
-  return out;
-}
-
-/// Parses the command line, then the INI file named by --config (the command line wins).
-/// Returns false when --help was asked for.
-bool Parse(int argc, const char* const* argv, const po::options_description& desc,
-           const std::string& usage, po::variables_map* vm, std::string* help) {
-  po::options_description all(usage);
-  all.add_options()("help,h", "show this help")("config", po::value<std::string>(),
-                                                "read options from an INI file (key = value)");
-  all.add(desc);
-  try {
-    // No abbreviations ("--epoch" is not "--epochs"), and every token an option or its value.
-    const po::parsed_options parsed =
-        po::command_line_parser(argc, argv)
-            .options(all)
-            .style(po::command_line_style::default_style & ~po::command_line_style::allow_guessing)
-            .run();
-    for (const po::option& o : parsed.options) {
-      if (o.position_key < 0 && !o.string_key.empty()) continue;
-      const std::string arg = !o.original_tokens.empty() ? o.original_tokens.front()
-                              : !o.value.empty()         ? o.value.front()
-                                                         : std::string();
-      throw Error(Concat("unexpected argument '", arg,
-                         "' (neither an option nor an option's value; options take at most one "
-                         "value, lists are comma separated)"));
-    }
-    po::store(parsed, *vm);
-    if (vm->count("help")) {
-      std::ostringstream os;
-      os << all;
-      *help = os.str();
-      return false;
-    }
-    if (vm->count("config")) {
-      const std::string path = (*vm)["config"].as<std::string>();
-      std::error_code ec;
-      DSLIDE_CHECK(!std::filesystem::is_directory(path, ec), "option --config: '", path,
-                   "' is a folder; give an INI file (key = value lines)");
-      std::ifstream in(path);
-      DSLIDE_CHECK(in.good(), "option --config: cannot open '", path, "'");
-      std::istringstream body(IniForCommand(in, path, argc > 0 ? argv[0] : ""));
-      try {
-        po::store(po::parse_config_file(body, desc, /*allow_unregistered=*/false), *vm);
-      } catch (const po::error& e) {
-        throw Error(Concat("config file '", path, "': ", e.what()));
-      }
-    }
-    po::notify(*vm);
-  } catch (const po::unknown_option& e) {
-    throw Error(UnknownOptionMessage(e, all));
-  } catch (const po::error& e) {
-    throw Error(e.what());
-  }
-  return true;
-}
-
-/// A string as a JSON string literal.
-std::string JsonString(const std::string& v) {
-  std::string out = "\"";
-  for (char ch : v) {
-    if (ch == '"' || ch == '\\') out += '\\';
-    if (static_cast<unsigned char>(ch) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", ch);
-      out += buf;
-    } else {
-      out += ch;
-    }
-  }
-  return out + "\"";
-}
-[[maybe_unused]] std::string Json(const std::string& v) { return JsonString(v); }
-std::string Json(bool v) { return v ? "true" : "false"; }
-template <class T>
-std::string Json(T v) {
-  return Text(v);
-}
-
-/// The options of a command as a table: each row adds its option to the parser (default
-/// and help) and keeps how to echo the option's value as JSON.
-class OptionTable {
- public:
-  explicit OptionTable(po::options_description* d) : d_(d) {}
-
-  /// An option bound to a field; the field's initialiser is its default.
-  template <class T>
-  void Field(const char* name, T* field, const char* help) {
-    d_->add_options()(name, Value(field), help);
-    echo_.emplace_back(name, [field] { return Json(*field); });
-  }
-  /// A file or folder name, or a string without default.
-  void Path(const char* name, std::string* field, const char* help) {
-    d_->add_options()(name, po::value(field), help);
-    echo_.emplace_back(name, [field] { return JsonString(*field); });
-  }
-  /// A switch (absent: false).
-  void Switch(const char* name, bool* field, const char* help) {
-    d_->add_options()(name, po::bool_switch(field), help);
-    echo_.emplace_back(name, [field] { return Json(*field); });
-  }
-  /// An option given as text (a list, an enum, auto or a number) that the command parses
-  /// into fields; `shown` gives the text of the fields' value (before parsing: the default).
-  /// With `implicit`, the value taken when the option is given without one.
-  void Text(const char* name, const std::function<std::string()>& shown, const char* help,
-            const char* implicit = nullptr) {
-    auto* v = po::value<std::string>()->default_value(shown());
-    if (implicit != nullptr) v->implicit_value(implicit);
-    d_->add_options()(name, v, help);
-    echo_.emplace_back(name, [shown] { return JsonString(shown()); });
-  }
-  /// {"name":value,...} of every row, as the bound fields hold them now.
-  std::string Echo() const {
-    std::string out = "{";
-    for (const auto& [name, value] : echo_)
-      out += (out.size() > 1 ? "," : "") + JsonString(name) + ":" + value();
-    return out + "}";
-  }
-
- private:
-  po::options_description* d_;
-  std::vector<std::pair<std::string, std::function<std::string()>>> echo_;
-};
 
 /// The options of `dslide train`, one row each: the parser, the INI reader and --help take
 /// them from here, and so does SettingsJson (the run's settings in the metrics' start
 /// event). A default is the bound field's initialiser (config.h); options given as text
 /// (lists, enums, auto) are parsed by FinishTrain and shown from the fields they fill.
-void AddTrainOptions(OptionTable& t, TrainConfig* c) {
+void options::AddTrainOptions(OptionTable& t, TrainConfig* c) {
   t.Path("train", &c->train_file, "training file (XC format, plain or gzip, or .dsb)");
   t.Path("test", &c->test_file,
          "test file, scored once at the end (on the --keep-best model when validating)");
@@ -468,26 +185,6 @@ void AddTrainOptions(OptionTable& t, TrainConfig* c) {
           "stop when a step's loss exceeds this factor times its running level (0: never)");
 }
 
-/// "auto" -> 0, else a positive integer.
-int ParseAutoInt(const std::string& option, const std::string& value) {
-  if (value == "auto") return 0;
-  std::istringstream is(value);
-  int v = 0;
-  is >> v;
-  DSLIDE_CHECK(!is.fail() && is.eof() && v >= 1, "option --", option, ": invalid value '", value,
-               "' (expected auto or a positive integer)");
-  return v;
-}
-
-bool ParseBool(const std::string& option, const std::string& value) {
-  if (value == "true" || value == "1" || value == "yes" || value == "on") return true;
-  if (value == "false" || value == "0" || value == "no" || value == "off") return false;
-  throw Error(
-      Concat("option --", option, ": invalid value '", value, "' (expected true or false)"));
-}
-
-}  // namespace
-
 LabelOrder ParseLabelOrder(const std::string& name) {
   return ParseEnum<LabelOrder>("label-order", name,
                                {{"auto", LabelOrder::kAuto},
@@ -514,9 +211,7 @@ HashFamily ParseHashFamily(const std::string& name, bool allow_auto) {
       {{"dwta", HashFamily::kDwta}, {"srp", HashFamily::kSrp}, {"wta", HashFamily::kWta}});
 }
 
-namespace {
-
-void FinishTrain(const po::variables_map& vm, TrainConfig* c) {
+void options::FinishTrain(const po::variables_map& vm, TrainConfig* c) {
   c->seed = ParseUnsigned("seed", vm["seed"].as<std::string>());
   c->hidden = ParseList<int64_t>("hidden", vm["hidden"].as<std::string>());
   const std::string sparsity = vm["sparsity"].as<std::string>();
@@ -559,8 +254,6 @@ void FinishTrain(const po::variables_map& vm, TrainConfig* c) {
                                      {"dense-model-parallel", Strategy::kDenseModelParallel},
                                      {"data-parallel", Strategy::kDataParallel}});
 }
-
-}  // namespace
 
 std::vector<double> TrainConfig::LayerSparsity(size_t num_layers) const {
   DSLIDE_ASSERT(!sparsity.empty(), "--sparsity auto must be resolved first (ResolveAuto)");
@@ -640,52 +333,6 @@ void TrainConfig::Validate() const {
       "option --divergence-factor: must be 0 (off) or above 1, got ", divergence_factor);
 }
 
-void GenConfig::ResolveShape() {
-  struct Shape {
-    const char* name;
-    int64_t features, labels, points;
-    int nnz, lpp;
-  };
-  static const Shape kShapes[] = {
-      {"amazon-670k", 135909, 670091, 100000, 75, 5},
-      {"delicious-200k", 782585, 205443, 50000, 300, 75},
-      {"wikilshtc-325k", 1617899, 325056, 50000, 42, 3},
-  };
-  if (!shape.empty()) {
-    const Shape* found = nullptr;
-    for (const auto& s : kShapes)
-      if (shape == s.name) found = &s;
-    DSLIDE_CHECK(found, "option --shape: unknown shape '", shape,
-                 "' (expected amazon-670k|delicious-200k|wikilshtc-325k)");
-    if (features == 0) features = found->features;
-    if (labels == 0) labels = found->labels;
-    if (points == 0) points = found->points;
-    if (nnz == 0) nnz = found->nnz;
-    if (labels_per_point == 0) labels_per_point = found->lpp;
-  }
-  if (features == 0) features = 5000;
-  if (labels == 0) labels = 1000;
-  if (points == 0) points = 20000;
-  if (nnz == 0) nnz = 30;
-  if (labels_per_point == 0) labels_per_point = 3;
-  if (test_points == 0) test_points = std::max<int64_t>(1, points / 5);
-}
-
-void GenConfig::Validate() const {
-  DSLIDE_CHECK(!out.empty(), "option --out is required");
-  CheckRange<int64_t>("points", points, 1, kMaxGenPoints);
-  CheckRange<int64_t>("test-points", test_points, 1, kMaxGenPoints);
-  CheckRange<int64_t>("features", features, 2, kMaxDim);
-  CheckRange<int64_t>("labels", labels, 2, kMaxDim);
-  DSLIDE_CHECK(nnz >= 1 && nnz <= features, "option --nnz: must be in [1, features = ", features,
-               "], got ", nnz);
-  DSLIDE_CHECK(labels_per_point >= 1 && labels_per_point <= labels,
-               "option --labels-per-point: must be in [1, labels = ", labels, "], got ",
-               labels_per_point);
-  DSLIDE_CHECK(noise >= 0 && noise < 1, "option --noise: must be in [0, 1), got ", noise);
-  DSLIDE_CHECK(zipf >= 0 && zipf <= 3, "option --zipf: must be in [0, 3], got ", zipf);
-}
-
 std::string SettingsJson(const TrainConfig& cfg) {
   TrainConfig shown = cfg;
   po::options_description d;
@@ -703,158 +350,6 @@ bool ParseTrain(int argc, const char* const* argv, TrainConfig* cfg, std::string
     return false;
   FinishTrain(vm, cfg);
   cfg->Validate();
-  return true;
-}
-
-bool ParseGen(int argc, const char* const* argv, GenConfig* c, std::string* help) {
-  po::options_description d("gen options");
-  OptionTable t(&d);
-  t.Path("shape", &c->shape, "amazon-670k|delicious-200k|wikilshtc-325k (sets sizes)");
-  t.Field("points", &c->points, "training points (0: shape default)");
-  t.Field("test-points", &c->test_points, "test points (0: points/5)");
-  t.Field("features", &c->features, "input dimension");
-  t.Field("labels", &c->labels, "number of labels");
-  t.Field("nnz", &c->nnz, "average non-zero features per point");
-  t.Field("labels-per-point", &c->labels_per_point,
-          "maximum labels per point (each point has 1..M)");
-  t.Field("noise", &c->noise, "fraction of random noise features");
-  t.Field("zipf", &c->zipf, "Zipf exponent of label popularity");
-  t.Switch("popular-first", &c->popular_first,
-           "number labels by descending popularity (label 0 the most frequent), as word tasks "
-           "number words (default: popular labels spread over the id range)");
-  t.Text(
-      "seed", [c] { return Text(c->seed); }, "random seed, in [0, 2^64)");
-  t.Path("out", &c->out, "output prefix: writes PREFIX.train.txt and PREFIX.test.txt");
-  po::variables_map vm;
-  if (!Parse(argc, argv, d, "Usage: dslide gen [--shape NAME] [options] --out PREFIX", &vm, help))
-    return false;
-  c->seed = ParseUnsigned("seed", vm["seed"].as<std::string>());
-  c->ResolveShape();
-  c->Validate();
-  return true;
-}
-
-bool ParseEval(int argc, const char* const* argv, EvalConfig* c, std::string* help) {
-  po::options_description d("eval options");
-  OptionTable t(&d);
-  t.Path("model", &c->model_dir, "model (checkpoint) directory");
-  t.Path("test", &c->test_file, "test file");
-  t.Text(
-      "k", [c] { return Join(c->k); }, "precision cut-offs, comma separated, each in [1, 10000]");
-  t.Field("points", &c->points, "evaluate the first N test points (0: all)");
-  t.Field("threads", &c->threads, "OpenMP threads per rank (0: default)");
-  po::variables_map vm;
-  if (!Parse(argc, argv, d,
-             "Usage: dslide eval --model DIR --test FILE [options]\n"
-             "Exact P@k of the newest checkpoint in DIR (written by any number of ranks) on FILE.",
-             &vm, help))
-    return false;
-  c->k = ParseList<int>("k", vm["k"].as<std::string>());
-  for (int k : c->k)
-    DSLIDE_CHECK(k >= 1 && k <= kMaxTopK, "option --k: each cut-off must be in [1, ", kMaxTopK,
-                 "], got ", k);
-  DSLIDE_CHECK(!c->model_dir.empty(), "option --model is required");
-  DSLIDE_CHECK(!c->test_file.empty(), "option --test is required");
-  CheckRange<int64_t>("points", c->points, 0, kMaxPoints);
-  CheckRange("threads", c->threads, 0, kMaxThreads);
-  return true;
-}
-
-bool ParseExport(int argc, const char* const* argv, ExportConfig* c, std::string* help) {
-  po::options_description d("export options");
-  OptionTable t(&d);
-  t.Path("model", &c->model_dir, "checkpoint directory (its newest checkpoint)");
-  t.Path("out", &c->out, "HDF5 file to write");
-  po::variables_map vm;
-  if (!Parse(argc, argv, d,
-             "Usage: dslide export --model DIR --out FILE.h5\n"
-             "Writes the newest checkpoint's model as plain HDF5 (see docs/user-guide.md: Export).",
-             &vm, help))
-    return false;
-  DSLIDE_CHECK(!c->model_dir.empty(), "option --model is required");
-  DSLIDE_CHECK(!c->out.empty(), "option --out is required");
-  return true;
-}
-
-bool ParseConvert(int argc, const char* const* argv, ConvertConfig* c, std::string* help) {
-  po::options_description d("convert options");
-  OptionTable t(&d);
-  t.Path("in", &c->in, "XC text file (plain or gzip)");
-  t.Path("out", &c->out, "binary dataset to write (train/eval read it like text)");
-  po::variables_map vm;
-  if (!Parse(argc, argv, d,
-             "Usage: dslide convert --in FILE.txt --out FILE.dsb\n"
-             "Converts XC text to dslide's binary dataset and prints both load times.",
-             &vm, help))
-    return false;
-  DSLIDE_CHECK(!c->in.empty(), "option --in is required");
-  DSLIDE_CHECK(!c->out.empty(), "option --out is required");
-  return true;
-}
-
-bool ParsePredict(int argc, const char* const* argv, PredictConfig* c, std::string* help) {
-  po::options_description d("predict options");
-  OptionTable t(&d);
-  t.Path("model", &c->model_dir, "checkpoint directory (its newest checkpoint) or folder");
-  t.Path("input", &c->input,
-         "points to score (XC text, plain or gzip, or .dsb; labels are ignored)");
-  t.Field("top-k", &c->top_k, "labels per row, best first, in [1, 10000]");
-  t.Path("out", &c->out, "file to write");
-  t.Field("format", &c->format,
-          "tsv: ROW<TAB>LABEL:SCORE ... | jsonl: {\"row\":..,\"labels\":[..],\"scores\":[..]}");
-  t.Field("chunk", &c->chunk, "input points read and scored at a time, in [1, 2^24]");
-  t.Field("threads", &c->threads, "OpenMP threads per rank (0: default)");
-  po::variables_map vm;
-  if (!Parse(
-          argc, argv, d,
-          "Usage: dslide predict --model DIR --input FILE --top-k K --out FILE [--format "
-          "tsv|jsonl]\n"
-          "Writes the K most probable labels (softmax probabilities, exact over every output) of\n"
-          "each input row; under mpirun every rank scores its block of the outputs.",
-          &vm, help))
-    return false;
-  DSLIDE_CHECK(!c->model_dir.empty(), "option --model is required");
-  DSLIDE_CHECK(!c->input.empty(), "option --input is required");
-  DSLIDE_CHECK(!c->out.empty(), "option --out is required");
-  CheckRange("top-k", c->top_k, 1, kMaxTopK);
-  DSLIDE_CHECK(c->format == "tsv" || c->format == "jsonl", "option --format: invalid value '",
-               c->format, "' (expected tsv|jsonl)");
-  CheckRange<int64_t>("chunk", c->chunk, 1, kMaxChunk);
-  CheckRange("threads", c->threads, 0, kMaxThreads);
-  return true;
-}
-
-bool ParseBench(int argc, const char* const* argv, BenchConfig* c, std::string* help) {
-  po::options_description d("bench options");
-  OptionTable t(&d);
-  t.Field("shape", &c->shape, "data shape to generate");
-  t.Field("points", &c->points, "training points to generate (0: shape default)");
-  t.Field("features", &c->features, "input dimension (0: the shape's)");
-  t.Field("labels", &c->labels, "output labels (0: the shape's)");
-  t.Field("nnz", &c->nnz, "non-zero features per point (0: the shape's)");
-  AddTrainOptions(t, &c->train);  // with bench's own defaults (BenchConfig)
-  po::variables_map vm;
-  if (!Parse(argc, argv, d,
-             "Usage: dslide bench --shape NAME [options]\n"
-             "Trains on generated data of that shape (or on --train/--test files) and prints "
-             "one JSON object.",
-             &vm, help))
-    return false;
-  FinishTrain(vm, &c->train);
-  CheckRange<int64_t>("points", c->points, 0, kMaxGenPoints);
-  DSLIDE_CHECK(c->features == 0 || (c->features >= 2 && c->features <= kMaxDim),
-               "option --features: must be 0 (the shape's) or in [2, ", kMaxDim, "], got ",
-               c->features);
-  DSLIDE_CHECK(c->labels == 0 || (c->labels >= 2 && c->labels <= kMaxDim),
-               "option --labels: must be 0 (the shape's) or in [2, ", kMaxDim, "], got ",
-               c->labels);
-  CheckRange("nnz", c->nnz, 0, static_cast<int>(kMaxDim));
-  if (c->train.train_file.empty()) {
-    c->train.train_file = "(generated)";
-  } else {
-    DSLIDE_CHECK(!c->train.test_file.empty(), "option --test is required with --train");
-  }
-  c->train.Validate();
   return true;
 }
 
