@@ -8,25 +8,10 @@ set -uo pipefail
 dslide=$1 mpiexec=$2 work=$3
 shift 3
 mpiflags=("$@")
+here=$(cd "$(dirname "$0")" && pwd)
 rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
-fail() { echo "FAIL: $*"; for f in out*.txt; do [[ -f $f ]] && { echo "--- $f"; tail -20 "$f"; }; done; exit 1; }
-pass() { echo "ok: $*"; }
-expect_rc() { [[ $1 == "$2" ]] || fail "$3: exit code $1, expected $2"; }
-expect_in() { grep -q -- "$2" "$1" || fail "$3: '$2' not in $1"; }
-
-"$dslide" gen --points 3000 --test-points 500 --features 2000 --labels 3000 --nnz 20 --out syn >/dev/null ||
-  fail "gen"
-train=(train --train syn.train.txt --test syn.test.txt --threads 1)
-
-# Waits until FILE has a progress line of iteration >= N (at most 60 s).
-wait_iter() {
-  for _ in $(seq 600); do
-    grep -qE "^iter ([0-9]+)/" "$1" 2>/dev/null &&
-      (( $(grep -oE "^iter [0-9]+" "$1" | tail -1 | cut -d' ' -f2) >= $2 )) && return 0
-    sleep 0.1
-  done
-  fail "no progress to iteration $2 in $1"
-}
+# shellcheck source=cli_lib.sh
+source "$here/cli_lib.sh"  # fail, expect_*, wait_iter; syn.* and ${train[@]}
 
 # 1. SIGTERM mid-run: the step finishes, a checkpoint is written, exit 75 with the resume hint;
 #    the resumed run ends where an uninterrupted one does.

@@ -8,32 +8,16 @@ set -uo pipefail
 dslide=$1 mpiexec=$2 launcher=$3 work=$4
 shift 4
 mpiflags=("$@")
+here=$(cd "$(dirname "$0")" && pwd)
 rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
-fail() { echo "FAIL: $*"; for f in out*.txt; do [[ -f $f ]] && { echo "--- $f"; tail -20 "$f"; }; done; exit 1; }
-pass() { echo "ok: $*"; }
-expect_rc() { [[ $1 == "$2" ]] || fail "$3: exit code $1, expected $2"; }
-expect_in() { grep -q -- "$2" "$1" || fail "$3: '$2' not in $1"; }
-expect_not_in() { ! grep -q -- "$2" "$1" || fail "$3: '$2' in $1"; }
+# shellcheck source=cli_lib.sh
+source "$here/cli_lib.sh"  # fail, expect_*, wait_iter; syn.* and ${train[@]}
 mpi2() { "$mpiexec" -n 2 "${mpiflags[@]}" -x OMP_NUM_THREADS=1 "$@"; }
 
-"$dslide" gen --points 3000 --test-points 500 --features 2000 --labels 3000 --nnz 20 --out syn >/dev/null ||
-  fail "gen"
-train=(train --train syn.train.txt --test syn.test.txt --threads 1)
-
-# Waits until FILE has a progress line of iteration >= N (at most 120 s).
-wait_iter() {
-  for _ in $(seq 1200); do
-    grep -qE "^iter ([0-9]+)/" "$1" 2>/dev/null &&
-      (( $(grep -oE "^iter [0-9]+" "$1" | tail -1 | cut -d' ' -f2) >= $2 )) && return 0
-    sleep 0.1
-  done
-  fail "no progress to iteration $2 in $1"
-}
-
 # 1. SIGTERM to launch/mpirun.sh while 2 ranks write checkpoints of a 36M-parameter model
-#    (430 MB with Adam's moments: seconds to write, beyond mpirun's 1 s between its SIGTERM
-#    and SIGKILL): the launcher passes the stop on as SIGUSR1, the checkpoint is complete,
-#    the job exits 75, and it resumes.
+#    (435 MB with Adam's moments; mpirun itself would kill the ranks 1 s after its own
+#    SIGTERM, and exit 1): the launcher passes the stop on as SIGUSR1, the checkpoint is
+#    complete, the job exits 75, and it resumes.
 "$dslide" gen --points 2000 --test-points 100 --features 20000 --labels 50000 --nnz 20 --out big >/dev/null ||
   fail "gen big"
 big=(train --train big.train.txt --test big.test.txt --hidden 512 --threads 1 --eval-points 100)
