@@ -248,13 +248,11 @@ CheckpointMeta Trainer::ResumeRun(int64_t points, bool keep_best, std::string* f
 
 void Trainer::CheckStorage(int64_t total) {
   if (cfg_.checkpoint_dir.empty() && cfg_.save_dir.empty()) return;
-  int64_t bytes = CheckpointBytes();
-  if (!cfg_.checkpoint_dir.empty()) {
-    // Every shard of a checkpoint, when the folder is shared (one shard: data parallelism).
-    int64_t all = bytes;
-    model_comm_->Allreduce(&all, 1, ReduceOp::kSum, Traffic::kControl);
-    CheckWritableDir(cfg_.checkpoint_dir, all, "--checkpoint-dir");
-  }
+  // Every shard of a checkpoint, as the folder is shared (one shard: data parallelism): the
+  // same figure on every rank.
+  int64_t all = CheckpointBytes();
+  model_comm_->Allreduce(&all, 1, ReduceOp::kSum, Traffic::kControl);
+  if (!cfg_.checkpoint_dir.empty()) CheckWritableDir(cfg_.checkpoint_dir, all, "--checkpoint-dir");
   if (!cfg_.save_dir.empty()) {
     // --save replaces its folder: never one that is not a checkpoint, nor the checkpoints.
     namespace fs = std::filesystem;
@@ -273,8 +271,6 @@ void Trainer::CheckStorage(int64_t total) {
                    cfg_.checkpoint_dir, " (it would be replaced)");
     }
     const std::filesystem::path parent = std::filesystem::path(cfg_.save_dir).parent_path();
-    int64_t all = bytes;  // every shard (the folder is shared), the same figure on every rank
-    model_comm_->Allreduce(&all, 1, ReduceOp::kSum, Traffic::kControl);
     CheckWritableDir(parent.empty() ? "." : parent.string(), all, "--save");
   }
   if (comm_->rank() == 0 && cfg_.checkpoint_every > total - iter_ && total > iter_)

@@ -101,15 +101,13 @@ EvalResult Trainer::Run(const Dataset& train, const Dataset* valid, const Datase
     Rng rng(StreamSeed(cfg_.seed, kEpochStream, e));
     for (int64_t i = N - 1; i > 0; --i) std::swap(order[i], order[rng.Below(i + 1)]);
   };
-  std::string resumed_from;
   if (!cfg_.resume_dir.empty()) {
+    std::string resumed_from;
     const CheckpointMeta m = ResumeRun(N, keep_best, &resumed_from);
     epoch = m.epoch;
     pos = m.pos;
     if (epoch >= 0) shuffle(epoch);
     saved_iter = iter_;
-  }
-  if (!resumed_from.empty()) {
     DSLIDE_CHECK(iter_ <= total, resumed_from, " is at iteration ", iter_, ", beyond the ", total,
                  " iterations asked for (",
                  cfg_.iterations > 0 ? "--iterations" : "--epochs times the iterations per epoch",
@@ -174,6 +172,13 @@ EvalResult Trainer::Run(const Dataset& train, const Dataset* valid, const Datase
     double seconds = Seconds(t0);
     comm_->Allreduce(&seconds, 1, ReduceOp::kMax, Traffic::kControl);
     report.Checkpoint(iter_, seconds);
+  };
+  // --keep-best: the best validated weights replace the last ones (once the last state is
+  // checkpointed); returns the iteration of the weights held.
+  auto keep_selected = [&]() {
+    if (!keep_best || best_iter_ < 0 || best_iter_ == iter_) return iter_;
+    RestoreWeights();
+    return best_iter_;
   };
   // --save: the model of iteration model_iter (the weights held now) to its folder.
   auto save_model = [&](int64_t model_iter) {
@@ -242,11 +247,7 @@ EvalResult Trainer::Run(const Dataset& train, const Dataset* valid, const Datase
       }
       std::string saved;
       if (!cfg_.save_dir.empty()) {
-        int64_t model_iter = iter_;
-        if (keep_best && best_iter_ >= 0 && best_iter_ != iter_) {  // the checkpoint is written
-          RestoreWeights();
-          model_iter = best_iter_;
-        }
+        const int64_t model_iter = keep_selected();  // the checkpoint is written
         save_model(model_iter);
         saved =
             detail::Concat("; the model of iteration ", model_iter, " saved to ", cfg_.save_dir);
@@ -267,11 +268,7 @@ EvalResult Trainer::Run(const Dataset& train, const Dataset* valid, const Datase
   // The last state, for resuming or scoring later (also when no periodic checkpoint fell on
   // the last iteration).
   if (!cfg_.checkpoint_dir.empty() && saved_iter != iter_) save();
-  int64_t model_iter = iter_;
-  if (keep_best && best_iter_ >= 0 && best_iter_ != iter_) {
-    RestoreWeights();
-    model_iter = best_iter_;
-  }
+  const int64_t model_iter = keep_selected();
   if (keep_best && root && best_iter_ >= 0) {
     std::printf("kept the model of iteration %lld (best valid P@1 %.4f)%s%s\n",
                 (long long)best_iter_, best_p1_, cfg_.checkpoint_dir.empty() ? "" : ", saved in ",

@@ -254,8 +254,6 @@ TEST(Checkpoint, ShardsOfAnotherCheckpointAreRefused) {
   const CheckpointMeta m1 = ReadMeta(one), m2 = ReadMeta(two);
   EXPECT_NE(m2.run_id, 0u);
   EXPECT_EQ(m1.run_id, m2.run_id) << "one run";
-  auto b = s.Make(&comm);
-  EXPECT_NE(ReadMeta(one).run_id, 0u);
   auto expect_refused = [&](const std::string& needle) {
     auto c = s.Make(&comm);
     try {
@@ -265,19 +263,22 @@ TEST(Checkpoint, ShardsOfAnotherCheckpointAreRefused) {
       EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
     }
   };
-  namespace fs = std::filesystem;
-  const auto copy = fs::copy_options::overwrite_existing;
+  // A shard and its checksum file, as a user copying files would move them.
+  auto copy_shard = [](const std::string& from, const std::string& to) {
+    namespace fs = std::filesystem;
+    for (const char* ext : {"", ".sum"})
+      fs::copy_file(from + ext, to + ext, fs::copy_options::overwrite_existing);
+  };
+  const std::string shard = two + "/rank-00000.h5";
   // The same run's iteration 1 in the folder of iteration 2.
-  fs::copy_file(two + "/rank-00000.h5", dir + "/keep.h5", copy);
-  fs::copy_file(two + "/rank-00000.h5.sum", dir + "/keep.h5.sum", copy);
-  fs::copy_file(one + "/rank-00000.h5", two + "/rank-00000.h5", copy);
-  fs::copy_file(one + "/rank-00000.h5.sum", two + "/rank-00000.h5.sum", copy);
+  copy_shard(shard, dir + "/keep.h5");
+  copy_shard(one + "/rank-00000.h5", shard);
   expect_refused("rank-00000.h5 is a shard of the checkpoint of " +
                  CheckpointIdentity(m1.run_id, 1) + ", not of this folder's checkpoint (" +
                  CheckpointIdentity(m2.run_id, 2));
   // Another run's shard of the same iteration.
-  fs::copy_file(dir + "/keep.h5", two + "/rank-00000.h5", copy);
-  fs::copy_file(dir + "/keep.h5.sum", two + "/rank-00000.h5.sum", copy);
+  copy_shard(dir + "/keep.h5", shard);
+  auto b = s.Make(&comm);
   b->LoadCheckpoint(two);  // intact again
   auto other = s.Make(&comm);
   other->Step(s.data, s.Batch(0));
@@ -286,8 +287,7 @@ TEST(Checkpoint, ShardsOfAnotherCheckpointAreRefused) {
   other->SaveCheckpoint(dir2, 0, 0, 1);
   const CheckpointMeta mo = ReadMeta(CheckpointFolder(dir2, 2));
   ASSERT_NE(mo.run_id, m2.run_id) << "each run draws its own id";
-  fs::copy_file(CheckpointFolder(dir2, 2) + "/rank-00000.h5", two + "/rank-00000.h5", copy);
-  fs::copy_file(CheckpointFolder(dir2, 2) + "/rank-00000.h5.sum", two + "/rank-00000.h5.sum", copy);
+  copy_shard(CheckpointFolder(dir2, 2) + "/rank-00000.h5", shard);
   expect_refused("is a shard of the checkpoint of " + CheckpointIdentity(mo.run_id, 2));
   // A checkpoint of an earlier version (no identity in its meta) is read as before.
   CheckpointMeta legacy = ReadMeta(two);
