@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "backend_driver.h"
 #include "config.h"
 #include "dataset.h"
 #include "layer_backend.h"
@@ -57,23 +58,23 @@ inline void StepInLockstep(Trainer& a, Trainer& b, const Dataset& data, int iter
   }
 }
 
-/// The largest absolute difference between the weights and biases of layer l of two
-/// backends that hold the same shard (fails where the shapes differ).
 /// This rank's weights and biases of every layer of `t`, one after another.
 inline std::vector<float> AllWeights(Trainer& t) {
   std::vector<float> all, w, b;
   for (size_t l = 0; l < t.spec().layers.size(); ++l) {
-    t.backend().GetLayer(static_cast<int>(l), &w, &b);
+    GetLayer(t.backend(), static_cast<int>(l), &w, &b);
     all.insert(all.end(), w.begin(), w.end());
     all.insert(all.end(), b.begin(), b.end());
   }
   return all;
 }
 
+/// The largest absolute difference between the weights and biases of layer l of two
+/// backends that hold the same shard (fails where the shapes differ).
 inline double MaxLayerDiff(const LayerBackend& a, const LayerBackend& b, int l) {
   std::vector<float> wa, ba, wb, bb;
-  a.GetLayer(l, &wa, &ba);
-  b.GetLayer(l, &wb, &bb);
+  GetLayer(a, l, &wa, &ba);
+  GetLayer(b, l, &wb, &bb);
   EXPECT_EQ(wa.size(), wb.size()) << "layer " << l;
   EXPECT_EQ(ba.size(), bb.size()) << "layer " << l;
   double d = 0;

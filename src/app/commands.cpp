@@ -315,7 +315,7 @@ int Bench(int argc, const char* const* argv, Communicator* comm) {
         .Add("comm_ms_per_iter", (tot.seconds - comm->Stats(Traffic::kEval).seconds) * 1e3 / iters)
         .Add("peak_rss_mb", rss)
         .Add("rss_after_init_mb", init_rss)
-        .Add("state_mb", static_cast<double>(trainer.backend().StateBytes()) / (1 << 20))
+        .Add("state_mb", static_cast<double>(trainer.backend().Info().state_bytes) / (1 << 20))
         // Between the backend's device and the host, per step (zeros on the CPU backend).
         .Add("h2d_bytes_per_iter", static_cast<double>(trainer.step_traffic().h2d_bytes) / iters)
         .Add("d2h_bytes_per_iter", static_cast<double>(trainer.step_traffic().d2h_bytes) / iters)

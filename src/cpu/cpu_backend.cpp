@@ -19,6 +19,7 @@
 #include <limits>
 
 #include "backend_streams.h"
+#include "cpu_layer.h"
 #include "error.h"
 #include "layer_layout.h"
 #include "parallel.h"
@@ -72,57 +73,6 @@ inline void Axpy(float alpha, const float* __restrict x, float* __restrict y, in
 
 }  // namespace
 
-struct CpuBackend::Layer {
-  LayerSpec spec;
-  int64_t rows = 0, cols = 0;  // storage shape: input-major in_dim x local, else local x in_dim
-  std::vector<float> w, g, m, v;
-  std::vector<float> b, gb, mb, vb;
-  std::vector<uint8_t> touched;   // per storage row
-  std::vector<uint8_t> btouched;  // per neuron (bias)
-  // Row-per-neuron layers: the pending batch gradient as neuron -> (sample, delta) lists.
-  bool indexed = false;
-  bool pending = false;
-  bool dense_pending = false;          // the pending gradient is in dense_g / dense_gb
-  std::atomic<bool> nonfinite{false};  // an update produced NaN or inf
-  std::vector<float> dense_g, dense_gb;
-  BatchRows saved_in;              // the layer input of the pending batch
-  std::vector<int32_t> cursor;     // per neuron, zero between batches
-  std::vector<int32_t> grad_rows;  // touched local neurons, ascending
-  std::vector<int64_t> grad_off;   // grad_rows.size() + 1 offsets into ent_*
-  std::vector<int32_t> ent_sample;
-  std::vector<float> ent_delta;
-  std::unique_ptr<LshHash> hash;
-  LshTables tables;
-  std::unique_ptr<BudgetSampler> sampler;
-  std::vector<int32_t> batch_fill;  // FillPolicy::kBatch: this batch's shared random set
-  int64_t hash_version = 0;
-  int64_t rebuilds = 0;
-
-  /// Offset of the weight from input j to local neuron i in the storage layout.
-  size_t At(int64_t i, int64_t j) const { return WeightAt(spec, i, j); }
-  float* Row(int64_t r) { return w.data() + r * cols; }
-  const float* Row(int64_t r) const { return w.data() + r * cols; }
-  float* GRow(int64_t r) { return g.data() + r * cols; }
-  void ToRows(const std::vector<float>& storage, std::vector<float>* rows) const {
-    StorageToRows(spec, storage, rows);
-  }
-  void FromRows(const std::vector<float>& rows, std::vector<float>* storage) const {
-    RowsToStorage(spec, rows, storage);
-  }
-};
-
-struct CpuBackend::ThreadScratch {
-  SamplerScratch sampler;
-  LshHash::Scratch hash;
-  std::vector<uint32_t> buckets;
-  std::vector<int32_t> forced, local_ids;
-  std::vector<float> dense;
-  std::vector<int32_t> qids;
-  std::vector<float> qvals;
-  std::vector<float> grad;  // one gradient row
-  std::vector<float> gin;   // a private input-gradient buffer
-};
-
 CpuBackend::CpuBackend() = default;
 CpuBackend::~CpuBackend() = default;
 
@@ -165,8 +115,8 @@ void CpuBackend::Init(const ModelSpec& spec, const BackendOptions& options) {
   }
 }
 
-void CpuBackend::SelectActive(int layer, const BatchRows& in, const BatchLabels* labels,
-                              int64_t iter, BatchRows* out) {
+void CpuBackend::SelectRows(int layer, const BatchRows& in, const BatchLabels* labels, int64_t iter,
+                            BatchRows* out) {
   Layer& L = *layers_[layer];
   const LayerSpec& s = L.spec;
   const int64_t B = in.samples();
@@ -227,7 +177,7 @@ void CpuBackend::SelectActive(int layer, const BatchRows& in, const BatchLabels*
   });
 }
 
-void CpuBackend::Forward(int layer, const BatchRows& in, BatchRows* out) {
+void CpuBackend::ForwardRows(int layer, const BatchRows& in, BatchRows* out) {
   Layer& L = *layers_[layer];
   const LayerSpec& s = L.spec;
   const int64_t B = in.samples();
@@ -285,8 +235,8 @@ void CpuBackend::Forward(int layer, const BatchRows& in, BatchRows* out) {
   });
 }
 
-void CpuBackend::Backward(int layer, const BatchRows& in, const BatchRows& delta,
-                          BatchRows* in_grad) {
+void CpuBackend::BackwardRows(int layer, const BatchRows& in, const BatchRows& delta,
+                              BatchRows* in_grad) {
   Layer& L = *layers_[layer];
   const LayerSpec& s = L.spec;
   const int64_t B = in.samples();
@@ -483,7 +433,7 @@ void CpuBackend::BackwardUpdate(int layer, const BatchRows& in, const BatchRows&
                                 BatchRows* in_grad, const AdamStep& step, bool dense) {
   Layer& L = *layers_[layer];
   if (!L.indexed || dense) {
-    Backward(layer, in, delta, in_grad);
+    BackwardRows(layer, in, delta, in_grad);
     Update(layer, step, dense);
     return;
   }
@@ -621,50 +571,8 @@ void CpuBackend::Adam(Layer& L, const AdamStep& step, int64_t n, float* w, float
   if (!AdamUpdate(step, n, w, g, m, v)) L.nonfinite.store(true, std::memory_order_relaxed);
 }
 
-bool CpuBackend::TakeNonFinite(int layer) { return layers_[layer]->nonfinite.exchange(false); }
-
-void CpuBackend::SaveLayer(int layer, LayerState* st) const {
-  const Layer& L = *layers_[layer];
-  const LayerSpec& s = L.spec;
-  DSLIDE_ASSERT(!L.pending, "checkpoint with a pending gradient");
-  L.ToRows(L.w, &st->w);
-  L.ToRows(L.m, &st->m);
-  L.ToRows(L.v, &st->v);
-  st->b = L.b;
-  st->mb = L.mb;
-  st->vb = L.vb;
-  st->hash_version = L.hash_version;
-  st->rebuilds = L.rebuilds;
-  st->table_offsets.clear();
-  st->table_ids.clear();
-  st->table_sizes.clear();
-  if (!s.dense()) L.tables.Export(&st->table_offsets, &st->table_ids, &st->table_sizes);
-}
-
-void CpuBackend::LoadLayer(int layer, const LayerState& st) {
-  Layer& L = *layers_[layer];
-  const LayerSpec& s = L.spec;
-  CheckLayerState(s, layer, st);
-  L.FromRows(st.w, &L.w);
-  L.FromRows(st.m, &L.m);
-  L.FromRows(st.v, &L.v);
-  L.b = st.b;
-  L.mb = st.mb;
-  L.vb = st.vb;
-  if (s.dense()) return;
-  L.hash_version = std::max<int64_t>(st.hash_version, 1);
-  MakeHash(layer);
-  if (!st.table_sizes.empty()) {
-    L.tables.Import(st.table_offsets, st.table_ids, st.table_sizes, s.local());
-    L.rebuilds = st.rebuilds;
-  } else {
-    L.rebuilds = st.rebuilds - 1;  // RebuildTables counts this build again
-    RebuildTables(layer, /*new_hashes=*/false);
-  }
-}
-
-void CpuBackend::TopK(int layer, const BatchRows& in, int k, std::vector<int32_t>* ids,
-                      std::vector<float>* scores, const BatchLabels* labels, SoftmaxStats* st) {
+void CpuBackend::TopKRows(int layer, const BatchRows& in, int k, std::vector<int32_t>* ids,
+                          std::vector<float>* scores, const BatchLabels* labels, SoftmaxStats* st) {
   Layer& L = *layers_[layer];
   const LayerSpec& s = L.spec;
   DSLIDE_ASSERT(!s.input_major, "exact top-k needs a row-per-neuron output layer");
@@ -761,101 +669,6 @@ void CpuBackend::TopK(int layer, const BatchRows& in, int k, std::vector<int32_t
   }
   // Merge the threads' lists.
   MergeTopKLists(tids.data(), tsc.data(), threads, B, k, ids->data(), scores->data());
-}
-
-void CpuBackend::GetLayer(int layer, std::vector<float>* w, std::vector<float>* b) const {
-  const Layer& L = *layers_[layer];
-  L.ToRows(L.w, w);
-  *b = L.b;
-}
-
-void CpuBackend::GetGradient(int layer, std::vector<float>* gw, std::vector<float>* gb) const {
-  const Layer& L = *layers_[layer];
-  if (!L.indexed) {
-    L.ToRows(L.g, gw);
-    *gb = L.gb;
-    return;
-  }
-  // Row-per-neuron storage: the exported gradient is already in GetLayer's layout.
-  std::vector<float> flat(GradientSize(layer));
-  ExportGradient(layer, flat.data());
-  const size_t nw = flat.size() - L.spec.local();
-  gw->assign(flat.begin(), flat.begin() + nw);
-  gb->assign(flat.begin() + nw, flat.end());
-}
-
-void CpuBackend::SetLayer(int layer, const std::vector<float>& w, const std::vector<float>& b) {
-  Layer& L = *layers_[layer];
-  const LayerSpec& s = L.spec;
-  DSLIDE_ASSERT(static_cast<int64_t>(w.size()) == s.local() * s.in_dim &&
-                static_cast<int64_t>(b.size()) == s.local());
-  L.FromRows(w, &L.w);
-  L.b = b;
-}
-
-int64_t CpuBackend::GradientSize(int layer) const {
-  const Layer& L = *layers_[layer];
-  return L.rows * L.cols + L.spec.local();
-}
-
-void CpuBackend::ExportGradient(int layer, float* out) const {
-  const Layer& L = *layers_[layer];
-  const size_t nw = static_cast<size_t>(L.rows) * L.cols;
-  float* ob = out + nw;
-  if (!L.indexed) {
-    std::copy(L.g.begin(), L.g.end(), out);
-    std::copy(L.gb.begin(), L.gb.end(), ob);
-  } else if (L.dense_pending) {
-    std::copy(L.dense_g.begin(), L.dense_g.end(), out);
-    std::copy(L.dense_gb.begin(), L.dense_gb.end(), ob);
-  } else {
-    std::fill(out, out + nw + L.spec.local(), 0.0f);
-    if (!L.pending) return;
-    ParallelFor(static_cast<int64_t>(L.grad_rows.size()), 64, [&](int64_t q) {
-      const int64_t r = L.grad_rows[q];
-      GradientRow(L, q, out + r * L.cols, ob + r);
-    });
-  }
-}
-
-void CpuBackend::ApplyGradient(int layer, const float* grad, const AdamStep& step) {
-  Layer& L = *layers_[layer];
-  ApplyGradient(L, grad, grad + static_cast<size_t>(L.rows) * L.cols, step);
-  if (!L.indexed) {
-    std::fill(L.g.begin(), L.g.end(), 0.0f);
-    std::fill(L.gb.begin(), L.gb.end(), 0.0f);
-    std::fill(L.touched.begin(), L.touched.end(), 0);
-    std::fill(L.btouched.begin(), L.btouched.end(), 0);
-  }
-  L.pending = L.dense_pending = false;
-  L.grad_rows.clear();
-  L.grad_off.clear();
-}
-
-void CpuBackend::ApplyGradient(Layer& L, const float* gw, const float* gb, const AdamStep& step) {
-  // Every storage row and bias takes a step (dense Adam), from a copy of its gradient.
-  ParallelFor(L.rows, 256, [&](int64_t r) {
-    ThreadScratch& ts = *scratch_[ThreadId()];
-    const size_t o = static_cast<size_t>(r) * L.cols;
-    ts.grad.assign(gw + o, gw + o + L.cols);
-    Adam(L, step, L.cols, L.w.data() + o, ts.grad.data(), L.m.data() + o, L.v.data() + o);
-  });
-  for (int64_t i = 0; i < L.spec.local(); ++i) {
-    float g = gb[i];
-    Adam(L, step, 1, &L.b[i], &g, &L.mb[i], &L.vb[i]);
-  }
-}
-
-size_t CpuBackend::StateBytes() const {
-  size_t bytes = 0;
-  for (const auto& L : layers_) {
-    bytes += (L->w.size() + L->g.size() + L->m.size() + L->v.size()) * sizeof(float);
-    bytes += (L->b.size() + L->gb.size() + L->mb.size() + L->vb.size()) * sizeof(float);
-    bytes += L->touched.size() + L->btouched.size() + L->cursor.size() * sizeof(int32_t);
-    bytes += (L->dense_g.size() + L->dense_gb.size()) * sizeof(float);
-    bytes += L->tables.MemoryBytes();
-  }
-  return bytes;
 }
 
 }  // namespace dslide::cpu

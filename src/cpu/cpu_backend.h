@@ -1,56 +1,77 @@
 // The OpenMP implementation of the layer backend: contiguous weights (input-major first
 // layer, row per neuron elsewhere), HOGWILD over samples in the first layer, gradients of
-// row-per-neuron layers formed per touched neuron inside the lazy Adam pass.
+// row-per-neuron layers formed per touched neuron inside the lazy Adam pass. Its batch
+// buffers are host rows, so HostRows and CommitRows copy nothing.
+//   cpu_backend.cpp  the kernels on host rows: selection, forward, backward and Adam,
+//                    table rebuilds, exact top-k
+//   cpu_batch.cpp    the seam's step on the batch buffers (Select ... TopK, Chain, status)
+//   cpu_state.cpp    layer state and gradients in and out (checkpoints, data parallelism)
 #pragma once
 
 #include <memory>
 #include <vector>
 
 #include "budget_sampler.h"
-#include "host_batch.h"
+#include "layer_backend.h"
 #include "lsh_hash.h"
 #include "lsh_table.h"
 
 namespace dslide::cpu {
 
-class CpuBackend : public HostBatchBackend {
+class CpuBackend : public LayerBackend {
  public:
   CpuBackend();
   ~CpuBackend() override;
   void Init(const ModelSpec& spec, const BackendOptions& options) override;
-  void SelectActive(int layer, const BatchRows& in, const BatchLabels* labels, int64_t iter,
-                    BatchRows* out) override;
-  void Forward(int layer, const BatchRows& in, BatchRows* out) override;
-  void Backward(int layer, const BatchRows& in, const BatchRows& delta,
-                BatchRows* in_grad) override;
-  void Update(int layer, const AdamStep& step, bool dense) override;
-  void BackwardUpdate(int layer, const BatchRows& in, const BatchRows& delta, BatchRows* in_grad,
-                      const AdamStep& step, bool dense) override;
-  void RebuildTables(int layer, bool new_hashes) override;
-  /// Draws the hash functions of version L.hash_version and empties the tables.
-  void MakeHash(int layer);
-  void TopK(int layer, const BatchRows& in, int k, std::vector<int32_t>* ids,
-            std::vector<float>* scores, const BatchLabels* labels = nullptr,
-            SoftmaxStats* st = nullptr) override;
-  void GetLayer(int layer, std::vector<float>* w, std::vector<float>* b) const override;
-  void SetLayer(int layer, const std::vector<float>& w, const std::vector<float>& b) override;
-  void GetGradient(int layer, std::vector<float>* gw, std::vector<float>* gb) const override;
-  int64_t GradientSize(int layer) const override;
-  void ExportGradient(int layer, float* out) const override;
-  void ApplyGradient(int layer, const float* grad, const AdamStep& step) override;
-  bool TakeNonFinite(int layer) override;
-  void SaveLayer(int layer, LayerState* state) const override;
-  void LoadLayer(int layer, const LayerState& state) override;
-  size_t StateBytes() const override;
-  const char* name() const override { return "cpu"; }
+  BackendInfo Info() const override;
 
- protected:
-  const LayerSpec& Spec(int layer) const override { return spec_.layers[layer]; }
-  int NumLayers() const override { return static_cast<int>(spec_.layers.size()); }
+  BatchRows* HostRows(int layer, Rows which, Access access) override;
+  void CommitRows(int layer, Rows which) override {}
+  void SetLabels(const BatchLabels* labels) override;
+  void Select(int layer, bool with_labels, int64_t iter) override;
+  void Forward(int layer) override;
+  void Softmax(int layer, unsigned phases, SoftmaxStats* st) override;
+  void Backward(int layer, bool in_grad, const AdamStep* step, bool dense_adam) override;
+  void Chain(int from, int to) override;
+  void QueueStatus(int loss_layer) override;
+  std::vector<StepStatus> TakeQueued() override;
+  void RebuildTables(int layer, bool new_hashes) override;
+  void TopK(int layer, int k, std::vector<int32_t>* ids, std::vector<float>* scores,
+            const BatchLabels* labels, SoftmaxStats* st) override;
+
+  void SaveLayer(int layer, unsigned parts, LayerState* state) const override;
+  void LoadLayer(int layer, unsigned parts, const LayerState& state) override;
+
+  int64_t ExportGradient(int layer, float* out, float scale) const override;
+  void ApplyGradient(int layer, const float* grad, const AdamStep& step) override;
+  float* ExchangeBuffer(int64_t, bool) override { return nullptr; }
 
  private:
   struct Layer;
   struct ThreadScratch;
+  /// A layer's batch buffers (Rows): input, output, delta, input gradient.
+  struct Buffers {
+    BatchRows in, out, delta, in_grad;
+  };
+  Buffers& At(int layer);
+  BatchRows& Of(int layer, Rows which);
+
+  // The kernels on host rows (cpu_backend.cpp).
+  void SelectRows(int layer, const BatchRows& in, const BatchLabels* labels, int64_t iter,
+                  BatchRows* out);
+  void ForwardRows(int layer, const BatchRows& in, BatchRows* out);
+  /// The gradients of the active neurons from `delta`, kept pending; with in_grad, adds
+  /// this shard's input gradient into it.
+  void BackwardRows(int layer, const BatchRows& in, const BatchRows& delta, BatchRows* in_grad);
+  /// Adam on the pending gradient's rows (every row with `dense`); clears it.
+  void Update(int layer, const AdamStep& step, bool dense);
+  /// BackwardRows then Update in one pass over the touched rows.
+  void BackwardUpdate(int layer, const BatchRows& in, const BatchRows& delta, BatchRows* in_grad,
+                      const AdamStep& step, bool dense);
+  void TopKRows(int layer, const BatchRows& in, int k, std::vector<int32_t>* ids,
+                std::vector<float>* scores, const BatchLabels* labels, SoftmaxStats* st);
+  /// Draws the hash functions of version L.hash_version and empties the tables.
+  void MakeHash(int layer);
   // Row-per-neuron layers (see cpu_backend.cpp). Input gradients go to per-thread buffers
   // (ClearInputGrads), summed into the caller's rows at the end (AddInputGrads).
   void ClearInputGrads(size_t width);
@@ -66,10 +87,19 @@ class CpuBackend : public HostBatchBackend {
   void DenseRows(Layer& L, const BatchRows& in, const BatchRows& delta, BatchRows* in_grad,
                  const AdamStep* step);
   void GradientRow(const Layer& L, int64_t q, float* g, float* gb) const;
+  /// The pending gradient in row-per-neuron layout (SaveLayer's kGradient).
+  void GradientAsRows(int layer, std::vector<float>* gw, std::vector<float>* gb) const;
+
   std::vector<std::unique_ptr<Layer>> layers_;
   std::vector<std::unique_ptr<ThreadScratch>> scratch_;
   ModelSpec spec_;
   BackendOptions opt_;  // the LSH settings and the seed of every random stream
+  // The batch.
+  std::vector<Buffers> buffers_;
+  BatchLabels labels_;
+  bool has_labels_ = false;
+  SoftmaxStats stats_;  // of the last Softmax without a caller's statistics
+  std::vector<StepStatus> queued_;
 };
 
 }  // namespace dslide::cpu

@@ -13,7 +13,7 @@
 //                 host waited)
 //
 // Per layer the device holds weights, biases, Adam moments, the LSH functions and tables,
-// and the batch (BatchOps): the layer's input and output rows, its delta and its input
+// and the batch: the layer's input and output rows, its delta and its input
 // gradient, padded per sample. With one rank a step sends up the data rows and the labels
 // and reads back the loss and the non-finite flags in one wait; with P ranks, also the rows
 // the snapshot exchange sends and receives.
@@ -95,7 +95,7 @@ class GpuBackendT : public LayerBackend {
     }
   };
 
-  /// A layer's batch (BatchOps) in device memory: its input rows, its output rows (active
+  /// A layer's batch in device memory: its input rows, its output rows (active
   /// ids and values), the delta aligned with the output and this shard's input gradient
   /// aligned with the input; host copies only of what crosses ranks (HostRows, StageRows).
   struct Batch {
@@ -149,8 +149,6 @@ class GpuBackendT : public LayerBackend {
     batch_.clear();
     for (size_t li = 0; li < spec.layers.size(); ++li) batch_.push_back(std::make_unique<Batch>());
     Zeros(&bad_, spec.layers.size());
-    bad_host_.assign(spec.layers.size(), 0);
-    status_fresh_ = false;
     DSLIDE_CHECK(spec.layers.size() <= 64, "at most 64 layers");
     Zeros(&ring_loss_, kLossRing);
     Zeros(&ring_bad_, kLossRing);
@@ -201,9 +199,8 @@ class GpuBackendT : public LayerBackend {
   void Copy(T* to, const T* from, int64_t n) const {
     x_.For(n, [=] DSLIDE_HD(int64_t i) { to[i] = from[i]; });
   }
-  /// Where a layer's Adam step writes; the non-finite flags read back so far are stale.
+  /// Where a layer's Adam step writes.
   AdamTargets Targets(Layer& L) {
-    status_fresh_ = false;
     return {L.w.data(),  L.m.data(),  L.v.data(),           L.b.data(),
             L.mb.data(), L.vb.data(), bad_.data() + L.index};
   }
@@ -331,7 +328,7 @@ class GpuBackendT : public LayerBackend {
     });
   }
 
-  // ---- BatchOps: the step on the device ----
+  // ---- The step on the device ----
 
   void SetLabels(const BatchLabels* labels) override {
     has_labels_ = labels != nullptr;
@@ -353,8 +350,8 @@ class GpuBackendT : public LayerBackend {
     send_labels_.Done();
   }
 
-  /// The layer's active neurons for its input (StepOps::SelectActive) into its output rows.
-  void BatchSelect(int layer, bool with_labels, int64_t iter) override {
+  /// The layer's active neurons for its input into its output rows.
+  void Select(int layer, bool with_labels, int64_t iter) override {
     Layer& L = *layers_[layer];
     const LayerSpec& s = L.spec;
     const DevRows& in = InRows(layer);
@@ -454,7 +451,7 @@ class GpuBackendT : public LayerBackend {
       k.bkt = bkt_.data();
       x_.Launch(k);
     }
-    Select k;
+    gpu::Select k;
     k.policy = SelectionPolicy(opt_.lsh);
     k.tables = Tables(L);
     k.draw = draw;
@@ -525,7 +522,7 @@ class GpuBackendT : public LayerBackend {
   /// input in shared memory, one thread per active neuron. Row-per-neuron layers keep the
   /// input densified there (contiguous with the weight rows); the input-major first layer
   /// keeps the sample's (feature, value) list.
-  void BatchForward(int layer) override {
+  void Forward(int layer) override {
     Layer& L = *layers_[layer];
     const DevRows& in = InRows(layer);
     DevRows& out = batch_[layer]->out;
@@ -563,15 +560,7 @@ class GpuBackendT : public LayerBackend {
     x_.Launch(k);
   }
 
-  /// One rank: layer + 1's input is this layer's output buffer itself (no copy), read as
-  /// the snapshot would be: dense rows for a dense layer.
-  void ChainForward(int layer) override {
-    DevRows& out = batch_[layer]->out;
-    out.dense = spec_.layers[layer].dense();
-    out.width = spec_.layers[layer].out_dim;
-    batch_[layer + 1]->chained = true;
-  }
-  /// A layer's input rows: its own buffer, or after ChainForward the previous layer's output.
+  /// A layer's input rows: its own buffer, or after Chain the previous layer's output.
   DevRows& InRows(int layer) {
     Batch& b = *batch_[layer];
     return b.chained ? batch_[layer - 1]->out : b.in;
@@ -584,8 +573,8 @@ class GpuBackendT : public LayerBackend {
 
   /// One block per sample over the layer's logits: block reductions of the max and of the
   /// sums, then the delta, in one kernel for kSoftmaxAll. Without `st` the statistics stay
-  /// on the device (for QueueLoss); phases that are not run read them from `st`.
-  void BatchSoftmax(int layer, unsigned phases, SoftmaxStats* st) override {
+  /// on the device (for QueueStatus); phases that are not run read them from `st`.
+  void Softmax(int layer, unsigned phases, SoftmaxStats* st) override {
     const DevRows& z = batch_[layer]->out;
     const int64_t B = z.B;
     DSLIDE_ASSERT(has_labels_ && label_shape_.samples == B, "the softmax needs the batch's labels");
@@ -625,13 +614,14 @@ class GpuBackendT : public LayerBackend {
     if (do_sums) x_.Download(sm_red_, st->red.data(), 2 * B);
   }
 
-  /// The batch's mean loss from the statistics the last BatchSoftmax left on the device
-  /// (SoftmaxMeanLoss's formula) and the layers' non-finite flags (taken), by one block
-  /// (StepLoss) into the next slot of a ring in device memory: nothing waits.
-  void QueueLoss(int layer) override {
+  /// The batch's mean loss from the statistics the last Softmax left on the device
+  /// (SoftmaxMeanLoss's formula; none for loss_layer < 0) and the layers' non-finite flags
+  /// (taken), by one block (StepLoss) into the next slot of a ring in device memory:
+  /// nothing waits.
+  void QueueStatus(int loss_layer) override {
     if (queued_ == kLossRing) DrainQueue();
     StepLoss k;
-    k.B = batch_[layer]->out.B;
+    k.B = loss_layer >= 0 ? batch_[loss_layer]->out.B : 0;
     k.n_layers = static_cast<int64_t>(layers_.size());
     k.lo = lab_off_.data();
     k.red = sm_red_.data();
@@ -664,7 +654,7 @@ class GpuBackendT : public LayerBackend {
 
   /// Backward (and with `step` the update) of a layer from its delta; with `in_grad`, this
   /// shard's input gradient into the layer's input-gradient buffer.
-  void BatchBackward(int layer, bool in_grad, const AdamStep* step, bool dense_adam) override {
+  void Backward(int layer, bool in_grad, const AdamStep* step, bool dense_adam) override {
     Layer& L = *layers_[layer];
     DSLIDE_ASSERT(!(L.spec.input_major && in_grad), "the first layer has no input gradient");
     if (L.spec.input_major)
@@ -675,12 +665,21 @@ class GpuBackendT : public LayerBackend {
     if (step != nullptr) Update(layer, *step, dense_adam);
   }
 
-  /// One rank: layer - 1's delta is this layer's input gradient times ReLU' of layer - 1's
-  /// output (the same padded layout: the input is the output's copy).
-  void ChainBackward(int layer) override {
-    const DevRows& act = batch_[layer - 1]->out;
-    const float* g = batch_[layer]->in_grad.data();
-    Buf<float>& delta = batch_[layer - 1]->delta;
+  /// One rank. Forward: to's input is from's output buffer itself (no copy), read as the
+  /// snapshot would be: dense rows for a dense layer. Backward: to's delta is from's input
+  /// gradient times ReLU' of to's output (the same padded layout: the input is the output).
+  void Chain(int from, int to) override {
+    if (to == from + 1) {
+      DevRows& out = batch_[from]->out;
+      out.dense = spec_.layers[from].dense();
+      out.width = spec_.layers[from].out_dim;
+      batch_[to]->chained = true;
+      return;
+    }
+    DSLIDE_ASSERT(to == from - 1, "Chain links neighbouring layers");
+    const DevRows& act = batch_[to]->out;
+    const float* g = batch_[from]->in_grad.data();
+    Buf<float>& delta = batch_[to]->delta;
     const int64_t B = act.B, cap = act.cap;
     delta.Resize(B * cap);
     const int64_t* n = act.n.data();
@@ -690,14 +689,15 @@ class GpuBackendT : public LayerBackend {
            [=] DSLIDE_HD(int64_t t) { d[t] = t % cap < n[t / cap] && a[t] > 0.0f ? g[t] : 0.0f; });
   }
 
-  void BatchTopK(int layer, int k, std::vector<int32_t>* ids, std::vector<float>* scores,
-                 const BatchLabels* labels, SoftmaxStats* st) override {
+  void TopK(int layer, int k, std::vector<int32_t>* ids, std::vector<float>* scores,
+            const BatchLabels* labels, SoftmaxStats* st) override {
     DeviceTopK(layer, k, ids, scores, labels, st);
   }
 
-  const BatchRows& HostRows(int layer, Rows which) override {
+  BatchRows* HostRows(int layer, Rows which, Access access) override {
     Batch& b = *batch_[layer];
     BatchRows& h = b.host[static_cast<int>(which)];
+    if (access == Access::kWrite) return &h;
     switch (which) {
       case Rows::kInput:
         HostCopy(InRows(layer), nullptr, &h);
@@ -716,10 +716,7 @@ class GpuBackendT : public LayerBackend {
         h.width = InRows(layer).width;
         break;
     }
-    return h;
-  }
-  BatchRows* StageRows(int layer, Rows which) override {
-    return &batch_[layer]->host[static_cast<int>(which)];
+    return &h;
   }
   void CommitRows(int layer, Rows which) override {
     Batch& b = *batch_[layer];
@@ -740,72 +737,14 @@ class GpuBackendT : public LayerBackend {
     }
   }
 
-  // ---- StepOps on host rows (tests, exact comparisons): the BatchOps above on the
-  // layer's device buffers, with the host rows copied in and the results copied out ----
-
-  void SelectActive(int layer, const BatchRows& in, const BatchLabels* labels, int64_t iter,
-                    BatchRows* out) override {
-    Batch& b = *batch_[layer];
-    SendInput(layer, in);
-    SetLabels(labels);
-    BatchSelect(layer, labels != nullptr, iter);
-    out->Strided(b.out.B, b.out.cap);
-    if (b.out.B == 0) return;
-    x_.Download(b.out.n, out->n.data(), b.out.B);
-    x_.Download(b.out.ids, out->ids.data(), b.out.B * b.out.cap);
-  }
-
-  void Forward(int layer, const BatchRows& in, BatchRows* out) override {
-    Batch& b = *batch_[layer];
-    SendInput(layer, in);
-    SendRows(*out, &send_rows_, &b.out);
-    BatchForward(layer);
-    UnpadVals(Host(b.out.vals, b.out.B * b.out.cap), b.out.cap, out);
-  }
-
-  void Softmax(int layer, const BatchRows& z, const BatchLabels& labels, unsigned phases,
-               SoftmaxStats* st, BatchRows* delta) override {
-    Batch& b = *batch_[layer];
-    SendRows(z, &send_rows_, &b.out);
-    SetLabels(&labels);
-    BatchSoftmax(layer, phases, st);
-    if (!(phases & kSoftmaxDelta)) return;
-    delta->LikeZero(z);
-    delta->ids = z.ids;
-    UnpadVals(Host(b.delta, b.out.B * b.out.cap), b.out.cap, delta);
-  }
-
-  void Backward(int layer, const BatchRows& in, const BatchRows& delta,
-                BatchRows* in_grad) override {
-    Batch& b = *batch_[layer];
-    SendInput(layer, in);
-    SendRows(delta, &send_rows_, &b.out);  // the delta's ids and counts are the output's
-    b.delta.Resize(b.out.B * b.out.cap);
-    Copy(b.delta.data(), b.out.vals.data(), b.out.B * b.out.cap);
-    BatchBackward(layer, in_grad != nullptr, nullptr, false);
-    if (in_grad == nullptr) return;
-    const DevRows& x = InRows(layer);
-    const std::vector<float> g = Host(b.in_grad, x.B * x.cap);
-    for (int64_t i = 0; i < in.samples(); ++i) {
-      float* o = in_grad->Vals(i);
-      for (int64_t e = 0; e < in.n[i]; ++e) o[e] += g[i * x.cap + e];
-    }
-  }
-
-  void Update(int layer, const AdamStep& step, bool dense) override {
+  /// Adam on the layer's pending gradient (every row with `dense`); clears it.
+  void Update(int layer, const AdamStep& step, bool dense) {
     Layer& L = *layers_[layer];
     if (L.spec.input_major) {
       FirstLayerAdam(L, AdamConsts::Of(step), dense);
       return;
     }
     RowAdam(L, AdamConsts::Of(step), dense);
-  }
-
-  void TopK(int layer, const BatchRows& in, int k, std::vector<int32_t>* ids,
-            std::vector<float>* scores, const BatchLabels* labels = nullptr,
-            SoftmaxStats* st = nullptr) override {
-    SendInput(layer, in);
-    DeviceTopK(layer, k, ids, scores, labels, st);
   }
 
   /// Input-major layer: gradient rows of the batch's features, by atomics, from the delta
@@ -1142,7 +1081,7 @@ class GpuBackendT : public LayerBackend {
     DSLIDE_CHECK(hv.l <= 64 * 1024, "too many tables");
   }
 
-  /// Exact top-k (StepOps::TopK) on the layer's input rows.
+  /// Exact top-k (LayerBackend::TopK) on the layer's input rows.
   void DeviceTopK(int layer, int k, std::vector<int32_t>* ids, std::vector<float>* scores,
                   const BatchLabels* labels, SoftmaxStats* st) {
     Layer& L = *layers_[layer];
@@ -1241,36 +1180,29 @@ class GpuBackendT : public LayerBackend {
     for (int64_t e = 0; e < nl; ++e) st->red[B + lsample[e]] += hz[e];
   }
 
-  void GetLayer(int layer, std::vector<float>* w, std::vector<float>* b) const override {
+  /// Into host memory, or straight into the exchange buffer when `out` points into it
+  /// (then scaled there, and complete when the host returns: MPI reads it outside the
+  /// backend's stream).
+  int64_t ExportGradient(int layer, float* out, float scale) const override {
     const Layer& L = *layers_[layer];
-    StorageToRows(L.spec, Host(L.w), w);
-    *b = Host(L.b);
+    const size_t nw = static_cast<size_t>(L.rows) * L.cols;
+    const int64_t size = static_cast<int64_t>(nw) + L.spec.local();
+    if (out == nullptr) return size;
+    const bool on_device = InExchange(out);
+    if (on_device) {
+      DSLIDE_ASSERT(InExchange(out + size - 1), "a gradient beyond the exchange buffer");
+      ExportGradientTo(L, out);
+      if (scale != 1.0f) x_.For(size, [=] DSLIDE_HD(int64_t t) { out[t] *= scale; });
+      x_.Synchronize();
+    } else {
+      ExportGradientTo(L, out);
+      if (scale != 1.0f)
+        for (int64_t t = 0; t < size; ++t) out[t] *= scale;
+    }
+    return size;
   }
-  void SetLayer(int layer, const std::vector<float>& w, const std::vector<float>& b) override {
-    Layer& L = *layers_[layer];
-    DSLIDE_ASSERT(static_cast<int64_t>(w.size()) == L.spec.local() * L.spec.in_dim &&
-                  static_cast<int64_t>(b.size()) == L.spec.local());
-    std::vector<float> st;
-    RowsToStorage(L.spec, w, &st);
-    x_.Upload(&L.w, st.data(), st.size());
-    x_.Upload(&L.b, b.data(), b.size());
-  }
-  void GetGradient(int layer, std::vector<float>* gw, std::vector<float>* gb) const override {
-    const Layer& L = *layers_[layer];
-    std::vector<float> flat(GradientSize(layer));
-    ExportGradient(layer, flat.data());
-    const size_t nw = flat.size() - L.spec.local();
-    std::vector<float> st(flat.begin(), flat.begin() + nw);
-    StorageToRows(L.spec, st, gw);
-    gb->assign(flat.begin() + nw, flat.end());
-  }
-  int64_t GradientSize(int layer) const override {
-    const Layer& L = *layers_[layer];
-    return L.rows * L.cols + L.spec.local();
-  }
-  /// Into host memory, or straight into the exchange buffer when `out` points into it.
-  void ExportGradient(int layer, float* out) const override {
-    const Layer& L = *layers_[layer];
+  /// The pending gradient in storage order into `out` (host memory or the exchange buffer).
+  void ExportGradientTo(const Layer& L, float* out) const {
     const size_t nw = static_cast<size_t>(L.rows) * L.cols;
     const bool on_device = InExchange(out);
     if (L.spec.input_major) {
@@ -1334,51 +1266,38 @@ class GpuBackendT : public LayerBackend {
   float* ExchangeBuffer(int64_t n, bool zero) override {
     if (!exchange_on_device_) return nullptr;
     exch_.Resize(static_cast<size_t>(n));
-    if (zero) Fill(exch_.data(), n, 0.0f);
+    if (zero) {
+      Fill(exch_.data(), n, 0.0f);
+      x_.Synchronize();  // MPI reads the buffer outside the backend's stream
+    }
     return exch_.data();
-  }
-  void ScaleExchange(float* p, int64_t n, float s) override {
-    if (n <= 0) return;
-    DSLIDE_ASSERT(InExchange(p) && InExchange(p + n - 1),
-                  "ScaleExchange outside the exchange buffer");
-    if (s != 1.0f) x_.For(n, [=] DSLIDE_HD(int64_t t) { p[t] *= s; });
-    x_.Synchronize();  // MPI reads the buffer outside the backend's stream
   }
   bool InExchange(const float* p) const {
     return exch_.size() > 0 && p >= exch_.data() && p < exch_.data() + exch_.size();
   }
-  /// From the flags read last, or read now when an update ran since.
-  bool TakeNonFinite(int layer) override {
-    if (!status_fresh_) ReadFlags();
-    const bool bad = bad_host_[layer] != 0;
-    bad_host_[layer] = 0;
-    return bad;
-  }
-  /// Every layer's non-finite flag into bad_host_ (then cleared on the device), in one wait.
-  void ReadFlags() {
-    const int64_t n = static_cast<int64_t>(layers_.size());
-    uint32_t* h_bad = static_cast<uint32_t*>(x_.Stage(n * sizeof(uint32_t)));
-    x_.CopiesAfterCompute();
-    x_.CopyOut(h_bad, bad_.data(), n);
-    const auto mark = x_.MarkCopies();
-    x_.ComputeAfterCopies();
-    Fill(bad_.data(), n, uint32_t{0});
-    x_.WaitMark(mark);
-    for (int64_t l = 0; l < n; ++l) bad_host_[l] |= h_bad[l] != 0 ? 1 : 0;
-    status_fresh_ = true;
-  }
-  DeviceTraffic Counters() const override { return x_.Traffic(); }
-  bool Asynchronous() const override { return X::kDevice; }
-  void SaveLayer(int layer, LayerState* st) const override {
+  void SaveLayer(int layer, unsigned parts, LayerState* st) const override {
     const Layer& L = *layers_[layer];
     const LayerSpec& s = L.spec;
-    DSLIDE_ASSERT(!L.pending, "checkpoint with a pending gradient");
-    StorageToRows(s, Host(L.w), &st->w);
-    StorageToRows(s, Host(L.m), &st->m);
-    StorageToRows(s, Host(L.v), &st->v);
-    st->b = Host(L.b);
-    st->mb = Host(L.mb);
-    st->vb = Host(L.vb);
+    DSLIDE_ASSERT(!(parts & (kMoments | kTables)) || !L.pending,
+                  "checkpoint with a pending gradient");
+    if (parts & kWeights) {
+      StorageToRows(s, Host(L.w), &st->w);
+      st->b = Host(L.b);
+    }
+    if (parts & kMoments) {
+      StorageToRows(s, Host(L.m), &st->m);
+      StorageToRows(s, Host(L.v), &st->v);
+      st->mb = Host(L.mb);
+      st->vb = Host(L.vb);
+    }
+    if (parts & kGradient) {
+      std::vector<float> flat(ExportGradient(layer, nullptr, 1.0f));
+      ExportGradient(layer, flat.data(), 1.0f);
+      const size_t nw = flat.size() - s.local();
+      StorageToRows(s, std::vector<float>(flat.begin(), flat.begin() + nw), &st->gw);
+      st->gb.assign(flat.begin() + nw, flat.end());
+    }
+    if (!(parts & kTables)) return;
     st->hash_version = L.hash_version;
     st->rebuilds = L.rebuilds;
     st->table_offsets.clear();
@@ -1391,22 +1310,27 @@ class GpuBackendT : public LayerBackend {
     for (size_t t = 0; t + 1 < L.host_base.size(); ++t)
       st->table_sizes.push_back(L.host_base[t + 1] - L.host_base[t]);
   }
-  void LoadLayer(int layer, const LayerState& st) override {
+  void LoadLayer(int layer, unsigned parts, const LayerState& st) override {
     Layer& L = *layers_[layer];
     const LayerSpec& s = L.spec;
     const size_t n = static_cast<size_t>(s.local()) * s.in_dim;
-    CheckLayerState(s, layer, st);
+    DSLIDE_ASSERT(!(parts & kGradient), "a pending gradient is not loaded");
+    CheckLayerState(s, layer, st, parts);
     std::vector<float> tmp;
-    RowsToStorage(s, st.w, &tmp);
-    x_.Upload(&L.w, tmp.data(), n);
-    RowsToStorage(s, st.m, &tmp);
-    x_.Upload(&L.m, tmp.data(), n);
-    RowsToStorage(s, st.v, &tmp);
-    x_.Upload(&L.v, tmp.data(), n);
-    x_.Upload(&L.b, st.b.data(), st.b.size());
-    x_.Upload(&L.mb, st.mb.data(), st.mb.size());
-    x_.Upload(&L.vb, st.vb.data(), st.vb.size());
-    if (s.dense()) return;
+    if (parts & kWeights) {
+      RowsToStorage(s, st.w, &tmp);
+      x_.Upload(&L.w, tmp.data(), n);
+      x_.Upload(&L.b, st.b.data(), st.b.size());
+    }
+    if (parts & kMoments) {
+      RowsToStorage(s, st.m, &tmp);
+      x_.Upload(&L.m, tmp.data(), n);
+      RowsToStorage(s, st.v, &tmp);
+      x_.Upload(&L.v, tmp.data(), n);
+      x_.Upload(&L.mb, st.mb.data(), st.mb.size());
+      x_.Upload(&L.vb, st.vb.data(), st.vb.size());
+    }
+    if (!(parts & kTables) || s.dense()) return;
     L.hash_version = std::max<int64_t>(st.hash_version, 1);
     MakeHash(layer);
     if (st.table_sizes.empty()) {
@@ -1424,17 +1348,20 @@ class GpuBackendT : public LayerBackend {
     x_.Upload(&L.tbase, L.host_base.data(), L.host_base.size());
     L.rebuilds = st.rebuilds;
   }
-  size_t StateBytes() const override {
-    size_t bytes = 0;
+  BackendInfo Info() const override {
+    BackendInfo info;
+    info.name = X::kName;
+    info.asynchronous = X::kDevice;
+    info.traffic = x_.Traffic();
+    size_t& bytes = info.state_bytes;
     for (const auto& L : layers_) {
       bytes += L->w.bytes() + L->m.bytes() + L->v.bytes() + L->g.bytes();
       bytes += L->b.bytes() + L->mb.bytes() + L->vb.bytes() + L->gb.bytes();
       bytes += L->touched.bytes() + L->btouched.bytes() + L->rowq.bytes();
       bytes += L->toff.bytes() + L->tids.bytes();
     }
-    return bytes;
+    return info;
   }
-  const char* name() const override { return X::kName; }
 
   static constexpr int64_t kTopKSegment = 256;
 
@@ -1445,7 +1372,7 @@ class GpuBackendT : public LayerBackend {
   std::vector<std::unique_ptr<Layer>> layers_;
   ModelSpec spec_;
   BackendOptions opt_;  // the LSH settings and the seed of every random stream
-  // The batch: per layer (BatchOps), the labels (on the device, with their shape on the
+  // The batch: per layer, the labels (on the device, with their shape on the
   // host for the selection's sizes) and the softmax statistics.
   std::vector<std::unique_ptr<Batch>> batch_;
   struct LabelShape {
@@ -1458,16 +1385,13 @@ class GpuBackendT : public LayerBackend {
   Buf<float> sm_mx_, sm_red_;
   // What the host reads back: per queued step the mean loss and the layers whose updates went
   // non-finite (a ring of kLossRing in device memory, queued_ of them not yet read, taken_
-  // read and not yet handed out); every layer's flag (bad_), of which bad_host_ holds those
-  // read and not yet taken, fresh while no update ran since.
+  // read and not yet handed out); every layer's flag (bad_), which QueueStatus takes.
   static constexpr int64_t kLossRing = 1024;
   Buf<double> ring_loss_;
   Buf<uint64_t> ring_bad_;
   int64_t queued_ = 0;
   std::vector<StepStatus> taken_;
   Buf<uint32_t> bad_;
-  std::vector<uint8_t> bad_host_;
-  bool status_fresh_ = false;
   // Pinned stages of what goes up: rows, labels, the rest (softmax statistics).
   typename X::SendStage send_rows_{&x_}, send_labels_{&x_}, send_misc_{&x_};
   Buf<int64_t> raw_off_;

@@ -97,25 +97,26 @@ void SnapshotExchange::ScatterGrad(const BatchRows& full_grad, const std::vector
   UnpackLike(gathered_vals_.data(), act, local_grad);
 }
 
-void SnapshotExchange::PassForward(BatchOps* backend, const LayerSpec& s, int layer,
+void SnapshotExchange::PassForward(LayerBackend* backend, const LayerSpec& s, int layer,
                                    std::vector<int64_t>* seg) {
   if (comm_->size() == 1) {
-    backend->ChainForward(layer);  // the snapshot is this rank's own output
+    backend->Chain(layer, layer + 1);  // the snapshot is this rank's own output
     return;
   }
-  Gather(s, backend->HostRows(layer, Rows::kOutput), backend->StageRows(layer + 1, Rows::kInput),
-         seg);
+  Gather(s, *backend->HostRows(layer, Rows::kOutput, Access::kRead),
+         backend->HostRows(layer + 1, Rows::kInput, Access::kWrite), seg);
   backend->CommitRows(layer + 1, Rows::kInput);
 }
 
-void SnapshotExchange::PassBackward(BatchOps* backend, int layer, const std::vector<int64_t>& seg) {
+void SnapshotExchange::PassBackward(LayerBackend* backend, int layer,
+                                    const std::vector<int64_t>& seg) {
   if (comm_->size() == 1) {
-    backend->ChainBackward(layer);
+    backend->Chain(layer, layer - 1);
     return;
   }
-  const BatchRows& act = backend->HostRows(layer - 1, Rows::kOutput);
-  BatchRows* delta = backend->StageRows(layer - 1, Rows::kDelta);
-  ScatterGrad(backend->HostRows(layer, Rows::kInputGrad), seg, act, delta);
+  const BatchRows& act = *backend->HostRows(layer - 1, Rows::kOutput, Access::kRead);
+  BatchRows* delta = backend->HostRows(layer - 1, Rows::kDelta, Access::kWrite);
+  ScatterGrad(*backend->HostRows(layer, Rows::kInputGrad, Access::kRead), seg, act, delta);
   ReluBackward(act, delta);
   backend->CommitRows(layer - 1, Rows::kDelta);
 }

@@ -32,13 +32,13 @@ class SnapshotExchange {
                    const BatchRows& act, BatchRows* local_grad);
 
   /// Collective: hidden layer `layer`'s output on `backend` becomes layer + 1's input. With
-  /// one rank the backend links them itself (ChainForward: nothing leaves it); else the
+  /// one rank the backend links them itself (Chain: nothing leaves it); else the
   /// host view of this rank's output is gathered into layer + 1's staged input.
-  void PassForward(BatchOps* backend, const LayerSpec& s, int layer, std::vector<int64_t>* seg);
+  void PassForward(LayerBackend* backend, const LayerSpec& s, int layer, std::vector<int64_t>* seg);
   /// Collective, the inverse: layer `layer`'s input gradient becomes layer - 1's delta,
-  /// times ReLU' of layer - 1's output (ChainBackward with one rank; else ScatterGrad of
+  /// times ReLU' of layer - 1's output (Chain with one rank; else ScatterGrad of
   /// the host views, with `seg` from layer - 1's PassForward).
-  void PassBackward(BatchOps* backend, int layer, const std::vector<int64_t>& seg);
+  void PassBackward(LayerBackend* backend, int layer, const std::vector<int64_t>& seg);
 
  private:
   Communicator* comm_;

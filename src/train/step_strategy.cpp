@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <chrono>
 
-#include "parallel.h"
 #include "trainer.h"
 
 namespace dslide {
@@ -52,7 +51,7 @@ std::optional<double> DataParallelStep::Step(Trainer& t, const Dataset& data,
   auto t0 = Clock::now();
   const int n = static_cast<int>(t.spec_.layers.size());
   std::vector<int64_t> at(n + 1, 0);
-  for (int l = 0; l < n; ++l) at[l + 1] = at[l] + t.backend_->GradientSize(l);
+  for (int l = 0; l < n; ++l) at[l + 1] = at[l] + t.backend_->ExportGradient(l, nullptr, 1.0f);
   // The fused buffer: in the backend's device memory when MPI can reduce it there (no
   // copies through the host), else in host memory.
   float* fused = t.backend_->ExchangeBuffer(at[n], /*zero=*/mine.empty());
@@ -62,14 +61,10 @@ std::optional<double> DataParallelStep::Step(Trainer& t, const Dataset& data,
     fused = t.fused_.data();
     if (mine.empty()) std::fill(t.fused_.begin(), t.fused_.end(), 0.0f);
   }
-  if (!mine.empty())
-    for (int l = 0; l < n; ++l) t.backend_->ExportGradient(l, fused + at[l]);
   // Each slice's gradient is a mean over its points: weight it by its share of the batch.
   const float share = static_cast<float>(b1 - b0) / static_cast<float>(B);
-  if (on_device)
-    t.backend_->ScaleExchange(fused, at[n], share);
-  else
-    ParallelFor(at[n], 1 << 16, [&](int64_t j) { fused[j] *= share; });
+  if (!mine.empty())
+    for (int l = 0; l < n; ++l) t.backend_->ExportGradient(l, fused + at[l], share);
   t.phases_.backward += Seconds(t0);
   t0 = Clock::now();
   t.comm_->Allreduce(fused, at[n], ReduceOp::kSum, Traffic::kGradients);

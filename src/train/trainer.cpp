@@ -55,7 +55,7 @@ Trainer::Trainer(const TrainConfig& cfg, Communicator* comm, std::unique_ptr<Lay
 void Trainer::ForwardHidden(const Dataset& data, const std::vector<int64_t>& points,
                             const BatchLabels* labels, int64_t stream, bool through_output) {
   // The data rows and labels are all of the batch that goes into the backend.
-  DataRows(data, points, backend_->StageRows(0, Rows::kInput));
+  DataRows(data, points, backend_->HostRows(0, Rows::kInput, Access::kWrite));
   backend_->CommitRows(0, Rows::kInput);
   backend_->SetLabels(labels);
   const int n = static_cast<int>(spec_.layers.size());
@@ -63,9 +63,9 @@ void Trainer::ForwardHidden(const Dataset& data, const std::vector<int64_t>& poi
   for (int l = 0; l < last; ++l) {
     const bool out = spec_.layers[l].is_output;
     auto t0 = Clock::now();
-    backend_->BatchSelect(l, out && labels != nullptr, stream);
+    backend_->Select(l, out && labels != nullptr, stream);
     auto t1 = Clock::now();
-    backend_->BatchForward(l);
+    backend_->Forward(l);
     auto t2 = Clock::now();
     phases_.query += std::chrono::duration<double>(t1 - t0).count();
     phases_.forward += std::chrono::duration<double>(t2 - t1).count();
@@ -81,19 +81,19 @@ void Trainer::Softmax(const BatchLabels& labels) {
   const int64_t B = static_cast<int64_t>(labels.off.size()) - 1;
   if (model_comm_->size() == 1) {
     // The whole normaliser is local: one call, which a backend may fuse.
-    backend_->BatchSoftmax(last, kSoftmaxAll, nullptr);
+    backend_->Softmax(last, kSoftmaxAll, nullptr);
     return;
   }
   SoftmaxStats& st = stats_;
-  backend_->BatchSoftmax(last, kSoftmaxMax, &st);
+  backend_->Softmax(last, kSoftmaxMax, &st);
   auto t0 = Clock::now();
   model_comm_->Allreduce(st.mx.data(), B, ReduceOp::kMax, Traffic::kSoftmax);
   phases_.comm += Seconds(t0);
-  backend_->BatchSoftmax(last, kSoftmaxSums, &st);
+  backend_->Softmax(last, kSoftmaxSums, &st);
   t0 = Clock::now();
   model_comm_->Allreduce(st.red.data(), 2 * B, ReduceOp::kSum, Traffic::kSoftmax);
   phases_.comm += Seconds(t0);
-  backend_->BatchSoftmax(last, kSoftmaxDelta, &st);
+  backend_->Softmax(last, kSoftmaxDelta, &st);
 }
 
 double Trainer::MeanLoss(const BatchLabels& labels) {
@@ -101,8 +101,8 @@ double Trainer::MeanLoss(const BatchLabels& labels) {
   DSLIDE_ASSERT(
       std::none_of(pending_.begin(), pending_.end(), [](const Pending& p) { return p.queued; }),
       "a loss read while steps are queued");
-  backend_->QueueLoss(static_cast<int>(spec_.layers.size()) - 1);
-  const std::vector<LayerBackend::StepStatus> q = backend_->TakeQueued();
+  backend_->QueueStatus(static_cast<int>(spec_.layers.size()) - 1);
+  const std::vector<StepStatus> q = backend_->TakeQueued();
   DSLIDE_ASSERT(q.size() == 1);
   CheckStep({iter_ + 1, q[0].loss, q[0].bad_layers});
   return q[0].loss;
@@ -118,7 +118,7 @@ void Trainer::CheckStep(const StepLoss& s) {
     // still those of that step; else the first whose weights did.
     int bad = -1;
     for (int l = 0; l < static_cast<int>(spec_.layers.size()) && bad < 0 && iter >= iter_; ++l) {
-      const BatchRows& o = backend_->HostRows(l, Rows::kOutput);
+      const BatchRows& o = *backend_->HostRows(l, Rows::kOutput, Access::kRead);
       for (int64_t i = 0; i < o.samples() && bad < 0; ++i)
         for (int64_t j = 0; j < o.n[i]; ++j)
           if (!std::isfinite(o.vals[o.off[i] + j])) {
@@ -171,7 +171,7 @@ std::optional<double> Trainer::Backpropagate(const Dataset& data,
   // not wait for the device per step. A non-finite loss or weights stop the run when read,
   // before the weights they produced are checkpointed.
   if (queue && model_comm_->size() == 1) {
-    backend_->QueueLoss(static_cast<int>(spec_.layers.size()) - 1);
+    backend_->QueueStatus(static_cast<int>(spec_.layers.size()) - 1);
     return std::nullopt;
   }
   const double loss = MeanLoss(labels);
@@ -185,7 +185,7 @@ void Trainer::BackwardPass(const AdamStep* step) {
     const bool need_grad = l > 0;
     // With `step`, a layer's weights are not needed again this step once its input gradient
     // exists, so its update may run inside the same pass.
-    backend_->BatchBackward(l, need_grad, step, cfg_.dense_adam);
+    backend_->Backward(l, need_grad, step, cfg_.dense_adam);
     (step != nullptr ? phases_.backward_update : phases_.backward) += Seconds(t0);
     if (need_grad) {
       t0 = Clock::now();
@@ -198,7 +198,7 @@ void Trainer::BackwardPass(const AdamStep* step) {
 void Trainer::QueueStep(const Dataset& data, const std::vector<int64_t>& points) {
   const auto t_start = Clock::now();
   if (pending_.empty()) window_start_ = t_start;
-  const DeviceTraffic traffic0 = backend_->Counters();
+  const DeviceTraffic traffic0 = backend_->Info().traffic;
   AdamStep step;
   step.lr = static_cast<float>(cfg_.lr);
   step.beta1 = static_cast<float>(cfg_.beta1);
@@ -208,9 +208,12 @@ void Trainer::QueueStep(const Dataset& data, const std::vector<int64_t>& points)
   const std::optional<double> loss = strategy_->Step(*this, data, points, step);
   ++iter_;
   Pending p{{iter_, loss.value_or(0.0), 0}, !loss.has_value()};
-  if (loss.has_value())  // known now, with the updates' flags (checked when read)
-    for (size_t l = 0; l < spec_.layers.size(); ++l)
-      if (backend_->TakeNonFinite(static_cast<int>(l))) p.step.bad_layers |= uint64_t{1} << l;
+  if (loss.has_value()) {  // known now, with the updates' flags (checked when read)
+    backend_->QueueStatus(/*loss_layer=*/-1);
+    const std::vector<StepStatus> q = backend_->TakeQueued();
+    DSLIDE_ASSERT(q.size() == 1, "a step's flags read with steps queued");
+    p.step.bad_layers = q[0].bad_layers;
+  }
   pending_.push_back(p);
   if (schedule_.Due(iter_)) {
     const auto t0 = Clock::now();
@@ -220,7 +223,7 @@ void Trainer::QueueStep(const Dataset& data, const std::vector<int64_t>& points)
     phases_.rebuild += Seconds(t0);
   }
   step_ms_.push_back(Seconds(t_start) * 1e3);
-  step_traffic_ = step_traffic_ + (backend_->Counters() - traffic0);
+  step_traffic_ = step_traffic_ + (backend_->Info().traffic - traffic0);
 }
 
 double Trainer::Step(const Dataset& data, const std::vector<int64_t>& points) {
@@ -231,13 +234,13 @@ double Trainer::Step(const Dataset& data, const std::vector<int64_t>& points) {
 }
 
 std::vector<Trainer::StepLoss> Trainer::TakeSteps() {
-  std::vector<LayerBackend::StepStatus> q;
+  std::vector<StepStatus> q;
   if (std::any_of(pending_.begin(), pending_.end(), [](const Pending& p) { return p.queued; })) {
-    const DeviceTraffic traffic0 = backend_->Counters();
+    const DeviceTraffic traffic0 = backend_->Info().traffic;
     q = backend_->TakeQueued();
-    step_traffic_ = step_traffic_ + (backend_->Counters() - traffic0);  // the steps' read-back
+    step_traffic_ = step_traffic_ + (backend_->Info().traffic - traffic0);  // the steps' read-back
   }
-  if (backend_->Asynchronous() && !pending_.empty()) {
+  if (backend_->Info().asynchronous && !pending_.empty()) {
     // The steps since the last read ran behind the host: each gets the window's mean time.
     const size_t n = pending_.size();
     const double ms = Seconds(window_start_) * 1e3 / static_cast<double>(n);

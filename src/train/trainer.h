@@ -54,8 +54,8 @@ class Trainer {
   /// update's weights went NaN or infinite.
   void CheckStep(const StepLoss& s);
   /// Collective: forward and backward without the optimiser step: the gradients wait in
-  /// the backend (GetGradient). Returns the mean loss. Active sets depend on the current
-  /// iteration only.
+  /// the backend (SaveLayer with kGradient). Returns the mean loss. Active sets depend on the
+  /// current iteration only.
   double ForwardBackward(const Dataset& data, const std::vector<int64_t>& points);
   /// Collective: the mean loss of the batch with the active sets ForwardBackward would use.
   double Loss(const Dataset& data, const std::vector<int64_t>& points);
@@ -111,7 +111,7 @@ class Trainer {
   const std::vector<std::pair<int64_t, EvalResult>>& evals() const { return evals_; }
   /// Layer l's local output (active ids, activations) of the last forward pass (a host
   /// view of the backend's buffer).
-  const BatchRows& output(int l) { return backend_->HostRows(l, Rows::kOutput); }
+  const BatchRows& output(int l) { return *backend_->HostRows(l, Rows::kOutput, Access::kRead); }
   /// Per-iteration wall times (ms) of every step run so far (on an asynchronous backend,
   /// each step of a window between reads gets the window's mean).
   const std::vector<double>& step_ms() const { return step_ms_; }
@@ -178,7 +178,7 @@ class Trainer {
   DeviceTraffic step_traffic_;
   std::vector<std::pair<int64_t, EvalResult>> evals_;
   // Per layer: how many entries each (rank, sample) segment of its gathered input holds (the
-  // batch itself lives in the backend's buffers, BatchOps).
+  // batch itself lives in the backend's buffers).
   std::vector<std::vector<int64_t>> segs_;
   std::vector<float> fused_;  // data-parallel gradient buffer
   SoftmaxStats stats_;        // the softmax statistics all-reduced over P ranks

@@ -68,7 +68,7 @@ void Trainer::WriteCheckpoint(const std::string& folder, int64_t epoch, int64_t 
     attempt([&] {
       std::vector<LayerState> layers(spec_.layers.size());
       for (size_t l = 0; l < layers.size(); ++l) {
-        backend_->SaveLayer(static_cast<int>(l), &layers[l]);
+        backend_->SaveLayer(static_cast<int>(l), kCheckpoint, &layers[l]);
         if (!cfg_.checkpoint_tables) {  // rebuilt from the weights on loading
           layers[l].table_offsets.clear();
           layers[l].table_ids.clear();
@@ -167,7 +167,8 @@ CheckpointMeta Trainer::LoadCheckpoint(const std::string& folder) {
   CheckpointMeta m = ReadMeta(folder);
   CheckMetaFits(m, folder + "/meta.h5", spec_, cfg_);
   const std::vector<LayerState> states = ReadLayers(folder, m, spec_.layers);
-  for (size_t l = 0; l < states.size(); ++l) backend_->LoadLayer(static_cast<int>(l), states[l]);
+  for (size_t l = 0; l < states.size(); ++l)
+    backend_->LoadLayer(static_cast<int>(l), kCheckpoint, states[l]);
   iter_ = m.iter;
   best_iter_ = m.best_iter;
   best_p1_ = m.best_p_at_1;
@@ -209,7 +210,7 @@ CheckpointMeta Trainer::ResumeRun(int64_t points, bool keep_best, std::string* f
             ReadLayers(best, bm, spec_.layers, /*weights_only=*/true);
         best_w_.resize(st.size());
         best_b_.resize(st.size());
-        for (size_t l = 0; l < st.size(); ++l) {  // rows per neuron, as GetLayer gives them
+        for (size_t l = 0; l < st.size(); ++l) {  // rows per neuron, as SaveLayer gives them
           best_w_[l] = st[l].w;
           best_b_[l] = st[l].b;
         }
@@ -284,12 +285,20 @@ void Trainer::SnapshotWeights() {
   const size_t n = spec_.layers.size();
   best_w_.resize(n);
   best_b_.resize(n);
-  for (size_t l = 0; l < n; ++l) backend_->GetLayer(static_cast<int>(l), &best_w_[l], &best_b_[l]);
+  for (size_t l = 0; l < n; ++l) {
+    LayerState st;
+    backend_->SaveLayer(static_cast<int>(l), kWeights, &st);
+    best_w_[l] = std::move(st.w);
+    best_b_[l] = std::move(st.b);
+  }
 }
 
 void Trainer::RestoreWeights() {
   for (size_t l = 0; l < best_w_.size(); ++l) {
-    backend_->SetLayer(static_cast<int>(l), best_w_[l], best_b_[l]);
+    LayerState st;
+    st.w = best_w_[l];
+    st.b = best_b_[l];
+    backend_->LoadLayer(static_cast<int>(l), kWeights, st);
     if (!spec_.layers[l].dense())
       backend_->RebuildTables(static_cast<int>(l), /*new_hashes=*/false);
   }

@@ -36,7 +36,7 @@ void Trainer::Score(const Dataset& data, int64_t b0, int64_t count, int k, Score
   std::vector<int32_t> ids, all_ids;
   std::vector<float> sc, all_sc;
   SoftmaxStats st;
-  backend_->BatchTopK(last, k, &ids, &sc, &labels, &st);
+  backend_->TopK(last, k, &ids, &sc, &labels, &st);
   // The normaliser over all ranks: the largest logit, then every rank's sum rescaled to it.
   std::vector<float> mx = st.mx;
   model_comm_->Allreduce(mx.data(), count, ReduceOp::kMax, Traffic::kEval);
@@ -97,9 +97,9 @@ EvalResult Trainer::Evaluate(const Dataset& test, int64_t max_points, bool sampl
     std::iota(points.begin(), points.end(), b0);
     const int64_t stream = kEvalStreamBase + b0;
     ForwardHidden(test, points, nullptr, stream, /*through_output=*/false);
-    backend_->BatchSelect(last, /*with_labels=*/false, stream);
-    backend_->BatchForward(last);
-    const BatchRows& z = backend_->HostRows(last, Rows::kOutput);
+    backend_->Select(last, /*with_labels=*/false, stream);
+    backend_->Forward(last);
+    const BatchRows& z = *backend_->HostRows(last, Rows::kOutput, Access::kRead);
     ids.resize(B * kmax);
     sc.resize(B * kmax);
     for (int64_t i = 0; i < B; ++i) {

@@ -25,6 +25,7 @@
 #include "synthetic.h"
 #include "trainer.h"
 
+#include "../backend_driver.h"
 #include "../test_presets.h"
 
 namespace dslide::testing {
@@ -103,8 +104,8 @@ struct Pair {
   /// The active sets of both backends for the same input, labels and iteration.
   void SelectBoth(int layer, const BatchRows& in, const BatchLabels* lab, int64_t iter,
                   BatchRows* a, BatchRows* b) {
-    cpu->SelectActive(layer, in, lab, iter, a);
-    dev->SelectActive(layer, in, lab, iter, b);
+    SelectActive(*cpu, layer, in, lab, iter, a);
+    SelectActive(*dev, layer, in, lab, iter, b);
   }
   BatchLabels Labels(uint64_t seed) const {
     Rng rng(seed);
@@ -121,16 +122,16 @@ struct Pair {
 inline void ExpectSameLayer(LayerBackend& a, LayerBackend& b, int layer, double tol,
                             const char* what) {
   std::vector<float> wa, ba, wb, bb;
-  a.GetLayer(layer, &wa, &ba);
-  b.GetLayer(layer, &wb, &bb);
+  GetLayer(a, layer, &wa, &ba);
+  GetLayer(b, layer, &wb, &bb);
   EXPECT_LE(MaxRelDiff(wb, wa), tol) << what << ": weights of layer " << layer;
   EXPECT_LE(MaxRelDiff(bb, ba), tol) << what << ": biases of layer " << layer;
 }
 
 inline void ExpectSameTables(LayerBackend& a, LayerBackend& b, int layer) {
   LayerState sa, sb;
-  a.SaveLayer(layer, &sa);
-  b.SaveLayer(layer, &sb);
+  a.SaveLayer(layer, kCheckpoint, &sa);
+  b.SaveLayer(layer, kCheckpoint, &sb);
   EXPECT_EQ(sa.table_sizes, sb.table_sizes) << "layer " << layer;
   EXPECT_EQ(sa.table_offsets, sb.table_offsets) << "layer " << layer;
   EXPECT_EQ(sa.table_ids, sb.table_ids) << "layer " << layer;
@@ -166,10 +167,10 @@ TEST(GpuEquivalence, InitialWeightsAndTables) {
         }
         // A rebuild after the weights moved, with new hash functions.
         std::vector<float> w, b;
-        s.cpu->GetLayer(1, &w, &b);
+        GetLayer(*s.cpu, 1, &w, &b);
         for (size_t i = 0; i < b.size(); ++i) b[i] = 0.01f * static_cast<float>(i % 7);
-        s.cpu->SetLayer(1, w, b);
-        s.dev->SetLayer(1, w, b);
+        SetLayer(*s.cpu, 1, w, b);
+        SetLayer(*s.dev, 1, w, b);
         s.cpu->RebuildTables(1, true);
         s.dev->RebuildTables(1, true);
         ExpectSameTables(*s.cpu, *s.dev, 1);
@@ -194,8 +195,8 @@ TEST(GpuEquivalence, ActiveSetsAndForward) {
             for (int64_t k = 0; k < a.n[i]; ++k)
               ASSERT_EQ(a.Ids(i)[k], b.Ids(i)[k])
                   << "layer " << layer << " sample " << i << " slot " << k;
-          s.cpu->Forward(layer, in, &a);
-          s.dev->Forward(layer, in, &b);
+          Forward(*s.cpu, layer, in, &a);
+          Forward(*s.dev, layer, in, &b);
           double d = 0;
           for (int64_t i = 0; i < s.B; ++i)
             for (int64_t k = 0; k < a.n[i]; ++k)
@@ -222,8 +223,8 @@ TEST(GpuEquivalence, ForwardRowsWiderThanAWarp) {
     s.SelectBoth(1, h, &lab, 3, &a, &b);
     ASSERT_EQ(a.n, b.n);
     ASSERT_EQ(a.ids, b.ids);
-    s.cpu->Forward(1, h, &a);
-    s.dev->Forward(1, h, &b);
+    Forward(*s.cpu, 1, h, &a);
+    Forward(*s.dev, 1, h, &b);
     EXPECT_LE(MaxRelDiff(b.vals, a.vals), kTol) << "activations";
     double norm = 0;
     for (float v : a.vals) norm += std::abs(v);
@@ -281,35 +282,37 @@ TEST(GpuEquivalence, ForwardSharedMemoryLimits) {
       BatchRows a, b;
       s.SelectBoth(layer, in, layer == 1 ? &lab : nullptr, 2, &a, &b);
       ASSERT_EQ(a.ids, b.ids);
-      s.cpu->Forward(layer, in, &a);
-      s.dev->Forward(layer, in, &b);
+      Forward(*s.cpu, layer, in, &a);
+      Forward(*s.dev, layer, in, &b);
       ASSERT_EQ(a.vals.size(), b.vals.size());
       EXPECT_LE(MaxRelDiff(b.vals, a.vals), kTol) << "activations of layer " << layer;
       if (layer == 0) continue;
       SoftmaxStats sa, sb;
       BatchRows da, db, ga, gb;
-      s.cpu->Softmax(1, a, lab, kSoftmaxAll, &sa, &da);
-      s.dev->Softmax(1, b, lab, kSoftmaxAll, &sb, &db);
+      Softmax(*s.cpu, 1, a, lab, kSoftmaxAll, &sa, &da);
+      Softmax(*s.dev, 1, b, lab, kSoftmaxAll, &sb, &db);
       EXPECT_LE(MaxRelDiff(db.vals, da.vals), kTol) << "deltas";
       ga.LikeZero(h);
       gb.LikeZero(h);
       AdamStep step;
-      s.cpu->BackwardUpdate(1, h, da, &ga, step, false);
-      s.dev->BackwardUpdate(1, h, db, &gb, step, false);
+      Backward(*s.cpu, 1, h, da, &ga, &step);
+      Backward(*s.dev, 1, h, db, &gb, &step);
       EXPECT_LE(MaxRelDiff(gb.vals, ga.vals), kTol) << "input gradients";
       ExpectSameLayer(*s.cpu, *s.dev, 1, kTol, "after the step");
     }
   }
 }
 
-/// One backward step of `layer` with random deltas on both backends; compares gradients,
-/// input gradients and the weights after Adam.
+/// One backward step of `layer` with random deltas on both backends. Fused: Backward with
+/// Adam, then the input gradients, weights and moments compared. Else Backward alone: the
+/// input gradients and pending gradients compared, then both take the same dense Adam step
+/// from the CPU's gradient (ApplyGradient).
 inline void CompareStep(Pair& s, int layer, bool fused, bool dense_adam, const char* what) {
   SCOPED_TRACE(what);
   const BatchRows in = layer == 0 ? s.Inputs(21) : s.Hidden(22);
   const BatchLabels lab = s.Labels(23);
   BatchRows act;
-  s.cpu->SelectActive(layer, in, layer == 1 ? &lab : nullptr, 3, &act);
+  SelectActive(*s.cpu, layer, in, layer == 1 ? &lab : nullptr, 3, &act);
   BatchRows delta;
   delta.LikeZero(act);
   delta.ids = act.ids;
@@ -325,38 +328,40 @@ inline void CompareStep(Pair& s, int layer, bool fused, bool dense_adam, const c
   gb.LikeZero(in);
   const bool want_grad = layer > 0;
   if (fused) {
-    s.cpu->BackwardUpdate(layer, in, delta, want_grad ? &ga : nullptr, step, dense_adam);
-    s.dev->BackwardUpdate(layer, in, delta, want_grad ? &gb : nullptr, step, dense_adam);
+    Backward(*s.cpu, layer, in, delta, want_grad ? &ga : nullptr, &step, dense_adam);
+    Backward(*s.dev, layer, in, delta, want_grad ? &gb : nullptr, &step, dense_adam);
   } else {
-    s.cpu->Backward(layer, in, delta, want_grad ? &ga : nullptr);
-    s.dev->Backward(layer, in, delta, want_grad ? &gb : nullptr);
+    Backward(*s.cpu, layer, in, delta, want_grad ? &ga : nullptr);
+    Backward(*s.dev, layer, in, delta, want_grad ? &gb : nullptr);
     std::vector<float> gwa, gba, gwb, gbb;
-    s.cpu->GetGradient(layer, &gwa, &gba);
-    s.dev->GetGradient(layer, &gwb, &gbb);
+    GetGradient(*s.cpu, layer, &gwa, &gba);
+    GetGradient(*s.dev, layer, &gwb, &gbb);
     EXPECT_LE(MaxRelDiff(gwb, gwa), kTol) << "weight gradients";
     EXPECT_LE(MaxRelDiff(gbb, gba), kTol) << "bias gradients";
     double norm = 0;
     for (float g : gwa) norm += std::abs(g);
     EXPECT_GT(norm, 0.0) << "the step has a gradient";
-    s.cpu->Update(layer, step, dense_adam);
-    s.dev->Update(layer, step, dense_adam);
+    std::vector<float> flat(GradientSize(*s.cpu, layer));
+    s.cpu->ExportGradient(layer, flat.data(), 1.0f);
+    s.cpu->ApplyGradient(layer, flat.data(), step);
+    s.dev->ApplyGradient(layer, flat.data(), step);
   }
   if (want_grad) EXPECT_LE(MaxRelDiff(gb.vals, ga.vals), kTol) << "input gradients";
   ExpectSameLayer(*s.cpu, *s.dev, layer, kTol, "after Adam");
   LayerState sa, sb;
-  s.cpu->SaveLayer(layer, &sa);
-  s.dev->SaveLayer(layer, &sb);
+  s.cpu->SaveLayer(layer, kMoments, &sa);
+  s.dev->SaveLayer(layer, kMoments, &sb);
   EXPECT_LE(MaxRelDiff(sb.m, sa.m), kTol) << "first moments";
   EXPECT_LE(MaxRelDiff(sb.v, sa.v), kTol) << "second moments";
-  EXPECT_EQ(s.cpu->TakeNonFinite(layer), s.dev->TakeNonFinite(layer));
+  EXPECT_EQ(TakeNonFinite(*s.cpu, layer), TakeNonFinite(*s.dev, layer));
 }
 
 TEST(GpuEquivalence, BackwardAndAdam) {
   for (bool fused : {false, true})
     for (bool dense_adam : {false, true}) {
       Pair s(SmallLsh(HashFamily::kDwta, QueryStrategy::kTopK, FillPolicy::kBatch), {0.5, 0.1});
-      const std::string tag =
-          std::string(fused ? "fused" : "separate") + (dense_adam ? " dense Adam" : " lazy Adam");
+      const std::string tag = std::string(fused ? "fused" : "gradient only") +
+                              (dense_adam ? " dense Adam" : " lazy Adam");
       CompareStep(s, 1, fused, dense_adam, ("output layer, " + tag).c_str());
       CompareStep(s, 0, fused, dense_adam, ("first layer, " + tag).c_str());
       // Twice, so a second step meets the moments of the first.
@@ -380,27 +385,27 @@ TEST(GpuEquivalence, SoftmaxLossAndDelta) {
   BatchRows za, zb;
   s.SelectBoth(1, h, &lab, 5, &za, &zb);
   ASSERT_EQ(za.ids, zb.ids);
-  s.cpu->Forward(1, h, &za);
-  s.dev->Forward(1, h, &zb);
+  Forward(*s.cpu, 1, h, &za);
+  Forward(*s.dev, 1, h, &zb);
   for (bool fused : {true, false}) {
     SCOPED_TRACE(fused ? "fused" : "three phases");
     SoftmaxStats sa, sb;
     BatchRows da, db;
     if (fused) {
-      s.cpu->Softmax(1, za, lab, kSoftmaxAll, &sa, &da);
-      s.dev->Softmax(1, zb, lab, kSoftmaxAll, &sb, &db);
+      Softmax(*s.cpu, 1, za, lab, kSoftmaxAll, &sa, &da);
+      Softmax(*s.dev, 1, zb, lab, kSoftmaxAll, &sb, &db);
     } else {
-      s.cpu->Softmax(1, za, lab, kSoftmaxMax, &sa, &da);
-      s.dev->Softmax(1, zb, lab, kSoftmaxMax, &sb, &db);
+      Softmax(*s.cpu, 1, za, lab, kSoftmaxMax, &sa, &da);
+      Softmax(*s.dev, 1, zb, lab, kSoftmaxMax, &sb, &db);
       // The maxima of logits that agree within kTol (the device contracts to FMA).
       EXPECT_LE(MaxRelDiff(sb.mx, sa.mx), kTol) << "row maxima";
       for (int64_t i = 0; i < s.B; ++i) sa.mx[i] = sb.mx[i] = sa.mx[i] + 0.25f * (i % 3);
-      s.cpu->Softmax(1, za, lab, kSoftmaxSums, &sa, &da);
-      s.dev->Softmax(1, zb, lab, kSoftmaxSums, &sb, &db);
+      Softmax(*s.cpu, 1, za, lab, kSoftmaxSums, &sa, &da);
+      Softmax(*s.dev, 1, zb, lab, kSoftmaxSums, &sb, &db);
       EXPECT_LE(MaxRelDiff(sb.red, sa.red), kTol) << "sums and label terms";
       for (int64_t i = 0; i < s.B; ++i) sa.red[i] = sb.red[i] = sa.red[i] + 0.5f;
-      s.cpu->Softmax(1, za, lab, kSoftmaxDelta, &sa, &da);
-      s.dev->Softmax(1, zb, lab, kSoftmaxDelta, &sb, &db);
+      Softmax(*s.cpu, 1, za, lab, kSoftmaxDelta, &sa, &da);
+      Softmax(*s.dev, 1, zb, lab, kSoftmaxDelta, &sb, &db);
     }
     EXPECT_LE(MaxRelDiff(sb.mx, sa.mx), kTol) << "row maxima";
     EXPECT_LE(MaxRelDiff(sb.red, sa.red), kTol) << "sums and label terms";
@@ -416,17 +421,19 @@ TEST(GpuEquivalence, SoftmaxLossAndDelta) {
     BatchRows ga, gb;
     ga.LikeZero(h);
     gb.LikeZero(h);
-    s.cpu->Backward(1, h, da, &ga);
-    s.dev->Backward(1, h, db, &gb);
+    Backward(*s.cpu, 1, h, da, &ga);
+    Backward(*s.dev, 1, h, db, &gb);
     EXPECT_LE(MaxRelDiff(gb.vals, ga.vals), kTol) << "input gradients from the softmax delta";
     std::vector<float> gwa, gba, gwb, gbb;
-    s.cpu->GetGradient(1, &gwa, &gba);
-    s.dev->GetGradient(1, &gwb, &gbb);
+    GetGradient(*s.cpu, 1, &gwa, &gba);
+    GetGradient(*s.dev, 1, &gwb, &gbb);
     EXPECT_LE(MaxRelDiff(gwb, gwa), kTol) << "weight gradients from the softmax delta";
     AdamStep step;
     step.lr = 1e-3f;
-    s.cpu->Update(1, step, false);
-    s.dev->Update(1, step, false);
+    std::vector<float> flat(GradientSize(*s.cpu, 1));
+    s.cpu->ExportGradient(1, flat.data(), 1.0f);
+    s.cpu->ApplyGradient(1, flat.data(), step);
+    s.dev->ApplyGradient(1, flat.data(), step);
   }
   // A batch without any labels: no loss, zero deltas.
   {
@@ -434,10 +441,10 @@ TEST(GpuEquivalence, SoftmaxLossAndDelta) {
     none.off.assign(s.B + 1, 0);
     SoftmaxStats sa, sb;
     BatchRows da, db;
-    s.cpu->Forward(1, h, &za);
-    s.dev->Forward(1, h, &zb);
-    s.cpu->Softmax(1, za, none, kSoftmaxAll, &sa, &da);
-    s.dev->Softmax(1, zb, none, kSoftmaxAll, &sb, &db);
+    Forward(*s.cpu, 1, h, &za);
+    Forward(*s.dev, 1, h, &zb);
+    Softmax(*s.cpu, 1, za, none, kSoftmaxAll, &sa, &da);
+    Softmax(*s.dev, 1, zb, none, kSoftmaxAll, &sb, &db);
     EXPECT_EQ(SoftmaxMeanLoss(sb, none), 0.0);
     EXPECT_LE(MaxRelDiff(sb.red, sa.red), kTol);
     for (float v : db.vals) ASSERT_EQ(v, 0.0f);
@@ -445,36 +452,34 @@ TEST(GpuEquivalence, SoftmaxLossAndDelta) {
   // After a Softmax, a Backward given other rows than the ones it wrote uses those rows.
   SoftmaxStats sa, sb;
   BatchRows da, db;
-  s.cpu->Forward(1, h, &za);
-  s.dev->Forward(1, h, &zb);
-  s.cpu->Softmax(1, za, lab, kSoftmaxAll, &sa, &da);
-  s.dev->Softmax(1, zb, lab, kSoftmaxAll, &sb, &db);
+  Forward(*s.cpu, 1, h, &za);
+  Forward(*s.dev, 1, h, &zb);
+  Softmax(*s.cpu, 1, za, lab, kSoftmaxAll, &sa, &da);
+  Softmax(*s.dev, 1, zb, lab, kSoftmaxAll, &sb, &db);
   BatchRows other = da;
   for (float& v : other.vals) v = -2.0f * v + 0.01f;
   BatchRows ga, gb;
   ga.LikeZero(h);
   gb.LikeZero(h);
-  s.cpu->Backward(1, h, other, &ga);
-  s.dev->Backward(1, h, other, &gb);
-  EXPECT_LE(MaxRelDiff(gb.vals, ga.vals), kTol) << "input gradients from a given delta";
   AdamStep step;
-  s.cpu->Update(1, step, false);
-  s.dev->Update(1, step, false);
+  Backward(*s.cpu, 1, h, other, &ga, &step);
+  Backward(*s.dev, 1, h, other, &gb, &step);
+  EXPECT_LE(MaxRelDiff(gb.vals, ga.vals), kTol) << "input gradients from a given delta";
   ExpectSameLayer(*s.cpu, *s.dev, 1, kTol, "after the updates");
 }
 
 TEST(GpuEquivalence, ExactTopK) {
   Pair s(TrainConfig{}, {1.0, 0.1});
   std::vector<float> w, b;
-  s.cpu->GetLayer(1, &w, &b);
+  GetLayer(*s.cpu, 1, &w, &b);
   for (size_t i = 0; i < b.size(); ++i) b[i] = 0.05f * static_cast<float>(i % 11);
-  s.cpu->SetLayer(1, w, b);
-  s.dev->SetLayer(1, w, b);
+  SetLayer(*s.cpu, 1, w, b);
+  SetLayer(*s.dev, 1, w, b);
   const BatchRows h = s.Hidden(31);
   std::vector<int32_t> ia, ib;
   std::vector<float> sa, sb;
-  s.cpu->TopK(1, h, 5, &ia, &sa);
-  s.dev->TopK(1, h, 5, &ib, &sb);
+  TopK(*s.cpu, 1, h, 5, &ia, &sa);
+  TopK(*s.dev, 1, h, 5, &ib, &sb);
   EXPECT_EQ(ia, ib);
   EXPECT_LE(MaxRelDiff(sb, sa), kTol);
   // The full-softmax statistics (evaluation loss, predict's probabilities): the largest
@@ -486,8 +491,8 @@ TEST(GpuEquivalence, ExactTopK) {
     labels.off.push_back(static_cast<int64_t>(labels.ids.size()));
   }
   SoftmaxStats ca, cb;
-  s.cpu->TopK(1, h, 5, &ia, &sa, &labels, &ca);
-  s.dev->TopK(1, h, 5, &ib, &sb, &labels, &cb);
+  TopK(*s.cpu, 1, h, 5, &ia, &sa, &labels, &ca);
+  TopK(*s.dev, 1, h, 5, &ib, &sb, &labels, &cb);
   EXPECT_EQ(ia, ib);
   for (int64_t i = 0; i < s.B; ++i) {
     std::vector<float> z(s.out);
@@ -515,18 +520,22 @@ TEST(GpuEquivalence, DataParallelGradientExchange) {
   for (int layer = 1; layer >= 0; --layer) {
     const BatchRows in = layer == 0 ? s.Inputs(41) : s.Hidden(42);
     BatchRows act;
-    s.cpu->SelectActive(layer, in, nullptr, 1, &act);
+    SelectActive(*s.cpu, layer, in, nullptr, 1, &act);
     BatchRows delta;
     delta.LikeZero(act);
     delta.ids = act.ids;
     Rng rng(43);
     for (float& v : delta.vals) v = static_cast<float>(rng.Uniform() - 0.5);
-    s.cpu->Backward(layer, in, delta, nullptr);
-    s.dev->Backward(layer, in, delta, nullptr);
-    std::vector<float> ga(s.cpu->GradientSize(layer)), gb(s.dev->GradientSize(layer));
-    s.cpu->ExportGradient(layer, ga.data());
-    s.dev->ExportGradient(layer, gb.data());
+    Backward(*s.cpu, layer, in, delta, nullptr);
+    Backward(*s.dev, layer, in, delta, nullptr);
+    std::vector<float> ga(GradientSize(*s.cpu, layer)), gb(GradientSize(*s.dev, layer));
+    s.cpu->ExportGradient(layer, ga.data(), 1.0f);
+    s.dev->ExportGradient(layer, gb.data(), 1.0f);
     EXPECT_LE(MaxRelDiff(gb, ga), kTol) << "exported gradient of layer " << layer;
+    // Scaled on export (a replica's share of the batch).
+    std::vector<float> half(gb.size());
+    s.dev->ExportGradient(layer, half.data(), 0.5f);
+    for (size_t j = 0; j < gb.size(); ++j) ASSERT_EQ(half[j], 0.5f * gb[j]) << j;
     AdamStep step;
     step.lr = 1e-2f;
     s.cpu->ApplyGradient(layer, ga.data(), step);
@@ -541,8 +550,8 @@ TEST(GpuEquivalence, CheckpointsCrossBackends) {
   CompareStep(s, 1, true, false, "a step before saving");
   for (int l = 0; l < 2; ++l) {
     LayerState st;
-    s.cpu->SaveLayer(l, &st);
-    s.dev->LoadLayer(l, st);
+    s.cpu->SaveLayer(l, kCheckpoint, &st);
+    s.dev->LoadLayer(l, kCheckpoint, st);
     ExpectSameTables(*s.cpu, *s.dev, l);
   }
   ExpectSameLayer(*s.cpu, *s.dev, 1, 0.0, "loaded");
@@ -609,50 +618,49 @@ TEST(GpuEquivalence, BatchBuffersChainedAndExchanged) {
     LayerBackend* backends[2] = {s.cpu.get(), s.dev.get()};
     for (int k = 0; k < 2; ++k) {
       LayerBackend& b = *backends[k];
-      *b.StageRows(0, Rows::kInput) = x;
+      *b.HostRows(0, Rows::kInput, Access::kWrite) = x;
       b.CommitRows(0, Rows::kInput);
       b.SetLabels(&lab);
-      b.BatchSelect(0, false, 4);
-      b.BatchForward(0);
-      got[k][0] = b.HostRows(0, Rows::kOutput);
+      b.Select(0, false, 4);
+      b.Forward(0);
+      got[k][0] = *b.HostRows(0, Rows::kOutput, Access::kRead);
       std::vector<int64_t> seg;
       if (chained) {
-        b.ChainForward(0);
+        b.Chain(0, 0 + 1);
       } else {
-        exchange.Gather(s.spec.layers[0], b.HostRows(0, Rows::kOutput),
-                        b.StageRows(1, Rows::kInput), &seg);
+        exchange.Gather(s.spec.layers[0], *b.HostRows(0, Rows::kOutput, Access::kRead),
+                        b.HostRows(1, Rows::kInput, Access::kWrite), &seg);
         b.CommitRows(1, Rows::kInput);
       }
-      got[k][1] = b.HostRows(1, Rows::kInput);
-      b.BatchSelect(1, true, 4);
-      b.BatchForward(1);
+      got[k][1] = *b.HostRows(1, Rows::kInput, Access::kRead);
+      b.Select(1, true, 4);
+      b.Forward(1);
       if (chained) {
-        b.BatchSoftmax(1, kSoftmaxAll, nullptr);
+        b.Softmax(1, kSoftmaxAll, nullptr);
       } else {
         SoftmaxStats st;
-        b.BatchSoftmax(1, kSoftmaxMax, &st);
-        b.BatchSoftmax(1, kSoftmaxSums, &st);
-        b.BatchSoftmax(1, kSoftmaxDelta, &st);
+        b.Softmax(1, kSoftmaxMax, &st);
+        b.Softmax(1, kSoftmaxSums, &st);
+        b.Softmax(1, kSoftmaxDelta, &st);
       }
-      b.BatchBackward(1, /*in_grad=*/true, nullptr, false);
-      got[k][2] = b.HostRows(1, Rows::kInputGrad);
+      b.Backward(1, /*in_grad=*/true, &step, false);
+      got[k][2] = *b.HostRows(1, Rows::kInputGrad, Access::kRead);
       if (chained) {
-        b.ChainBackward(1);
-        b.QueueLoss(1);
-        const std::vector<LayerBackend::StepStatus> q = b.TakeQueued();
+        b.Chain(1, 1 - 1);
+        b.QueueStatus(1);
+        const std::vector<StepStatus> q = b.TakeQueued();
         ASSERT_EQ(q.size(), 1u);
         EXPECT_EQ(q[0].bad_layers, 0u);
         loss[k] = q[0].loss;
       } else {
-        const BatchRows& act = b.HostRows(0, Rows::kOutput);
-        BatchRows* delta = b.StageRows(0, Rows::kDelta);
-        exchange.ScatterGrad(b.HostRows(1, Rows::kInputGrad), seg, act, delta);
+        const BatchRows& act = *b.HostRows(0, Rows::kOutput, Access::kRead);
+        BatchRows* delta = b.HostRows(0, Rows::kDelta, Access::kWrite);
+        exchange.ScatterGrad(*b.HostRows(1, Rows::kInputGrad, Access::kRead), seg, act, delta);
         ReluBackward(act, delta);
         b.CommitRows(0, Rows::kDelta);
       }
-      got[k][3] = b.HostRows(0, Rows::kDelta);
-      b.BatchBackward(0, false, &step, false);
-      b.Update(1, step, false);
+      got[k][3] = *b.HostRows(0, Rows::kDelta, Access::kRead);
+      b.Backward(0, false, &step, false);
     }
     for (int r = 0; r < 4; ++r) ExpectSameRows(got[0][r], got[1][r], kTol, names[r]);
     if (chained) {
@@ -701,25 +709,25 @@ TEST(GpuEquivalence, OneRankStepMovesOnlyInputLabelsAndLoss) {
         input += data.Features(p).n * int64_t{sizeof(int32_t) + sizeof(float)};
         labels += data.NumLabels(p) * int64_t{sizeof(int32_t)};
       }
-      const DeviceTraffic before = t.backend().Counters();
+      const DeviceTraffic before = t.backend().Info().traffic;
       t.QueueStep(data, points);
-      const DeviceTraffic d = t.backend().Counters() - before;
+      const DeviceTraffic d = t.backend().Info().traffic - before;
       SCOPED_TRACE("step " + std::to_string(step + 1));
       EXPECT_EQ(d.h2d_bytes, input + labels);
       EXPECT_EQ(d.d2h_bytes, 0);
       EXPECT_EQ(d.syncs, 0);
       EXPECT_GT(d.launches, 9);
       // The same step read at once (Step): the loss and the flags come down, one wait.
-      const DeviceTraffic b2 = read_each.backend().Counters();
+      const DeviceTraffic b2 = read_each.backend().Info().traffic;
       want.push_back(read_each.Step(data, points));
-      const DeviceTraffic d2 = read_each.backend().Counters() - b2;
+      const DeviceTraffic d2 = read_each.backend().Info().traffic - b2;
       EXPECT_EQ(d2.h2d_bytes, input + labels);
       EXPECT_EQ(d2.d2h_bytes, int64_t{sizeof(double) + sizeof(uint64_t)});
       EXPECT_EQ(d2.syncs, 1);
     }
-    const DeviceTraffic before = t.backend().Counters();
+    const DeviceTraffic before = t.backend().Info().traffic;
     const std::vector<Trainer::StepLoss> got = t.TakeSteps();
-    const DeviceTraffic d = t.backend().Counters() - before;
+    const DeviceTraffic d = t.backend().Info().traffic - before;
     EXPECT_EQ(d.h2d_bytes, 0);
     EXPECT_EQ(d.d2h_bytes, kSteps * int64_t{sizeof(double) + sizeof(uint64_t)});
     EXPECT_EQ(d.syncs, 1);

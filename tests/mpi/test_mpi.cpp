@@ -53,8 +53,8 @@ TEST(Distributed, DenseEqualsOneRank) {
   double max_diff = 0;
   for (int l = 0; l < 3; ++l) {
     std::vector<float> w, b, w1, b1;
-    dist_tr.backend().GetLayer(l, &w, &b);
-    one.backend().GetLayer(l, &w1, &b1);
+    testing::GetLayer(dist_tr.backend(), l, &w, &b);
+    testing::GetLayer(one.backend(), l, &w1, &b1);
     const LayerSpec& s = dist_tr.spec().layers[l];
     ASSERT_EQ(static_cast<int64_t>(w.size()), s.local() * s.in_dim);
     for (int64_t i = 0; i < s.local(); ++i) {

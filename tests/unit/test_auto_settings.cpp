@@ -6,6 +6,7 @@
 
 #include <set>
 
+#include "../backend_driver.h"
 #include "auto_settings.h"
 #include "budget_sampler.h"
 #include "layer_backend.h"
@@ -172,7 +173,7 @@ TEST(AutoSettings, PrintedSlotsMatchTheSelection) {
       labels.off.push_back(static_cast<int64_t>(labels.ids.size()));
     }
     BatchRows out;
-    be->SelectActive(1, in, &labels, 0, &out);
+    testing::SelectActive(*be, 1, in, &labels, 0, &out);
     for (int64_t i = 0; i < d.size(); ++i) {
       selected += static_cast<double>(out.n[i]);
       per_sample[i] += out.n[i];

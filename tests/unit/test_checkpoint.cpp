@@ -76,8 +76,8 @@ TEST(Checkpoint, EveryFieldRoundTrips) {
   EXPECT_NE(m.settings.find("\"checkpoint-tables\":"), std::string::npos) << m.settings;
   for (int l = 0; l < 2; ++l) {
     LayerState x, y;
-    a->backend().SaveLayer(l, &x);
-    b->backend().SaveLayer(l, &y);
+    a->backend().SaveLayer(l, kCheckpoint, &x);
+    b->backend().SaveLayer(l, kCheckpoint, &y);
     EXPECT_EQ(x.w, y.w) << "layer " << l;
     EXPECT_EQ(x.b, y.b);
     EXPECT_EQ(x.m, y.m);
@@ -91,7 +91,7 @@ TEST(Checkpoint, EveryFieldRoundTrips) {
     EXPECT_EQ(x.table_sizes, y.table_sizes);
   }
   LayerState out;
-  a->backend().SaveLayer(1, &out);
+  a->backend().SaveLayer(1, kCheckpoint, &out);
   EXPECT_GT(out.hash_version, 1) << "the test should cover a rehash";
   EXPECT_GT(out.rebuilds, 1) << "the test should cover a rebuild";
 }
@@ -208,7 +208,7 @@ TEST(Checkpoint, DamagedFilesAreRejected) {
     std::ifstream(shard, std::ios::binary).read(bytes.data(), size);
     const std::vector<char> saved = bytes;
     LayerState st;
-    a->backend().SaveLayer(1, &st);
+    a->backend().SaveLayer(1, kCheckpoint, &st);
     const float probe = st.w[st.w.size() / 2];
     const char* p = reinterpret_cast<const char*>(&probe);
     auto it = std::search(bytes.begin(), bytes.end(), p, p + 4);
@@ -329,7 +329,7 @@ TEST(Checkpoint, ExportIsPlainHdf5WithEveryLayer) {
   EXPECT_EQ(params, a->spec().NumParameters());
   for (int l = 0; l < 2; ++l) {
     std::vector<float> w, b;
-    a->backend().GetLayer(l, &w, &b);
+    testing::GetLayer(a->backend(), l, &w, &b);
     hsize_t rows = 0, cols = 0;
     const auto ew = ReadPlain(out, "layer" + std::to_string(l) + "/weights", &rows, &cols);
     EXPECT_EQ(rows, static_cast<hsize_t>(a->spec().layers[l].out_dim));

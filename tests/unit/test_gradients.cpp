@@ -39,20 +39,20 @@ void CheckGradients(std::vector<double> sparsity, std::vector<int64_t> hidden, F
   int checked = 0;
   for (int l = 0; l < static_cast<int>(tr.spec().layers.size()); ++l) {
     std::vector<float> w, b, gw, gb;
-    tr.backend().GetLayer(l, &w, &b);
-    tr.backend().GetGradient(l, &gw, &gb);
+    testing::GetLayer(tr.backend(), l, &w, &b);
+    testing::GetGradient(tr.backend(), l, &gw, &gb);
     const int64_t in = tr.spec().layers[l].in_dim;
     // The central difference of the loss when entry i of `p` (w or b) moves by +-eps.
     auto central = [&](std::vector<float>* p, size_t i) {
       const float keep = (*p)[i];
       (*p)[i] = keep + eps;
-      tr.backend().SetLayer(l, w, b);
+      testing::SetLayer(tr.backend(), l, w, b);
       const double lp = tr.Loss(data, pts);
       (*p)[i] = keep - eps;
-      tr.backend().SetLayer(l, w, b);
+      testing::SetLayer(tr.backend(), l, w, b);
       const double lm = tr.Loss(data, pts);
       (*p)[i] = keep;
-      tr.backend().SetLayer(l, w, b);
+      testing::SetLayer(tr.backend(), l, w, b);
       return (lp - lm) / (2 * eps);
     };
     // Weights with a non-zero analytic gradient plus a few zero ones, and the biases.

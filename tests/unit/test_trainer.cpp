@@ -2,6 +2,7 @@
 // thread with a fixed seed is deterministic.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <limits>
@@ -11,6 +12,7 @@
 
 #include "../test_presets.h"
 #include "activation.h"
+#include "adam.h"
 #include "auto_settings.h"
 #include "communicator.h"
 #include "error.h"
@@ -145,10 +147,10 @@ TEST(Trainer, LossSequenceIsPinned) {
   }
 }
 
-// With one rank the backend links a layer to the next itself (BatchOps::ChainForward,
-// ChainBackward); the result must be what the snapshot exchange gives on one rank, which the
-// trainer uses on P ranks.
-TEST(BatchOps, OneRankChainsEqualTheSnapshotExchange) {
+// With one rank the backend links a layer to the next itself (LayerBackend::Chain); the
+// result must be what the snapshot exchange gives on one rank, which the trainer uses on P
+// ranks.
+TEST(LayerBackend, OneRankChainsEqualTheSnapshotExchange) {
   SetNumThreads(1);
   TrainConfig cfg;
   cfg.hidden = {24};
@@ -160,7 +162,7 @@ TEST(BatchOps, OneRankChainsEqualTheSnapshotExchange) {
   std::unique_ptr<LayerBackend> be = MakeBackend(Device::kCpu, 0);
   be->Init(spec, BackendOptions::Of(cfg));
   Rng rng(3);
-  BatchRows* x = be->StageRows(0, Rows::kInput);
+  BatchRows* x = be->HostRows(0, Rows::kInput, Access::kWrite);
   x->Strided(B, 5);
   for (int64_t i = 0; i < B; ++i) {
     for (int j = 0; j < 5; ++j) {
@@ -177,16 +179,16 @@ TEST(BatchOps, OneRankChainsEqualTheSnapshotExchange) {
     labels.off.push_back(static_cast<int64_t>(labels.ids.size()));
   }
   be->SetLabels(&labels);
-  be->BatchSelect(0, false, 1);
-  be->BatchForward(0);
+  be->Select(0, false, 1);
+  be->Forward(0);
 
   LocalCommunicator comm;
   SnapshotExchange exchange(&comm);
   BatchRows gathered;
   std::vector<int64_t> seg;
-  exchange.Gather(spec.layers[0], be->HostRows(0, Rows::kOutput), &gathered, &seg);
-  be->ChainForward(0);
-  const BatchRows& in1 = be->HostRows(1, Rows::kInput);
+  exchange.Gather(spec.layers[0], *be->HostRows(0, Rows::kOutput, Access::kRead), &gathered, &seg);
+  be->Chain(0, 0 + 1);
+  const BatchRows& in1 = *be->HostRows(1, Rows::kInput, Access::kRead);
   EXPECT_EQ(in1.off, gathered.off);
   EXPECT_EQ(in1.n, gathered.n);
   EXPECT_EQ(in1.ids, gathered.ids);
@@ -194,17 +196,17 @@ TEST(BatchOps, OneRankChainsEqualTheSnapshotExchange) {
   EXPECT_EQ(in1.dense, gathered.dense);
   EXPECT_EQ(in1.width, gathered.width);
 
-  be->BatchSelect(1, true, 1);
-  be->BatchForward(1);
+  be->Select(1, true, 1);
+  be->Forward(1);
   SoftmaxStats st;
-  be->BatchSoftmax(1, kSoftmaxAll, &st);
-  be->BatchBackward(1, /*in_grad=*/true, nullptr, false);
-  const BatchRows& act = be->HostRows(0, Rows::kOutput);
+  be->Softmax(1, kSoftmaxAll, &st);
+  be->Backward(1, /*in_grad=*/true, nullptr, false);
+  const BatchRows& act = *be->HostRows(0, Rows::kOutput, Access::kRead);
   BatchRows want;
-  exchange.ScatterGrad(be->HostRows(1, Rows::kInputGrad), seg, act, &want);
+  exchange.ScatterGrad(*be->HostRows(1, Rows::kInputGrad, Access::kRead), seg, act, &want);
   ReluBackward(act, &want);
-  be->ChainBackward(1);
-  const BatchRows& got = be->HostRows(0, Rows::kDelta);
+  be->Chain(1, 1 - 1);
+  const BatchRows& got = *be->HostRows(0, Rows::kDelta, Access::kRead);
   EXPECT_EQ(got.off, want.off);
   EXPECT_EQ(got.n, want.n);
   EXPECT_EQ(got.ids, want.ids);
@@ -238,17 +240,23 @@ BatchRows DenseRows(int64_t B, int64_t w, Rng* rng) {
 
 class FusedUpdate : public ::testing::TestWithParam<double> {};
 
-TEST_P(FusedUpdate, EqualsBackwardThenUpdate) {
-  // Sparse output (the per-neuron index) and dense output (the row-block path) alike.
+TEST_P(FusedUpdate, EqualsBackwardThenLazyAdam) {
+  // Backward with a step (one pass over the touched rows: the input gradient from the old
+  // row, then Adam) against its definition: Backward alone, then Adam (adam.h) on the host
+  // on every row the batch touched (a non-zero delta; every row of a dense layer), on a
+  // backend that holds the reference state. Sparse output (the per-neuron index) and dense
+  // output (the row-block path) alike.
   SetNumThreads(2);
   TrainConfig cfg;
   cfg.hidden = {16};
   cfg.sparsity = {1.0, GetParam()};
   ResolveAuto(&cfg, 30, 200);
   const ModelSpec spec = ModelSpec::Make(30, cfg.hidden, 200, cfg.sparsity, 0, 1);
-  auto a = MakeBackend(Device::kCpu, 0), b = MakeBackend(Device::kCpu, 0);
-  a->Init(spec, BackendOptions::Of(cfg));
-  b->Init(spec, BackendOptions::Of(cfg));
+  const bool dense = spec.layers[1].dense();
+  auto fused = MakeBackend(Device::kCpu, 0);
+  fused->Init(spec, BackendOptions::Of(cfg));
+  LayerState want;  // the reference: layer 1's weights and moments
+  fused->SaveLayer(1, kCheckpoint, &want);
   Rng rng(11);
   const BatchRows in = DenseRows(24, 16, &rng);
   BatchLabels labels;
@@ -256,31 +264,50 @@ TEST_P(FusedUpdate, EqualsBackwardThenUpdate) {
     labels.ids.push_back(static_cast<int32_t>(rng.Below(200)));
     labels.off.push_back(static_cast<int64_t>(labels.ids.size()));
   }
-  BatchRows out_a, out_b;
-  a->SelectActive(1, in, &labels, 5, &out_a);
-  b->SelectActive(1, in, &labels, 5, &out_b);
-  ASSERT_EQ(out_a.ids, out_b.ids);
-  BatchRows delta = out_a;
+  BatchRows act;
+  testing::SelectActive(*fused, 1, in, &labels, 5, &act);
+  BatchRows delta = act;
   for (auto& v : delta.vals)
     v = rng.Uniform() < 0.2 ? 0.0f : static_cast<float>(rng.Uniform() - 0.5);
+  std::vector<uint8_t> touched(200, dense ? 1 : 0);
+  for (int64_t i = 0; i < delta.samples(); ++i)
+    for (int64_t k = 0; k < delta.n[i]; ++k)
+      if (delta.Vals(i)[k] != 0.0f) touched[delta.Ids(i)[k]] = 1;
+  if (!dense)  // the lazy step must leave untouched rows alone, so there must be some
+    ASSERT_GT(std::count(touched.begin(), touched.end(), 0), 1) << "every row touched";
   AdamStep step;
   step.lr = 0.01f;
+  const int64_t cols = 16;
   for (int rep = 0; rep < 3; ++rep) {
     step.t = rep + 1;
+    auto separate = MakeBackend(Device::kCpu, 0);
+    separate->Init(spec, BackendOptions::Of(cfg));
+    separate->LoadLayer(1, kWeights | kMoments, want);
     BatchRows ga, gb;
     ga.LikeZero(in);
     gb.LikeZero(in);
-    a->Backward(1, in, delta, &ga);
-    a->Update(1, step, false);
-    b->BackwardUpdate(1, in, delta, &gb, step, false);
+    testing::Backward(*separate, 1, in, delta, &ga);
+    testing::Backward(*fused, 1, in, delta, &gb, &step);
     for (size_t j = 0; j < ga.vals.size(); ++j) EXPECT_NEAR(ga.vals[j], gb.vals[j], 1e-6) << j;
+    std::vector<float> gw, gbias;
+    testing::GetGradient(*separate, 1, &gw, &gbias);
+    for (int64_t r = 0; r < 200; ++r) {
+      if (!touched[r]) continue;
+      const size_t o = static_cast<size_t>(r) * cols;
+      AdamUpdate(step, cols, want.w.data() + o, gw.data() + o, want.m.data() + o,
+                 want.v.data() + o);
+      AdamUpdate(step, 1, &want.b[r], &gbias[r], &want.mb[r], &want.vb[r]);
+    }
   }
-  std::vector<float> wa, ba, wb, bb;
-  a->GetLayer(1, &wa, &ba);
-  b->GetLayer(1, &wb, &bb);
-  ASSERT_EQ(wa.size(), wb.size());
-  for (size_t j = 0; j < wa.size(); ++j) EXPECT_NEAR(wa[j], wb[j], 1e-6) << j;
-  for (size_t j = 0; j < ba.size(); ++j) EXPECT_NEAR(ba[j], bb[j], 1e-6) << j;
+  LayerState got;
+  fused->SaveLayer(1, kWeights | kMoments, &got);
+  ASSERT_EQ(got.w.size(), want.w.size());
+  for (size_t j = 0; j < got.w.size(); ++j) EXPECT_NEAR(got.w[j], want.w[j], 1e-6) << j;
+  for (size_t j = 0; j < got.b.size(); ++j) EXPECT_NEAR(got.b[j], want.b[j], 1e-6) << j;
+  for (size_t j = 0; j < got.m.size(); ++j) EXPECT_NEAR(got.m[j], want.m[j], 1e-6) << j;
+  int64_t moved = 0;  // rows the steps moved (the comparison is not of unchanged weights)
+  for (int64_t r = 0; r < 200; ++r) moved += got.vb[r] != 0.0f;
+  EXPECT_GT(moved, 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(CpuBackend, FusedUpdate, ::testing::Values(0.2, 1.0));
@@ -300,9 +327,9 @@ TEST(Trainer, NonFiniteWeightsStopTrainingNamingLayerAndIteration) {
   tr.Step(train, pts);
   // A NaN written into the output layer's weights poisons its next update.
   std::vector<float> w, b;
-  tr.backend().GetLayer(1, &w, &b);
+  testing::GetLayer(tr.backend(), 1, &w, &b);
   std::fill(w.begin(), w.end(), std::numeric_limits<float>::quiet_NaN());
-  tr.backend().SetLayer(1, w, b);
+  testing::SetLayer(tr.backend(), 1, w, b);
   try {
     tr.Step(train, pts);
     ADD_FAILURE() << "training went on with NaN weights";
@@ -339,7 +366,7 @@ TEST(CpuBackend, BatchFillMakesTheBatchLabelsNegativesOfEverySample) {
     all.insert(l);
   }
   BatchRows out;
-  be->SelectActive(1, in, &labels, 0, &out);
+  testing::SelectActive(*be, 1, in, &labels, 0, &out);
   std::set<int32_t> union_ids;
   for (int64_t i = 0; i < 32; ++i) {
     ASSERT_EQ(out.n[i], 100);

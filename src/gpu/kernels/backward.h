@@ -1,5 +1,5 @@
 // Backward and update kernels: input gradients, weight gradients and Adam on the touched
-// rows (StepOps::Backward and Update).
+// rows (LayerBackend::Backward, with and without the Adam step).
 #pragma once
 
 #include <cmath>

@@ -1,4 +1,4 @@
-// Forward kernels: the activations of a batch's active neurons (StepOps::Forward).
+// Forward kernels: the activations of a batch's active neurons (LayerBackend::Forward).
 #pragma once
 
 #include <algorithm>

@@ -1,5 +1,5 @@
 // Softmax kernels: per sample the row's max, the sums of exp(z - max) and of the labels'
-// z - max, and the delta (StepOps::Softmax); the batch's mean loss (SoftmaxMeanLoss).
+// z - max, and the delta (LayerBackend::Softmax); the batch's mean loss (SoftmaxMeanLoss).
 #pragma once
 
 #include <cmath>

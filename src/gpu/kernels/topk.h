@@ -1,4 +1,4 @@
-// Top-k kernels: the exact top-k logits of a row-per-neuron output layer (StepOps::TopK)
+// Top-k kernels: the exact top-k logits of a row-per-neuron output layer (LayerBackend::TopK)
 // per (sample, segment of neurons), and the logits of the samples' labels.
 #pragma once
 

@@ -1,0 +1,65 @@
+// The CPU backend's per-layer state and per-thread scratch, shared by its source files.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "cpu_backend.h"
+#include "layer_layout.h"
+
+namespace dslide::cpu {
+
+struct CpuBackend::Layer {
+  LayerSpec spec;
+  int64_t rows = 0, cols = 0;  // storage shape: input-major in_dim x local, else local x in_dim
+  std::vector<float> w, g, m, v;
+  std::vector<float> b, gb, mb, vb;
+  std::vector<uint8_t> touched;   // per storage row
+  std::vector<uint8_t> btouched;  // per neuron (bias)
+  // Row-per-neuron layers: the pending batch gradient as neuron -> (sample, delta) lists.
+  bool indexed = false;
+  bool pending = false;
+  bool dense_pending = false;          // the pending gradient is in dense_g / dense_gb
+  std::atomic<bool> nonfinite{false};  // an update produced NaN or inf
+  std::vector<float> dense_g, dense_gb;
+  BatchRows saved_in;              // the layer input of the pending batch
+  std::vector<int32_t> cursor;     // per neuron, zero between batches
+  std::vector<int32_t> grad_rows;  // touched local neurons, ascending
+  std::vector<int64_t> grad_off;   // grad_rows.size() + 1 offsets into ent_*
+  std::vector<int32_t> ent_sample;
+  std::vector<float> ent_delta;
+  std::unique_ptr<LshHash> hash;
+  LshTables tables;
+  std::unique_ptr<BudgetSampler> sampler;
+  std::vector<int32_t> batch_fill;  // FillPolicy::kBatch: this batch's shared random set
+  int64_t hash_version = 0;
+  int64_t rebuilds = 0;
+
+  /// Offset of the weight from input j to local neuron i in the storage layout.
+  size_t At(int64_t i, int64_t j) const { return WeightAt(spec, i, j); }
+  float* Row(int64_t r) { return w.data() + r * cols; }
+  const float* Row(int64_t r) const { return w.data() + r * cols; }
+  float* GRow(int64_t r) { return g.data() + r * cols; }
+  void ToRows(const std::vector<float>& storage, std::vector<float>* rows) const {
+    StorageToRows(spec, storage, rows);
+  }
+  void FromRows(const std::vector<float>& rows, std::vector<float>* storage) const {
+    RowsToStorage(spec, rows, storage);
+  }
+};
+
+struct CpuBackend::ThreadScratch {
+  SamplerScratch sampler;
+  LshHash::Scratch hash;
+  std::vector<uint32_t> buckets;
+  std::vector<int32_t> forced, local_ids;
+  std::vector<float> dense;
+  std::vector<int32_t> qids;
+  std::vector<float> qvals;
+  std::vector<float> grad;  // one gradient row
+  std::vector<float> gin;   // a private input-gradient buffer
+};
+
+}  // namespace dslide::cpu

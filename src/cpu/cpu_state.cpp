@@ -1,0 +1,147 @@
+// The CPU backend's layer state in and out: checkpoints and export (SaveLayer, LoadLayer),
+// the pending gradient for data parallelism (ExportGradient, ApplyGradient) and what it holds
+// (Info).
+#include <algorithm>
+
+#include "cpu_backend.h"
+#include "cpu_layer.h"
+#include "error.h"
+#include "parallel.h"
+
+namespace dslide::cpu {
+
+BackendInfo CpuBackend::Info() const {
+  BackendInfo info;
+  info.name = "cpu";
+  for (const auto& L : layers_) {
+    size_t& bytes = info.state_bytes;
+    bytes += (L->w.size() + L->g.size() + L->m.size() + L->v.size()) * sizeof(float);
+    bytes += (L->b.size() + L->gb.size() + L->mb.size() + L->vb.size()) * sizeof(float);
+    bytes += L->touched.size() + L->btouched.size() + L->cursor.size() * sizeof(int32_t);
+    bytes += (L->dense_g.size() + L->dense_gb.size()) * sizeof(float);
+    bytes += L->tables.MemoryBytes();
+  }
+  return info;
+}
+
+void CpuBackend::SaveLayer(int layer, unsigned parts, LayerState* st) const {
+  const Layer& L = *layers_[layer];
+  const LayerSpec& s = L.spec;
+  DSLIDE_ASSERT(!(parts & (kMoments | kTables)) || !L.pending,
+                "checkpoint with a pending gradient");
+  if (parts & kWeights) {
+    L.ToRows(L.w, &st->w);
+    st->b = L.b;
+  }
+  if (parts & kMoments) {
+    L.ToRows(L.m, &st->m);
+    L.ToRows(L.v, &st->v);
+    st->mb = L.mb;
+    st->vb = L.vb;
+  }
+  if (parts & kTables) {
+    st->hash_version = L.hash_version;
+    st->rebuilds = L.rebuilds;
+    st->table_offsets.clear();
+    st->table_ids.clear();
+    st->table_sizes.clear();
+    if (!s.dense()) L.tables.Export(&st->table_offsets, &st->table_ids, &st->table_sizes);
+  }
+  if (parts & kGradient) GradientAsRows(layer, &st->gw, &st->gb);
+}
+
+void CpuBackend::LoadLayer(int layer, unsigned parts, const LayerState& st) {
+  Layer& L = *layers_[layer];
+  const LayerSpec& s = L.spec;
+  DSLIDE_ASSERT(!(parts & kGradient), "a pending gradient is not loaded");
+  CheckLayerState(s, layer, st, parts);
+  if (parts & kWeights) {
+    L.FromRows(st.w, &L.w);
+    L.b = st.b;
+  }
+  if (parts & kMoments) {
+    L.FromRows(st.m, &L.m);
+    L.FromRows(st.v, &L.v);
+    L.mb = st.mb;
+    L.vb = st.vb;
+  }
+  if (!(parts & kTables) || s.dense()) return;
+  L.hash_version = std::max<int64_t>(st.hash_version, 1);
+  MakeHash(layer);
+  if (!st.table_sizes.empty()) {
+    L.tables.Import(st.table_offsets, st.table_ids, st.table_sizes, s.local());
+    L.rebuilds = st.rebuilds;
+  } else {
+    L.rebuilds = st.rebuilds - 1;  // RebuildTables counts this build again
+    RebuildTables(layer, /*new_hashes=*/false);
+  }
+}
+
+void CpuBackend::GradientAsRows(int layer, std::vector<float>* gw, std::vector<float>* gb) const {
+  const Layer& L = *layers_[layer];
+  if (!L.indexed) {
+    L.ToRows(L.g, gw);
+    *gb = L.gb;
+    return;
+  }
+  // Row-per-neuron storage: the exported gradient is already in the rows' layout.
+  std::vector<float> flat(ExportGradient(layer, nullptr, 1.0f));
+  ExportGradient(layer, flat.data(), 1.0f);
+  const size_t nw = flat.size() - L.spec.local();
+  gw->assign(flat.begin(), flat.begin() + nw);
+  gb->assign(flat.begin() + nw, flat.end());
+}
+
+int64_t CpuBackend::ExportGradient(int layer, float* out, float scale) const {
+  const Layer& L = *layers_[layer];
+  const size_t nw = static_cast<size_t>(L.rows) * L.cols;
+  const int64_t size = static_cast<int64_t>(nw) + L.spec.local();
+  if (out == nullptr) return size;
+  float* ob = out + nw;
+  if (!L.indexed) {
+    std::copy(L.g.begin(), L.g.end(), out);
+    std::copy(L.gb.begin(), L.gb.end(), ob);
+  } else if (L.dense_pending) {
+    std::copy(L.dense_g.begin(), L.dense_g.end(), out);
+    std::copy(L.dense_gb.begin(), L.dense_gb.end(), ob);
+  } else {
+    std::fill(out, out + size, 0.0f);
+    if (!L.pending) return size;
+    ParallelFor(static_cast<int64_t>(L.grad_rows.size()), 64, [&](int64_t q) {
+      const int64_t r = L.grad_rows[q];
+      GradientRow(L, q, out + r * L.cols, ob + r);
+    });
+  }
+  if (scale != 1.0f) ParallelFor(size, 1 << 16, [&](int64_t j) { out[j] *= scale; });
+  return size;
+}
+
+void CpuBackend::ApplyGradient(int layer, const float* grad, const AdamStep& step) {
+  Layer& L = *layers_[layer];
+  ApplyGradient(L, grad, grad + static_cast<size_t>(L.rows) * L.cols, step);
+  if (!L.indexed) {
+    std::fill(L.g.begin(), L.g.end(), 0.0f);
+    std::fill(L.gb.begin(), L.gb.end(), 0.0f);
+    std::fill(L.touched.begin(), L.touched.end(), 0);
+    std::fill(L.btouched.begin(), L.btouched.end(), 0);
+  }
+  L.pending = L.dense_pending = false;
+  L.grad_rows.clear();
+  L.grad_off.clear();
+}
+
+void CpuBackend::ApplyGradient(Layer& L, const float* gw, const float* gb, const AdamStep& step) {
+  // Every storage row and bias takes a step (dense Adam), from a copy of its gradient.
+  ParallelFor(L.rows, 256, [&](int64_t r) {
+    ThreadScratch& ts = *scratch_[ThreadId()];
+    const size_t o = static_cast<size_t>(r) * L.cols;
+    ts.grad.assign(gw + o, gw + o + L.cols);
+    Adam(L, step, L.cols, L.w.data() + o, ts.grad.data(), L.m.data() + o, L.v.data() + o);
+  });
+  for (int64_t i = 0; i < L.spec.local(); ++i) {
+    float g = gb[i];
+    Adam(L, step, 1, &L.b[i], &g, &L.mb[i], &L.vb[i]);
+  }
+}
+
+}  // namespace dslide::cpu
