@@ -1,0 +1,170 @@
+// The GPU backend's selection: the query hashes of a batch, each sample's candidates from
+// the LSH tables, and the active set of the per-rank budget (labels first, then the batch's
+// shared fill), all on the device.
+#include "gpu_backend_instantiate.h"
+
+namespace dslide::gpu {
+
+template <class X>
+void GpuBackendT<X>::Select(int layer, bool with_labels, int64_t iter) {
+  Layer& L = *layers_[layer];
+  const LayerSpec& s = L.spec;
+  const DevRows& in = InRows(layer);
+  DevRows& out = batch_[layer]->out;
+  const int64_t B = in.B;
+  out.B = B;
+  out.dense = false;
+  out.width = 0;
+  if (s.dense()) {
+    const int64_t local = s.local(), begin = s.begin;
+    out.cap = std::max<int64_t>(1, local);
+    out.n.Resize(std::max<int64_t>(B, 1));
+    out.ids.Resize(B * out.cap);
+    out.vals.Resize(B * out.cap);
+    int64_t* n = out.n.data();
+    int32_t* ids = out.ids.data();
+    const int64_t cap = out.cap;
+    x_.For(B * cap, [=] DSLIDE_HD(int64_t t) {
+      ids[t] = static_cast<int32_t>(begin + t % cap);
+      if (t % cap == 0) n[t / cap] = local;
+    });
+    return;
+  }
+  // From the labels' shape (SetLabels): the most labels of a sample, and with it the most
+  // any sample can get (its budget, raised by the floor of negatives), which the batch's
+  // shared fill covers; as on the CPU backend.
+  const bool with_lab = with_labels && has_labels_;
+  const int64_t max_forced = with_lab ? label_shape_.most : 0;
+  const int64_t cap = BudgetSampler::ActiveCap(s.budget, max_forced, s.min_negatives, s.local());
+  const int64_t n_lab = with_lab ? label_shape_.total : 0;
+  const int32_t* li = with_lab ? lab_ids_.data() : nullptr;
+  // The batch's shared fill (BatchListInto, the CPU's code) drawn on one device thread.
+  const bool batch_fill = opt_.lsh.fill == FillPolicy::kBatch;
+  const int64_t room = batch_fill ? BatchFillRoom(s.local(), cap) : 0;
+  fill_.Resize(std::max<int64_t>(room, 1));
+  fill_own_.Resize(std::max<int64_t>(2 * n_lab, 1));
+  shared_.Resize(std::max<int64_t>(n_lab + room, 1));
+  shared_n_.Resize(1);
+  ShardDraw draw;
+  draw.begin = s.begin;
+  draw.end = s.end;
+  draw.cap = cap;
+  draw.iter = iter;
+  draw.seed = opt_.seed;
+  draw.lane = (uint64_t(layer) << 32) | spec_.rank;
+  {
+    BatchFill k;
+    k.on = batch_fill;
+    k.draw = draw;
+    k.n_lab = n_lab;
+    k.li = li;
+    k.fill = fill_.data();
+    k.own = fill_own_.data();
+    k.shared = shared_.data();
+    k.shared_n = shared_n_.data();
+    x_.Launch(k);
+  }
+  out.cap = cap;
+  out.n.Resize(std::max<int64_t>(B, 1));
+  out.ids.Resize(B * cap);
+  out.vals.Resize(B * cap);
+
+  // Device side: the query rows [x, 1] (dense inputs: the kernel adds the 1), per-sample
+  // scratch, and the labels this shard owns as each sample's forced ids.
+  const int64_t n = s.local();
+  const int L_ = static_cast<int>(opt_.lsh.l);
+  const int64_t nh = L.dhash.num_hashes;
+  // Bucket positions of a sample (Select) are 32-bit.
+  DSLIDE_CHECK(static_cast<int64_t>(L_) * opt_.lsh.bucket_capacity < (int64_t{1} << 31),
+               "the GPU backend needs L * bucket capacity < 2^31");
+  const int64_t cand_cap =
+      std::max<int64_t>(static_cast<int64_t>(L_) * opt_.lsh.bucket_capacity, 2 * cap > n ? n : 0);
+  int64_t set = 1;
+  while (set < 2 * (max_forced + static_cast<int64_t>(L_) * opt_.lsh.bucket_capacity + cap) + 2)
+    set *= 2;
+  const DevRows& q = QueryRows(in, s.in_dim);
+  forced_ids_.Resize(std::max<int64_t>(n_lab, 1));
+  acc_.Resize(B * nh);
+  arg_.Resize(B * nh);
+  bkt_.Resize(B * L_);
+  set_keys_.Resize(B * set);
+  set_counts_.Resize(B * set);
+  set_stamps_.Resize(B * set);
+  set_first_.Resize(B * set);
+  n_forced_.Resize(std::max<int64_t>(B, 1));
+  pre_n_.Resize(std::max<int64_t>(B, 1));
+  boff_.Resize(B * (L_ + 1));
+  cand_.Resize(B * cand_cap);
+  order_.Resize(B * L_);
+  {
+    QueryHash k;
+    k.h = L.dhash;
+    k.q = q.View();
+    k.in_dim = s.in_dim;
+    k.acc = acc_.data();
+    k.arg = arg_.data();
+    k.bkt = bkt_.data();
+    x_.Launch(k);
+  }
+  gpu::Select k;
+  k.policy = SelectionPolicy(opt_.lsh);
+  k.tables = Tables(L);
+  k.draw = draw;
+  k.B = B;
+  k.n = n;
+  k.budget = s.budget;
+  k.min_neg = s.min_negatives;
+  k.set = set;
+  k.cand_cap = cand_cap;
+  k.L = L_;
+  k.bkt = bkt_.data();
+  k.lo = with_lab ? lab_off_.data() : nullptr;
+  k.li = li;
+  k.forced_ids = forced_ids_.data();
+  k.n_forced = n_forced_.data();
+  k.pre_n = pre_n_.data();
+  k.boff = boff_.data();
+  k.keys = set_keys_.data();
+  k.counts = set_counts_.data();
+  k.first = set_first_.data();
+  k.cand = cand_.data();
+  k.order = order_.data();
+  k.stamps = set_stamps_.data();
+  k.shared = shared_.data();
+  k.shared_n = shared_n_.data();
+  k.out = out.ids.data();
+  k.out_n = out.n.data();
+  x_.Launch(k);
+}
+
+template <class X>
+auto GpuBackendT<X>::QueryRows(const DevRows& in, int64_t in_dim) -> const DevRows& {
+  if (in.dense) return in;
+  const int64_t B = in.B, icap = in.cap, cap = in.cap + 1;
+  q_.B = B;
+  q_.cap = cap;
+  q_.n.Resize(std::max<int64_t>(B, 1));
+  q_.ids.Resize(B * cap);
+  q_.vals.Resize(B * cap);
+  const int64_t* xn = in.n.data();
+  const int32_t* xid = in.ids.data();
+  const float* xv = in.vals.data();
+  int64_t* qn = q_.n.data();
+  int32_t* qid = q_.ids.data();
+  float* qv = q_.vals.data();
+  x_.For(B * cap, [=] DSLIDE_HD(int64_t t) {
+    const int64_t i = t / cap, e = t % cap;
+    if (e == 0) qn[i] = xn[i] + 1;
+    const bool x = e < xn[i], bias = e == xn[i];
+    qid[t] = x ? xid[i * icap + e] : bias ? static_cast<int32_t>(in_dim) : 0;
+    qv[t] = x ? xv[i * icap + e] : bias ? 1.0f : 0.0f;
+  });
+  return q_;
+}
+
+#define DSLIDE_GPU_MEMBERS(X)                                                      \
+  template void GpuBackendT<X>::Select(int layer, bool with_labels, int64_t iter); \
+  template auto GpuBackendT<X>::QueryRows(const DevRows& in, int64_t in_dim)->const DevRows&;
+DSLIDE_GPU_INSTANTIATE(DSLIDE_GPU_MEMBERS)
+
+}  // namespace dslide::gpu
