@@ -277,6 +277,13 @@ int Bench(int argc, const char* const* argv, Communicator* comm) {
     const TrainConfig& rc = trainer.config();  // "auto" resolved
     const LayerSpec& out_layer = trainer.spec().layers.back();
     const LayerSlots slots = OutputSlots(trainer.spec(), rc.min_negatives, train);
+    double local_weights = 0, local_biases = 0;
+    for (const LayerSpec& l : trainer.spec().layers) {
+      local_weights += static_cast<double>(l.local()) * static_cast<double>(l.in_dim);
+      local_biases += static_cast<double>(l.local());
+    }
+    const double local_params = local_weights + local_biases;
+    const double model_bytes = local_params * (tc.state == StateType::kBf16 ? 8.0 : 12.0);
     JsonObject phase;
     phase.Add("query", ph.query * 1e3 / iters)
         .Add("forward", ph.forward * 1e3 / iters)
@@ -316,6 +323,12 @@ int Bench(int argc, const char* const* argv, Communicator* comm) {
         .Add("peak_rss_mb", rss)
         .Add("rss_after_init_mb", init_rss)
         .Add("state_mb", static_cast<double>(trainer.backend().Info().state_bytes) / (1 << 20))
+        .Add("state", tc.state == StateType::kBf16 ? "bf16" : "fp32")
+        // Per parameter of this rank's shard: the model (weights with their moments, biases
+        // with theirs), and everything the backend holds (also gradient buffers and tables).
+        .Add("model_bytes_per_param", model_bytes / local_params)
+        .Add("state_bytes_per_param",
+             static_cast<double>(trainer.backend().Info().state_bytes) / local_params)
         // Between the backend's device and the host, per step (zeros on the CPU backend).
         .Add("h2d_bytes_per_iter", static_cast<double>(trainer.step_traffic().h2d_bytes) / iters)
         .Add("d2h_bytes_per_iter", static_cast<double>(trainer.step_traffic().d2h_bytes) / iters)

@@ -84,7 +84,10 @@ inline SelectPolicy SelectionPolicy(const LshConfig& c) {
 struct BackendOptions {
   LshConfig lsh;
   uint64_t seed = 1;
-  static BackendOptions Of(const TrainConfig& cfg) { return {cfg.lsh, cfg.seed}; }
+  bool bf16_moments = false;  ///< Adam's weight moments in bfloat16 (--state bf16)
+  static BackendOptions Of(const TrainConfig& cfg) {
+    return {cfg.lsh, cfg.seed, cfg.state == StateType::kBf16};
+  }
 };
 
 /// A layer's batch buffers, which the backend owns (host memory for the CPU backend, device

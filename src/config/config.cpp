@@ -109,6 +109,11 @@ void options::AddTrainOptions(OptionTable& t, TrainConfig* c) {
       "so P ranks sample like one; identity: neuron = label. auto: spread for a new model, a "
       "checkpoint's own order when resuming (identity for checkpoints that recorded none)");
   t.Text(
+      "state", [c] { return c->state == StateType::kBf16 ? "bf16" : "fp32"; },
+      "fp32|bf16: how Adam's moments of the weights are held. bf16: in bfloat16 with "
+      "stochastic rounding, 8 bytes per weight with its fp32 value in place of 12 (biases keep "
+      "fp32 moments); checkpoints store the moments as floats, so a run resumes under either");
+  t.Text(
       "hash", [c] { return ToString(c->lsh.family); },
       "LSH family: auto|dwta|srp|wta (auto: from the layer's size)");
   t.Text(
@@ -247,6 +252,8 @@ void options::FinishTrain(const po::variables_map& vm, TrainConfig* c) {
                                        {"batch", FillPolicy::kBatch},
                                        {"stop", FillPolicy::kStop}});
   c->label_order = ParseLabelOrder(vm["label-order"].as<std::string>());
+  c->state = ParseEnum<StateType>("state", vm["state"].as<std::string>(),
+                                  {{"fp32", StateType::kFp32}, {"bf16", StateType::kBf16}});
   c->device = ParseEnum<Device>("device", vm["device"].as<std::string>(),
                                 {{"cpu", Device::kCpu}, {"gpu", Device::kGpu}});
   c->strategy = ParseEnum<Strategy>("strategy", vm["strategy"].as<std::string>(),

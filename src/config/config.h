@@ -17,6 +17,8 @@ enum class Device { kCpu, kGpu };
 /// How output neurons are numbered from label ids (model/label_map.h); kAuto: kSpread for a
 /// new model, a checkpoint's own order when resuming or scoring one.
 enum class LabelOrder { kSpread, kIdentity, kAuto };
+/// How the optimiser state is held: fp32 moments, or bfloat16 moments (--state).
+enum class StateType { kFp32, kBf16 };
 
 const char* ToString(HashFamily v);
 /// "dwta" | "srp" | "wta" (| "auto" when allow_auto); throws dslide::Error naming option
@@ -90,6 +92,7 @@ struct TrainConfig {
   int64_t dense_below = kAutoDenseBelow;       ///< auto: layers narrower than this are dense
   int64_t min_negatives = kMinNegatives;       ///< per sample, beyond its labels (all ranks)
   LabelOrder label_order = LabelOrder::kAuto;  ///< output neurons by label id
+  StateType state = StateType::kFp32;          ///< Adam's weight moments: fp32 or bf16
   LshConfig lsh;
   int batch = 256;
   double lr = 1e-3;

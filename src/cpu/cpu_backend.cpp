@@ -87,17 +87,29 @@ void CpuBackend::Init(const ModelSpec& spec, const BackendOptions& options) {
   for (size_t li = 0; li < spec.layers.size(); ++li) {
     auto L = std::make_unique<Layer>();
     L->spec = spec.layers[li];
+    L->index = static_cast<int>(li);
     const LayerSpec& s = L->spec;
     L->rows = s.input_major ? s.in_dim : s.local();
     L->cols = s.input_major ? s.local() : s.in_dim;
     L->indexed = !s.input_major;
     const size_t n = static_cast<size_t>(L->rows) * L->cols;
     L->w.resize(n);
-    L->m.assign(n, 0.0f);
-    L->v.assign(n, 0.0f);
+    L->bf16 = options.bf16_moments;
+    if (L->bf16) {
+      L->m16.assign(n, 0);
+      L->v16.assign(n, 0);
+    } else {
+      L->m.assign(n, 0.0f);
+      L->v.assign(n, 0.0f);
+    }
     L->b.assign(s.local(), 0.0f);
-    L->mb.assign(s.local(), 0.0f);
-    L->vb.assign(s.local(), 0.0f);
+    if (L->bf16) {
+      L->mb16.assign(s.local(), 0);
+      L->vb16.assign(s.local(), 0);
+    } else {
+      L->mb.assign(s.local(), 0.0f);
+      L->vb.assign(s.local(), 0.0f);
+    }
     if (L->indexed) {
       L->cursor.assign(s.local(), 0);
     } else {
@@ -344,8 +356,8 @@ void CpuBackend::ApplyRow(Layer& L, int64_t r, int64_t q, const AdamStep& step) 
     std::fill(ts.grad.begin(), ts.grad.end(), 0.0f);
   }
   const size_t o = static_cast<size_t>(r) * L.cols;
-  Adam(L, step, L.cols, L.w.data() + o, ts.grad.data(), L.m.data() + o, L.v.data() + o);
-  Adam(L, step, 1, &L.b[r], &gb, &L.mb[r], &L.vb[r]);
+  AdamRow(L, step, o, L.cols, ts.grad.data());
+  AdamBias(L, step, r, &gb);
 }
 
 void CpuBackend::ClearInputGrads(size_t width) {
@@ -372,7 +384,10 @@ void CpuBackend::TouchedRows(Layer& L, const BatchRows* in, BatchRows* in_grad,
       if (q + kAhead < q1) {
         const size_t o = static_cast<size_t>(L.grad_rows[q + kAhead]) * L.cols;
         PrefetchRow(L.w.data() + o, L.cols);
-        if (step) {
+        if (step && L.bf16) {
+          PrefetchRow(reinterpret_cast<const float*>(L.m16.data() + o), L.cols / 2);
+          PrefetchRow(reinterpret_cast<const float*>(L.v16.data() + o), L.cols / 2);
+        } else if (step) {
           PrefetchRow(L.m.data() + o, L.cols);
           PrefetchRow(L.v.data() + o, L.cols);
         }
@@ -422,8 +437,8 @@ void CpuBackend::DenseRows(Layer& L, const BatchRows& in, const BatchRows& delta
         continue;
       }
       const size_t o = static_cast<size_t>(r) * L.cols;
-      Adam(L, *step, L.cols, wr, g, L.m.data() + o, L.v.data() + o);
-      Adam(L, *step, 1, &L.b[r], &gb, &L.mb[r], &L.vb[r]);
+      AdamRow(L, *step, o, L.cols, g);
+      AdamBias(L, *step, r, &gb);
     }
   });
   if (in_grad) AddInputGrads(in_grad);
@@ -474,12 +489,12 @@ void CpuBackend::Update(int layer, const AdamStep& step, bool dense) {
   ParallelFor(L.rows, 256, [&](int64_t r) {
     if (!dense && !L.touched[r]) return;
     const size_t o = static_cast<size_t>(r) * L.cols;
-    Adam(L, step, L.cols, L.w.data() + o, L.g.data() + o, L.m.data() + o, L.v.data() + o);
+    AdamRow(L, step, o, L.cols, L.g.data() + o);
     L.touched[r] = 0;
   });
   for (int64_t i = 0; i < L.spec.local(); ++i) {
     if (!dense && !L.btouched[i]) continue;
-    Adam(L, step, 1, &L.b[i], &L.gb[i], &L.mb[i], &L.vb[i]);
+    AdamBias(L, step, i, &L.gb[i]);
     L.btouched[i] = 0;
   }
 }
@@ -566,9 +581,20 @@ void CpuBackend::MakeHash(int layer) {
   L.tables = LshTables(c.l, L.hash->table_bits(), c.bucket_capacity, c.insert);
 }
 
-void CpuBackend::Adam(Layer& L, const AdamStep& step, int64_t n, float* w, float* g, float* m,
-                      float* v) {
-  if (!AdamUpdate(step, n, w, g, m, v)) L.nonfinite.store(true, std::memory_order_relaxed);
+void CpuBackend::AdamRow(Layer& L, const AdamStep& step, size_t o, int64_t n, float* g) {
+  const bool ok = L.bf16 ? AdamUpdateBf16(step, n, L.w.data() + o, g, L.m16.data() + o,
+                                          L.v16.data() + o, o, static_cast<uint32_t>(L.index))
+                         : AdamUpdate(step, n, L.w.data() + o, g, L.m.data() + o, L.v.data() + o);
+  if (!ok) L.nonfinite.store(true, std::memory_order_relaxed);
+}
+
+void CpuBackend::AdamBias(Layer& L, const AdamStep& step, int64_t c, float* g) {
+  // Bias c's noise stream follows the weights' (positions past rows x cols).
+  const bool ok = L.bf16 ? AdamUpdateBf16(step, 1, &L.b[c], g, &L.mb16[c], &L.vb16[c],
+                                          static_cast<uint64_t>(L.rows * L.cols + c),
+                                          static_cast<uint32_t>(L.index))
+                         : AdamUpdate(step, 1, &L.b[c], g, &L.mb[c], &L.vb[c]);
+  if (!ok) L.nonfinite.store(true, std::memory_order_relaxed);
 }
 
 void CpuBackend::TopKRows(int layer, const BatchRows& in, int k, std::vector<int32_t>* ids,

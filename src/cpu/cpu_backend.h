@@ -81,8 +81,11 @@ class CpuBackend : public LayerBackend {
   void InputGradRow(const Layer& L, int64_t q, const BatchRows& in, float* buf) const;
   void ApplyRow(Layer& L, int64_t r, int64_t q, const AdamStep& step);
   void UpdateIndexed(Layer& L, const AdamStep& step, bool dense);
-  /// AdamUpdate, recording a non-finite result in the layer.
-  void Adam(Layer& L, const AdamStep& step, int64_t n, float* w, float* g, float* m, float* v);
+  /// Adam on the n weights at storage offset o with gradient g: AdamUpdate, or with
+  /// --state bf16 AdamUpdateBf16 on the bfloat16 moments.
+  void AdamRow(Layer& L, const AdamStep& step, size_t o, int64_t n, float* g);
+  /// Adam on bias c with gradient *g. Both record a non-finite result in the layer.
+  void AdamBias(Layer& L, const AdamStep& step, int64_t c, float* g);
   void ApplyGradient(Layer& L, const float* gw, const float* gb, const AdamStep& step);
   void DenseRows(Layer& L, const BatchRows& in, const BatchRows& delta, BatchRows* in_grad,
                  const AdamStep* step);

@@ -13,8 +13,12 @@ namespace dslide::cpu {
 
 struct CpuBackend::Layer {
   LayerSpec spec;
+  int index = 0;               // the layer's place in the model
   int64_t rows = 0, cols = 0;  // storage shape: input-major in_dim x local, else local x in_dim
   std::vector<float> w, g, m, v;
+  // --state bf16: the moments in bfloat16 (m16, v16; mb16, vb16) in place of m, v; mb, vb.
+  bool bf16 = false;
+  std::vector<uint16_t> m16, v16, mb16, vb16;
   std::vector<float> b, gb, mb, vb;
   std::vector<uint8_t> touched;   // per storage row
   std::vector<uint8_t> btouched;  // per neuron (bias)

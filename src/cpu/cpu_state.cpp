@@ -16,6 +16,7 @@ BackendInfo CpuBackend::Info() const {
   for (const auto& L : layers_) {
     size_t& bytes = info.state_bytes;
     bytes += (L->w.size() + L->g.size() + L->m.size() + L->v.size()) * sizeof(float);
+    bytes += (L->m16.size() + L->v16.size() + L->mb16.size() + L->vb16.size()) * sizeof(uint16_t);
     bytes += (L->b.size() + L->gb.size() + L->mb.size() + L->vb.size()) * sizeof(float);
     bytes += L->touched.size() + L->btouched.size() + L->cursor.size() * sizeof(int32_t);
     bytes += (L->dense_g.size() + L->dense_gb.size()) * sizeof(float);
@@ -34,10 +35,23 @@ void CpuBackend::SaveLayer(int layer, unsigned parts, LayerState* st) const {
     st->b = L.b;
   }
   if (parts & kMoments) {
-    L.ToRows(L.m, &st->m);
-    L.ToRows(L.v, &st->v);
-    st->mb = L.mb;
-    st->vb = L.vb;
+    if (L.bf16) {  // stored as floats (exact), so that any run can load them
+      std::vector<float> f;
+      FromBf16(L.m16, &f);
+      L.ToRows(f, &st->m);
+      FromBf16(L.v16, &f);
+      L.ToRows(f, &st->v);
+    } else {
+      L.ToRows(L.m, &st->m);
+      L.ToRows(L.v, &st->v);
+    }
+    if (L.bf16) {
+      FromBf16(L.mb16, &st->mb);
+      FromBf16(L.vb16, &st->vb);
+    } else {
+      st->mb = L.mb;
+      st->vb = L.vb;
+    }
   }
   if (parts & kTables) {
     st->hash_version = L.hash_version;
@@ -60,10 +74,23 @@ void CpuBackend::LoadLayer(int layer, unsigned parts, const LayerState& st) {
     L.b = st.b;
   }
   if (parts & kMoments) {
-    L.FromRows(st.m, &L.m);
-    L.FromRows(st.v, &L.v);
-    L.mb = st.mb;
-    L.vb = st.vb;
+    if (L.bf16) {
+      std::vector<float> f;
+      L.FromRows(st.m, &f);
+      ToBf16(f, &L.m16);
+      L.FromRows(st.v, &f);
+      ToBf16(f, &L.v16);
+    } else {
+      L.FromRows(st.m, &L.m);
+      L.FromRows(st.v, &L.v);
+    }
+    if (L.bf16) {
+      ToBf16(st.mb, &L.mb16);
+      ToBf16(st.vb, &L.vb16);
+    } else {
+      L.mb = st.mb;
+      L.vb = st.vb;
+    }
   }
   if (!(parts & kTables) || s.dense()) return;
   L.hash_version = std::max<int64_t>(st.hash_version, 1);
@@ -136,11 +163,11 @@ void CpuBackend::ApplyGradient(Layer& L, const float* gw, const float* gb, const
     ThreadScratch& ts = *scratch_[ThreadId()];
     const size_t o = static_cast<size_t>(r) * L.cols;
     ts.grad.assign(gw + o, gw + o + L.cols);
-    Adam(L, step, L.cols, L.w.data() + o, ts.grad.data(), L.m.data() + o, L.v.data() + o);
+    AdamRow(L, step, o, L.cols, ts.grad.data());
   });
   for (int64_t i = 0; i < L.spec.local(); ++i) {
     float g = gb[i];
-    Adam(L, step, 1, &L.b[i], &g, &L.mb[i], &L.vb[i]);
+    AdamBias(L, step, i, &g);
   }
 }
 

@@ -31,11 +31,18 @@ void GpuBackendT<X>::Init(const ModelSpec& spec, const BackendOptions& options) 
     std::vector<float> host(n);
     InitialWeights(s, li, options.seed, host.data());
     x_.Upload(&L->w, host.data(), n);
-    Zeros(&L->m, n);
-    Zeros(&L->v, n);
+    if (options.bf16_moments) {
+      Zeros(&L->m16, n);
+      Zeros(&L->v16, n);
+      Zeros(&L->mb16, s.local());
+      Zeros(&L->vb16, s.local());
+    } else {
+      Zeros(&L->m, n);
+      Zeros(&L->v, n);
+      Zeros(&L->mb, s.local());
+      Zeros(&L->vb, s.local());
+    }
     Zeros(&L->b, s.local());
-    Zeros(&L->mb, s.local());
-    Zeros(&L->vb, s.local());
     Zeros(&L->counts, 2);
     if (s.input_major) {
       Zeros(&L->g, n);
@@ -157,7 +164,15 @@ void GpuBackendT<X>::SaveLayer(int layer, unsigned parts, LayerState* st) const 
     StorageToRows(s, Host(L.w), &st->w);
     st->b = Host(L.b);
   }
-  if (parts & kMoments) {
+  if (parts & kMoments && opt_.bf16_moments) {  // stored as floats (exact)
+    std::vector<float> f;
+    FromBf16(Host(L.m16), &f);
+    StorageToRows(s, f, &st->m);
+    FromBf16(Host(L.v16), &f);
+    StorageToRows(s, f, &st->v);
+    FromBf16(Host(L.mb16), &st->mb);
+    FromBf16(Host(L.vb16), &st->vb);
+  } else if (parts & kMoments) {
     StorageToRows(s, Host(L.m), &st->m);
     StorageToRows(s, Host(L.v), &st->v);
     st->mb = Host(L.mb);
@@ -197,7 +212,19 @@ void GpuBackendT<X>::LoadLayer(int layer, unsigned parts, const LayerState& st) 
     x_.Upload(&L.w, tmp.data(), n);
     x_.Upload(&L.b, st.b.data(), st.b.size());
   }
-  if (parts & kMoments) {
+  if (parts & kMoments && opt_.bf16_moments) {
+    std::vector<uint16_t> h;
+    RowsToStorage(s, st.m, &tmp);
+    ToBf16(tmp, &h);
+    x_.Upload(&L.m16, h.data(), n);
+    RowsToStorage(s, st.v, &tmp);
+    ToBf16(tmp, &h);
+    x_.Upload(&L.v16, h.data(), n);
+    ToBf16(st.mb, &h);
+    x_.Upload(&L.mb16, h.data(), h.size());
+    ToBf16(st.vb, &h);
+    x_.Upload(&L.vb16, h.data(), h.size());
+  } else if (parts & kMoments) {
     RowsToStorage(s, st.m, &tmp);
     x_.Upload(&L.m, tmp.data(), n);
     RowsToStorage(s, st.v, &tmp);
@@ -234,6 +261,7 @@ BackendInfo GpuBackendT<X>::Info() const {
   for (const auto& L : layers_) {
     bytes += L->w.bytes() + L->m.bytes() + L->v.bytes() + L->g.bytes();
     bytes += L->b.bytes() + L->mb.bytes() + L->vb.bytes() + L->gb.bytes();
+    bytes += L->m16.bytes() + L->v16.bytes() + L->mb16.bytes() + L->vb16.bytes();
     bytes += L->touched.bytes() + L->btouched.bytes() + L->rowq.bytes();
     bytes += L->toff.bytes() + L->tids.bytes();
   }

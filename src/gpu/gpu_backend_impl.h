@@ -123,9 +123,10 @@ class GpuBackendT : public LayerBackend {
     LayerSpec spec;
     int64_t rows = 0, cols = 0;
     Buf<float> w, m, v, b, mb, vb;
-    Buf<float> g, gb;                 // input-major layer: gradient rows
-    Buf<uint8_t> touched, btouched;   // input-major layer
-    Buf<uint32_t> row_flag, row_pos;  // input-major layer: the touched rows, listed
+    Buf<uint16_t> m16, v16, mb16, vb16;  // --state bf16: the moments (m, v, mb, vb empty)
+    Buf<float> g, gb;                    // input-major layer: gradient rows
+    Buf<uint8_t> touched, btouched;      // input-major layer
+    Buf<uint32_t> row_flag, row_pos;     // input-major layer: the touched rows, listed
     Buf<int32_t> row_list;
     // Row-per-neuron layers: the pending batch gradient. counts[0] is its number of
     // entries, counts[1] of touched rows (at most max_q), both left in device memory (the
@@ -170,8 +171,17 @@ class GpuBackendT : public LayerBackend {
   }
   /// Where a layer's Adam step writes.
   AdamTargets Targets(Layer& L) {
-    return {L.w.data(),  L.m.data(),  L.v.data(),           L.b.data(),
-            L.mb.data(), L.vb.data(), bad_.data() + L.index};
+    AdamTargets to{L.w.data(),  L.m.data(),  L.v.data(),           L.b.data(),
+                   L.mb.data(), L.vb.data(), bad_.data() + L.index};
+    if (opt_.bf16_moments) {
+      to.m16 = L.m16.data();
+      to.v16 = L.v16.data();
+      to.mb16 = L.mb16.data();
+      to.vb16 = L.vb16.data();
+      to.bias_pos = L.rows * L.cols;
+      to.stream = static_cast<uint32_t>(L.index);
+    }
+    return to;
   }
 
   /// The vector on the device; an empty one as one zero (so that kernels get a valid pointer).

@@ -24,4 +24,36 @@ bool AdamUpdate(const AdamStep& s, int64_t n, float* __restrict w, float* __rest
   return check == 0.0f;
 }
 
+bool AdamUpdateBf16(const AdamStep& s, int64_t n, float* __restrict w, float* __restrict g,
+                    uint16_t* __restrict m, uint16_t* __restrict v, uint64_t pos, uint32_t stream) {
+  const float b1 = s.beta1, b2 = s.beta2, c1 = 1.0f - b1, c2 = 1.0f - b2;
+  const float inv_bias1 = 1.0f / s.bias1(), inv_bias2 = 1.0f / s.bias2();
+  const float lr = s.lr, eps = s.eps;
+  float check = 0.0f;
+#pragma omp simd reduction(+ : check)
+  for (int64_t i = 0; i < n; ++i) {
+    const float gi = g[i];
+    const float mi = b1 * Bf16ToFloat(m[i]) + c1 * gi;
+    const float vi = b2 * Bf16ToFloat(v[i]) + c2 * gi * gi;
+    const uint32_t noise = RoundingNoise(pos + static_cast<uint64_t>(i), s.t, stream);
+    m[i] = FloatToBf16(mi, noise);
+    v[i] = FloatToBf16(vi, noise >> 16);
+    const float wi = w[i] - lr * (mi * inv_bias1) / (std::sqrt(vi * inv_bias2) + eps);
+    w[i] = wi;
+    check += wi * 0.0f;
+    g[i] = 0.0f;
+  }
+  return check == 0.0f;
+}
+
+void ToBf16(const std::vector<float>& from, std::vector<uint16_t>* to) {
+  to->resize(from.size());
+  for (size_t i = 0; i < from.size(); ++i) (*to)[i] = FloatToBf16Nearest(from[i]);
+}
+
+void FromBf16(const std::vector<uint16_t>& from, std::vector<float>* to) {
+  to->resize(from.size());
+  for (size_t i = 0; i < from.size(); ++i) (*to)[i] = Bf16ToFloat(from[i]);
+}
+
 }  // namespace dslide

@@ -1,8 +1,12 @@
 // Adam (Kingma & Ba) on rows of a parameter matrix, with bias correction.
 #pragma once
 
+#include <string.h>
 #include <cmath>
 #include <cstdint>
+#include <vector>
+
+#include "hd.h"
 
 namespace dslide {
 
@@ -18,5 +22,49 @@ struct AdamStep {
 /// m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;  w -= lr * (m/bias1) / (sqrt(v/bias2) + eps).
 /// Returns false when an updated parameter is NaN or infinite.
 bool AdamUpdate(const AdamStep& s, int64_t n, float* w, float* g, float* m, float* v);
+
+/// Adam's moments in bfloat16 (the top 16 bits of a float: its exponent range, 8 bits of
+/// mantissa), for `--state bf16`: 8 bytes per weight in place of 12.
+DSLIDE_HD inline float Bf16ToFloat(uint16_t h) {
+  const uint32_t bits = static_cast<uint32_t>(h) << 16;
+  float f;
+  memcpy(&f, &bits, sizeof f);
+  return f;
+}
+/// f rounded to bfloat16 stochastically: up (away from zero) with probability equal to the
+/// dropped fraction, given 16 uniform random bits `noise`, so that the rounding is unbiased.
+/// Round to nearest would freeze the second moment: its step (1 - beta2)(g^2 - v), a
+/// thousandth of v, is below half a bfloat16 unit (2^-9 of v). NaN stays NaN.
+DSLIDE_HD inline uint16_t FloatToBf16(float f, uint32_t noise) {
+  uint32_t bits;
+  memcpy(&bits, &f, sizeof bits);
+  if ((bits & 0x7f800000u) == 0x7f800000u)
+    return static_cast<uint16_t>((bits >> 16) | ((bits & 0xffffu) ? 0x40u : 0u));
+  return static_cast<uint16_t>((bits + (noise & 0xffffu)) >> 16);
+}
+/// Round to nearest even (checkpoints loaded into a bfloat16 run).
+DSLIDE_HD inline uint16_t FloatToBf16Nearest(float f) {
+  uint32_t bits;
+  memcpy(&bits, &f, sizeof bits);
+  return FloatToBf16(f, 0x7fffu + ((bits >> 16) & 1u));
+}
+/// 32 random bits of (position, step, stream): a stateless hash, so that updates are
+/// reproducible whatever the thread order.
+DSLIDE_HD inline uint32_t RoundingNoise(uint64_t pos, int64_t t, uint32_t stream) {
+  uint64_t x = pos * 0x9E3779B97F4A7C15ull ^ (static_cast<uint64_t>(t) << 32 | stream);
+  x ^= x >> 31;
+  x *= 0xBF58476D1CE4E5B9ull;
+  x ^= x >> 29;
+  return static_cast<uint32_t>(x >> 32);
+}
+
+/// AdamUpdate with bfloat16 moments, stochastically rounded with noise drawn from (pos + i,
+/// s.t, stream): pos is the row's offset in its layer, stream tells layers apart.
+bool AdamUpdateBf16(const AdamStep& s, int64_t n, float* w, float* g, uint16_t* m, uint16_t* v,
+                    uint64_t pos, uint32_t stream);
+
+/// Whole arrays between float and bfloat16 (round to nearest even).
+void ToBf16(const std::vector<float>& from, std::vector<uint16_t>* to);
+void FromBf16(const std::vector<uint16_t>& from, std::vector<float>* to);
 
 }  // namespace dslide

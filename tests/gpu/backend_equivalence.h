@@ -372,6 +372,57 @@ TEST(GpuEquivalence, BackwardAndAdam) {
   CompareStep(dense, 0, false, false, "dense first layer");
 }
 
+/// --state bf16: the moments in bfloat16 on both backends, stochastically rounded from the
+/// same noise (position, step, layer). The weights take the step from the unrounded
+/// moments, so they agree within kTol; the stored moments within one bfloat16 unit (a
+/// rounding may fall the other way where the float moments differ in their last bit).
+TEST(GpuEquivalence, Bf16MomentsBackwardAndAdam) {
+  for (bool fused : {true, false})
+    for (bool dense_adam : {false, true}) {
+      SCOPED_TRACE(std::string(fused ? "fused" : "gradient only") +
+                   (dense_adam ? ", dense Adam" : ", lazy Adam"));
+      TrainConfig c = SmallLsh(HashFamily::kDwta, QueryStrategy::kTopK, FillPolicy::kBatch);
+      c.state = StateType::kBf16;
+      Pair s(c, {0.5, 0.1});
+      for (int layer : {1, 0}) {
+        const BatchRows in = layer == 0 ? s.Inputs(21) : s.Hidden(22);
+        const BatchLabels lab = s.Labels(23);
+        BatchRows act;
+        SelectActive(*s.cpu, layer, in, layer == 1 ? &lab : nullptr, 3, &act);
+        BatchRows delta = act;
+        Rng rng(24);
+        for (float& v : delta.vals) v = static_cast<float>(rng.Uniform() - 0.5);
+        AdamStep step;
+        step.lr = 1e-2f;
+        step.t = 2;
+        if (fused) {
+          Backward(*s.cpu, layer, in, delta, nullptr, &step, dense_adam);
+          Backward(*s.dev, layer, in, delta, nullptr, &step, dense_adam);
+        } else {
+          Backward(*s.cpu, layer, in, delta, nullptr);
+          Backward(*s.dev, layer, in, delta, nullptr);
+          std::vector<float> flat(GradientSize(*s.cpu, layer));
+          s.cpu->ExportGradient(layer, flat.data(), 1.0f);
+          s.cpu->ApplyGradient(layer, flat.data(), step);
+          s.dev->ApplyGradient(layer, flat.data(), step);
+        }
+        ExpectSameLayer(*s.cpu, *s.dev, layer, kTol, "after Adam");
+        LayerState sa, sb;
+        s.cpu->SaveLayer(layer, kMoments, &sa);
+        s.dev->SaveLayer(layer, kMoments, &sb);
+        ASSERT_EQ(sa.m.size(), sb.m.size());
+        double nonzero = 0;
+        for (size_t i = 0; i < sa.m.size(); ++i) {
+          ASSERT_LE(std::abs(sa.m[i] - sb.m[i]), std::abs(sa.m[i]) / 128) << "m " << i;
+          ASSERT_LE(std::abs(sa.v[i] - sb.v[i]), std::abs(sa.v[i]) / 128) << "v " << i;
+          ASSERT_EQ(Bf16ToFloat(FloatToBf16Nearest(sa.m[i])), sa.m[i]) << "a bfloat16 value";
+          nonzero += sa.v[i] != 0.0f;
+        }
+        EXPECT_GT(nonzero, 0) << "layer " << layer;
+      }
+    }
+}
+
 /// Softmax of the output layer after Forward on both backends: fused (kSoftmaxAll) and in
 /// three phases around a stand-in for the ranks' reductions (another rank's larger max and
 /// sums); then a Backward with the delta Softmax wrote, and one with a different delta.

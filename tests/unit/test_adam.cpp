@@ -3,10 +3,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <vector>
 
 #include "adam.h"
+#include "rng.h"
 
 namespace dslide {
 namespace {
@@ -49,6 +51,64 @@ TEST(Adam, ReportsNonFiniteResults) {
   std::fill(v.begin(), v.end(), 0.0f);
   w[3] = std::numeric_limits<float>::quiet_NaN();
   EXPECT_FALSE(AdamUpdate(s, 40, w.data(), g.data(), m.data(), v.data()));
+}
+
+TEST(Adam, Bf16RoundingIsExactOrUnbiased) {
+  // Values with 8 mantissa bits are kept exactly, whatever the noise.
+  for (float f : {0.0f, 1.0f, -2.5f, 0x1p-60f, 0.15625f})
+    for (uint32_t noise : {0u, 0x7fffu, 0xffffu}) EXPECT_EQ(Bf16ToFloat(FloatToBf16(f, noise)), f);
+  // Round to nearest even, and NaN kept.
+  EXPECT_EQ(Bf16ToFloat(FloatToBf16Nearest(1.0f + 1.0f / 256)), 1.0f);              // tie: even
+  EXPECT_EQ(Bf16ToFloat(FloatToBf16Nearest(1.0f + 3.0f / 256)), 1.0f + 1.0f / 64);  // tie: even
+  EXPECT_EQ(Bf16ToFloat(FloatToBf16Nearest(1.0f + 1.0f / 200)), 1.0f + 1.0f / 128);
+  EXPECT_TRUE(std::isnan(Bf16ToFloat(FloatToBf16(std::numeric_limits<float>::quiet_NaN(), 0))));
+  // Stochastic rounding: the mean of many roundings is the value (a bfloat16 unit at 1 is
+  // 2^-7; round to nearest would give 1 every time, an error of 0.3 units).
+  const float x = 1.0f + 0.3f / 128;
+  double sum = 0;
+  const int n = 200000;
+  for (int i = 0; i < n; ++i) sum += Bf16ToFloat(FloatToBf16(x, RoundingNoise(i, 1, 0)));
+  EXPECT_NEAR(sum / n, x, 0.01 / 128);
+}
+
+TEST(Adam, Bf16MomentsFollowFp32Moments) {
+  // Many steps on a row with gradients that vary: the bfloat16 run keeps its weights and
+  // moments close to the fp32 run's. Its second moment moves by 0.1% of itself per step,
+  // less than a bfloat16 unit: with round to nearest it would stay where it started.
+  AdamStep s;
+  s.lr = 1e-3f;
+  const int64_t n = 64;
+  std::vector<float> w(n, 0.5f), w16(n, 0.5f), m(n, 0.0f), v(n, 0.0f), g(n);
+  std::vector<uint16_t> m16(n, 0), v16(n, 0);
+  Rng rng(3);
+  for (int64_t t = 1; t <= 3000; ++t) {
+    s.t = t;
+    // Gradients whose scale grows 4x over the run: v must follow.
+    const float scale = 0.1f * (1.0f + 3.0f * static_cast<float>(t) / 3000.0f);
+    std::vector<float> gs(n);
+    for (auto& x : gs) x = scale * static_cast<float>(rng.Uniform() - 0.3);
+    g = gs;
+    ASSERT_TRUE(AdamUpdate(s, n, w.data(), g.data(), m.data(), v.data()));
+    g = gs;
+    ASSERT_TRUE(AdamUpdateBf16(s, n, w16.data(), g.data(), m16.data(), v16.data(), 0, 0));
+  }
+  double dw = 0, dv = 0, dm = 0, mscale = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    dw = std::max(dw, std::abs(double(w16[i]) - w[i]));
+    dv = std::max(dv, std::abs(double(Bf16ToFloat(v16[i])) - v[i]) / v[i]);
+    dm = std::max(dm, std::abs(double(Bf16ToFloat(m16[i])) - m[i]));
+    mscale = std::max(mscale, std::abs(double(m[i])));
+  }
+  double moved = 0;
+  for (int64_t i = 0; i < n; ++i) moved = std::max(moved, std::abs(double(w[i]) - 0.5));
+  // Each step's rounding errs by up to a bfloat16 unit (2^-8 relative); v keeps 0.999 of
+  // it, so its error is a walk of about 2^-9 / sqrt(1 - 0.999^2), 4%, per entry.
+  EXPECT_LT(dv, 0.15) << "second moments apart (relative)";
+  EXPECT_LT(dm, 0.05 * mscale) << "first moments apart";
+  EXPECT_GT(moved, 0.5);
+  EXPECT_LT(dw, 0.05 * moved) << "weights apart (they moved by " << moved << ")";
+  std::printf("max |w16 - w| %.4f of a move of %.3f; v %.3f, m %.3f relative\n", dw, moved, dv,
+              dm / mscale);
 }
 
 }  // namespace

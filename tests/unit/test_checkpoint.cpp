@@ -96,6 +96,53 @@ TEST(Checkpoint, EveryFieldRoundTrips) {
   EXPECT_GT(out.rebuilds, 1) << "the test should cover a rebuild";
 }
 
+// --state bf16 holds the moments in bfloat16; checkpoints store them as floats, so a run
+// resumes across the setting: fp32 -> bf16 keeps the weights exactly and the moments to a
+// bfloat16 rounding; bf16 -> fp32 keeps both exactly; and training goes on from either.
+TEST(Checkpoint, ResumesAcrossTheStateSetting) {
+  SetNumThreads(1);
+  Fixture s;
+  LocalCommunicator comm;
+  for (const StateType from : {StateType::kFp32, StateType::kBf16}) {
+    const StateType to = from == StateType::kFp32 ? StateType::kBf16 : StateType::kFp32;
+    SCOPED_TRACE(from == StateType::kFp32 ? "fp32 -> bf16" : "bf16 -> fp32");
+    Fixture a_fix, b_fix;
+    a_fix.cfg.state = from;
+    b_fix.cfg.state = to;
+    auto a = a_fix.Make(&comm);
+    for (int64_t it = 0; it < 9; ++it) a->Step(s.data, s.Batch(it));
+    const std::string dir = Dir("ckpt_state");
+    a->SaveCheckpoint(dir, 0, 0, 1);
+    auto b = b_fix.Make(&comm);
+    b->LoadCheckpoint(LatestCheckpoint(dir));
+    for (int l = 0; l < 2; ++l) {
+      LayerState x, y;
+      a->backend().SaveLayer(l, kCheckpoint, &x);
+      b->backend().SaveLayer(l, kCheckpoint, &y);
+      EXPECT_EQ(x.w, y.w) << "layer " << l;
+      EXPECT_EQ(x.b, y.b) << "layer " << l;
+      ASSERT_EQ(x.v.size(), y.v.size());
+      double dm = 0, dv = 0, nonzero = 0;
+      for (size_t i = 0; i < x.m.size(); ++i) {
+        dm = std::max(
+            dm, std::abs(double(x.m[i]) - y.m[i]) / std::max(1e-30, std::abs(double(x.m[i]))));
+        dv = std::max(
+            dv, std::abs(double(x.v[i]) - y.v[i]) / std::max(1e-30, std::abs(double(x.v[i]))));
+        nonzero += x.v[i] != 0.0f;
+      }
+      EXPECT_GT(nonzero, 0) << "layer " << l << ": no moments compared";
+      const double tol = from == StateType::kFp32 ? 1.0 / 256 : 0.0;  // half a bf16 unit
+      EXPECT_LE(dm, tol) << "layer " << l;
+      EXPECT_LE(dv, tol) << "layer " << l;
+    }
+    for (int64_t it = 9; it < 12; ++it) {
+      const double la = a->Step(s.data, s.Batch(it)), lb = b->Step(s.data, s.Batch(it));
+      EXPECT_TRUE(std::isfinite(lb));
+      EXPECT_NEAR(lb, la, 1e-2 * std::max(1.0, la)) << "iteration " << it + 1;
+    }
+  }
+}
+
 // The output neurons' order (--label-order) is part of the model: recorded, adopted by auto,
 // refused when asked otherwise; a checkpoint of an earlier version, which records none,
 // numbered its neurons by label (identity).

@@ -13,9 +13,11 @@ namespace dslide::gpu {
 /// Adam's constants of one step (AdamStep with the bias corrections folded in).
 struct AdamConsts {
   float lr, b1, b2, c1, c2, inv_bias1, inv_bias2, eps;
+  int64_t t;  // the step (bfloat16 moments: it seeds the rounding noise)
   static AdamConsts Of(const AdamStep& s) {
-    return {s.lr,           s.beta1,          s.beta2,          1.0f - s.beta1,
-            1.0f - s.beta2, 1.0f / s.bias1(), 1.0f / s.bias2(), s.eps};
+    return {
+        s.lr,  s.beta1, s.beta2, 1.0f - s.beta1, 1.0f - s.beta2, 1.0f / s.bias1(), 1.0f / s.bias2(),
+        s.eps, s.t};
   }
 };
 
@@ -31,17 +33,43 @@ DSLIDE_HD inline void AdamOne(const AdamConsts& a, float g, float* w, float* m, 
   if (!Finite(wi)) *bad = 1;
 }
 
+/// AdamOne with bfloat16 moments (AdamUpdateBf16's formula and rounding noise, from the
+/// parameter's position `pos` in its layer and the layer's `stream`).
+DSLIDE_HD inline void AdamOneBf16(const AdamConsts& a, float g, float* w, uint16_t* m, uint16_t* v,
+                                  uint64_t pos, uint32_t stream, uint32_t* bad) {
+  const float mi = a.b1 * Bf16ToFloat(*m) + a.c1 * g;
+  const float vi = a.b2 * Bf16ToFloat(*v) + a.c2 * g * g;
+  const uint32_t noise = RoundingNoise(pos, a.t, stream);
+  *m = FloatToBf16(mi, noise);
+  *v = FloatToBf16(vi, noise >> 16);
+  const float wi = *w - a.lr * (mi * a.inv_bias1) / (sqrtf(vi * a.inv_bias2) + a.eps);
+  *w = wi;
+  if (!Finite(wi)) *bad = 1;
+}
+
 /// Where a layer's Adam step writes: weights and moments (storage order), biases and their
 /// moments, and the non-finite flag.
 struct AdamTargets {
   float *w, *m, *v, *b, *mb, *vb;
   uint32_t* bad;
+  // --state bf16: the moments in bfloat16 (m, v, mb, vb unused); the biases' positions
+  // follow the weights' (bias_pos = rows x cols), the layer is the noise stream.
+  uint16_t *m16 = nullptr, *v16 = nullptr, *mb16 = nullptr, *vb16 = nullptr;
+  int64_t bias_pos = 0;
+  uint32_t stream = 0;
   /// Adam on weight t (gradient g), and on bias c (gradient gb).
   DSLIDE_HD void Weight(const AdamConsts& a, int64_t t, float g) const {
-    AdamOne(a, g, w + t, m + t, v + t, bad);
+    if (m16 != nullptr)
+      AdamOneBf16(a, g, w + t, m16 + t, v16 + t, static_cast<uint64_t>(t), stream, bad);
+    else
+      AdamOne(a, g, w + t, m + t, v + t, bad);
   }
   DSLIDE_HD void Bias(const AdamConsts& a, int64_t c, float gb) const {
-    AdamOne(a, gb, b + c, mb + c, vb + c, bad);
+    if (mb16 != nullptr)
+      AdamOneBf16(a, gb, b + c, mb16 + c, vb16 + c, static_cast<uint64_t>(bias_pos + c), stream,
+                  bad);
+    else
+      AdamOne(a, gb, b + c, mb + c, vb + c, bad);
   }
 };
 
