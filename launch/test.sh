@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs dependencies, builds, and runs every test (unit, MPI under mpiexec, CLI, real data
-# where ../shared/data exists; GPU tests skip without a device), then the fuzz targets for
+# where ../shared/data exists; GPU tests skip without a device), then the Python package's
+# (launch/python-test.sh: pip install . into a fresh venv, pytest), then the fuzz targets for
 # FUZZ_SECONDS each (default 60). Whatever build/ holds (the demo builds it without tests),
 # the tests are built: launch/build.sh states every option. A run that finds no tests, or
 # fewer than the suite registers, fails.
@@ -21,5 +22,6 @@ fi
 ctest --output-on-failure --no-tests=error -j "$(nproc)"
 echo "test: $registered tests registered and run"
 cd ..
+bash launch/python-test.sh
 # Fuzz the data reader and the checkpoint loader for a bounded time (clang, libFuzzer).
 FUZZ_SECONDS=${FUZZ_SECONDS:-60} bash launch/fuzz.sh

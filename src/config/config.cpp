@@ -360,4 +360,36 @@ bool ParseTrain(int argc, const char* const* argv, TrainConfig* cfg, std::string
   return true;
 }
 
+void ParseTrainOptions(const std::vector<std::pair<std::string, std::string>>& options,
+                       TrainConfig* cfg) {
+  // The table, to tell switches from options with a value.
+  TrainConfig probe;
+  po::options_description d("train options");
+  OptionTable table(&d);
+  AddTrainOptions(table, &probe);
+  std::vector<std::string> args{"train"};
+  for (const auto& [name, value] : options) {
+    const po::option_description* o = d.find_nothrow(name, /*approx=*/false);
+    if (o != nullptr && o->semantic()->max_tokens() == 0) {  // a switch: given or not
+      if (ParseBool(name, value)) args.push_back("--" + name);
+      continue;
+    }
+    // An unknown name alone, for the parser's message (which suggests the option meant).
+    args.push_back(o != nullptr || name == "config" ? "--" + name + "=" + value : "--" + name);
+  }
+  std::vector<const char*> argv;
+  for (const std::string& a : args) argv.push_back(a.c_str());
+  std::string help;
+  DSLIDE_CHECK(ParseTrain(static_cast<int>(argv.size()), argv.data(), cfg, &help),
+               "option --help: not an option here");
+}
+
+std::string TrainHelp() {
+  TrainConfig cfg;
+  const char* argv[] = {"train", "--help"};
+  std::string help;
+  ParseTrain(2, argv, &cfg, &help);
+  return help;
+}
+
 }  // namespace dslide

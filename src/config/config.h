@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace dslide {
@@ -203,6 +204,14 @@ std::string SettingsJson(const TrainConfig& cfg);
 /// Parses argv of one subcommand (argv[0] is the subcommand name). Returns false and fills
 /// `help` when --help was given. Throws dslide::Error on unknown options and bad values.
 bool ParseTrain(int argc, const char* const* argv, TrainConfig* cfg, std::string* help);
+/// `dslide train`'s options from (name, value) pairs, each read as `--name=value` on the
+/// command line (a switch, such as dense-adam, takes true or false): the same table, parser,
+/// rules and messages as ParseTrain, for callers that hold options as keywords (the Python
+/// package). Throws dslide::Error naming the option.
+void ParseTrainOptions(const std::vector<std::pair<std::string, std::string>>& options,
+                       TrainConfig* cfg);
+/// The --help text of `dslide train`.
+std::string TrainHelp();
 bool ParseGen(int argc, const char* const* argv, GenConfig* cfg, std::string* help);
 bool ParseEval(int argc, const char* const* argv, EvalConfig* cfg, std::string* help);
 bool ParseExport(int argc, const char* const* argv, ExportConfig* cfg, std::string* help);

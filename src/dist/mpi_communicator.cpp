@@ -41,6 +41,22 @@ MpiSession::MpiSession(int* argc, char*** argv) {
 
 void MpiSession::Finalize() { MPI_Finalize(); }
 
+bool EnsureMpiInitialized() {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (initialized) return false;
+  int provided = 0;
+  DSLIDE_MPI_CHECK(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided));
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  return true;
+}
+
+void FinalizeMpi() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Finalize();
+}
+
 void MpiSession::Abort(int code) {
   MPI_Abort(MPI_COMM_WORLD, code);
   std::_Exit(code);
@@ -78,8 +94,13 @@ MPI_Op ToMpi(ReduceOp op) {
 }
 }  // namespace
 
-MpiCommunicator::MpiCommunicator() : impl_(std::make_unique<Impl>()) {
-  DSLIDE_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &impl_->comm));
+MpiCommunicator::MpiCommunicator() : MpiCommunicator(MPI_Comm_c2f(MPI_COMM_WORLD)) {}
+
+MpiCommunicator::MpiCommunicator(int64_t fortran_comm) : impl_(std::make_unique<Impl>()) {
+  const MPI_Comm base = MPI_Comm_f2c(static_cast<MPI_Fint>(fortran_comm));
+  DSLIDE_CHECK(base != MPI_COMM_NULL, "not an MPI communicator (Fortran handle ", fortran_comm,
+               ")");
+  DSLIDE_MPI_CHECK(MPI_Comm_dup(base, &impl_->comm));
   MPI_Comm_set_errhandler(impl_->comm, MPI_ERRORS_RETURN);
   MPI_Comm_rank(impl_->comm, &rank_);
   MPI_Comm_size(impl_->comm, &size_);

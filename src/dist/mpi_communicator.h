@@ -20,10 +20,20 @@ class MpiSession {
   [[noreturn]] static void Abort(int code);
 };
 
-/// Collectives over a private duplicate of MPI_COMM_WORLD.
+/// For a host process that may have initialised MPI itself (Python with mpi4py): initialises
+/// MPI (MPI_THREAD_SERIALIZED, no arguments) unless it is already; returns true when this call
+/// initialised it, and the caller then finalises it (FinalizeMpi).
+bool EnsureMpiInitialized();
+/// MPI_Finalize unless MPI is finalised already.
+void FinalizeMpi();
+
+/// Collectives over a private duplicate of MPI_COMM_WORLD, or of another communicator.
 class MpiCommunicator : public Communicator {
  public:
   MpiCommunicator();
+  /// Over a duplicate of the communicator whose Fortran handle is `fortran_comm` (what
+  /// mpi4py's Comm.py2f() gives; no MPI type in this header). MPI must be initialised.
+  explicit MpiCommunicator(int64_t fortran_comm);
   ~MpiCommunicator() override;
   int rank() const override { return rank_; }
   int size() const override { return size_; }

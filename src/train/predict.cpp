@@ -26,6 +26,27 @@ std::unique_ptr<Trainer> LoadModel(const std::string& folder, Communicator* comm
   return trainer;
 }
 
+void PredictTopK(Trainer& model, const Dataset& data, int64_t row0, int k,
+                 std::vector<int32_t>* ids, std::vector<double>* probs) {
+  const int64_t n = data.size(), eb = model.EvalBlock();
+  ids->assign(n * k, -1);
+  probs->assign(n * k, 0.0);
+  Trainer::Scores sc;
+  for (int64_t b0 = 0; b0 < n; b0 += eb) {
+    const int64_t count = std::min<int64_t>(eb, n - b0);
+    model.Score(data, b0, count, k, &sc, row0);
+    for (int64_t i = 0; i < count; ++i) {
+      for (int j = 0; j < k; ++j) {
+        const int32_t id = sc.ids[i * k + j];
+        if (id < 0) break;
+        (*ids)[(b0 + i) * k + j] = id;
+        (*probs)[(b0 + i) * k + j] =
+            std::exp(static_cast<double>(sc.logits[i * k + j]) - sc.log_z[i]);
+      }
+    }
+  }
+}
+
 int64_t Predict(const PredictConfig& cfg, Communicator* comm) {
   SetNumThreads(cfg.threads);
   const std::string folder = ResolveCheckpoint(cfg.model_dir, "--model");
@@ -43,7 +64,8 @@ int64_t Predict(const PredictConfig& cfg, Communicator* comm) {
   const int k = cfg.top_k;
   const bool jsonl = cfg.format == "jsonl";
   Dataset chunk;
-  Trainer::Scores sc;
+  std::vector<int32_t> ids;
+  std::vector<double> probs;
   int64_t row = 0;
   std::string line;
   char buf[64];
@@ -54,43 +76,42 @@ int64_t Predict(const PredictConfig& cfg, Communicator* comm) {
   const int64_t chunk_points = (cfg.chunk + eb - 1) / eb * eb;
   auto score_all = [&](FILE* out) {
     while (in.Next(chunk_points, &chunk)) {
-      const int64_t n = chunk.size(), row0 = row;
-      for (int64_t b0 = 0; b0 < n; b0 += eb) {
-        const int64_t count = std::min<int64_t>(eb, n - b0);
-        model->Score(chunk, b0, count, k, &sc, row0);
-        if (out == nullptr) continue;
-        for (int64_t i = 0; i < count; ++i, ++row) {
-          line.clear();
-          std::string labels, scores;
-          if (!jsonl) {
-            line = std::to_string(row) + "\t";
-          }
-          for (int j = 0; j < k; ++j) {
-            const int32_t id = sc.ids[i * k + j];
-            if (id < 0) break;
-            const double p = std::exp(static_cast<double>(sc.logits[i * k + j]) - sc.log_z[i]);
-            std::snprintf(buf, sizeof buf, "%.6g", p);
-            if (jsonl) {
-              labels += (j ? "," : "") + std::to_string(id);
-              scores += std::string(j ? "," : "") + buf;
-            } else {
-              line += (j ? " " : "") + std::to_string(id) + ":" + buf;
-            }
-          }
-          if (jsonl) {
-            line = "{\"row\":" + std::to_string(row);
-            line.append(",\"labels\":[")
-                .append(labels)
-                .append("],\"scores\":[")
-                .append(scores)
-                .append("]}");
-          }
-          line += "\n";
-          DSLIDE_CHECK(std::fwrite(line.data(), 1, line.size(), out) == line.size(), cfg.out,
-                       ": write failed: ", std::strerror(errno));
-        }
+      const int64_t n = chunk.size();
+      PredictTopK(*model, chunk, row, k, &ids, &probs);
+      if (out == nullptr) {
+        row += n;
+        continue;
       }
-      if (out == nullptr) row += n;
+      for (int64_t i = 0; i < n; ++i, ++row) {
+        line.clear();
+        std::string labels, scores;
+        if (!jsonl) {
+          line = std::to_string(row) + "\t";
+        }
+        for (int j = 0; j < k; ++j) {
+          const int32_t id = ids[i * k + j];
+          if (id < 0) break;
+          const double p = probs[i * k + j];
+          std::snprintf(buf, sizeof buf, "%.6g", p);
+          if (jsonl) {
+            labels += (j ? "," : "") + std::to_string(id);
+            scores += std::string(j ? "," : "") + buf;
+          } else {
+            line += (j ? " " : "") + std::to_string(id) + ":" + buf;
+          }
+        }
+        if (jsonl) {
+          line = "{\"row\":" + std::to_string(row);
+          line.append(",\"labels\":[")
+              .append(labels)
+              .append("],\"scores\":[")
+              .append(scores)
+              .append("]}");
+        }
+        line += "\n";
+        DSLIDE_CHECK(std::fwrite(line.data(), 1, line.size(), out) == line.size(), cfg.out,
+                     ": write failed: ", std::strerror(errno));
+      }
     }
   };
   if (comm->rank() != 0) {

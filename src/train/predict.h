@@ -5,9 +5,11 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "checkpoint.h"
 #include "communicator.h"
+#include "dataset.h"
 #include "trainer.h"
 
 namespace dslide {
@@ -16,6 +18,15 @@ namespace dslide {
 /// sharded over this job's ranks, with its weights; `meta` receives its metadata.
 std::unique_ptr<Trainer> LoadModel(const std::string& folder, Communicator* comm,
                                    CheckpointMeta* meta);
+
+/// Collective: the exact top-k labels of every point of `data` (its labels are ignored) with
+/// their softmax probabilities, best first, as `dslide predict` writes them: `ids` and `probs`
+/// get data.size() x k entries (id -1 and probability 0 where the model has fewer outputs).
+/// `row0` is the index of data's first point in the whole input (a multiple of
+/// model.EvalBlock()): points are scored in blocks of EvalBlock() from the input's first.
+/// Every rank gets the merged lists.
+void PredictTopK(Trainer& model, const Dataset& data, int64_t row0, int k,
+                 std::vector<int32_t>* ids, std::vector<double>* probs);
 
 /// Collective: exact top-k labels with their softmax probabilities for every row of
 /// `cfg.input` (XC text or binary; labels in it are ignored), streamed a chunk at a time,

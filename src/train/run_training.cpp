@@ -1,8 +1,10 @@
 // RunTraining, the entry point of `dslide train`: reads the training, validation and test
 // data (or holds back part of the training data for validation), checks and warns of what
-// they hold, adopts a resumed checkpoint's settings, builds the trainer and runs it.
-#include "trainer.h"
+// they hold, adopts a resumed checkpoint's settings, builds the trainer and runs it. The same
+// on data held in memory (run_training.h), keeping the trainer.
+#include "run_training.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <new>
@@ -18,17 +20,23 @@ namespace {
 /// Warnings about data that loads but may not be what was meant: points without features
 /// (the network sees only its biases for them) and feature values far beyond float's
 /// comfortable range.
-void WarnOfData(const Dataset& d, const std::string& file) {
+/// `in_memory`: `file` names a set given in memory, whose points are rows counted from 0.
+void WarnOfData(const Dataset& d, const std::string& file, bool in_memory) {
   int64_t empty = 0, first = -1;
   for (int64_t i = 0; i < d.size(); ++i)
     if (d.feat_off[i + 1] == d.feat_off[i] && empty++ == 0) first = i;
-  const bool binary = IsBinaryDataset(file);
+  const bool binary = !in_memory && IsBinaryDataset(file);
   if (empty > 0)
     std::printf(
         "warning: %s: %lld of %lld points have no features (the first at %s %lld); the network "
         "sees only its biases for them\n",
-        file.c_str(), (long long)empty, (long long)d.size(), binary ? "point" : "line",
-        (long long)(binary ? first + 1 : first + 2));
+        file.c_str(), (long long)empty, (long long)d.size(),
+        in_memory ? "row"
+        : binary  ? "point"
+                  : "line",
+        (long long)(in_memory ? first
+                    : binary  ? first + 1
+                              : first + 2));
   if (d.max_abs_value > kLargeFeatureValue)
     std::printf(
         "warning: %s: a feature value of %g, far beyond %g: scale or clip the features, or "
@@ -39,20 +47,48 @@ void WarnOfData(const Dataset& d, const std::string& file) {
 
 }  // namespace
 
-EvalResult RunTraining(const TrainConfig& asked, Communicator* comm) {
+EvalResult RunTraining(const TrainConfig& cfg, Communicator* comm) {
+  TrainingRun run;
+  return RunTraining(cfg, comm, RunData{}, &run);
+}
+
+void DataPosition(int64_t iteration, int64_t points, int64_t batch, int64_t* epoch, int64_t* pos) {
+  // Trainer::Run: an epoch is ceil(points / batch) iterations, its last batch the rest.
+  const int64_t per_epoch = (points + batch - 1) / batch;
+  if (iteration <= 0) {
+    *epoch = -1;
+    *pos = points;
+    return;
+  }
+  *epoch = (iteration - 1) / per_epoch;
+  *pos = std::min(points, (iteration - *epoch * per_epoch) * batch);
+}
+
+EvalResult RunTraining(const TrainConfig& asked, Communicator* comm, RunData data,
+                       TrainingRun* run) {
   TrainConfig cfg = asked;
   SetNumThreads(cfg.threads);
-  Dataset train = ReadXc(cfg.train_file);
+  // A set in memory, else the file.
+  auto load = [](Dataset* memory, const std::string& file) {
+    return memory != nullptr ? std::move(*memory) : ReadXc(file);
+  };
+  Dataset train = load(data.train, cfg.train_file);
+  if (data.train != nullptr)
+    DSLIDE_CHECK(train.size() > 0, cfg.train_file, ": no points to train on (0 rows)");
   DSLIDE_CHECK(train.size() > 0, cfg.train_file, ":1: no points to train on (the header says 0)");
-  if (comm->rank() == 0) WarnOfData(train, cfg.train_file);
+  if (comm->rank() == 0) WarnOfData(train, cfg.train_file, data.train != nullptr);
   auto check_header = [&](const Dataset& d, const std::string& file) {
     DSLIDE_CHECK(d.num_features == train.num_features && d.num_labels == train.num_labels, file,
                  ":1: header says ", d.num_features, " features and ", d.num_labels,
                  " labels, the training file ", train.num_features, " and ", train.num_labels);
   };
   Dataset valid, test;
+  DSLIDE_CHECK(data.valid == nullptr || !cfg.valid_file.empty(),
+               "validation data in memory needs a name in --valid");
+  DSLIDE_CHECK(data.test == nullptr || !cfg.test_file.empty(),
+               "test data in memory needs a name in --test");
   if (!cfg.valid_file.empty()) {
-    valid = ReadXc(cfg.valid_file);
+    valid = load(data.valid, cfg.valid_file);
     check_header(valid, cfg.valid_file);
   } else if (cfg.valid_fraction > 0) {
     Dataset all = std::move(train);
@@ -74,7 +110,7 @@ EvalResult RunTraining(const TrainConfig& asked, Communicator* comm) {
           what.c_str(), (long long)labelled, 1.0 / static_cast<double>(labelled));
   }
   if (!cfg.test_file.empty()) {
-    test = ReadXc(cfg.test_file);
+    test = load(data.test, cfg.test_file);
     check_header(test, cfg.test_file);
     DSLIDE_CHECK(test.size() > 0, cfg.test_file, ": no points to score (the header says 0)");
   }
@@ -87,7 +123,9 @@ EvalResult RunTraining(const TrainConfig& asked, Communicator* comm) {
           "note: %s predates the floor of negatives; --min-negatives %lld applies from here\n",
           cfg.resume_dir.c_str(), (long long)cfg.min_negatives);
   }
-  std::unique_ptr<Trainer> trainer;
+  std::unique_ptr<Trainer>& trainer = run->trainer;
+  run->train_points = train.size();
+  run->collective = true;
   try {
     trainer = std::make_unique<Trainer>(cfg, comm,
                                         MakeBackend(cfg.device, comm->rank(), cfg.gpus_per_node),

@@ -1,0 +1,481 @@
+"""dslide: train, predict and evaluate extreme-classification networks from Python.
+
+A thin layer over the C++ core of the ``dslide`` executable (the same trainer, options,
+checkpoints and predictions). See docs/python.md for the reference.
+
+    model = dslide.train((X, Y), test=(Xt, Yt), epochs=5, threads=2)
+    ids, scores = model.predict(Xt, k=5)
+    model.evaluate(Xt, Yt)          # {'p_at_1': ..., 'p_at_3': ..., 'p_at_5': ..., 'loss': ...}
+    model.save("model")             # read by dslide eval/predict/export and dslide.load
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import hashlib
+import json
+import math
+import os
+import shutil
+import sys
+import tempfile
+import threading
+
+import numpy as np
+
+from . import _core
+from ._data import Pending, fspath, input_data, is_path
+
+__all__ = ["train", "load", "Model", "Interrupted", "Diverged", "options_help", "__version__"]
+
+__version__ = _core.version
+#: The backends this build has ("cpu" or "cpu, gpu"), as ``dslide --version`` says.
+backends = _core.backends
+
+
+class Interrupted(KeyboardInterrupt):
+    """Training stopped by a signal (Ctrl-C: SIGINT; also SIGTERM, SIGUSR1) after its current
+    step. ``model`` holds the model of the last step (as trained so far: a --keep-best
+    selection is not applied), ``signal`` the signal's name; the message is the executable's
+    ("stopped by SIGINT at iteration 58 of 3000; ...")."""
+
+    def __init__(self, message: str, model: "Model | None", signal: str):
+        super().__init__(message)
+        self.model = model
+        self.signal = signal
+
+
+class Diverged(RuntimeError):
+    """Training stopped because the loss diverged (the executable's exit 3), with its message
+    (the iteration, the loss and advice). ``model`` holds the state of the last step."""
+
+    def __init__(self, message: str, model: "Model | None"):
+        super().__init__(message)
+        self.model = model
+
+
+# --- ranks -------------------------------------------------------------------------------
+
+_mpi_initialized_here = False
+
+
+def _communicator(comm):
+    """The core's communicator for `comm` (an mpi4py communicator, or None: MPI's world when
+    started by an MPI launcher, else the in-process one)."""
+    global _mpi_initialized_here
+    if comm is None:
+        mpi = sys.modules.get("mpi4py.MPI")
+        if mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized():
+            if mpi.COMM_WORLD.Get_size() > 1 or _core.launched_by_mpi():
+                return _core.mpi_comm(mpi.COMM_WORLD.py2f())
+            return _core.local_comm()
+        if not _core.launched_by_mpi():
+            return _core.local_comm()
+        if _core.mpi_initialize():
+            _mpi_initialized_here = True
+            atexit.register(_core.mpi_finalize)
+        return _core.mpi_comm()
+    if isinstance(comm, _core.Comm):
+        return comm
+    py2f = getattr(comm, "py2f", None)
+    if py2f is None:
+        raise TypeError(
+            f"comm: expected an mpi4py communicator (such as MPI.COMM_WORLD) or None, got "
+            f"{type(comm).__name__}")
+    return _core.mpi_comm(py2f())
+
+
+def _agree(comm, error, parts, what: str) -> None:
+    """Collective with P > 1 ranks: every rank learns whether the arguments of a collective
+    call passed their checks on every rank and are alike (different data on different ranks
+    would train a mixed model, and a rank that raised alone would leave the others waiting
+    for ever). Raises this rank's error, else a ValueError when another rank's failed or
+    differs. With one rank: raises `error` if any."""
+    if comm.size == 1:
+        if error is not None:
+            raise error
+        return
+    h = hashlib.blake2b(digest_size=8)
+    for part in parts if error is None else []:
+        h.update(repr(part).encode() if not isinstance(part, _core.Data)
+                 else part.digest().to_bytes(8, "little"))
+    ok, same = comm.agree(error is None, int.from_bytes(h.digest(), "little"))
+    if error is not None:
+        raise error
+    if not ok:
+        raise ValueError(f"{what}: the arguments failed their checks on another rank (its "
+                         f"error is in that rank's output)")
+    if not same:
+        raise ValueError(
+            f"{what}: the ranks were given different arguments; under MPI every rank calls "
+            f"{what} with the same data and options (each rank holds all of the data, as "
+            f"each rank of the executable reads the whole files)")
+
+
+# --- options -----------------------------------------------------------------------------
+
+def _text(key: str, value) -> str:
+    """An option's value as the command line writes it."""
+    if isinstance(value, (bool, np.bool_)):
+        return "true" if value else "false"
+    if isinstance(value, (int, np.integer)):
+        return str(int(value))
+    if isinstance(value, (float, np.floating)):
+        return repr(float(value))
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (bytes, os.PathLike)):
+        return fspath(value)
+    if isinstance(value, (list, tuple)) and value:
+        if any(isinstance(v, (list, tuple)) for v in value):
+            raise TypeError(f"option {key}: a list of numbers or names, not of lists")
+        return ",".join(_text(key, v) for v in value)
+    raise TypeError(f"option {key}: unsupported value {value!r} ({type(value).__name__})")
+
+
+def _pairs(options: dict) -> list:
+    pairs = []
+    for key, value in options.items():
+        if key == "help":
+            raise ValueError("option --help: not an option here; dslide.options_help() gives "
+                             "the text of dslide train --help")
+        if value is None:
+            continue
+        pairs.append((key.replace("_", "-"), _text(key, value)))
+    return pairs
+
+
+def options_help() -> str:
+    """The text of ``dslide train --help``: every keyword of train() (dashes as
+    underscores) with its default."""
+    return _core.train_help()
+
+
+# --- progress ----------------------------------------------------------------------------
+
+@contextlib.contextmanager
+def _cli_output(verbose: bool):
+    """The executable's progress lines (C's standard output) to standard error, or nowhere;
+    Python's sys.stdout keeps writing where it did."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    _core.flush_stdout()
+    try:
+        os.fstat(1)
+    except OSError:
+        yield
+        return
+    saved = os.dup(1)
+    target = os.dup(2) if verbose else os.open(os.devnull, os.O_WRONLY)
+    swapped = None
+    try:
+        with contextlib.suppress(Exception):
+            if sys.stdout.fileno() == 1:
+                swapped = sys.stdout
+                sys.stdout = open(saved, "w", buffering=1, closefd=False,
+                                  encoding=swapped.encoding, errors=swapped.errors)
+        os.dup2(target, 1)
+        yield
+    finally:
+        _core.flush_stdout()
+        if swapped is not None:
+            with contextlib.suppress(Exception):
+                sys.stdout.flush()
+            sys.stdout = swapped
+        os.dup2(saved, 1)
+        os.close(saved)
+        os.close(target)
+
+
+class _MetricsTail(threading.Thread):
+    """Calls `callback` with each JSON object the run appends to its --metrics file (rank 0
+    writes it), from a thread of its own while training runs without the GIL. A callback
+    that raises stops the run after its current step; train() raises the exception."""
+
+    def __init__(self, path: str, callback):
+        super().__init__(name="dslide-metrics", daemon=True)
+        self.path = path
+        self.callback = callback
+        self.offset = os.path.getsize(path) if os.path.exists(path) else 0
+        self.done = threading.Event()
+        self.error = None
+
+    def run(self):
+        while not self.done.wait(0.1):
+            self.read()
+        self.read()
+
+    def read(self):
+        if self.error is not None:
+            return
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self.offset)
+                chunk = f.read()
+        except FileNotFoundError:
+            return
+        end = chunk.rfind(b"\n")
+        if end < 0:
+            return
+        self.offset += end + 1
+        for line in chunk[:end + 1].splitlines():
+            try:
+                self.callback(json.loads(line))
+            except BaseException as e:  # noqa: BLE001: handed to the caller
+                self.error = e
+                _core.request_stop()
+                return
+
+    def finish(self):
+        self.done.set()
+        self.join()
+
+
+# --- the model ---------------------------------------------------------------------------
+
+class Model:
+    """A trained (train) or loaded (load) network, spread over the ranks it was made on."""
+
+    def __init__(self, core, comm, result: dict | None = None):
+        self._m = core
+        self._comm = comm
+        #: The run's final evaluation (of the test set when given): p_at_1, p_at_3, p_at_5,
+        #: loss, points, seconds; None for a loaded model.
+        self.result = result
+
+    @property
+    def features(self) -> int:
+        """Inputs (columns of X)."""
+        return self._m.features
+
+    @property
+    def labels(self) -> int:
+        """Outputs (label ids are 0 to labels - 1)."""
+        return self._m.labels
+
+    @property
+    def iteration(self) -> int:
+        """Iterations trained."""
+        return self._m.iteration
+
+    @property
+    def layer_sizes(self) -> list:
+        """Neurons of each layer (hidden..., output)."""
+        return list(self._m.layer_sizes)
+
+    @property
+    def ranks(self) -> int:
+        """Ranks the model is spread over (1 without MPI)."""
+        return self._m.ranks
+
+    @property
+    def rank(self) -> int:
+        """This process's rank."""
+        return self._m.rank
+
+    @property
+    def settings(self) -> dict:
+        """Every train option with the value it ran with ("auto" resolved), as checkpoints
+        and --metrics record them."""
+        return json.loads(self._m.settings)
+
+    @property
+    def evals(self) -> list:
+        """(iteration, evaluation dict) of every evaluation during training."""
+        return list(self._m.evals)
+
+    def predict(self, X, k: int = 5, *, threads: int | None = None):
+        """The k most probable labels of every row of X (best first) and their softmax
+        probabilities: (ids, scores), NumPy arrays of int32 and float32 of shape (rows, k).
+        X: a SciPy sparse matrix or 2-D array of the model's feature count (see the data
+        rules in docs/python.md), or a path (XC text, gzip or .dsb; labels ignored).
+        Scoring is exact, as ``dslide predict`` does; with P ranks it is collective (every
+        rank calls it with the same X) and every rank gets the merged lists."""
+        data, error = None, None
+        try:
+            k = _count("k", k)
+            data = input_data("X", X, self.features, self.labels, need_labels=False)
+            threads = _threads(threads)
+        except Exception as e:  # noqa: BLE001: raised by _agree, on every rank
+            error = e
+        _agree(self._comm, error, [data, k], "predict")
+        return self._m.predict(data, k, threads)
+
+    def evaluate(self, X, Y=None, *, threads: int | None = None) -> dict:
+        """Exact P@1, P@3, P@5 and the full-softmax loss of the model on (X, Y), as
+        ``dslide eval`` computes them: {'p_at_1', 'p_at_3', 'p_at_5', 'loss', 'points',
+        'seconds'} (a cut-off above the label count is NaN). X may be a path instead (the
+        file's labels are used). Collective with P ranks."""
+        data, error = None, None
+        try:
+            value = X if Y is None else (X, Y)
+            if not is_path(value) and not isinstance(value, tuple):
+                raise TypeError("evaluate: give X and Y, or a path")
+            data = input_data("evaluate", value, self.features, self.labels, need_labels=True)
+            threads = _threads(threads)
+        except Exception as e:  # noqa: BLE001: raised by _agree, on every rank
+            error = e
+        _agree(self._comm, error, [data], "evaluate")
+        ks = [k for k in (1, 3, 5) if k <= self.labels]
+        out = dict(self._m.evaluate(data, ks, threads))
+        for k in (1, 3, 5):
+            out.setdefault(f"p_at_{k}", math.nan)
+        return out
+
+    def save(self, folder) -> None:
+        """Writes the model as a checkpoint folder (meta.h5 and a shard per rank), which
+        ``dslide eval/predict/export --model FOLDER``, ``dslide train --resume FOLDER`` and
+        load() read. Like --save, it replaces a checkpoint folder but refuses a folder
+        holding anything else. Collective with P ranks."""
+        error = None
+        try:
+            folder = fspath(folder)
+            while len(folder) > 1 and folder.endswith("/"):
+                folder = folder[:-1]
+            if (os.path.exists(folder) and not os.path.isfile(os.path.join(folder, "meta.h5"))
+                    and not (os.path.isdir(folder) and not os.listdir(folder))):
+                raise FileExistsError(
+                    f"save: {folder} exists and is not a checkpoint folder; give a new or "
+                    f"empty folder (a checkpoint folder is replaced)")
+        except Exception as e:  # noqa: BLE001: raised by _agree, on every rank
+            error = e
+        _agree(self._comm, error, [folder], "save")
+        self._m.save(folder)
+
+    def __repr__(self) -> str:
+        return (f"dslide.Model({self.features} features -> {self.layer_sizes}, iteration "
+                f"{self.iteration}, {self.ranks} rank(s))")
+
+
+def _count(name: str, value) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an integer, got {value!r}")
+    return int(value)
+
+
+def _threads(threads) -> int:
+    if threads is None:
+        return 0
+    threads = _count("threads", threads)
+    if not 1 <= threads <= 4096:
+        raise ValueError(f"threads: must be in [1, 4096], got {threads}")
+    return threads
+
+
+# --- train and load ----------------------------------------------------------------------
+
+def train(train, test=None, valid=None, *, comm=None, callback=None, verbose: bool = True,
+          **options) -> Model:
+    """Trains a network as ``dslide train`` does and returns the Model.
+
+    train, test, valid: a path (XC text, plain or gzip, or .dsb) or a pair (X, Y): X a SciPy
+    sparse matrix of float32 (rows = points), Y a sparse label matrix, a list of label-id
+    lists or a 1-D integer array. With arrays and no sparse Y, the label count is the largest
+    id + 1 (of train, test and valid), or the training file's.
+
+    options: every option of ``dslide train`` as a keyword, dashes as underscores (epochs=5,
+    hidden=[256, 128], valid_fraction=0.1, threads=2, seed=3, save="model", ...), checked by
+    the same option table: a bad one raises ValueError with the executable's message.
+
+    comm: an mpi4py communicator; None: MPI's world under an MPI launcher, else one rank.
+    callback: called with each metrics object (the JSON lines of --metrics, as dicts) on
+    rank 0, from another thread; an exception in it stops the run after its step and is
+    raised. verbose: the executable's lines on standard error (False: none).
+
+    Ctrl-C (SIGINT, also SIGTERM, SIGUSR1) stops the run after its current step and raises
+    Interrupted, a KeyboardInterrupt whose ``model`` attribute holds the model; a second
+    Ctrl-C exits at once. A diverged loss raises Diverged.
+    """
+    sets = {"train": train, "test": test, "valid": valid}
+    pairs = _pairs(options)
+    names = {}
+    for name, value in sets.items():
+        if value is not None:
+            names[name] = fspath(value) if is_path(value) else f"{name} (arrays)"
+            pairs.append((name, names[name]))
+    _core.parse_train_options(pairs)  # the options' errors before the data's
+    core_comm = _communicator(comm)
+    data, error = {}, None
+    try:
+        for name, value in sets.items():
+            if is_path(value) and not os.path.exists(fspath(value)):
+                raise FileNotFoundError(f"{name}: no such file: {fspath(value)}")
+        pending = {name: Pending(name, value, need_labels=True)
+                   for name, value in sets.items() if value is not None and not is_path(value)}
+        if pending:
+            features, labels = _shape_of(sets, pending)
+            for name, p in pending.items():
+                if p.features != features:
+                    raise ValueError(
+                        f"{name}: X has {p.features} columns (features), train has {features}")
+                data[name] = p.build(labels)
+    except Exception as e:  # noqa: BLE001: raised by _agree, on every rank
+        error = e
+    # The same options (but --metrics, which rank 0 alone writes) and data on every rank.
+    alike = sorted(p for p in pairs if p[0] != "metrics")
+    _agree(core_comm, error, [alike, *(data[n] for n in sorted(data))], "train")
+
+    tail, tmp = None, None
+    if callback is not None and core_comm.rank == 0:
+        path = options.get("metrics")
+        if path is None:
+            tmp = tempfile.mkdtemp(prefix="dslide-")
+            path = os.path.join(tmp, "metrics.jsonl")
+            pairs.append(("metrics", path))
+        tail = _MetricsTail(fspath(path), callback)
+        tail.start()
+    try:
+        with _cli_output(verbose):
+            out = _core.train(pairs, core_comm, data.get("train"), data.get("valid"),
+                              data.get("test"))
+    finally:
+        if tail is not None:
+            tail.finish()
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+    model = Model(out["model"], core_comm, out["result"]) if out["model"] is not None else None
+    if tail is not None and tail.error is not None:
+        raise tail.error
+    if out["stopped"] == 75:
+        raise Interrupted(out["message"], model, out["signal"])
+    if out["stopped"] == 3:
+        raise Diverged(out["message"], model)
+    if out["stopped"] != 0:
+        raise RuntimeError(out["message"])
+    if out["signal"]:
+        raise Interrupted(f"stopped by {out['signal']} after training ended at iteration "
+                          f"{model.iteration}: the model is complete", model, out["signal"])
+    return model
+
+
+def _shape_of(sets: dict, pending: dict):
+    """Features and labels of a run with sets in memory: the training file's header, else
+    train's X, and a sparse Y's columns (all alike), else the largest label id + 1."""
+    if is_path(sets["train"]):
+        _, features, labels = _core.data_header(fspath(sets["train"]))
+        return features, labels
+    features = pending["train"].features
+    columns = {p.labels for p in pending.values() if p.labels is not None}
+    if len(columns) > 1:
+        raise ValueError(f"the sparse Y matrices have different label counts: {sorted(columns)}")
+    if columns:
+        return features, columns.pop()
+    return features, max([p.max_id for p in pending.values()] + [0]) + 1
+
+
+def load(folder, *, comm=None) -> Model:
+    """The model of a checkpoint folder (written by ``dslide train --save/--checkpoint-dir``
+    or Model.save; a --checkpoint-dir gives its newest checkpoint), spread over the ranks of
+    `comm` (any number: the shards are re-cut)."""
+    core_comm = _communicator(comm)
+    error = None
+    try:
+        folder = fspath(folder)
+        if not os.path.isdir(folder):
+            raise FileNotFoundError(f"load: no such folder: {folder}")
+    except Exception as e:  # noqa: BLE001: raised by _agree, on every rank
+        error = e
+    _agree(core_comm, error, [folder], "load")
+    return Model(_core.load(folder, core_comm), core_comm)

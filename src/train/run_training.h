@@ -1,0 +1,47 @@
+// RunTraining on data held in memory (the Python package): the same checks, warnings and run
+// as `dslide train`, with the trainer kept afterwards as the model.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "communicator.h"
+#include "config.h"
+#include "dataset.h"
+#include "evaluator.h"
+#include "trainer.h"
+
+namespace dslide {
+
+/// Data sets in memory that replace the files of a run: each non-null set is used (and
+/// moved from) instead of reading the file its option names; the option's value then only
+/// names the set in messages. `valid` needs cfg.valid_file set, `test` cfg.test_file.
+struct RunData {
+  Dataset* train = nullptr;
+  Dataset* valid = nullptr;
+  Dataset* test = nullptr;
+};
+
+/// What a run leaves behind.
+struct TrainingRun {
+  /// The model: built once the data and the options have passed their checks, and kept when
+  /// Trainer::Run throws (a Stop: after a signal it holds the weights of the last step).
+  std::unique_ptr<Trainer> trainer;
+  /// Training points after --valid-fraction's holdout (with --batch, an iteration's data
+  /// position: DataPosition).
+  int64_t train_points = 0;
+  /// True from the construction of the trainer on: collectives have begun, so an error from
+  /// here on may be one rank's alone. Before it, every rank throws the same error.
+  bool collective = false;
+};
+
+/// RunTraining with the sets of `data` in memory (the others read from cfg's files); fills
+/// `run` as it goes. Returns the final evaluation.
+EvalResult RunTraining(const TrainConfig& cfg, Communicator* comm, RunData data, TrainingRun* run);
+
+/// The data position (epoch, next point) of a run of `points` training points in batches of
+/// `batch` after `iteration` iterations from the start (epoch -1, position `points`, before
+/// the first), as a checkpoint records it.
+void DataPosition(int64_t iteration, int64_t points, int64_t batch, int64_t* epoch, int64_t* pos);
+
+}  // namespace dslide

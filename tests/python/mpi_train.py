@@ -1,0 +1,65 @@
+"""Run under mpirun by test_mpi.py: trains on every rank (model-parallel), predicts and
+evaluates (collective), saves the model, and writes what each rank got to OUT/rank-R.npz.
+
+Usage: mpi_train.py OUT TRAIN_FILE TEST_FILE mpi4py|world|mismatch
+  mpi4py:   comm=MPI.COMM_WORLD from mpi4py (which initialises MPI)
+  world:    no mpi4py; the package's default (MPI's world, initialised by the extension)
+  mismatch: arguments that differ between the ranks, or fail on one rank only, raise on every
+            rank (no rank waits for ever); writes OUT/mismatch-rank-R.json
+"""
+
+import json
+import os
+import sys
+
+out, train_file, test_file, how = sys.argv[1:5]
+if how == "mpi4py":
+    from mpi4py import MPI
+
+    comm = MPI.COMM_WORLD
+else:
+    comm = None
+    assert "mpi4py" not in sys.modules
+
+import numpy as np  # noqa: E402
+
+import dslide  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import tasks  # noqa: E402
+
+X, Y, _ = tasks.read_xc(train_file)
+Xt, Yt, _ = tasks.read_xc(test_file)
+
+if how == "mismatch":
+    rank = int(os.environ.get("OMPI_COMM_WORLD_RANK", os.environ.get("PMI_RANK", "0")))
+    seen = {}
+
+    def attempt(what, call):
+        try:
+            call()
+            seen[what] = "ok"
+        except ValueError as e:
+            seen[what] = str(e)
+
+    # Rank 1 trains on one point fewer.
+    attempt("train", lambda: dslide.train((X[: 1000 - rank], Y[: 1000 - rank]), iterations=2,
+                                          hidden=8, threads=1, verbose=False))
+    model = dslide.train((X, Y), iterations=2, hidden=8, threads=1, verbose=False)
+    bad = Xt[:10].copy()
+    if rank == 1:
+        bad.data[0] = np.nan
+    attempt("predict", lambda: model.predict(bad))
+    attempt("after", lambda: model.predict(Xt[:10]))
+    with open(os.path.join(out, f"mismatch-rank-{model.rank}.json"), "w") as f:
+        json.dump(seen, f)
+    sys.exit(0)
+model = dslide.train((X, Y), test=(Xt, Yt), iterations=20, hidden=32, seed=5, threads=1,
+                     verbose=False, comm=comm)
+ids, scores = model.predict(Xt, k=5)
+result = model.evaluate(Xt, Yt)
+model.save(os.path.join(out, f"py_model_{how}"))
+np.savez(os.path.join(out, f"{how}-rank-{model.rank}.npz"), ids=ids, scores=scores,
+         ranks=model.ranks, iteration=model.iteration)
+with open(os.path.join(out, f"{how}-rank-{model.rank}.json"), "w") as f:
+    json.dump(result, f)

@@ -1,0 +1,226 @@
+"""train, predict, evaluate, save and load against the dslide executable of the same build."""
+
+import json
+import os
+import re
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import dslide
+import tasks
+from conftest import run_cli
+
+# One thread: the first layer's update is HOGWILD, so runs compare exactly on one thread only.
+OPTS = dict(iterations=24, hidden=32, seed=5, threads=1, log_every=8)
+CLI_OPTS = ["--iterations", "24", "--hidden", "32", "--seed", "5", "--threads", "1",
+            "--log-every", "8"]
+
+
+@pytest.fixture(scope="module")
+def model(task):
+    return dslide.train((task.X, task.Y), test=(task.Xt, task.Yt), verbose=False, **OPTS)
+
+
+def test_arrays_and_files_train_the_same_model(task, model):
+    from_files = dslide.train(task.train_file, test=task.test_file, verbose=False, **OPTS)
+    assert (model.features, model.labels, model.iteration) == (400, 1200, 24)
+    assert model.layer_sizes == [32, 1200]
+    for p in ("p_at_1", "p_at_3", "p_at_5", "loss", "points"):
+        assert from_files.result[p] == model.result[p]
+    a_ids, a_sc = model.predict(task.Xt, k=5)
+    f_ids, f_sc = from_files.predict(task.Xt, k=5)
+    np.testing.assert_array_equal(a_ids, f_ids)
+    np.testing.assert_array_equal(a_sc, f_sc)
+    # A path to predict reads the file's rows.
+    p_ids, p_sc = model.predict(task.test_file, k=5)
+    np.testing.assert_array_equal(a_ids, p_ids)
+    np.testing.assert_array_equal(a_sc, p_sc)
+
+
+def test_predict_shapes_and_types(task, model):
+    ids, scores = model.predict(task.Xt, k=7)
+    assert ids.dtype == np.int32 and scores.dtype == np.float32
+    assert ids.shape == scores.shape == (task.Xt.shape[0], 7)
+    assert (ids >= 0).all() and (ids < task.labels).all()
+    assert (np.diff(scores, axis=1) <= 0).all()  # best first
+    assert (scores > 0).all() and (scores.sum(axis=1) <= 1 + 1e-5).all()
+    empty_ids, empty_scores = model.predict(task.Xt[:0], k=3)
+    assert empty_ids.shape == empty_scores.shape == (0, 3)
+
+
+def test_predict_equals_the_executable(task, model, tmp_path):
+    folder = tmp_path / "model"
+    model.save(folder)
+    out = tmp_path / "p.tsv"
+    run_cli("predict", "--model", folder, "--input", task.test_file, "--top-k", 5, "--out", out)
+    cli_ids, cli_scores = tasks.read_predictions(out)
+    ids, scores = model.predict(task.Xt, k=5)
+    np.testing.assert_array_equal(ids, cli_ids)
+    # The executable prints 6 significant digits.
+    np.testing.assert_allclose(scores, cli_scores, rtol=1e-5)
+
+
+def test_evaluate_equals_the_executable(task, model, tmp_path):
+    folder = tmp_path / "model"
+    model.save(folder)
+    r = model.evaluate(task.Xt, task.Yt)
+    assert set(r) >= {"p_at_1", "p_at_3", "p_at_5", "loss"}
+    assert r["points"] == task.Xt.shape[0]
+    line = run_cli("eval", "--model", folder, "--test", task.test_file).stdout
+    expected = {int(k): float(v) for k, v in re.findall(r"P@(\d+) ([0-9.]+)", line)}
+    assert sorted(expected) == [1, 3, 5]
+    for k, v in expected.items():
+        assert round(r[f"p_at_{k}"], 4) == v
+    loss = float(re.search(r"\| loss ([0-9.]+)", line).group(1))
+    assert r["loss"] == pytest.approx(loss, abs=1e-4)
+    # The final test score of training is the same evaluation.
+    assert r["p_at_1"] == model.result["p_at_1"]
+
+
+def test_save_and_load_round_trip(task, model, tmp_path):
+    folder = tmp_path / "model"
+    model.save(folder)
+    assert (folder / "meta.h5").exists()
+    loaded = dslide.load(folder)
+    assert (loaded.iteration, loaded.labels, loaded.layer_sizes) == (24, 1200, [32, 1200])
+    for a, b in zip(loaded.predict(task.Xt), model.predict(task.Xt)):
+        np.testing.assert_array_equal(a, b)
+    # Saving again replaces the checkpoint folder; a folder of other files is refused.
+    loaded.save(folder)
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "notes.txt").write_text("mine")
+    with pytest.raises(FileExistsError, match="not a checkpoint folder"):
+        model.save(other)
+    assert (other / "notes.txt").read_text() == "mine"
+    run_cli("export", "--model", folder, "--out", tmp_path / "model.h5")
+    assert (tmp_path / "model.h5").stat().st_size > 0
+
+
+def test_load_reads_what_the_executable_trained(task, model, tmp_path):
+    """The executable and train() run the same trainer: equal options, equal models."""
+    folder = tmp_path / "cli_model"
+    run_cli("train", "--train", task.train_file, "--test", task.test_file, *CLI_OPTS,
+            "--save", folder)
+    loaded = dslide.load(folder)
+    for a, b in zip(loaded.predict(task.Xt, k=5), model.predict(task.Xt, k=5)):
+        np.testing.assert_array_equal(a, b)
+    # A --checkpoint-dir holds checkpoints: load takes the newest.
+    ck = tmp_path / "ck"
+    run_cli("train", "--train", task.train_file, *CLI_OPTS, "--checkpoint-dir", ck,
+            "--checkpoint-every", 12)
+    assert dslide.load(ck).iteration == 24
+    with pytest.raises(FileNotFoundError):
+        dslide.load(tmp_path / "missing")
+    with pytest.raises(ValueError, match="no complete checkpoint"):
+        dslide.load(tmp_path)
+
+
+def test_resume_from_a_saved_model_continues_the_run(task, model, tmp_path):
+    """Model.save records the data position: resuming it equals training on."""
+    half = dslide.train((task.X, task.Y), verbose=False, **{**OPTS, "iterations": 12})
+    half.save(tmp_path / "half")
+    resumed = dslide.train((task.X, task.Y), resume=tmp_path / "half", verbose=False, **OPTS)
+    assert resumed.iteration == 24
+    for a, b in zip(resumed.predict(task.Xt), model.predict(task.Xt)):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_options_are_the_executables(task):
+    with pytest.raises(ValueError, match=r"unrecognised option '--epoch'.*did you mean --epochs"):
+        dslide.train((task.X, task.Y), epoch=3)
+    with pytest.raises(ValueError, match=r"option --lr: must be a finite number > 0, got -1"):
+        dslide.train((task.X, task.Y), lr=-1.0)
+    with pytest.raises(ValueError, match=r"option --hidden: each size must be in \[1, "):
+        dslide.train((task.X, task.Y), hidden=[64, 0])
+    with pytest.raises(ValueError, match=r"option --keep-best selects on validation data"):
+        dslide.train((task.X, task.Y), keep_best=True)
+    with pytest.raises(ValueError, match=r"option --strategy: invalid value 'dense'"):
+        dslide.train((task.X, task.Y), strategy="dense")
+    with pytest.raises(ValueError, match="options_help"):
+        dslide.train((task.X, task.Y), help=True)
+    with pytest.raises(TypeError, match="option hidden"):
+        dslide.train((task.X, task.Y), hidden={"a": 1})
+    assert "--valid-fraction" in dslide.options_help()
+
+
+def test_keyword_options_reach_the_trainer(task, tmp_path):
+    metrics = tmp_path / "m.jsonl"
+    m = dslide.train((task.X, task.Y), valid_fraction=0.2, hidden=[16, 8], sparsity=[1, 1, 0.05],
+                     dense_adam=True, lsh_mips=False, iterations=6, eval_every=3, threads=1,
+                     metrics=metrics, label_order="identity", verbose=False)
+    s = m.settings
+    assert s["hidden"] == "16,8" and s["sparsity"] == "1,1,0.05" and s["dense-adam"] is True
+    assert s["valid-fraction"] == 0.2 and s["label-order"] == "identity"
+    assert m.layer_sizes == [16, 8, 1200]
+    assert [it for it, _ in m.evals] == [3, 6]
+    start = json.loads(metrics.read_text().splitlines()[0])
+    assert start["event"] == "start" and start["points"] == 1200  # 20 % held back
+    assert start["settings"]["train"] == "train (arrays)"
+
+
+def test_validation_and_test_arrays(task):
+    m = dslide.train((task.X, task.Y), valid=(task.Xt, task.Yt), test=(task.Xt, task.Yt),
+                     iterations=6, eval_every=3, hidden=16, threads=1, verbose=False)
+    assert len(m.evals) == 2
+    # A CSR label matrix works alike, and sets the label count.
+    Ysp = sp.lil_matrix((task.X.shape[0], task.labels), dtype=np.float32)
+    for i, ys in enumerate(task.Y):
+        Ysp[i, ys] = 1
+    a = dslide.train((task.X, Ysp.tocsr()), iterations=6, hidden=16, threads=1, seed=2,
+                     verbose=False)
+    b = dslide.train((task.X, task.Y), iterations=6, hidden=16, threads=1, seed=2, verbose=False)
+    np.testing.assert_array_equal(a.predict(task.Xt)[0], b.predict(task.Xt)[0])
+
+
+def test_progress_lines_go_to_stderr(task, capfd):
+    dslide.train((task.X, task.Y), iterations=4, log_every=2, hidden=16, threads=1)
+    out, err = capfd.readouterr()
+    assert "iter 2/4" in err and "iter 4/4" in err and "1500 training points" in err
+    assert "iter" not in out and "training points" not in out
+    dslide.train((task.X, task.Y), iterations=4, log_every=2, hidden=16, threads=1,
+                 verbose=False)
+    out, err = capfd.readouterr()
+    assert "iter" not in out + err
+    print("still stdout")
+    out, _ = capfd.readouterr()
+    assert out == "still stdout\n"
+
+
+def test_callback_gets_the_metrics_objects(task):
+    seen = []
+    dslide.train((task.X, task.Y), test=(task.Xt, task.Yt), iterations=6, log_every=2,
+                 hidden=16, threads=1, verbose=False, callback=seen.append)
+    assert seen[0]["event"] == "start" and seen[0]["labels"] == 1200
+    progress = [o["iter"] for o in seen if "loss" in o and "event" not in o]
+    assert progress == [2, 4, 6]
+    assert seen[-1]["set"] == "test" and 0 <= seen[-1]["p_at_1"] <= 1
+
+
+def test_a_failing_callback_stops_the_run(task):
+    def callback(o):
+        if o.get("iter") == 2:
+            raise LookupError("enough")
+
+    with pytest.raises(LookupError, match="enough"):
+        dslide.train((task.X, task.Y), iterations=100000, log_every=2, hidden=16, threads=1,
+                     verbose=False, callback=callback)
+
+
+def test_threads_option(task):
+    one = dslide.train((task.X, task.Y), iterations=3, hidden=16, threads=1, verbose=False)
+    two = dslide.train((task.X, task.Y), iterations=3, hidden=16, threads=2, verbose=False,
+                       callback=lambda o: None)
+    assert one.settings["threads"] == 1 and two.settings["threads"] == 2
+    ids, _ = two.predict(task.Xt, threads=2)
+    assert ids.shape == (task.Xt.shape[0], 5)
+    with pytest.raises(ValueError, match="threads"):
+        two.predict(task.Xt, threads=0)
+
+
+def test_version_and_backends():
+    assert dslide.__version__.count(".") == 2
+    assert "cpu" in dslide.backends
+    assert os.path.basename(dslide._core.__file__).startswith("_core")

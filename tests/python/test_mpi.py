@@ -1,0 +1,86 @@
+"""Under mpirun -np 2: train() runs model-parallel as the executable does, and predict()
+gives every rank the merged top-k."""
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import dslide
+import tasks
+from conftest import cli_path, mpirun_command, run_cli
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def mpirun(*args, timeout=600):
+    cmd = mpirun_command(2)
+    if cmd is None:
+        pytest.skip("no mpirun")
+    cmd += [str(a) for a in args]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    assert r.returncode == 0, f"{' '.join(cmd)}: {r.returncode}\n{r.stdout}\n{r.stderr}"
+    return r
+
+
+@pytest.fixture(scope="module")
+def cli_model(task, tmp_path_factory):
+    """The executable's model on 2 ranks, with the same options as mpi_train.py."""
+    folder = tmp_path_factory.mktemp("cli2") / "model"
+    mpirun(cli_path(), "train", "--train", task.train_file, "--test",
+           task.test_file, "--iterations", 20, "--hidden", 32, "--seed", 5, "--threads", 1,
+           "--save", folder)
+    return folder
+
+
+@pytest.mark.parametrize("how", ["mpi4py", "world"])
+def test_two_ranks_train_as_the_executable(task, cli_model, tmp_path, how):
+    if how == "mpi4py" and importlib.util.find_spec("mpi4py") is None:
+        pytest.skip("mpi4py is not installed")
+    mpirun(sys.executable, os.path.join(HERE, "mpi_train.py"), tmp_path, task.train_file,
+           task.test_file, how)
+    ranks = [np.load(tmp_path / f"{how}-rank-{r}.npz") for r in (0, 1)]
+    assert [int(r["ranks"]) for r in ranks] == [2, 2]
+    assert [int(r["iteration"]) for r in ranks] == [20, 20]
+    # Every rank gets the merged top-k, and the same evaluation.
+    np.testing.assert_array_equal(ranks[0]["ids"], ranks[1]["ids"])
+    np.testing.assert_array_equal(ranks[0]["scores"], ranks[1]["scores"])
+    evals = [json.loads((tmp_path / f"{how}-rank-{r}.json").read_text()) for r in (0, 1)]
+    for e in evals:
+        e.pop("seconds")
+    assert evals[0] == evals[1]
+    # The 2-rank model is the executable's 2-rank model: the executable's predictions on one
+    # rank from its own model equal the package's on two (ids exactly, scores to the
+    # printed digits; the normaliser is summed in another order over two ranks).
+    out = tmp_path / "cli.tsv"
+    run_cli("predict", "--model", cli_model, "--input", task.test_file, "--top-k", 5,
+            "--out", out)
+    cli_ids, cli_scores = tasks.read_predictions(out)
+    np.testing.assert_array_equal(ranks[0]["ids"], cli_ids)
+    np.testing.assert_allclose(ranks[0]["scores"], cli_scores, rtol=1e-5)
+    # The folder the 2 ranks saved loads on one rank (its shards re-cut) with equal weights.
+    loaded = dslide.load(tmp_path / f"py_model_{how}")
+    ids, scores = loaded.predict(task.Xt, k=5)
+    np.testing.assert_array_equal(ids, cli_ids)
+    np.testing.assert_allclose(scores, cli_scores, rtol=1e-5)
+    # And the executable's evaluation of it is the package's on 2 ranks.
+    line = run_cli("eval", "--model", tmp_path / f"py_model_{how}", "--test",
+                   task.test_file).stdout
+    assert f"P@1 {evals[0]['p_at_1']:.4f}" in line, line
+
+
+def test_arguments_that_differ_between_ranks_raise_on_every_rank(task, tmp_path):
+    """Different data on the ranks, or data that fails its checks on one rank only: every
+    rank raises (none waits in a collective for ever), and the model still works."""
+    mpirun(sys.executable, os.path.join(HERE, "mpi_train.py"), tmp_path, task.train_file,
+           task.test_file, "mismatch", timeout=300)
+    seen = [json.loads((tmp_path / f"mismatch-rank-{r}.json").read_text()) for r in (0, 1)]
+    for s in seen:
+        assert "train: the ranks were given different arguments" in s["train"]
+        assert s["after"] == "ok"
+    assert "predict: the arguments failed their checks on another rank" in seen[0]["predict"]
+    assert "X: X row 0: feature" in seen[1]["predict"] and "nan" in seen[1]["predict"]
