@@ -1,6 +1,7 @@
 // The GPU backend's state: initialisation, checkpoints in and out (SaveLayer, LoadLayer),
 // the gradient of data parallelism, and what it holds (Info).
 #include "gpu_backend_instantiate.h"
+#include "parallel.h"
 
 namespace dslide::gpu {
 
@@ -72,8 +73,8 @@ int64_t GpuBackendT<X>::ExportGradient(int layer, float* out, float scale) const
     x_.Synchronize();
   } else {
     ExportGradientTo(L, out);
-    if (scale != 1.0f)
-      for (int64_t t = 0; t < size; ++t) out[t] *= scale;
+    // Host memory: as the trainer scaled its host buffer before (threads over chunks).
+    if (scale != 1.0f) ParallelFor(size, 1 << 16, [&](int64_t t) { out[t] *= scale; });
   }
   return size;
 }
