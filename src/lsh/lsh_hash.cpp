@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <numeric>
 
@@ -14,6 +15,10 @@
 namespace dslide {
 
 namespace {
+/// Eight floats as one value (GCC/Clang vector extension: one AVX register, or two SSE ones
+/// where AVX is absent).
+typedef float Vec8 __attribute__((vector_size(32)));
+
 int Log2(int v) {
   int b = 0;
   while ((1 << (b + 1)) <= v) ++b;
@@ -148,14 +153,18 @@ void LshHash::HashDenseRows(const float* x, int64_t stride, int64_t rows, uint32
     for (int64_t r = 0; r < nb; ++r)
       for (int64_t j = 0; j < dim_; ++j) xt[j * kBlock + r] = x[(r0 + r) * stride + j];
     for (int i = 0; i < num_hashes_; ++i) {
-      float acc[kBlock] = {};
+      // The block's sums in registers (a float array here became gathers and spills).
+      Vec8 acc[kBlock / 8] = {};
       for (int64_t e = proj_off_[i]; e < proj_off_[i + 1]; ++e) {
         const float sign = static_cast<float>(proj_sign_[e]);
         const float* col = xt + static_cast<int64_t>(proj_idx_[e]) * kBlock;
-#pragma omp simd
-        for (int64_t r = 0; r < kBlock; ++r) acc[r] += sign * col[r];
+        for (int64_t v = 0; v < kBlock / 8; ++v) {
+          Vec8 c;
+          std::memcpy(&c, col + 8 * v, sizeof c);
+          acc[v] += sign * c;
+        }
       }
-      for (int64_t r = 0; r < nb; ++r) s->arg[r * num_hashes_ + i] = acc[r] >= 0 ? 1 : 0;
+      for (int64_t r = 0; r < nb; ++r) s->arg[r * num_hashes_ + i] = acc[r / 8][r % 8] >= 0 ? 1 : 0;
     }
     for (int64_t r = 0; r < nb; ++r)
       HashCombine(h, s->arg.data() + r * num_hashes_, buckets + (r0 + r) * l_);
