@@ -57,6 +57,30 @@ inline float Dot(const float* __restrict a, const float* __restrict b, int64_t n
   return acc;
 }
 
+typedef float Vec16 __attribute__((vector_size(64)));
+
+/// Dot(w, x[d], n) for kN inputs x[d] at once, n a multiple of 16: w is loaded once for all
+/// of them and their sums are independent chains. Each sum runs as Dot's vectorised loop
+/// does (16 lanes, lane l over j = l mod 16 in order, then the lanes in order): the same bits.
+template <int kN>
+inline void DotMany(const float* __restrict w, const float* const* x, int64_t n, float* out) {
+  Vec16 acc[kN] = {};
+  for (int64_t j = 0; j < n; j += 16) {
+    Vec16 wv;
+    std::memcpy(&wv, w + j, sizeof wv);
+    for (int d = 0; d < kN; ++d) {
+      Vec16 xv;
+      std::memcpy(&xv, x[d] + j, sizeof xv);
+      acc[d] += wv * xv;
+    }
+  }
+  for (int d = 0; d < kN; ++d) {
+    float sum = 0.0f;
+    for (int l = 0; l < 16; ++l) sum += acc[d][l];
+    out[d] = sum;
+  }
+}
+
 /// Prefetches `floats` floats from p (a weight row: rows are visited in data-dependent
 /// order, which the hardware prefetcher cannot guess).
 inline void PrefetchRow(const float* p, int64_t floats) {
@@ -210,6 +234,46 @@ void CpuBackend::ForwardRows(int layer, const BatchRows& in, BatchRows* out) {
     });
     return;
   }
+  // A sampled row-per-neuron layer over dense inputs goes neuron by neuron: each active row
+  // is read once for all the samples that hold it (their inputs stay in cache), where a walk
+  // sample by sample reads it once per sample. The same dot products, the same bits.
+  const bool index = L.indexed && !s.dense() && in.dense;
+  L.active.valid = false;
+  if (index) {
+    IndexActive(L, *out);
+    const Layer::ActiveIndex& a = L.active;
+    const int64_t nrows = static_cast<int64_t>(a.rows.size());
+    const int64_t width = s.in_dim;  // every dense input row holds all of them
+    constexpr int64_t kChunk = 64;
+    ParallelFor((nrows + kChunk - 1) / kChunk, [&](int64_t c) {
+      const int64_t q0 = c * kChunk, q1 = std::min(nrows, q0 + kChunk);
+      for (int64_t q = q0; q < q1; ++q) {
+        if (q + kAhead < q1) PrefetchRow(L.Row(a.rows[q + kAhead]), L.cols);
+        const int64_t r = a.rows[q];
+        const float* wr = L.Row(r);
+        const float bias = L.b[r];
+        auto put = [&](int64_t e, float v) {
+          v += bias;
+          out->vals[out->off[a.entry[e].sample] + a.entry[e].slot] =
+              relu ? (v > 0.0f ? v : 0.0f) : v;
+        };
+        int64_t e = a.off[q];
+        if (width % 16 == 0) {
+          constexpr int kN = 4;
+          for (; e + kN <= a.off[q + 1]; e += kN) {
+            const float* xs[kN];
+            float z[kN];
+            for (int d = 0; d < kN; ++d) xs[d] = in.vals.data() + in.off[a.entry[e + d].sample];
+            DotMany<kN>(wr, xs, width, z);
+            for (int d = 0; d < kN; ++d) put(e + d, z[d]);
+          }
+        }
+        for (; e < a.off[q + 1]; ++e)
+          put(e, Dot(wr, in.vals.data() + in.off[a.entry[e].sample], width));
+      }
+    });
+    return;
+  }
   ParallelFor(B, 4, [&](int64_t i) {
     const SparseView x = in.Row(i);
     const int32_t* act = out->Ids(i);
@@ -292,6 +356,9 @@ void CpuBackend::IndexBatch(Layer& L, const BatchRows& in, const BatchRows& delt
   const LayerSpec& s = L.spec;
   const int64_t B = in.samples();
   DSLIDE_ASSERT(!L.pending, "Backward called twice on a layer without an Update between");
+  L.saved_in = in;
+  L.pending = true;
+  if (IndexFromActive(L, delta)) return;
   // Counting sort of the non-zero deltas by neuron: count, offsets in neuron order, scatter.
   int64_t total = 0;
   for (int64_t i = 0; i < B; ++i) {
@@ -327,8 +394,133 @@ void CpuBackend::IndexBatch(Layer& L, const BatchRows& in, const BatchRows& delt
     }
   }
   for (int32_t r : L.grad_rows) L.cursor[r] = 0;
-  L.saved_in = in;
-  L.pending = true;
+}
+
+void CpuBackend::IndexActive(Layer& L, const BatchRows& out) {
+  // A counting sort by neuron in parts of the batch (one per thread): each part counts its
+  // samples' entries per neuron, neuron ranges turn the counts into each part's offsets,
+  // and each part scatters its entries. A row lists its entries by sample, as IndexBatch.
+  const LayerSpec& s = L.spec;
+  Layer::ActiveIndex& a = L.active;
+  const int64_t B = out.samples(), n = s.local();
+  const int64_t parts = std::max<int64_t>(1, std::min<int64_t>(NumThreads(), B));
+  a.count.resize(parts);
+  for (auto& c : a.count)
+    if (static_cast<int64_t>(c.size()) != n) c.assign(n, 0);
+  a.batch_off = out.off;
+  a.batch_n = out.n;
+  std::vector<int64_t>& start = a.start;  // of each sample's entries, packed
+  start.assign(B + 1, 0);
+  for (int64_t i = 0; i < B; ++i) start[i + 1] = start[i] + out.n[i];
+  const int64_t total = start[B];
+  DSLIDE_ASSERT(total < std::numeric_limits<int32_t>::max());
+  a.batch_ids.resize(total);
+  ParallelFor(parts, [&](int64_t t) {
+    int32_t* cnt = a.count[t].data();
+    for (int64_t i = B * t / parts; i < B * (t + 1) / parts; ++i) {
+      const int32_t* ids = out.ids.data() + out.off[i];
+      std::memcpy(a.batch_ids.data() + start[i], ids, sizeof(int32_t) * out.n[i]);
+      for (int64_t k = 0; k < out.n[i]; ++k) ++cnt[ids[k] - s.begin];
+    }
+  });
+  // Neuron ranges: their active rows and entries, then (after the prefix sums) the rows,
+  // their offsets, and each part's first slot in each row.
+  std::vector<int64_t> nrow(parts + 1, 0), nent(parts + 1, 0);
+  ParallelFor(parts, [&](int64_t b) {
+    int64_t rows = 0, entries = 0;
+    for (int64_t r = n * b / parts; r < n * (b + 1) / parts; ++r) {
+      int64_t c = 0;
+      for (int64_t t = 0; t < parts; ++t) c += a.count[t][r];
+      rows += c != 0;
+      entries += c;
+    }
+    nrow[b + 1] = rows;
+    nent[b + 1] = entries;
+  });
+  for (int64_t b = 0; b < parts; ++b) {
+    nrow[b + 1] += nrow[b];
+    nent[b + 1] += nent[b];
+  }
+  a.rows.resize(nrow[parts]);
+  a.off.resize(nrow[parts] + 1);
+  a.off[nrow[parts]] = total;
+  ParallelFor(parts, [&](int64_t b) {
+    int64_t q = nrow[b], o = nent[b];
+    for (int64_t r = n * b / parts; r < n * (b + 1) / parts; ++r) {
+      int64_t c = 0;
+      for (int64_t t = 0; t < parts; ++t) c += a.count[t][r];
+      if (c == 0) continue;
+      a.rows[q] = static_cast<int32_t>(r);
+      a.off[q++] = o;
+      for (int64_t t = 0; t < parts; ++t) {
+        const int32_t ct = a.count[t][r];
+        a.count[t][r] = static_cast<int32_t>(o);
+        o += ct;
+      }
+    }
+  });
+  a.entry.resize(total);
+  ParallelFor(parts, [&](int64_t t) {
+    int32_t* cur = a.count[t].data();
+    for (int64_t i = B * t / parts; i < B * (t + 1) / parts; ++i) {
+      const int32_t* ids = out.ids.data() + out.off[i];
+      for (int64_t k = 0; k < out.n[i]; ++k) {
+        a.entry[cur[ids[k] - s.begin]++] = {static_cast<int32_t>(i), static_cast<int32_t>(k)};
+      }
+    }
+    for (int32_t r : a.rows) cur[r] = 0;
+  });
+  a.valid = true;
+}
+
+bool CpuBackend::IndexFromActive(Layer& L, const BatchRows& delta) {
+  Layer::ActiveIndex& a = L.active;
+  if (!a.valid || delta.off != a.batch_off || delta.n != a.batch_n) return false;
+  const int64_t B = delta.samples();
+  std::atomic<bool> same{true};
+  ParallelFor(B, 16, [&](int64_t i) {
+    if (std::memcmp(a.batch_ids.data() + a.start[i], delta.ids.data() + delta.off[i],
+                    sizeof(int32_t) * delta.n[i]) != 0)
+      same.store(false, std::memory_order_relaxed);
+  });
+  if (!same.load()) return false;
+  // The entries with a non-zero delta, in the active index's order (IndexBatch's order).
+  const int64_t nrows = static_cast<int64_t>(a.rows.size());
+  std::vector<int64_t>& keep = L.keep;
+  keep.assign(nrows + 1, 0);
+  constexpr int64_t kChunk = 256;
+  ParallelFor(nrows, kChunk, [&](int64_t q) {
+    int64_t c = 0;
+    for (int64_t e = a.off[q]; e < a.off[q + 1]; ++e)
+      c += delta.vals[delta.off[a.entry[e].sample] + a.entry[e].slot] != 0.0f;
+    keep[q + 1] = c;
+  });
+  L.grad_rows.clear();
+  L.grad_off.clear();
+  int64_t o = 0;
+  for (int64_t q = 0; q < nrows; ++q) {
+    const int64_t c = keep[q + 1];
+    keep[q + 1] = -1;
+    if (c == 0) continue;
+    keep[q + 1] = static_cast<int64_t>(L.grad_rows.size());
+    L.grad_rows.push_back(a.rows[q]);
+    L.grad_off.push_back(o);
+    o += c;
+  }
+  L.grad_off.push_back(o);
+  L.ent_sample.resize(o);
+  L.ent_delta.resize(o);
+  ParallelFor(nrows, kChunk, [&](int64_t q) {
+    if (keep[q + 1] < 0) return;
+    int64_t p = L.grad_off[keep[q + 1]];
+    for (int64_t e = a.off[q]; e < a.off[q + 1]; ++e) {
+      const float d = delta.vals[delta.off[a.entry[e].sample] + a.entry[e].slot];
+      if (d == 0.0f) continue;
+      L.ent_sample[p] = a.entry[e].sample;
+      L.ent_delta[p++] = d;
+    }
+  });
+  return true;
 }
 
 void CpuBackend::InputGradRow(const Layer& L, int64_t q, const BatchRows& in, float* buf) const {

@@ -77,6 +77,10 @@ class CpuBackend : public LayerBackend {
   void ClearInputGrads(size_t width);
   void AddInputGrads(BatchRows* in_grad) const;
   void IndexBatch(Layer& L, const BatchRows& in, const BatchRows& delta);
+  /// The batch's active entries of `out` by neuron, into L.active (Forward's index).
+  void IndexActive(Layer& L, const BatchRows& out);
+  /// IndexBatch's lists from L.active when delta holds the same entries; false otherwise.
+  bool IndexFromActive(Layer& L, const BatchRows& delta);
   void TouchedRows(Layer& L, const BatchRows* in, BatchRows* in_grad, const AdamStep* step);
   void InputGradRow(const Layer& L, int64_t q, const BatchRows& in, float* buf) const;
   void ApplyRow(Layer& L, int64_t r, int64_t q, const AdamStep& step);

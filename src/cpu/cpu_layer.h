@@ -34,6 +34,24 @@ struct CpuBackend::Layer {
   std::vector<int64_t> grad_off;   // grad_rows.size() + 1 offsets into ent_*
   std::vector<int32_t> ent_sample;
   std::vector<float> ent_delta;
+  // The last Forward's active entries by neuron (sampled row-per-neuron layers over dense
+  // inputs): rows ascending, each row's entries by sample; an entry is (sample, slot).
+  // Backward reuses it when its delta rows hold the same entries.
+  struct ActiveIndex {
+    bool valid = false;
+    std::vector<int32_t> rows;
+    std::vector<int64_t> off;
+    struct Entry {
+      int32_t sample, slot;
+    };
+    std::vector<Entry> entry;
+    std::vector<int64_t> batch_off, batch_n;  // the layout the entries index
+    std::vector<int64_t> start;               // each sample's first entry in batch_ids
+    std::vector<int32_t> batch_ids;           // the entries' neurons, packed by sample
+    std::vector<std::vector<int32_t>> count;  // per part of the batch, per neuron; zero between
+
+  } active;
+  std::vector<int64_t> keep;  // IndexFromActive: per active row, its place in grad_rows
   std::unique_ptr<LshHash> hash;
   LshTables tables;
   std::unique_ptr<BudgetSampler> sampler;
