@@ -1,0 +1,192 @@
+// The CPU backend's sampled output layer: the forward pass neuron by neuron (each active row
+// read once for the samples that hold it), and the backward pass from the forward pass's
+// index of the batch's entries, against a backward pass that sorts the deltas itself.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "auto_settings.h"
+#include "cpu_backend.h"
+#include "parallel.h"
+#include "rng.h"
+
+#include "../backend_driver.h"
+
+namespace dslide {
+namespace {
+
+using testing::Backward;
+using testing::Forward;
+using testing::GetLayer;
+using testing::SelectActive;
+
+constexpr int64_t kIn = 50, kOut = 500, kB = 24;
+
+struct Net {
+  ModelSpec spec;
+  BackendOptions opt;
+  explicit Net(int64_t hidden) {
+    TrainConfig c;
+    c.hidden = {hidden};
+    c.sparsity = {1.0, 0.1};
+    c.min_negatives = 8;
+    c.lsh.family = HashFamily::kSrp;
+    c.lsh.k = 3;
+    c.lsh.l = 8;
+    c.seed = 9;
+    ResolveAuto(&c, kIn, kOut);
+    spec = ModelSpec::Make(kIn, {hidden}, kOut, c.sparsity, 0, 1, c.min_negatives);
+    opt = BackendOptions::Of(c);
+  }
+  std::unique_ptr<cpu::CpuBackend> Make() const {
+    auto b = std::make_unique<cpu::CpuBackend>();
+    b->Init(spec, opt);
+    return b;
+  }
+};
+
+BatchRows Hidden(int64_t width, uint64_t seed) {
+  Rng rng(seed);
+  BatchRows r;
+  r.Strided(kB, width);
+  for (int64_t i = 0; i < kB; ++i) {
+    for (int64_t j = 0; j < width; ++j) {
+      r.Ids(i)[j] = static_cast<int32_t>(j);
+      r.Vals(i)[j] = rng.Below(3) == 0 ? 0.0f : static_cast<float>(rng.Uniform());
+    }
+    r.n[i] = width;
+  }
+  r.dense = true;
+  r.width = width;
+  return r;
+}
+
+BatchLabels Labels(uint64_t seed) {
+  Rng rng(seed);
+  BatchLabels l;
+  for (int64_t i = 0; i < kB; ++i) {
+    l.ids.push_back(static_cast<int32_t>(rng.Below(kOut / 2)));
+    l.ids.push_back(static_cast<int32_t>(kOut / 2 + rng.Below(kOut / 2)));
+    l.off.push_back(static_cast<int64_t>(l.ids.size()));
+  }
+  return l;
+}
+
+bool BitEqual(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// Widths that are a multiple of 16 (four dot products at a time) and one that is not.
+class SampledOutput : public ::testing::TestWithParam<int64_t> {};
+
+TEST_P(SampledOutput, ForwardEqualsEachDotProductForAnyThreadCount) {
+  const int64_t width = GetParam();
+  const Net net(width);
+  const BatchRows h = Hidden(width, 1);
+  const BatchLabels lab = Labels(2);
+  std::vector<float> w, b;
+  BatchRows first;
+  for (int threads : {1, 3}) {
+    SetNumThreads(threads);
+    auto be = net.Make();
+    BatchRows act;
+    SelectActive(*be, 1, h, &lab, 4, &act);
+    Forward(*be, 1, h, &act);
+    if (threads == 1) {
+      first = act;
+      GetLayer(*be, 1, &w, &b);
+      int64_t checked = 0;
+      for (int64_t i = 0; i < kB; ++i)
+        for (int64_t k = 0; k < act.n[i]; ++k) {
+          const int64_t r = act.Ids(i)[k];
+          double z = b[r];
+          for (int64_t j = 0; j < width; ++j) z += double(w[r * width + j]) * h.vals[h.off[i] + j];
+          ASSERT_NEAR(act.Vals(i)[k], z, 1e-5 * std::max(1.0, std::abs(z)))
+              << "sample " << i << " slot " << k << " neuron " << r;
+          ++checked;
+        }
+      EXPECT_GT(checked, kB * 8);
+    } else {
+      ASSERT_EQ(act.n, first.n);
+      for (int64_t i = 0; i < kB; ++i)
+        for (int64_t k = 0; k < act.n[i]; ++k) {
+          float x = act.Vals(i)[k], y = first.Vals(i)[k];
+          ASSERT_EQ(0, std::memcmp(&x, &y, sizeof x)) << "3 threads, sample " << i;
+        }
+    }
+  }
+  SetNumThreads(1);
+}
+
+TEST_P(SampledOutput, BackwardFromTheForwardIndexEqualsBackwardFromTheDeltas) {
+  // A: Select, Forward (which indexes the batch's entries by neuron), Backward with Adam.
+  // B: Select and Backward alone, so it sorts the deltas itself. One thread: the input
+  // gradient's per-thread partials then add in one order. Two steps; in the second, zero
+  // deltas (a quarter, and every delta of one neuron) must be skipped alike: a row without
+  // gradient takes no Adam step (with the first step's moments, a step would move it).
+  const int64_t width = GetParam();
+  SetNumThreads(1);
+  const Net net(width);
+  auto a = net.Make(), b = net.Make();
+  std::vector<float> before;  // the silent neuron's row before the second step
+  int32_t silent = -1;
+  for (int it = 0; it < 2; ++it) {
+    SCOPED_TRACE("step " + std::to_string(it + 1));
+    const BatchRows h = Hidden(width, 5 + it);
+    const BatchLabels lab = Labels(6);  // the same labels: the neurons recur
+    BatchRows act, act_b;
+    SelectActive(*a, 1, h, &lab, 8 + it, &act);
+    SelectActive(*b, 1, h, &lab, 8 + it, &act_b);
+    ASSERT_EQ(act.ids, act_b.ids);
+    Forward(*a, 1, h, &act);
+    if (it == 1) {
+      silent = lab.ids[0];  // a label of sample 0: active in step 1 too
+      std::vector<float> w, bias;
+      GetLayer(*a, 1, &w, &bias);
+      before.assign(w.begin() + silent * width, w.begin() + (silent + 1) * width);
+    }
+    BatchRows delta;
+    delta.LikeZero(act);
+    delta.ids = act.ids;
+    Rng rng(7 + it);
+    int64_t zeros = 0;
+    for (int64_t i = 0; i < kB; ++i)
+      for (int64_t k = 0; k < act.n[i]; ++k) {
+        const bool zero = it == 1 && (act.Ids(i)[k] == silent || rng.Below(4) == 0);
+        delta.Vals(i)[k] = zero ? 0.0f : static_cast<float>(rng.Uniform() - 0.5);
+        zeros += zero;
+      }
+    ASSERT_EQ(zeros > 0, it == 1);
+    AdamStep step;
+    step.lr = 1e-2f;
+    step.t = it + 1;
+    BatchRows ga, gb;
+    ga.LikeZero(h);
+    gb.LikeZero(h);
+    Backward(*a, 1, h, delta, &ga, &step);
+    Backward(*b, 1, h, delta, &gb, &step);
+    EXPECT_TRUE(BitEqual(ga.vals, gb.vals)) << "input gradients";
+    std::vector<float> wa, ba, wb, bb;
+    GetLayer(*a, 1, &wa, &ba);
+    GetLayer(*b, 1, &wb, &bb);
+    EXPECT_TRUE(BitEqual(wa, wb)) << "weights after Adam";
+    EXPECT_TRUE(BitEqual(ba, bb)) << "biases after Adam";
+    LayerState ma, mb;
+    a->SaveLayer(1, kMoments, &ma);
+    b->SaveLayer(1, kMoments, &mb);
+    EXPECT_TRUE(BitEqual(ma.m, mb.m) && BitEqual(ma.v, mb.v)) << "moments";
+    if (it == 1) {
+      for (int64_t j = 0; j < width; ++j)
+        EXPECT_EQ(wa[silent * width + j], before[j]) << "the silent neuron moved, input " << j;
+      EXPECT_NE(ma.m[silent * width], 0.0f) << "the silent neuron had no first step";
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Widths, SampledOutput, ::testing::Values(int64_t{32}, int64_t{20}));
+
+}  // namespace
+}  // namespace dslide
