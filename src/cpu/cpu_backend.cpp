@@ -81,6 +81,33 @@ inline void DotMany(const float* __restrict w, const float* const* x, int64_t n,
   }
 }
 
+/// For one row's entries (their samples in x, their deltas), columns [c, c + 16 kV): the
+/// weight gradient g += delta_e x_e and the input gradient buf_e += delta_e w, in entry
+/// order, with the row's weights and gradient in registers: per element the operations of
+/// Axpy in the same order (GradientRow and InputGradRow).
+template <int kV>
+inline void RowBlock(const float* __restrict w, int64_t c, const int32_t* sample,
+                     const float* delta, int64_t count, const BatchRows& x, float* buf,
+                     float* __restrict g) {
+  Vec16 wv[kV], gv[kV] = {};
+  for (int v = 0; v < kV; ++v) std::memcpy(&wv[v], w + c + 16 * v, sizeof(Vec16));
+  for (int64_t e = 0; e < count; ++e) {
+    const float dk = delta[e];
+    const int64_t o = x.off[sample[e]] + c;
+    const float* xi = x.vals.data() + o;
+    float* gi = buf + o;
+    for (int v = 0; v < kV; ++v) {
+      Vec16 xv, iv;
+      std::memcpy(&xv, xi + 16 * v, sizeof xv);
+      gv[v] += dk * xv;
+      std::memcpy(&iv, gi + 16 * v, sizeof iv);
+      iv += dk * wv[v];
+      std::memcpy(gi + 16 * v, &iv, sizeof iv);
+    }
+  }
+  for (int v = 0; v < kV; ++v) std::memcpy(g + c + 16 * v, &gv[v], sizeof(Vec16));
+}
+
 /// Prefetches `floats` floats from p (a weight row: rows are visited in data-dependent
 /// order, which the hardware prefetcher cannot guess).
 inline void PrefetchRow(const float* p, int64_t floats) {
@@ -538,6 +565,20 @@ void CpuBackend::InputGradRow(const Layer& L, int64_t q, const BatchRows& in, fl
   }
 }
 
+void CpuBackend::RowGradients(const Layer& L, int64_t q, const BatchRows& x, float* buf, float* g,
+                              float* gb) const {
+  const int64_t e0 = L.grad_off[q], count = L.grad_off[q + 1] - e0;
+  const int32_t* sample = L.ent_sample.data() + e0;
+  const float* delta = L.ent_delta.data() + e0;
+  float sb = 0.0f;
+  for (int64_t e = 0; e < count; ++e) sb += delta[e];
+  *gb = sb;
+  const float* wr = L.Row(L.grad_rows[q]);
+  int64_t c = 0;
+  for (; c + 64 <= L.cols; c += 64) RowBlock<4>(wr, c, sample, delta, count, x, buf, g);
+  for (; c < L.cols; c += 16) RowBlock<1>(wr, c, sample, delta, count, x, buf, g);
+}
+
 void CpuBackend::ApplyRow(Layer& L, int64_t r, int64_t q, const AdamStep& step) {
   ThreadScratch& ts = *scratch_[ThreadId()];
   ts.grad.resize(L.cols);
@@ -568,6 +609,8 @@ void CpuBackend::TouchedRows(Layer& L, const BatchRows* in, BatchRows* in_grad,
                              const AdamStep* step) {
   if (in_grad) ClearInputGrads(in_grad->vals.size());
   const int64_t nrows = static_cast<int64_t>(L.grad_rows.size());
+  // Both gradients and the step over dense inputs: one pass over each row's entries.
+  const bool fused = in_grad && step && in->dense && L.cols % 16 == 0;
   constexpr int64_t kChunk = 256;
   ParallelFor((nrows + kChunk - 1) / kChunk, [&](int64_t c) {
     const int64_t q0 = c * kChunk, q1 = std::min(nrows, q0 + kChunk);
@@ -583,6 +626,15 @@ void CpuBackend::TouchedRows(Layer& L, const BatchRows* in, BatchRows* in_grad,
           PrefetchRow(L.m.data() + o, L.cols);
           PrefetchRow(L.v.data() + o, L.cols);
         }
+      }
+      if (fused) {
+        ThreadScratch& ts = *scratch_[ThreadId()];
+        ts.grad.resize(L.cols);
+        float gb;
+        RowGradients(L, q, *in, buf, ts.grad.data(), &gb);
+        AdamRow(L, *step, static_cast<size_t>(L.grad_rows[q]) * L.cols, L.cols, ts.grad.data());
+        AdamBias(L, *step, L.grad_rows[q], &gb);
+        continue;
       }
       if (buf) InputGradRow(L, q, *in, buf);  // before the row changes
       if (step) ApplyRow(L, L.grad_rows[q], q, *step);

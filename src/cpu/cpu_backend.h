@@ -83,6 +83,10 @@ class CpuBackend : public LayerBackend {
   bool IndexFromActive(Layer& L, const BatchRows& delta);
   void TouchedRows(Layer& L, const BatchRows* in, BatchRows* in_grad, const AdamStep* step);
   void InputGradRow(const Layer& L, int64_t q, const BatchRows& in, float* buf) const;
+  /// InputGradRow and GradientRow in one pass, over dense inputs x of a width divisible
+  /// by 16.
+  void RowGradients(const Layer& L, int64_t q, const BatchRows& x, float* buf, float* g,
+                    float* gb) const;
   void ApplyRow(Layer& L, int64_t r, int64_t q, const AdamStep& step);
   void UpdateIndexed(Layer& L, const AdamStep& step, bool dense);
   /// Adam on the n weights at storage offset o with gradient g: AdamUpdate, or with
