@@ -9,6 +9,31 @@
 
 namespace dslide {
 
+namespace {
+
+/// The slots j < n of a row with neuron ids `id` that hold one of the k labels `lb`
+/// (sorted), ascending: a vectorised scan per label in place of a search per slot.
+void LabelSlots(const int32_t* id, int64_t n, const int32_t* lb, int64_t k,
+                std::vector<int64_t>* out) {
+  out->clear();
+  constexpr int64_t kBlock = 64;
+  for (int64_t t = 0; t < k; ++t) {
+    if (t > 0 && lb[t] == lb[t - 1]) continue;
+    const int32_t l = lb[t];
+    for (int64_t j0 = 0; j0 < n; j0 += kBlock) {
+      const int64_t j1 = std::min(n, j0 + kBlock);
+      int hit = 0;
+      for (int64_t j = j0; j < j1; ++j) hit |= id[j] == l;
+      if (!hit) continue;
+      for (int64_t j = j0; j < j1; ++j)
+        if (id[j] == l) out->push_back(j);
+    }
+  }
+  std::sort(out->begin(), out->end());
+}
+
+}  // namespace
+
 void SoftmaxOnHost(const BatchRows& z, const BatchLabels& labels, unsigned phases, SoftmaxStats* st,
                    BatchRows* delta) {
   const int64_t B = z.samples();
@@ -37,8 +62,9 @@ void SoftmaxOnHost(const BatchRows& z, const BatchLabels& labels, unsigned phase
         e[j] = std::exp(v[j] - mx[i]);
         sum += e[j];
       }
-      for (int64_t j = 0; j < z.n[i] && k > 0; ++j)
-        if (std::binary_search(lb, lb + k, id[j])) lab += v[j] - mx[i];
+      thread_local std::vector<int64_t> slots;
+      LabelSlots(id, z.n[i], lb, k, &slots);
+      for (int64_t j : slots) lab += v[j] - mx[i];
       red[i] = static_cast<float>(sum);
       red[B + i] = static_cast<float>(lab);
     });
@@ -57,10 +83,10 @@ void SoftmaxOnHost(const BatchRows& z, const BatchLabels& labels, unsigned phase
       const int32_t* lb = labels.Of(i);
       const int32_t* id = z.ids.data() + z.off[i];
       const float scale = inv_b / red[i], t = inv_b / static_cast<float>(k);
-      for (int64_t j = 0; j < z.n[i]; ++j) {
-        e[j] *= scale;
-        if (std::binary_search(lb, lb + k, id[j])) e[j] -= t;
-      }
+      for (int64_t j = 0; j < z.n[i]; ++j) e[j] *= scale;
+      thread_local std::vector<int64_t> slots;
+      LabelSlots(id, z.n[i], lb, k, &slots);
+      for (int64_t j : slots) e[j] -= t;
     });
   }
 }
