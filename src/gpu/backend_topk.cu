@@ -28,9 +28,6 @@ void GpuBackendT<X>::DeviceTopK(int layer, int k, std::vector<int32_t>* ids,
   // Per (sample, segment): the largest logit and the sum of exp(z - max) over the segment.
   topk_mx_.Resize(B * nseg);
   topk_sum_.Resize(B * nseg);
-  const float* x = xd_.data();
-  const float* w = L.w.data();
-  const float* bias = L.b.data();
   {
     TopKSegments t;
     t.k = k;
