@@ -264,13 +264,15 @@ void CpuBackend::ForwardRows(int layer, const BatchRows& in, BatchRows* out) {
   // A sampled row-per-neuron layer over dense inputs goes neuron by neuron: each active row
   // is read once for all the samples that hold it (their inputs stay in cache), where a walk
   // sample by sample reads it once per sample. The same dot products, the same bits.
-  const bool index = L.indexed && !s.dense() && in.dense;
+  const bool index =
+      L.indexed && !s.dense() && in.dense &&
+      std::all_of(in.n.begin(), in.n.end(), [&](int64_t c) { return c == s.in_dim; });
   L.active.valid = false;
   if (index) {
     IndexActive(L, *out);
     const Layer::ActiveIndex& a = L.active;
     const int64_t nrows = static_cast<int64_t>(a.rows.size());
-    const int64_t width = s.in_dim;  // every dense input row holds all of them
+    const int64_t width = s.in_dim;  // every input row holds all of them (checked above)
     constexpr int64_t kChunk = 64;
     ParallelFor((nrows + kChunk - 1) / kChunk, [&](int64_t c) {
       const int64_t q0 = c * kChunk, q1 = std::min(nrows, q0 + kChunk);
