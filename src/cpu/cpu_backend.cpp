@@ -2,12 +2,12 @@
 //
 // The input-major first layer accumulates its gradient rows HOGWILD over the samples of a
 // batch (SLIDE section 3.2). Row-per-neuron layers (the wide output layer) do not keep a
-// gradient matrix at all: Backward sorts the batch's (neuron, sample, delta) triples by
-// neuron, and one pass over the touched neurons (fused with Adam by BackwardUpdate) reads
-// each row once: its share of the input gradient from the old weights, then its gradient
-// from the saved layer input and its Adam step while the row is in cache. That halves the
-// memory traffic of the output layer (no gradient row is written, re-read and zeroed).
-// Weight gradients there have no races and do not depend on the thread count; input
+// gradient matrix at all: the batch's (neuron, sample) entries are sorted by neuron (by
+// Forward, or by Backward from the deltas' ids), and one pass over the touched neurons (fused with
+// Adam by BackwardUpdate) reads each row once: its share of the input gradient from the old
+// weights, then its gradient from the saved layer input and its Adam step while the row is in
+// cache. That halves the memory traffic of the output layer (no gradient row is written, re-read
+// and zeroed). Weight gradients there have no races and do not depend on the thread count; input
 // gradients are summed from per-thread partials. Layers with every neuron active walk row
 // blocks instead (DenseRows). With one thread every result is deterministic.
 #include "cpu_backend.h"
@@ -162,7 +162,6 @@ void CpuBackend::Init(const ModelSpec& spec, const BackendOptions& options) {
       L->vb.assign(s.local(), 0.0f);
     }
     if (L->indexed) {
-      L->cursor.assign(s.local(), 0);
     } else {
       L->g.assign(n, 0.0f);
       L->gb.assign(s.local(), 0.0f);
@@ -382,53 +381,19 @@ void CpuBackend::BackwardRows(int layer, const BatchRows& in, const BatchRows& d
 }
 
 void CpuBackend::IndexBatch(Layer& L, const BatchRows& in, const BatchRows& delta) {
-  const LayerSpec& s = L.spec;
-  const int64_t B = in.samples();
   DSLIDE_ASSERT(!L.pending, "Backward called twice on a layer without an Update between");
+  // The batch's entries by neuron: the forward pass's index when the deltas sit on its
+  // entries, else one sorted from the deltas' own ids; then those with a non-zero delta.
+  if (!ActiveMatches(L, delta)) IndexActive(L, delta);
+  KeepNonZero(L, delta);
   L.saved_in = in;
   L.pending = true;
-  if (IndexFromActive(L, delta)) return;
-  // Counting sort of the non-zero deltas by neuron: count, offsets in neuron order, scatter.
-  int64_t total = 0;
-  for (int64_t i = 0; i < B; ++i) {
-    const SparseView d = delta.Row(i);
-    for (int64_t k = 0; k < d.n; ++k)
-      if (d.vals[k] != 0.0f) {
-        ++L.cursor[d.ids[k] - s.begin];
-        ++total;
-      }
-  }
-  L.grad_rows.clear();
-  L.grad_off.clear();
-  int64_t o = 0;
-  for (int64_t r = 0; r < s.local(); ++r) {
-    const int32_t c = L.cursor[r];
-    if (c == 0) continue;
-    L.grad_rows.push_back(static_cast<int32_t>(r));
-    L.grad_off.push_back(o);
-    L.cursor[r] = static_cast<int32_t>(o);
-    o += c;
-  }
-  L.grad_off.push_back(o);
-  DSLIDE_ASSERT(o == total && total < std::numeric_limits<int32_t>::max());
-  L.ent_sample.resize(total);
-  L.ent_delta.resize(total);
-  for (int64_t i = 0; i < B; ++i) {
-    const SparseView d = delta.Row(i);
-    for (int64_t k = 0; k < d.n; ++k) {
-      if (d.vals[k] == 0.0f) continue;
-      const int32_t p = L.cursor[d.ids[k] - s.begin]++;
-      L.ent_sample[p] = static_cast<int32_t>(i);
-      L.ent_delta[p] = d.vals[k];
-    }
-  }
-  for (int32_t r : L.grad_rows) L.cursor[r] = 0;
 }
 
 void CpuBackend::IndexActive(Layer& L, const BatchRows& out) {
   // A counting sort by neuron in parts of the batch (one per thread): each part counts its
   // samples' entries per neuron, neuron ranges turn the counts into each part's offsets,
-  // and each part scatters its entries. A row lists its entries by sample, as IndexBatch.
+  // and each part scatters its entries. A row lists its entries by sample.
   const LayerSpec& s = L.spec;
   Layer::ActiveIndex& a = L.active;
   const int64_t B = out.samples(), n = s.local();
@@ -502,18 +467,21 @@ void CpuBackend::IndexActive(Layer& L, const BatchRows& out) {
   a.valid = true;
 }
 
-bool CpuBackend::IndexFromActive(Layer& L, const BatchRows& delta) {
-  Layer::ActiveIndex& a = L.active;
-  if (!a.valid || delta.off != a.batch_off || delta.n != a.batch_n) return false;
-  const int64_t B = delta.samples();
+bool CpuBackend::ActiveMatches(const Layer& L, const BatchRows& rows) const {
+  const Layer::ActiveIndex& a = L.active;
+  if (!a.valid || rows.off != a.batch_off || rows.n != a.batch_n) return false;
   std::atomic<bool> same{true};
-  ParallelFor(B, 16, [&](int64_t i) {
-    if (std::memcmp(a.batch_ids.data() + a.start[i], delta.ids.data() + delta.off[i],
-                    sizeof(int32_t) * delta.n[i]) != 0)
+  ParallelFor(rows.samples(), 16, [&](int64_t i) {
+    if (std::memcmp(a.batch_ids.data() + a.start[i], rows.ids.data() + rows.off[i],
+                    sizeof(int32_t) * rows.n[i]) != 0)
       same.store(false, std::memory_order_relaxed);
   });
-  if (!same.load()) return false;
-  // The entries with a non-zero delta, in the active index's order (IndexBatch's order).
+  return same.load();
+}
+
+void CpuBackend::KeepNonZero(Layer& L, const BatchRows& delta) {
+  const Layer::ActiveIndex& a = L.active;
+  // Per row, its count of non-zero deltas; then its place in grad_rows (-1: none).
   const int64_t nrows = static_cast<int64_t>(a.rows.size());
   std::vector<int64_t>& keep = L.keep;
   keep.assign(nrows + 1, 0);
@@ -549,7 +517,6 @@ bool CpuBackend::IndexFromActive(Layer& L, const BatchRows& delta) {
       L.ent_delta[p++] = d;
     }
   });
-  return true;
 }
 
 void CpuBackend::InputGradRow(const Layer& L, int64_t q, const BatchRows& in, float* buf) const {

@@ -79,8 +79,11 @@ class CpuBackend : public LayerBackend {
   void IndexBatch(Layer& L, const BatchRows& in, const BatchRows& delta);
   /// The batch's active entries of `out` by neuron, into L.active (Forward's index).
   void IndexActive(Layer& L, const BatchRows& out);
-  /// IndexBatch's lists from L.active when delta holds the same entries; false otherwise.
-  bool IndexFromActive(Layer& L, const BatchRows& delta);
+  /// Whether L.active indexes the entries of `rows` (same layout and ids).
+  bool ActiveMatches(const Layer& L, const BatchRows& rows) const;
+  /// IndexBatch's lists (grad_rows, grad_off, ent_*) from L.active: the entries of `delta`
+  /// (which L.active indexes) with a non-zero value.
+  void KeepNonZero(Layer& L, const BatchRows& delta);
   void TouchedRows(Layer& L, const BatchRows* in, BatchRows* in_grad, const AdamStep* step);
   void InputGradRow(const Layer& L, int64_t q, const BatchRows& in, float* buf) const;
   /// InputGradRow and GradientRow in one pass, over dense inputs x of a width divisible

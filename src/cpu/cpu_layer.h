@@ -29,14 +29,14 @@ struct CpuBackend::Layer {
   std::atomic<bool> nonfinite{false};  // an update produced NaN or inf
   std::vector<float> dense_g, dense_gb;
   BatchRows saved_in;              // the layer input of the pending batch
-  std::vector<int32_t> cursor;     // per neuron, zero between batches
   std::vector<int32_t> grad_rows;  // touched local neurons, ascending
   std::vector<int64_t> grad_off;   // grad_rows.size() + 1 offsets into ent_*
   std::vector<int32_t> ent_sample;
   std::vector<float> ent_delta;
-  // The last Forward's active entries by neuron (sampled row-per-neuron layers over dense
-  // inputs): rows ascending, each row's entries by sample; an entry is (sample, slot).
-  // Backward reuses it when its delta rows hold the same entries.
+  // The batch's entries by neuron: rows ascending, each row's entries by sample; an entry
+  // is (sample, slot). Forward builds it for sampled row-per-neuron layers over dense
+  // inputs; Backward reuses it when its delta rows hold the same entries, else builds it
+  // from the deltas' ids.
   struct ActiveIndex {
     bool valid = false;
     std::vector<int32_t> rows;
@@ -49,9 +49,8 @@ struct CpuBackend::Layer {
     std::vector<int64_t> start;               // each sample's first entry in batch_ids
     std::vector<int32_t> batch_ids;           // the entries' neurons, packed by sample
     std::vector<std::vector<int32_t>> count;  // per part of the batch, per neuron; zero between
-
   } active;
-  std::vector<int64_t> keep;  // IndexFromActive: per active row, its place in grad_rows
+  std::vector<int64_t> keep;  // KeepNonZero: per active row, its place in grad_rows
   std::unique_ptr<LshHash> hash;
   LshTables tables;
   std::unique_ptr<BudgetSampler> sampler;

@@ -18,7 +18,8 @@ BackendInfo CpuBackend::Info() const {
     bytes += (L->w.size() + L->g.size() + L->m.size() + L->v.size()) * sizeof(float);
     bytes += (L->m16.size() + L->v16.size() + L->mb16.size() + L->vb16.size()) * sizeof(uint16_t);
     bytes += (L->b.size() + L->gb.size() + L->mb.size() + L->vb.size()) * sizeof(float);
-    bytes += L->touched.size() + L->btouched.size() + L->cursor.size() * sizeof(int32_t);
+    bytes += L->touched.size() + L->btouched.size();
+    for (const auto& c : L->active.count) bytes += c.size() * sizeof(int32_t);
     bytes += (L->dense_g.size() + L->dense_gb.size()) * sizeof(float);
     bytes += L->tables.MemoryBytes();
   }
