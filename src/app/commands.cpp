@@ -324,6 +324,12 @@ int Bench(int argc, const char* const* argv, Communicator* comm) {
         .Add("rss_after_init_mb", init_rss)
         .Add("state_mb", static_cast<double>(trainer.backend().Info().state_bytes) / (1 << 20))
         .Add("state", tc.state == StateType::kBf16 ? "bf16" : "fp32")
+        // The GPU backend's device memory (zeros on the CPU backend): what this process's
+        // buffers held at the peak, and the device's memory in use at the end of the run.
+        .Add("device_peak_mb",
+             static_cast<double>(trainer.backend().Info().device_peak_bytes) / (1 << 20))
+        .Add("device_used_mb",
+             static_cast<double>(trainer.backend().Info().device_used_bytes) / (1 << 20))
         // Per parameter of this rank's shard: the model (weights with their moments, biases
         // with theirs), and everything the backend holds (also gradient buffers and tables).
         .Add("model_bytes_per_param", model_bytes / local_params)

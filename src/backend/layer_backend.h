@@ -99,10 +99,12 @@ enum class Access { kRead, kWrite };
 
 /// A backend's description, and what it has moved and holds so far.
 struct BackendInfo {
-  const char* name = "";      ///< "cpu", "gpu", ...
-  bool asynchronous = false;  ///< its work runs behind the host's calls (a device stream)
-  DeviceTraffic traffic;      ///< what crossed between its device and the host (zeros: host)
-  size_t state_bytes = 0;     ///< model state held: weights, gradients, moments, tables
+  const char* name = "";          ///< "cpu", "gpu", ...
+  bool asynchronous = false;      ///< its work runs behind the host's calls (a device stream)
+  DeviceTraffic traffic;          ///< what crossed between its device and the host (zeros: host)
+  size_t state_bytes = 0;         ///< model state held: weights, gradients, moments, tables
+  int64_t device_peak_bytes = 0;  ///< device memory the process's buffers held at the peak
+  int64_t device_used_bytes = 0;  ///< device memory in use now, by every process (0: none)
 };
 
 /// A step's read-back: the batch's mean loss, and which layers' updates produced a NaN or

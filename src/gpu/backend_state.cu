@@ -258,6 +258,8 @@ BackendInfo GpuBackendT<X>::Info() const {
   info.name = X::kName;
   info.asynchronous = X::kDevice;
   info.traffic = x_.Traffic();
+  info.device_peak_bytes = X::PeakBytes();
+  info.device_used_bytes = X::DeviceUsedBytes();
   size_t& bytes = info.state_bytes;
   for (const auto& L : layers_) {
     bytes += L->w.bytes() + L->m.bytes() + L->v.bytes() + L->g.bytes();

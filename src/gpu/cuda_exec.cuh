@@ -45,6 +45,21 @@ inline std::atomic<int64_t>& GrowthWaits() {
   return n;
 }
 
+/// Device memory held in DeviceBuffers by this process, now and at its peak (bytes).
+struct DeviceMemoryCount {
+  std::atomic<int64_t> now{0}, peak{0};
+  void Add(int64_t b) {
+    const int64_t v = now += b;
+    int64_t p = peak.load();
+    while (v > p && !peak.compare_exchange_weak(p, v)) {
+    }
+  }
+};
+inline DeviceMemoryCount& DeviceMemory() {
+  static DeviceMemoryCount c;
+  return c;
+}
+
 /// Pinned host memory that grows on demand (staging for copies).
 class Pinned {
  public:
@@ -84,7 +99,10 @@ class DeviceBuffer {
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
   ~DeviceBuffer() {
-    if (p_) cudaFree(p_);
+    if (p_) {
+      cudaFree(p_);
+      DeviceMemory().Add(-static_cast<int64_t>(bytes()));
+    }
   }
   /// Growing frees the old memory, which waits for all the device's work (cudaFree does):
   /// queued kernels and copies that still use it finish first. Counted (GrowthWaits). A
@@ -97,6 +115,7 @@ class DeviceBuffer {
       const size_t want = p_ ? std::max(n, cap_ + std::min(cap_ / 2, kHeadroom / sizeof(T))) : n;
       if (p_) {
         cudaFree(p_);
+        DeviceMemory().Add(-static_cast<int64_t>(bytes()));
         ++GrowthWaits();
       }
       p_ = nullptr;
@@ -116,6 +135,7 @@ class DeviceBuffer {
                                    " MiB failed (", cudaGetErrorString(err), ")"));
       }
       cap_ = got;
+      DeviceMemory().Add(static_cast<int64_t>(bytes()));
     }
     n_ = n;
   }
@@ -194,6 +214,17 @@ class CudaExec {
     return t;
   }
   DeviceTraffic& Count() { return res_.traffic(); }
+  /// Device memory this process has held in its buffers at the peak, and what the whole
+  /// device has in use now (every process's, the CUDA contexts included).
+  static int64_t PeakBytes() { return DeviceMemory().peak.load(); }
+  static int64_t DeviceUsedBytes() {
+    size_t free_b = 0, total_b = 0;
+    if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) {
+      cudaGetLastError();
+      return 0;
+    }
+    return static_cast<int64_t>(total_b - free_b);
+  }
   cudaStream_t Stream() const { return res_.compute(); }
   cudaStream_t CopyStream() const { return res_.copy(); }
 

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <numeric>
@@ -23,20 +24,40 @@ class HostExec {
   static constexpr const char* kName = "gpu-host-emulation";
   static constexpr bool kDevice = false;
 
+  /// Buffer growths that would wait for a device, for every backend of the process.
+  static std::atomic<int64_t>& GrowthWaits() {
+    static std::atomic<int64_t> n{0};
+    return n;
+  }
   /// What would cross to and from a device, counted as CudaExec counts it.
-  DeviceTraffic Traffic() const { return traffic_; }
+  DeviceTraffic Traffic() const {
+    DeviceTraffic t = traffic_;
+    t.syncs += GrowthWaits().load();
+    return t;
+  }
   DeviceTraffic& Count() { return traffic_; }
+  /// No device: the emulation reports no device memory.
+  static int64_t PeakBytes() { return 0; }
+  static int64_t DeviceUsedBytes() { return 0; }
 
   /// Host memory that behaves as device memory does: growing it loses its contents, and
   /// memory no kernel has written holds a poison pattern (bytes 0xA5), never zeros, so a
   /// test fails where the device would read garbage.
+  /// Growing one that holds memory counts a host wait (GrowthWaits), as a device's
+  /// cudaFree waits, with the device buffer's headroom rule, so that the waits a step's
+  /// growth costs on a device are counted here alike.
   template <class T>
   class Buffer {
    public:
     void Resize(size_t n) {
       if (n > v_.size()) {
-        v_.assign(n, T{});
-        std::memset(static_cast<void*>(v_.data()), 0xA5, n * sizeof(T));
+        constexpr size_t kHeadroom = size_t{64} << 20;
+        const size_t cap = v_.size();
+        const size_t want =
+            cap > 0 ? std::max(n, cap + std::min(cap / 2, kHeadroom / sizeof(T))) : n;
+        if (cap > 0) ++GrowthWaits();
+        v_.assign(want, T{});
+        std::memset(static_cast<void*>(v_.data()), 0xA5, want * sizeof(T));
       }
       n_ = n;
     }

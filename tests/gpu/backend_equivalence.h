@@ -733,7 +733,9 @@ TEST(GpuEquivalence, BatchBuffersChainedAndExchanged) {
 /// What one-rank training steps move between host and device, as the GPU backend counts it
 /// (DeviceTraffic): per step, up, the data rows and the labels, and nothing down; the queued
 /// losses and non-finite flags come down when read (TakeSteps), in one host wait. With
-/// either fill (the batch fill is drawn on the device).
+/// either fill (the batch fill is drawn on the device). The first pass over the batches
+/// grows the step's buffers (each growth waits for the device, as cudaFree does); the
+/// second, over the same batches, must not wait at all.
 TEST(GpuEquivalence, OneRankStepMovesOnlyInputLabelsAndLoss) {
   SetNumThreads(1);
   const Dataset data = GenerateSynthetic(SyntheticShape(200, 300, 10, 2, 600), 0, 600);
@@ -748,48 +750,52 @@ TEST(GpuEquivalence, OneRankStepMovesOnlyInputLabelsAndLoss) {
     Trainer t(cfg, &c1, BackendUnderTest(), data.num_features, data.num_labels);
     Trainer read_each(cfg, &c2, BackendUnderTest(), data.num_features, data.num_labels);
     std::vector<int64_t> points(cfg.batch);
-    std::vector<double> want;  // the same steps' losses, each read at once
     constexpr int kSteps = 4;
-    for (int step = 0; step < kSteps; ++step) {
-      std::iota(points.begin(), points.end(), step * cfg.batch);
-      const int64_t B = cfg.batch;
-      // The data rows as the trainer stages them (offsets, counts, ids, values), the labels
-      // (offsets, ids).
-      int64_t input = 2 * B * int64_t{sizeof(int64_t)}, labels = (B + 1) * int64_t{sizeof(int64_t)};
-      for (int64_t p : points) {
-        input += data.Features(p).n * int64_t{sizeof(int32_t) + sizeof(float)};
-        labels += data.NumLabels(p) * int64_t{sizeof(int32_t)};
+    for (int pass = 0; pass < 2; ++pass) {
+      SCOPED_TRACE(pass == 0 ? "first pass (buffers grow)" : "second pass");
+      std::vector<double> want;  // the same steps' losses, each read at once
+      for (int step = 0; step < kSteps; ++step) {
+        std::iota(points.begin(), points.end(), step * cfg.batch);
+        const int64_t B = cfg.batch;
+        // The data rows as the trainer stages them (offsets, counts, ids, values), the
+        // labels (offsets, ids).
+        int64_t input = 2 * B * int64_t{sizeof(int64_t)},
+                labels = (B + 1) * int64_t{sizeof(int64_t)};
+        for (int64_t p : points) {
+          input += data.Features(p).n * int64_t{sizeof(int32_t) + sizeof(float)};
+          labels += data.NumLabels(p) * int64_t{sizeof(int32_t)};
+        }
+        const DeviceTraffic before = t.backend().Info().traffic;
+        t.QueueStep(data, points);
+        const DeviceTraffic d = t.backend().Info().traffic - before;
+        SCOPED_TRACE("step " + std::to_string(step + 1));
+        EXPECT_EQ(d.h2d_bytes, input + labels);
+        EXPECT_EQ(d.d2h_bytes, 0);
+        if (pass == 1) EXPECT_EQ(d.syncs, 0);
+        EXPECT_GT(d.launches, 9);
+        // The same step read at once (Step): the loss and the flags come down, one wait.
+        const DeviceTraffic b2 = read_each.backend().Info().traffic;
+        want.push_back(read_each.Step(data, points));
+        const DeviceTraffic d2 = read_each.backend().Info().traffic - b2;
+        EXPECT_EQ(d2.h2d_bytes, input + labels);
+        EXPECT_EQ(d2.d2h_bytes, int64_t{sizeof(double) + sizeof(uint64_t)});
+        if (pass == 1) EXPECT_EQ(d2.syncs, 1);
       }
       const DeviceTraffic before = t.backend().Info().traffic;
-      t.QueueStep(data, points);
+      const std::vector<Trainer::StepLoss> got = t.TakeSteps();
       const DeviceTraffic d = t.backend().Info().traffic - before;
-      SCOPED_TRACE("step " + std::to_string(step + 1));
-      EXPECT_EQ(d.h2d_bytes, input + labels);
-      EXPECT_EQ(d.d2h_bytes, 0);
-      EXPECT_EQ(d.syncs, 0);
-      EXPECT_GT(d.launches, 9);
-      // The same step read at once (Step): the loss and the flags come down, one wait.
-      const DeviceTraffic b2 = read_each.backend().Info().traffic;
-      want.push_back(read_each.Step(data, points));
-      const DeviceTraffic d2 = read_each.backend().Info().traffic - b2;
-      EXPECT_EQ(d2.h2d_bytes, input + labels);
-      EXPECT_EQ(d2.d2h_bytes, int64_t{sizeof(double) + sizeof(uint64_t)});
-      EXPECT_EQ(d2.syncs, 1);
+      EXPECT_EQ(d.h2d_bytes, 0);
+      EXPECT_EQ(d.d2h_bytes, kSteps * int64_t{sizeof(double) + sizeof(uint64_t)});
+      EXPECT_EQ(d.syncs, 1);
+      ASSERT_EQ(got.size(), static_cast<size_t>(kSteps));
+      for (int step = 0; step < kSteps; ++step) {
+        EXPECT_EQ(got[step].iter, pass * kSteps + step + 1);
+        // Within the tolerance of runs whose float atomics add in another order.
+        EXPECT_NEAR(got[step].loss, want[step], 1e-4 * std::max(1.0, std::abs(want[step])))
+            << "step " << step + 1;
+      }
+      EXPECT_TRUE(t.TakeSteps().empty());
     }
-    const DeviceTraffic before = t.backend().Info().traffic;
-    const std::vector<Trainer::StepLoss> got = t.TakeSteps();
-    const DeviceTraffic d = t.backend().Info().traffic - before;
-    EXPECT_EQ(d.h2d_bytes, 0);
-    EXPECT_EQ(d.d2h_bytes, kSteps * int64_t{sizeof(double) + sizeof(uint64_t)});
-    EXPECT_EQ(d.syncs, 1);
-    ASSERT_EQ(got.size(), static_cast<size_t>(kSteps));
-    for (int step = 0; step < kSteps; ++step) {
-      EXPECT_EQ(got[step].iter, step + 1);
-      // Within the tolerance of runs whose float atomics add in another order.
-      EXPECT_NEAR(got[step].loss, want[step], 1e-4 * std::max(1.0, std::abs(want[step])))
-          << "step " << step + 1;
-    }
-    EXPECT_TRUE(t.TakeSteps().empty());
   }
 }
 

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# One pass on a GPU machine, in the order that matters should time run out: build with the
+# GPU backend (sm_90 alone by default), the device tests (gpu_backend: the backend against
+# the CPU backend; mpi_gpu_np2/np4: 2 and 4 ranks sharing the GPU against as many CPU
+# ranks), `bench` on the 10^7-label shape in fp32 and bf16 state (step time, device memory),
+# then launch/bench-gpu.sh on SETS (the GPU backend beside the CPU backend on all cores and
+# the PyTorch peers on the same GPU). Each stage runs under a share of a deadline.
+# Usage: launch/gpu-check.sh            (from the repository root or anywhere)
+# Environment: DEPS (a folder from ../shared/tools/device-deps, installed first where set),
+#   BUDGET_S (seconds for the whole pass; 540), ARCH (CMAKE_CUDA_ARCHITECTURES; 90-real),
+#   WIDE_ITERS (200), WIDE_POINTS (20000), SETS (amazon delicious gcide8), ITERS (500, for
+#   bench-gpu.sh), DATA (for bench-gpu.sh).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+start=$SECONDS
+budget=${BUDGET_S:-540}
+left() { echo $((budget - (SECONDS - start))); }
+stage() { echo; echo "=== $* ($(left) s left)"; }
+# Runs "$@" under min(CAP, what is left - RESERVE) seconds: cap reserve cmd...
+bounded() {
+  local cap=$1 reserve=$2
+  shift 2
+  local t=$(($(left) - reserve))
+  ((t > cap)) && t=$cap
+  ((t < 10)) && { echo "skipped (no time left): $*"; return 124; }
+  timeout --signal=INT --kill-after=10 "$t" "$@"
+}
+
+if [[ -n ${DEPS:-} ]]; then
+  # shellcheck disable=SC1091
+  source "$DEPS/install-debs" "$DEPS" /opt/deps >/dev/null || { echo "gpu-check: deps failed"; exit 2; }
+fi
+nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm --format=csv
+nvcc --version | tail -1
+
+stage build
+bounded 240 200 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DDSLIDE_CUDA=ON \
+  -DCMAKE_CUDA_ARCHITECTURES="${ARCH:-90-real}" -DDSLIDE_NATIVE=ON -DDSLIDE_WERROR=OFF \
+  -DDSLIDE_BUILD_TESTS=ON -DDSLIDE_FUZZ=OFF >build-gpu.cfg.log 2>&1 ||
+  { tail -30 build-gpu.cfg.log; exit 1; }
+bounded 240 200 cmake --build build-gpu -j "$(nproc)" --target dslide test_gpu test_mpi 2>&1 |
+  grep -E 'error|warning: |FAILED' | head -40
+[[ -x build-gpu/dslide && -x build-gpu/tests/test_gpu ]] || { echo "gpu-check: build failed"; exit 1; }
+build-gpu/dslide --version | tail -1
+echo "built at $((SECONDS - start)) s"
+
+stage device tests
+(cd build-gpu && bounded 150 150 ctest -R '^(gpu_backend|mpi_gpu_np2|mpi_gpu_np4)$' \
+  --output-on-failure 2>&1 | tail -60)
+
+for state in fp32 bf16; do
+  stage "bench, 10^7 labels, state $state"
+  bounded 90 90 build-gpu/dslide bench --shape amazon-670k --labels 10000000 \
+    --points "${WIDE_POINTS:-20000}" --device gpu --threads "$(nproc)" --state "$state" \
+    --iterations "${WIDE_ITERS:-200}" --eval-every "$(( ${WIDE_ITERS:-200} / 4 ))" \
+    --eval-points 500 2>&1 | tail -4
+done
+
+stage "bench-gpu.sh ${SETS:-amazon delicious gcide8}"
+# shellcheck disable=SC2086
+OUT=/tmp/bench-gpu ITERS=${ITERS:-500} DSLIDE_BIN=build-gpu/dslide PYTHONUNBUFFERED=1 \
+  bounded 600 5 launch/bench-gpu.sh ${SETS:-amazon delicious gcide8}
+echo "gpu-check: done at $((SECONDS - start)) s"
