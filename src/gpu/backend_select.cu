@@ -38,13 +38,17 @@ void GpuBackendT<X>::Select(int layer, bool with_labels, int64_t iter) {
   const int64_t cap = BudgetSampler::ActiveCap(s.budget, max_forced, s.min_negatives, s.local());
   const int64_t n_lab = with_lab ? label_shape_.total : 0;
   const int32_t* li = with_lab ? lab_ids_.data() : nullptr;
-  // The batch's shared fill (BatchListInto, the CPU's code) drawn on one device thread.
+  // The batch's shared fill (BatchListInto's result) drawn by one block: its sort scratch a
+  // power of two over the fill's draws and the labels.
   const bool batch_fill = opt_.lsh.fill == FillPolicy::kBatch;
   const int64_t room = batch_fill ? BatchFillRoom(s.local(), cap) : 0;
   fill_.Resize(std::max<int64_t>(room, 1));
   fill_own_.Resize(std::max<int64_t>(2 * n_lab, 1));
   shared_.Resize(std::max<int64_t>(n_lab + room, 1));
   shared_n_.Resize(1);
+  int64_t pow2 = 1;
+  while (pow2 < std::max(std::min(cap, s.local()), n_lab)) pow2 *= 2;
+  fill_sort_.Resize(batch_fill ? pow2 : 1);
   ShardDraw draw;
   draw.begin = s.begin;
   draw.end = s.end;
@@ -62,6 +66,8 @@ void GpuBackendT<X>::Select(int layer, bool with_labels, int64_t iter) {
     k.own = fill_own_.data();
     k.shared = shared_.data();
     k.shared_n = shared_n_.data();
+    k.scratch = fill_sort_.data();
+    k.pow2 = pow2;
     x_.Launch(k);
   }
   out.cap = cap;

@@ -378,7 +378,7 @@ class GpuBackendT : public LayerBackend {
   DevRows q_;
   Buf<float> xd_, acc_, grad_, topk_sc_, topk_mx_, topk_sum_;
   Buf<int32_t> arg_, items_, set_keys_, set_counts_, set_first_, boff_, cand_, order_, forced_ids_,
-      shared_, fill_, fill_own_, topk_ids_, topk_lrow_;
+      shared_, fill_, fill_own_, fill_sort_, topk_ids_, topk_lrow_;
   Buf<uint8_t> set_stamps_;
   Buf<uint32_t> bkt_, run_start_, run_end_, sizes_, gpos_;
   Buf<int64_t> topk_lsample_, shared_n_, n_forced_, pre_n_;

@@ -58,8 +58,97 @@ void LaunchSelect(StreamHandle s, const Select& k) {
   SelectKernel<<<GridFor(k.B, 1), Select::kThreads, 0, s>>>(k);
 }
 
-__global__ void BatchFillKernel(const BatchFill k) { k.Run(); }
+/// The block's stable compaction (HostCompact's device form): emit(i, rank) for the i in
+/// [0, n) with flag(i), in tiles of the block's threads ranked by a block scan; every
+/// thread gets the number emitted.
+template <int kThreads, class Flag, class Emit>
+__device__ int64_t BlockCompact(int64_t n, const Flag& flag, const Emit& emit) {
+  using Scan = cub::BlockScan<int, kThreads>;
+  __shared__ typename Scan::TempStorage ts;
+  __shared__ int64_t carry;
+  if (threadIdx.x == 0) carry = 0;
+  __syncthreads();
+  for (int64_t base = 0; base < n; base += kThreads) {
+    const int64_t i = base + threadIdx.x;
+    const int f = i < n && flag(i) ? 1 : 0;
+    int rank, tile;
+    Scan(ts).ExclusiveSum(f, rank, tile);
+    if (f) emit(i, carry + rank);
+    __syncthreads();  // carry read, ts free again
+    if (threadIdx.x == 0) carry += tile;
+    __syncthreads();
+  }
+  const int64_t r = carry;
+  __syncthreads();  // read by all before another call sets it
+  return r;
+}
 
-void LaunchBatchFill(StreamHandle s, const BatchFill& k) { BatchFillKernel<<<1, 1, 0, s>>>(k); }
+__device__ void BlockBitonic(const BatchFill& k) {
+  for (int64_t size = 2; size <= k.pow2; size *= 2)
+    for (int64_t stride = size / 2; stride > 0; stride /= 2) {
+      k.BitonicPass(size, stride, threadIdx.x, blockDim.x);
+      __syncthreads();
+    }
+}
+
+__global__ void __launch_bounds__(BatchFill::kThreads) BatchFillKernel(const BatchFill k) {
+  constexpr int nt = BatchFill::kThreads;
+  const int tid = threadIdx.x;
+  if (!k.on) {
+    if (tid == 0) *k.shared_n = 0;
+    return;
+  }
+  Rng rng = k.MakeRng();  // thread 0's stream; the others never draw
+  const int64_t n = k.N(), count = k.Count();
+  int64_t got = 0;
+  if (count > 0 && k.DenseDraw()) {
+    k.Iota(tid, nt);
+    __syncthreads();
+    if (tid == 0) SampleDown(k.fill, n, count, &rng);
+    __syncthreads();
+    got = count;
+  } else if (count > 0) {
+    while (got < count) {
+      if (tid == 0)
+        for (int64_t g = got; g < count; ++g) k.fill[g] = static_cast<int32_t>(rng.Below(n));
+      __syncthreads();
+      k.ToScratch(k.fill, count, tid, nt);
+      __syncthreads();
+      BlockBitonic(k);
+      got = BlockCompact<nt>(
+          count, [&](int64_t i) { return k.FirstOfRun(i); },
+          [&](int64_t i, int64_t r) { k.fill[r] = k.scratch[i]; });
+    }
+    if (tid == 0) Shuffle(k.fill, count, &rng);
+    __syncthreads();
+  }
+  if (k.li == nullptr) {
+    for (int64_t i = tid; i < got; i += nt) k.shared[i] = k.fill[i];
+    if (tid == 0) *k.shared_n = got;
+    return;
+  }
+  int64_t m = BlockCompact<nt>(
+      k.n_lab, [&](int64_t j) { return k.OnShard(j); },
+      [&](int64_t j, int64_t r) { k.own[r] = k.Local(j); });
+  k.ToScratch(k.own, m, tid, nt);
+  __syncthreads();
+  BlockBitonic(k);
+  m = BlockCompact<nt>(
+      m, [&](int64_t i) { return k.FirstOfRun(i); },
+      [&](int64_t i, int64_t r) { k.own[r] = k.scratch[i]; });
+  for (int64_t i = tid; i < m; i += nt) k.own[m + i] = k.own[i];
+  __syncthreads();
+  if (tid == 0) Shuffle(k.own, m, &rng);
+  __syncthreads();
+  for (int64_t i = tid; i < m; i += nt) k.shared[i] = k.own[i];
+  const int64_t o = BlockCompact<nt>(
+      got, [&](int64_t i) { return k.NotALabel(i, m); },
+      [&](int64_t i, int64_t r) { k.shared[m + r] = k.fill[i]; });
+  if (tid == 0) *k.shared_n = m + o;
+}
+
+void LaunchBatchFill(StreamHandle s, const BatchFill& k) {
+  BatchFillKernel<<<1, BatchFill::kThreads, 0, s>>>(k);
+}
 
 }  // namespace dslide::gpu

@@ -324,28 +324,134 @@ inline void RunOnHost(const Select& k, HostOrderSalt* salt) {
   });
 }
 
-/// The batch's shared fill (FillPolicy::kBatch; BatchListInto, the CPU's code) on one
-/// thread: the labels of the batch on this shard, then uniform ids, into shared.
+/// The batch's shared fill (FillPolicy::kBatch): BatchListInto, the CPU's code, in one block
+/// of threads with the same result. Thread 0 draws from the random stream in the CPU's
+/// order (the uniform ids, the two shuffles, SampleDown where more than half the shard is
+/// drawn); the block sorts (a bitonic sort over a power-of-two scratch), drops repeats and
+/// filters by flags and a block scan (stable compaction), which the CPU does with a heap
+/// sort and serial loops. The phases below are the kernel's, between block barriers.
 struct BatchFill {
+  static constexpr int kThreads = 1024;
   bool on = false;
   ShardDraw draw;
   int64_t n_lab = 0;
   const int32_t* li = nullptr;
   int32_t *fill = nullptr, *own = nullptr, *shared = nullptr;
+  int32_t* scratch = nullptr;  // pow2 entries, pow2 >= the fill's count and n_lab
+  int64_t pow2 = 1;
   int64_t* shared_n = nullptr;
 
   bool Empty() const { return false; }
-  DSLIDE_HD void Run() const {
-    if (!on) {
-      *shared_n = 0;
-      return;
-    }
-    Rng rng(StreamSeed(draw.seed, streams::kBatchFill, draw.iter, draw.lane));
-    *shared_n = BatchListInto(draw.begin, draw.end, draw.cap, li, n_lab, &rng, fill, own, shared);
+  DSLIDE_HD int64_t N() const { return draw.end - draw.begin; }
+  DSLIDE_HD int64_t Count() const { return draw.cap < N() ? draw.cap : N(); }
+  DSLIDE_HD bool DenseDraw() const { return Count() > N() / 2; }
+  DSLIDE_HD Rng MakeRng() const {
+    return Rng(StreamSeed(draw.seed, streams::kBatchFill, draw.iter, draw.lane));
   }
+  // ---- per-thread phases (tid of nt threads) ----
+  /// fill = 0..n-1 (the dense draw).
+  DSLIDE_HD void Iota(int tid, int nt) const {
+    for (int64_t i = tid; i < N(); i += nt) fill[i] = static_cast<int32_t>(i);
+  }
+  /// scratch = src[0, n), padded to pow2 with the largest int.
+  DSLIDE_HD void ToScratch(const int32_t* src, int64_t n, int tid, int nt) const {
+    for (int64_t i = tid; i < pow2; i += nt) scratch[i] = i < n ? src[i] : 0x7fffffff;
+  }
+  /// One compare-exchange pass (size, stride) of the bitonic sort of scratch.
+  DSLIDE_HD void BitonicPass(int64_t size, int64_t stride, int tid, int nt) const {
+    for (int64_t i = tid; i < pow2; i += nt) {
+      const int64_t l = i ^ stride;
+      if (l <= i) continue;
+      const int32_t a = scratch[i], b = scratch[l];
+      if (((i & size) == 0) == (a > b)) {
+        scratch[i] = b;
+        scratch[l] = a;
+      }
+    }
+  }
+  /// Whether scratch[i] is the first of its run (the sorted values' std::unique).
+  DSLIDE_HD bool FirstOfRun(int64_t i) const { return i == 0 || scratch[i] != scratch[i - 1]; }
+  /// Whether label j lies on the shard.
+  DSLIDE_HD bool OnShard(int64_t j) const { return li[j] >= draw.begin && li[j] < draw.end; }
+  DSLIDE_HD int32_t Local(int64_t j) const { return static_cast<int32_t>(li[j] - draw.begin); }
+  /// Whether fill[i] is not among the m sorted labels at own + m.
+  DSLIDE_HD bool NotALabel(int64_t i, int64_t m) const { return !SortedHas(own + m, m, fill[i]); }
 };
 void LaunchBatchFill(StreamHandle s, const BatchFill& k);
 inline void LaunchKernel(StreamHandle s, const BatchFill& k) { LaunchBatchFill(s, k); }
-inline void RunOnHost(const BatchFill& k, HostOrderSalt*) { k.Run(); }
+
+/// The stable compaction of a block: emit(i, rank) for the i in [0, n) with flag(i), rank
+/// its place among them; returns their number (the device runs it with a block scan).
+template <class Flag, class Emit>
+int64_t HostCompact(int64_t n, const Flag& flag, const Emit& emit) {
+  int64_t r = 0;
+  for (int64_t i = 0; i < n; ++i)
+    if (flag(i)) emit(i, r++);
+  return r;
+}
+
+/// The block's bitonic sort of k.scratch, each pass over shuffled threads.
+inline void HostBitonic(const BatchFill& k, HostOrderSalt* salt) {
+  constexpr int nt = BatchFill::kThreads;
+  for (int64_t size = 2; size <= k.pow2; size *= 2)
+    for (int64_t stride = size / 2; stride > 0; stride /= 2)
+      HostShuffled(nt, salt,
+                   [&](int64_t t) { k.BitonicPass(size, stride, static_cast<int>(t), nt); });
+}
+
+inline void RunOnHost(const BatchFill& k, HostOrderSalt* salt) {
+  constexpr int nt = BatchFill::kThreads;
+  if (!k.on) {
+    *k.shared_n = 0;
+    return;
+  }
+  const auto all = [&](auto f) {
+    HostShuffled(nt, salt, [&](int64_t t) { f(static_cast<int>(t)); });
+  };
+  Rng rng = k.MakeRng();
+  const int64_t n = k.N(), count = k.Count();
+  int64_t got = 0;
+  if (count > 0 && k.DenseDraw()) {
+    all([&](int t) { k.Iota(t, nt); });
+    SampleDown(k.fill, n, count, &rng);
+    got = count;
+  } else if (count > 0) {
+    while (got < count) {
+      while (got < count) k.fill[got++] = static_cast<int32_t>(rng.Below(n));
+      all([&](int t) { k.ToScratch(k.fill, got, t, nt); });
+      HostBitonic(k, salt);
+      got = HostCompact(
+          got, [&](int64_t i) { return k.FirstOfRun(i); },
+          [&](int64_t i, int64_t r) { k.fill[r] = k.scratch[i]; });
+    }
+    Shuffle(k.fill, count, &rng);
+  }
+  if (k.li == nullptr) {
+    all([&](int t) {
+      for (int64_t i = t; i < got; i += nt) k.shared[i] = k.fill[i];
+    });
+    *k.shared_n = got;
+    return;
+  }
+  int64_t m = HostCompact(
+      k.n_lab, [&](int64_t j) { return k.OnShard(j); },
+      [&](int64_t j, int64_t r) { k.own[r] = k.Local(j); });
+  all([&](int t) { k.ToScratch(k.own, m, t, nt); });
+  HostBitonic(k, salt);
+  m = HostCompact(
+      m, [&](int64_t i) { return k.FirstOfRun(i); },
+      [&](int64_t i, int64_t r) { k.own[r] = k.scratch[i]; });
+  all([&](int t) {
+    for (int64_t i = t; i < m; i += nt) k.own[m + i] = k.own[i];
+  });
+  Shuffle(k.own, m, &rng);
+  all([&](int t) {
+    for (int64_t i = t; i < m; i += nt) k.shared[i] = k.own[i];
+  });
+  const int64_t o = HostCompact(
+      got, [&](int64_t i) { return k.NotALabel(i, m); },
+      [&](int64_t i, int64_t r) { k.shared[m + r] = k.fill[i]; });
+  *k.shared_n = m + o;
+}
 
 }  // namespace dslide::gpu
