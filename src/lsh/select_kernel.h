@@ -199,6 +199,38 @@ struct SelectPolicy {
   float lsh_share = 1.0f;
 };
 
+/// SelectIds' last step: ids beyond the candidates and the batch's fill, up to `budget`,
+/// unless the fill policy is kStop: a uniform sample of the unstamped ids where more than
+/// half of them are needed (dense fill), else uniform draws. Returns the new count.
+template <class Marks>
+DSLIDE_HD int64_t SelectFillRest(FillPolicy fill, int64_t budget, int64_t k, Rng* rng, Marks& s,
+                                 int32_t* out) {
+  const int64_t n = s.size();
+  if (k < budget && fill != FillPolicy::kStop) {
+    const int64_t free = n - k;
+    if (budget - k > free / 2) {
+      // Dense fill: scan the remaining ids and sample uniformly among them.
+      int32_t* rest = s.Cand();
+      int64_t nr = 0;
+      for (int32_t i = 0; i < n; ++i)
+        if (!s.Stamped(i)) rest[nr++] = i;
+      const int64_t need = budget - k;
+      SampleDown(rest, nr, need, rng);
+      for (int64_t i = 0; i < need; ++i) out[k + i] = rest[i];
+      k += need;
+    } else {
+      while (k < budget) {
+        const int32_t id = static_cast<int32_t>(rng->Below(n));
+        if (!s.Stamped(id)) {
+          s.Stamp(id);
+          out[k++] = id;
+        }
+      }
+    }
+  }
+  return k;
+}
+
 template <class Tables, class Marks>
 DSLIDE_HD int64_t SelectIds(const SelectPolicy& policy, const Tables* tables,
                             const uint32_t* buckets, const int32_t* forced, int64_t n_forced,
@@ -313,29 +345,7 @@ DSLIDE_HD int64_t SelectIds(const SelectPolicy& policy, const Tables* tables,
       }
     }
   }
-  if (k < budget && fill != FillPolicy::kStop) {
-    const int64_t free = n - k;
-    if (budget - k > free / 2) {
-      // Dense fill: scan the remaining ids and sample uniformly among them.
-      int32_t* rest = s.Cand();
-      int64_t nr = 0;
-      for (int32_t i = 0; i < n; ++i)
-        if (!s.Stamped(i)) rest[nr++] = i;
-      const int64_t need = budget - k;
-      SampleDown(rest, nr, need, rng);
-      for (int64_t i = 0; i < need; ++i) out[k + i] = rest[i];
-      k += need;
-    } else {
-      while (k < budget) {
-        const int32_t id = static_cast<int32_t>(rng->Below(n));
-        if (!s.Stamped(id)) {
-          s.Stamp(id);
-          out[k++] = id;
-        }
-      }
-    }
-  }
-  return k;
+  return SelectFillRest(fill, budget, k, rng, s, out);
 }
 
 }  // namespace dslide

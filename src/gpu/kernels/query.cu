@@ -21,6 +21,75 @@ void LaunchQueryHash(StreamHandle s, const QueryHash& k) {
   QueryHashKernel<<<GridFor(k.q.B, 1), QueryHash::kThreads, 0, s>>>(k);
 }
 
+/// The block's stable compaction (HostCompact's device form): emit(i, rank) for the i in
+/// [0, n) with flag(i), in tiles of the block's threads ranked by a block scan; every
+/// thread gets the number emitted.
+template <int kThreads, class Flag, class Emit>
+__device__ int64_t BlockCompact(int64_t n, const Flag& flag, const Emit& emit) {
+  using Scan = cub::BlockScan<int, kThreads>;
+  __shared__ typename Scan::TempStorage ts;
+  __shared__ int64_t carry;
+  if (threadIdx.x == 0) carry = 0;
+  __syncthreads();
+  for (int64_t base = 0; base < n; base += kThreads) {
+    const int64_t i = base + threadIdx.x;
+    const int f = i < n && flag(i) ? 1 : 0;
+    int rank, tile;
+    Scan(ts).ExclusiveSum(f, rank, tile);
+    if (f) emit(i, carry + rank);
+    __syncthreads();  // carry read, ts free again
+    if (threadIdx.x == 0) carry += tile;
+    __syncthreads();
+  }
+  const int64_t r = carry;
+  __syncthreads();  // read by all before another call sets it
+  return r;
+}
+
+/// Sample i's parallel vanilla selection (RunVanillaOnHost's phases, between barriers).
+__device__ void SelectVanilla(const Select& k, int64_t i) {
+  constexpr int nt = Select::kThreads;
+  const int tid = threadIdx.x;
+  __shared__ Select::Plan pl;
+  Rng rng = k.SampleRng(i);  // thread 0's stream; the others never draw
+  if (tid == 0) k.PlanVanilla(i, &rng, &pl);
+  __syncthreads();
+  if (!pl.done) {
+    k.GatherVanilla(i, pl, tid, nt);
+    __syncthreads();
+    const int64_t gathered = BlockCompact<nt>(
+        pl.total, [&](int64_t p) { return k.FirstMet(i, static_cast<int32_t>(p)); },
+        [&](int64_t p, int64_t r) { k.EmitVanilla(i, &pl, r, static_cast<int32_t>(p)); });
+    if (tid == 0) k.CutVanilla(i, gathered, &rng, &pl);
+    __syncthreads();
+    k.TakeVanilla(i, pl, tid, nt);
+    __syncthreads();
+    if (tid == 0) pl.k += pl.take;
+    __syncthreads();
+    if (k.SharedFill(pl)) {
+      const int64_t need = pl.budget - pl.k, at = pl.k;
+      int32_t* o = k.Out(i);
+      const int64_t free = BlockCompact<nt>(
+          *k.shared_n, [&](int64_t j) { return k.SharedFree(i, j); },
+          [&](int64_t j, int64_t r) {
+            if (r < need) o[at + r] = k.shared[j];
+          });
+      const int64_t taken = free < need ? free : need;
+      k.StampTaken(i, at, taken, tid, nt);
+      __syncthreads();
+      if (tid == 0) pl.k += taken;
+      __syncthreads();
+    }
+    if (tid == 0) {
+      DeviceMarks mk = k.Marks(i);
+      pl.k = SelectFillRest(k.policy.fill, pl.budget, pl.k, &rng, mk, k.Out(i));
+    }
+    __syncthreads();
+  }
+  k.Finish(i, pl.k, tid, nt);
+  __syncthreads();  // pl is the next sample's
+}
+
 __global__ void SelectKernel(const Select k) {
   using Scan = cub::BlockScan<int, Select::kThreads>;
   __shared__ typename Scan::TempStorage ts;
@@ -29,6 +98,10 @@ __global__ void SelectKernel(const Select k) {
   for (int64_t i = blockIdx.x; i < k.B; i += gridDim.x) {
     k.Clear(i, tid, nt);
     __syncthreads();
+    if (k.Parallel()) {
+      SelectVanilla(k, i);
+      continue;
+    }
     if (tid == 0) k.Prepare(i);
     __syncthreads();
     if (k.Counting()) {
@@ -56,31 +129,6 @@ __global__ void SelectKernel(const Select k) {
 
 void LaunchSelect(StreamHandle s, const Select& k) {
   SelectKernel<<<GridFor(k.B, 1), Select::kThreads, 0, s>>>(k);
-}
-
-/// The block's stable compaction (HostCompact's device form): emit(i, rank) for the i in
-/// [0, n) with flag(i), in tiles of the block's threads ranked by a block scan; every
-/// thread gets the number emitted.
-template <int kThreads, class Flag, class Emit>
-__device__ int64_t BlockCompact(int64_t n, const Flag& flag, const Emit& emit) {
-  using Scan = cub::BlockScan<int, kThreads>;
-  __shared__ typename Scan::TempStorage ts;
-  __shared__ int64_t carry;
-  if (threadIdx.x == 0) carry = 0;
-  __syncthreads();
-  for (int64_t base = 0; base < n; base += kThreads) {
-    const int64_t i = base + threadIdx.x;
-    const int f = i < n && flag(i) ? 1 : 0;
-    int rank, tile;
-    Scan(ts).ExclusiveSum(f, rank, tile);
-    if (f) emit(i, carry + rank);
-    __syncthreads();  // carry read, ts free again
-    if (threadIdx.x == 0) carry += tile;
-    __syncthreads();
-  }
-  const int64_t r = carry;
-  __syncthreads();  // read by all before another call sets it
-  return r;
 }
 
 __device__ void BlockBitonic(const BatchFill& k) {

@@ -131,6 +131,16 @@ DSLIDE_HD inline bool TakePrecounted(const DeviceMarks& s, int64_t* nc) {
   return true;
 }
 
+/// The stable compaction of a block: emit(i, rank) for the i in [0, n) with flag(i), rank
+/// its place among them; returns their number (the device runs it with a block scan).
+template <class Flag, class Emit>
+int64_t HostCompact(int64_t n, const Flag& flag, const Emit& emit) {
+  int64_t r = 0;
+  for (int64_t i = 0; i < n; ++i)
+    if (flag(i)) emit(i, r++);
+  return r;
+}
+
 /// A block per sample hashes its query row [x, 1] into the bucket of every table: threads
 /// take the hash functions of a dense row in turn (each reads the few coordinates its
 /// function samples), DWTA's densification follows on one thread, then threads take the
@@ -239,7 +249,7 @@ struct Select {
   /// All threads: the sample's hash set emptied (a serial insert sets a new slot's count
   /// and stamp; the counting threads need them set beforehand).
   DSLIDE_HD void Clear(int64_t i, int tid, int nt) const {
-    const bool counting = Counting();
+    const bool counting = Counting() || Parallel();
     for (int64_t j = tid; j < set; j += nt) {
       keys[i * set + j] = -1;
       if (!counting) continue;
@@ -291,6 +301,161 @@ struct Select {
     cand[i * cand_cap + rank] = IdAt(i, p);
   }
   DSLIDE_HD void SetGathered(int64_t i, int64_t count) const { pre_n[i] = count; }
+  // ---- The vanilla query in parallel: SelectIds' result, its serial loops over
+  // candidates and the shared fill done by the block (phases between block barriers); thread
+  // 0 keeps the random stream and draws in SelectIds' order (the tables' order, the sample
+  // down to the LSH share, the rest of the fill). ----
+
+  /// Whether this launch takes the parallel path (vanilla queries; the counting strategies
+  /// run SelectIds on thread 0 over the block's gathered candidates).
+  DSLIDE_HD bool Parallel() const {
+    return policy.query == QueryStrategy::kVanilla && tables.L > 0;
+  }
+  /// What thread 0 decides and the block reads, per sample.
+  struct Plan {
+    int64_t k = 0, budget = 0, room = 0, take = 0;
+    int32_t total = 0, p_room = -1;
+    int done = 0;  // 1: the active set is complete at k
+  };
+  DSLIDE_HD Rng SampleRng(int64_t i) const {
+    return Rng(StreamSeed(draw.seed, streams::kSample, draw.iter, i, draw.lane));
+  }
+  DSLIDE_HD int32_t* Out(int64_t i) const { return out + i * draw.cap; }
+  /// Thread 0: the forced ids, the budget and the LSH room as SelectIds sets them, the
+  /// tables' random order and where each table's bucket starts in that order.
+  DSLIDE_HD void PlanVanilla(int64_t i, Rng* rng, Plan* pl) const {
+    int32_t* forced = Forced(i);
+    int64_t nf = 0;
+    if (lo != nullptr)
+      for (int64_t j = lo[i]; j < lo[i + 1]; ++j)
+        if (li[j] >= draw.begin && li[j] < draw.end)
+          forced[nf++] = static_cast<int32_t>(li[j] - draw.begin);
+    n_forced[i] = nf;
+    DeviceMarks mk = Marks(i);
+    int32_t* o = Out(i);
+    int64_t k = 0;
+    for (int64_t j = 0; j < nf; ++j)
+      if (!mk.Stamped(forced[j])) {
+        mk.Stamp(forced[j]);
+        o[k++] = forced[j];
+      }
+    int64_t b = budget;
+    if (b < k + min_neg) b = k + min_neg;
+    if (b > n) b = n;
+    pl->k = k;
+    pl->budget = b;
+    pl->done = 1;
+    if (k >= b) return;
+    if (b == n) {  // every neuron is wanted
+      for (int32_t id = 0; id < n; ++id)
+        if (!mk.Stamped(id)) o[k++] = id;
+      pl->k = k;
+      return;
+    }
+    int64_t room = b - k;
+    if (policy.lsh_share < 1.0f) {
+      const int64_t c = static_cast<int64_t>(ceilf(policy.lsh_share * static_cast<float>(room)));
+      room = c < 1 ? 1 : c;
+    }
+    int32_t* ord = order + i * L;
+    for (int t = 0; t < L; ++t) ord[t] = t;
+    for (int t = L - 1; t > 0; --t) {
+      const int j = static_cast<int>(rng->Below(t + 1));
+      const int32_t x = ord[t];
+      ord[t] = ord[j];
+      ord[j] = x;
+    }
+    int32_t* bo = boff + i * (L + 1);
+    bo[0] = 0;
+    for (int t = 0; t < L; ++t) bo[t + 1] = bo[t] + tables.Get(ord[t], bkt[i * L + ord[t]]).size;
+    pl->room = room;
+    pl->total = bo[L];
+    pl->p_room = -1;
+    pl->done = 0;
+  }
+  /// The table (in the random order) whose bucket holds position p.
+  DSLIDE_HD int TableAt(int64_t i, int32_t p) const {
+    const int32_t* bo = boff + i * (L + 1);
+    int lo_t = 0, hi_t = L;
+    while (hi_t - lo_t > 1) {
+      const int mid = (lo_t + hi_t) / 2;
+      if (bo[mid] <= p)
+        lo_t = mid;
+      else
+        hi_t = mid;
+    }
+    return lo_t;
+  }
+  /// The id at position p of the buckets in the tables' random order.
+  DSLIDE_HD int32_t IdAtOrdered(int64_t i, int32_t p) const {
+    const int t = TableAt(i, p);
+    const int32_t tab = order[i * L + t];
+    return tables.Get(tab, bkt[i * L + tab]).ids[p - boff[i * (L + 1) + t]];
+  }
+  /// All threads: every position's id entered in the set with the first position it is met
+  /// at (forced ids, stamped, are not candidates).
+  DSLIDE_HD void GatherVanilla(int64_t i, const Plan& pl, int tid, int nt) const {
+    DeviceMarks mk = Marks(i);
+    for (int32_t p = tid; p < pl.total; p += nt) {
+      const int64_t h = mk.InsertConcurrent(IdAtOrdered(i, p));
+      if (mk.stamps[h] == 0) AtomicMinI32(mk.first + h, p);
+    }
+  }
+  /// Whether position p holds a candidate met there first: the walk over the tables in
+  /// their order gathers it at p.
+  DSLIDE_HD bool FirstMet(int64_t i, int32_t p) const {
+    DeviceMarks mk = Marks(i);
+    const int64_t h = mk.Find(IdAtOrdered(i, p));
+    return mk.stamps[h] == 0 && mk.first[h] == p;
+  }
+  /// The candidate of rank r, met first at p (the scan's emit); the room-th's position is
+  /// where the walk's last table lies.
+  DSLIDE_HD void EmitVanilla(int64_t i, Plan* pl, int64_t r, int32_t p) const {
+    cand[i * cand_cap + r] = IdAtOrdered(i, p);
+    if (r == pl->room - 1) pl->p_room = p;
+  }
+  /// Thread 0: the walk's candidates (whole tables until the room is reached), sampled down
+  /// to the room with the sample's stream as SelectIds does.
+  DSLIDE_HD void CutVanilla(int64_t i, int64_t gathered, Rng* rng, Plan* pl) const {
+    int64_t nc = gathered;
+    if (pl->p_room >= 0) {
+      const int t = TableAt(i, pl->p_room);
+      const int32_t end = boff[i * (L + 1) + t + 1];
+      nc = pl->room;
+      for (int32_t p = pl->p_room + 1; p < end; ++p) nc += FirstMet(i, p) ? 1 : 0;
+    }
+    if (nc > pl->room) SampleDown(cand + i * cand_cap, nc, pl->room, rng);
+    pl->take = nc < pl->room ? nc : pl->room;
+  }
+  /// All threads: the chosen candidates appended and stamped.
+  DSLIDE_HD void TakeVanilla(int64_t i, const Plan& pl, int tid, int nt) const {
+    DeviceMarks mk = Marks(i);
+    int32_t* o = Out(i);
+    for (int64_t j = tid; j < pl.take; j += nt) {
+      const int32_t id = cand[i * cand_cap + j];
+      o[pl.k + j] = id;
+      mk.stamps[mk.InsertConcurrent(id)] = 1;
+    }
+  }
+  /// Whether the batch's fill goes on after the candidates, over shared.
+  DSLIDE_HD bool SharedFill(const Plan& pl) const {
+    return pl.k < pl.budget && policy.fill == FillPolicy::kBatch;
+  }
+  DSLIDE_HD bool SharedFree(int64_t i, int64_t j) const { return !Marks(i).Stamped(shared[j]); }
+  /// All threads: the shared ids taken (out[k, k + taken)) stamped.
+  DSLIDE_HD void StampTaken(int64_t i, int64_t from, int64_t taken, int tid, int nt) const {
+    DeviceMarks mk = Marks(i);
+    const int32_t* o = Out(i);
+    for (int64_t j = tid; j < taken; j += nt) mk.stamps[mk.InsertConcurrent(o[from + j])] = 1;
+  }
+  /// All threads: global ids, the padding zeroed (as the CPU backend leaves it), the count.
+  DSLIDE_HD void Finish(int64_t i, int64_t k, int tid, int nt) const {
+    int32_t* o = Out(i);
+    for (int64_t j = tid; j < draw.cap; j += nt)
+      o[j] = j < k ? o[j] + static_cast<int32_t>(draw.begin) : 0;
+    if (tid == 0) out_n[i] = k;
+  }
+
   /// Thread 0: the selection.
   DSLIDE_HD void Run(int64_t i) const {
     DeviceMarks mk = Marks(i);
@@ -307,10 +472,49 @@ struct Select {
 void LaunchSelect(StreamHandle s, const Select& k);
 inline void LaunchKernel(StreamHandle s, const Select& k) { LaunchSelect(s, k); }
 
+/// The parallel vanilla selection of sample i on the host (the kernel's phases in order).
+inline void RunVanillaOnHost(const Select& k, int64_t i, HostOrderSalt* salt) {
+  constexpr int nt = Select::kThreads;
+  const auto all = [&](auto f) {
+    HostShuffled(nt, salt, [&](int64_t t) { f(static_cast<int>(t)); });
+  };
+  Rng rng = k.SampleRng(i);
+  Select::Plan pl;
+  k.PlanVanilla(i, &rng, &pl);
+  if (!pl.done) {
+    all([&](int t) { k.GatherVanilla(i, pl, t, nt); });
+    const int64_t gathered = HostCompact(
+        pl.total, [&](int64_t p) { return k.FirstMet(i, p); },
+        [&](int64_t p, int64_t r) { k.EmitVanilla(i, &pl, r, p); });
+    k.CutVanilla(i, gathered, &rng, &pl);
+    all([&](int t) { k.TakeVanilla(i, pl, t, nt); });
+    pl.k += pl.take;
+    if (k.SharedFill(pl)) {
+      const int64_t need = pl.budget - pl.k;
+      int32_t* o = k.Out(i);
+      const int64_t free = HostCompact(
+          *k.shared_n, [&](int64_t j) { return k.SharedFree(i, j); },
+          [&](int64_t j, int64_t r) {
+            if (r < need) o[pl.k + r] = k.shared[j];
+          });
+      const int64_t taken = free < need ? free : need;
+      all([&](int t) { k.StampTaken(i, pl.k, taken, t, nt); });
+      pl.k += taken;
+    }
+    DeviceMarks mk = k.Marks(i);
+    pl.k = SelectFillRest(k.policy.fill, pl.budget, pl.k, &rng, mk, k.Out(i));
+  }
+  all([&](int t) { k.Finish(i, pl.k, t, nt); });
+}
+
 inline void RunOnHost(const Select& k, HostOrderSalt* salt) {
   constexpr int nt = Select::kThreads;
   HostShuffled(k.B, salt, [&](int64_t i) {
     HostShuffled(nt, salt, [&](int64_t t) { k.Clear(i, static_cast<int>(t), nt); });
+    if (k.Parallel()) {
+      RunVanillaOnHost(k, i, salt);
+      return;
+    }
     k.Prepare(i);
     if (k.Counting()) {
       HostShuffled(nt, salt, [&](int64_t t) { k.Count(i, static_cast<int>(t), nt); });
@@ -379,16 +583,6 @@ struct BatchFill {
 };
 void LaunchBatchFill(StreamHandle s, const BatchFill& k);
 inline void LaunchKernel(StreamHandle s, const BatchFill& k) { LaunchBatchFill(s, k); }
-
-/// The stable compaction of a block: emit(i, rank) for the i in [0, n) with flag(i), rank
-/// its place among them; returns their number (the device runs it with a block scan).
-template <class Flag, class Emit>
-int64_t HostCompact(int64_t n, const Flag& flag, const Emit& emit) {
-  int64_t r = 0;
-  for (int64_t i = 0; i < n; ++i)
-    if (flag(i)) emit(i, r++);
-  return r;
-}
 
 /// The block's bitonic sort of k.scratch, each pass over shuffled threads.
 inline void HostBitonic(const BatchFill& k, HostOrderSalt* salt) {
