@@ -14,12 +14,19 @@ timings; on a GPU each step ends with a synchronisation. Prints one JSON object 
 names dslide uses: ms_per_iter (median), ms_per_iter_mean, p_at_1, and p_at_1_by_iter
 ([iteration, P@1, training seconds so far] every --eval-every iterations).
 
+With --match-dslide the peer starts from dslide's own initial weights (the values of
+`dslide train --seed S --label-order identity`, drawn from dslide's random streams) and
+takes dslide's batches (its shuffled order of each epoch, a short last batch), so that a
+dense run and `dslide train --sparsity 1` differ only in float rounding.
+
 Usage: torch_peer.py TRAIN.txt TEST.txt [--mode dense|dense-tf32|sampled] [--iterations 400]
                      [--batch 256] [--hidden 128] [--lr 1e-3] [--negatives 4096]
                      [--eval-points 1000] [--eval-every 0] [--device cuda|cpu] [--seed 1]
+                     [--match-dslide]
 """
 import argparse
 import json
+import math
 import random
 import statistics
 import sys
@@ -30,6 +37,72 @@ import torch
 from xc_text import parse, read_lines
 
 MODES = ("dense", "dense-tf32", "sampled")
+
+# dslide's random numbers (src/common/rng.h): SplitMix64's finaliser, stream seeds and
+# xoshiro256**, so that the peer can start where dslide starts and take its batches.
+M64 = (1 << 64) - 1
+K_INIT, K_EPOCH = 0x696E6974, 0x65706F6368  # streams::kInit, the training loop's kEpochStream
+
+
+def mix64(x):
+    x = (x + 0x9E3779B97F4A7C15) & M64
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & M64
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & M64
+    return x ^ (x >> 31)
+
+
+def stream_seed(seed, a, b=0, c=0, d=0):
+    return mix64(mix64(mix64(mix64(seed ^ mix64(a)) ^ b) ^ mix64(c)) ^ d)
+
+
+class DslideRng:
+    def __init__(self, seed):
+        self.s = []
+        for _ in range(4):
+            seed = mix64(seed)
+            self.s.append(seed)
+
+    def next(self):
+        s0, s1, s2, s3 = self.s
+        rotl = lambda x, k: ((x << k) | (x >> (64 - k))) & M64  # noqa: E731
+        result = (rotl((s1 * 5) & M64, 7) * 9) & M64
+        t = (s1 << 17) & M64
+        s2 ^= s0
+        s3 ^= s1
+        s1 ^= s2
+        s0 ^= s3
+        s2 ^= t
+        self.s = [s0, s1, s2, rotl(s3, 45)]
+        return result
+
+    def below(self, n):
+        return (self.next() * n) >> 64
+
+    def normal(self):
+        u1 = (self.next() >> 11) * 2.0 ** -53
+        u2 = (self.next() >> 11) * 2.0 ** -53
+        u1 = max(u1, 1e-300)
+        return math.sqrt(-2.0 * math.log(u1)) * math.cos(6.283185307179586 * u2)
+
+
+def dslide_weights(seed, layer, rows, cols):
+    """InitialWeights (src/model/layer_layout.cpp): row i from stream (kInit, layer, i)."""
+    std = math.sqrt(2.0 / (cols + rows))
+    w = torch.empty(rows, cols)
+    for i in range(rows):
+        rng = DslideRng(stream_seed(seed, K_INIT, layer, i))
+        w[i] = torch.tensor([rng.normal() * std for _ in range(cols)], dtype=torch.float64)
+    return w
+
+
+def dslide_epoch(seed, e, n):
+    """The training loop's order of epoch e: Fisher-Yates from the back."""
+    order = list(range(n))
+    rng = DslideRng(stream_seed(seed, K_EPOCH, e))
+    for i in range(n - 1, 0, -1):
+        j = rng.below(i + 1)
+        order[i], order[j] = order[j], order[i]
+    return order
 
 
 def batch_tensors(feats, idx, device):
@@ -69,6 +142,8 @@ def main():
     ap.add_argument("--eval-every", type=int, default=0)
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--match-dslide", action="store_true",
+                    help="dslide's initial weights and batch order (see above)")
     a = ap.parse_args()
     if a.iterations < 1 or a.batch < 1 or a.hidden < 1 or a.negatives < 0:
         ap.error("--iterations, --batch and --hidden must be positive, --negatives >= 0")
@@ -96,8 +171,12 @@ def main():
     # dslide's initialisation (Glorot normal weights, zero biases), so that the peers differ
     # in what they compute per step, not in where they start.
     with torch.no_grad():
-        emb.weight.normal_(0.0, (2.0 / (d + a.hidden)) ** 0.5)
-        w2.weight.normal_(0.0, (2.0 / (a.hidden + c)) ** 0.5)
+        if a.match_dslide:  # the same values: layer 0 is hidden x d, stored here as d x hidden
+            emb.weight.copy_(dslide_weights(a.seed, 0, a.hidden, d).t().to(dev))
+            w2.weight.copy_(dslide_weights(a.seed, 1, c, a.hidden).to(dev))
+        else:
+            emb.weight.normal_(0.0, (2.0 / (d + a.hidden)) ** 0.5)
+            w2.weight.normal_(0.0, (2.0 / (a.hidden + c)) ** 0.5)
         b2.weight.zero_()
     dense_params = list(emb.parameters()) + [b1]
     if sampled:
@@ -126,11 +205,17 @@ def main():
     n = len(xtr)
     order = []  # the training points in a fresh random order each epoch, as dslide takes them
     rng = random.Random(a.seed)
+    epoch = -1
     for it in range(1, a.iterations + 1):
-        while len(order) < a.batch:
-            perm = list(range(n))
-            rng.shuffle(perm)
-            order += perm
+        if a.match_dslide:  # dslide's epochs: a short last batch, then a new order
+            if not order:
+                epoch += 1
+                order = dslide_epoch(a.seed, epoch, n)
+        else:
+            while len(order) < a.batch:
+                perm = list(range(n))
+                rng.shuffle(perm)
+                order += perm
         idx, order = order[:a.batch], order[a.batch:]
         # Host-side preparation, outside the timing: the batch's tensors, its candidates
         # (sampled: the labels, then shared uniform negatives) and the targets over them.
@@ -140,7 +225,7 @@ def main():
             cand = sorted({l for i in idx for l in ytr[i]} |
                           {rng.randrange(c) for _ in range(min(a.negatives, c))})
             columns = torch.tensor(cand, dtype=torch.long, device=dev)
-        target = torch.zeros(a.batch, c if cand is None else len(cand))
+        target = torch.zeros(len(idx), c if cand is None else len(cand))
         for r, k, v in targets(ytr, idx, cand):
             target[r, k] = v
         target = target.to(dev)
