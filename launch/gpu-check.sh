@@ -8,8 +8,12 @@
 # Usage: launch/gpu-check.sh            (from the repository root or anywhere)
 # Environment: DEPS (a folder from ../shared/tools/device-deps, installed first where set),
 #   BUDGET_S (seconds for the whole pass; 540), ARCH (CMAKE_CUDA_ARCHITECTURES; 90-real),
-#   WIDE_ITERS (200), WIDE_POINTS (20000), SETS (amazon delicious gcide8), ITERS (500, for
-#   bench-gpu.sh), DATA (for bench-gpu.sh).
+#   PREBUILT (a folder holding dslide and test_gpu built elsewhere, e.g. with
+#   -DDSLIDE_NATIVE=OFF -DCMAKE_CUDA_ARCHITECTURES=90-real: no build, and the stages that
+#   need test_mpi are skipped), WIDE_ITERS (200), WIDE_POINTS (20000), SETS (amazon
+#   delicious gcide8), ITERS (500, for bench-gpu.sh), DATA (for bench-gpu.sh), LOGS (a
+#   folder: every engine's output of bench-gpu.sh is appended to LOGS/bench-gpu.log, so that
+#   few files carry all of them).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 start=$SECONDS
@@ -33,24 +37,35 @@ fi
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm --format=csv
 nvcc --version | tail -1
 
-stage build
-bounded 240 200 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DDSLIDE_CUDA=ON \
-  -DCMAKE_CUDA_ARCHITECTURES="${ARCH:-90-real}" -DDSLIDE_NATIVE=ON -DDSLIDE_WERROR=OFF \
-  -DDSLIDE_BUILD_TESTS=ON -DDSLIDE_FUZZ=OFF >build-gpu.cfg.log 2>&1 ||
-  { tail -30 build-gpu.cfg.log; exit 1; }
-bounded 240 200 cmake --build build-gpu -j "$(nproc)" --target dslide test_gpu test_mpi 2>&1 |
-  grep -E 'error|warning: |FAILED' | head -40
-[[ -x build-gpu/dslide && -x build-gpu/tests/test_gpu ]] || { echo "gpu-check: build failed"; exit 1; }
-build-gpu/dslide --version | tail -1
-echo "built at $((SECONDS - start)) s"
+bin=build-gpu/dslide
+if [[ -n ${PREBUILT:-} ]]; then
+  stage "prebuilt binaries in $PREBUILT"
+  bin=$PREBUILT/dslide
+  ldd "$bin" | grep 'not found' && { echo "gpu-check: libraries missing"; exit 1; }
+else
+  stage build
+  bounded 240 200 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DDSLIDE_CUDA=ON \
+    -DCMAKE_CUDA_ARCHITECTURES="${ARCH:-90-real}" -DDSLIDE_NATIVE=ON -DDSLIDE_WERROR=OFF \
+    -DDSLIDE_BUILD_TESTS=ON -DDSLIDE_FUZZ=OFF >build-gpu.cfg.log 2>&1 ||
+    { tail -30 build-gpu.cfg.log; exit 1; }
+  bounded 240 200 cmake --build build-gpu -j "$(nproc)" --target dslide test_gpu test_mpi 2>&1 |
+    grep -E 'error|warning: |FAILED' | head -40
+  [[ -x build-gpu/dslide && -x build-gpu/tests/test_gpu ]] || { echo "gpu-check: build failed"; exit 1; }
+fi
+"$bin" --version | tail -1
+echo "ready at $((SECONDS - start)) s"
 
 stage device tests
-(cd build-gpu && bounded 150 150 ctest -R '^(gpu_backend|mpi_gpu_np2|mpi_gpu_np4)$' \
-  --output-on-failure 2>&1 | tail -60)
+if [[ -n ${PREBUILT:-} ]]; then
+  bounded 120 150 "$PREBUILT/test_gpu" 2>&1 | grep -E '^\[ +(OK|FAILED|PASSED) |Failure|Which is|no CUDA device' | head -60
+else
+  (cd build-gpu && bounded 150 150 ctest -R '^(gpu_backend|mpi_gpu_np2|mpi_gpu_np4)$' \
+    --output-on-failure 2>&1 | tail -60)
+fi
 
 for state in fp32 bf16; do
   stage "bench, 10^7 labels, state $state"
-  bounded 90 90 build-gpu/dslide bench --shape amazon-670k --labels 10000000 \
+  bounded 90 90 "$bin" bench --shape amazon-670k --labels 10000000 \
     --points "${WIDE_POINTS:-20000}" --device gpu --threads "$(nproc)" --state "$state" \
     --iterations "${WIDE_ITERS:-200}" --eval-every "$(( ${WIDE_ITERS:-200} / 4 ))" \
     --eval-points 500 2>&1 | tail -4
@@ -58,6 +73,13 @@ done
 
 stage "bench-gpu.sh ${SETS:-amazon delicious gcide8}"
 # shellcheck disable=SC2086
-OUT=/tmp/bench-gpu ITERS=${ITERS:-500} DSLIDE_BIN=build-gpu/dslide PYTHONUNBUFFERED=1 \
+OUT=/tmp/bench-gpu ITERS=${ITERS:-500} DSLIDE_BIN=$bin PYTHONUNBUFFERED=1 \
   bounded 600 5 launch/bench-gpu.sh ${SETS:-amazon delicious gcide8}
+if [[ -n ${LOGS:-} ]]; then
+  mkdir -p "$LOGS"
+  for f in /tmp/bench-gpu/*.txt; do
+    case $f in *.train.txt | *.test.txt) continue ;; esac
+    { echo "== $f"; cat "$f"; } >>"$LOGS/bench-gpu.log"
+  done
+fi
 echo "gpu-check: done at $((SECONDS - start)) s"
