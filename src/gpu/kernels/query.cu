@@ -46,8 +46,40 @@ __device__ int64_t BlockCompact(int64_t n, const Flag& flag, const Emit& emit) {
   return r;
 }
 
+/// SampleDown(v, n, k) by thread 0 with the block's stream, in shared memory (sm, sm_n
+/// entries) where v fits: the serial swaps then wait on shared, not global, memory.
+__device__ void BlockSampleDown(int32_t* v, int64_t n, int64_t k, Rng* rng, int32_t* sm,
+                                int64_t sm_n) {
+  if (n > sm_n) {
+    if (threadIdx.x == 0) SampleDown(v, n, k, rng);
+    __syncthreads();
+    return;
+  }
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) sm[j] = v[j];
+  __syncthreads();
+  if (threadIdx.x == 0) SampleDown(sm, n, k, rng);
+  __syncthreads();
+  for (int64_t j = threadIdx.x; j < k; j += blockDim.x) v[j] = sm[j];
+  __syncthreads();
+}
+
+/// Shuffle(v, n) likewise.
+__device__ void BlockShuffle(int32_t* v, int64_t n, Rng* rng, int32_t* sm, int64_t sm_n) {
+  if (n > sm_n) {
+    if (threadIdx.x == 0) Shuffle(v, n, rng);
+    __syncthreads();
+    return;
+  }
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) sm[j] = v[j];
+  __syncthreads();
+  if (threadIdx.x == 0) Shuffle(sm, n, rng);
+  __syncthreads();
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) v[j] = sm[j];
+  __syncthreads();
+}
+
 /// Sample i's parallel vanilla selection (RunVanillaOnHost's phases, between barriers).
-__device__ void SelectVanilla(const Select& k, int64_t i) {
+__device__ void SelectVanilla(const Select& k, int64_t i, int32_t* sm, int64_t sm_n) {
   constexpr int nt = Select::kThreads;
   const int tid = threadIdx.x;
   __shared__ Select::Plan pl;
@@ -60,8 +92,9 @@ __device__ void SelectVanilla(const Select& k, int64_t i) {
     const int64_t gathered = BlockCompact<nt>(
         pl.total, [&](int64_t p) { return k.FirstMet(i, static_cast<int32_t>(p)); },
         [&](int64_t p, int64_t r) { k.EmitVanilla(i, &pl, r, static_cast<int32_t>(p)); });
-    if (tid == 0) k.CutVanilla(i, gathered, &rng, &pl);
+    if (tid == 0) k.CountVanilla(i, gathered, &pl);
     __syncthreads();
+    if (pl.nc > pl.room) BlockSampleDown(k.Cands(i), pl.nc, pl.room, &rng, sm, sm_n);
     k.TakeVanilla(i, pl, tid, nt);
     __syncthreads();
     if (tid == 0) pl.k += pl.take;
@@ -90,7 +123,13 @@ __device__ void SelectVanilla(const Select& k, int64_t i) {
   __syncthreads();  // pl is the next sample's
 }
 
-__global__ void SelectKernel(const Select k) {
+/// Shared memory for a sample's candidates while thread 0 samples them down: the default
+/// limit of a block (no opt-in needed).
+constexpr int64_t kSelectSharedInts = 48 * 1024 / sizeof(int32_t);
+
+__global__ void SelectKernel(const Select k, int64_t sm_n) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  int32_t* sm = reinterpret_cast<int32_t*>(smem);
   using Scan = cub::BlockScan<int, Select::kThreads>;
   __shared__ typename Scan::TempStorage ts;
   __shared__ int carry;  // candidates gathered by the tiles before
@@ -99,7 +138,7 @@ __global__ void SelectKernel(const Select k) {
     k.Clear(i, tid, nt);
     __syncthreads();
     if (k.Parallel()) {
-      SelectVanilla(k, i);
+      SelectVanilla(k, i, sm, sm_n);
       continue;
     }
     if (tid == 0) k.Prepare(i);
@@ -128,7 +167,8 @@ __global__ void SelectKernel(const Select k) {
 }
 
 void LaunchSelect(StreamHandle s, const Select& k) {
-  SelectKernel<<<GridFor(k.B, 1), Select::kThreads, 0, s>>>(k);
+  const int64_t sm_n = k.Parallel() ? std::min<int64_t>(k.cand_cap, kSelectSharedInts) : 0;
+  SelectKernel<<<GridFor(k.B, 1), Select::kThreads, sm_n * sizeof(int32_t), s>>>(k, sm_n);
 }
 
 __device__ void BlockBitonic(const BatchFill& k) {
@@ -139,7 +179,14 @@ __device__ void BlockBitonic(const BatchFill& k) {
     }
 }
 
-__global__ void __launch_bounds__(BatchFill::kThreads) BatchFillKernel(const BatchFill k) {
+/// The batch fill's sort scratch and shuffles in shared memory where the power-of-two
+/// scratch fits (sm_n > 0: the launch gave pow2 ints of it), else in global memory.
+__global__ void __launch_bounds__(BatchFill::kThreads)
+    BatchFillKernel(const BatchFill k_in, int64_t sm_n) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  int32_t* sm = reinterpret_cast<int32_t*>(smem);
+  BatchFill k = k_in;
+  if (sm_n > 0) k.scratch = sm;
   constexpr int nt = BatchFill::kThreads;
   const int tid = threadIdx.x;
   if (!k.on) {
@@ -152,8 +199,7 @@ __global__ void __launch_bounds__(BatchFill::kThreads) BatchFillKernel(const Bat
   if (count > 0 && k.DenseDraw()) {
     k.Iota(tid, nt);
     __syncthreads();
-    if (tid == 0) SampleDown(k.fill, n, count, &rng);
-    __syncthreads();
+    BlockSampleDown(k.fill, n, count, &rng, sm, sm_n);
     got = count;
   } else if (count > 0) {
     while (got < count) {
@@ -167,8 +213,7 @@ __global__ void __launch_bounds__(BatchFill::kThreads) BatchFillKernel(const Bat
           count, [&](int64_t i) { return k.FirstOfRun(i); },
           [&](int64_t i, int64_t r) { k.fill[r] = k.scratch[i]; });
     }
-    if (tid == 0) Shuffle(k.fill, count, &rng);
-    __syncthreads();
+    BlockShuffle(k.fill, count, &rng, sm, sm_n);
   }
   if (k.li == nullptr) {
     for (int64_t i = tid; i < got; i += nt) k.shared[i] = k.fill[i];
@@ -186,8 +231,7 @@ __global__ void __launch_bounds__(BatchFill::kThreads) BatchFillKernel(const Bat
       [&](int64_t i, int64_t r) { k.own[r] = k.scratch[i]; });
   for (int64_t i = tid; i < m; i += nt) k.own[m + i] = k.own[i];
   __syncthreads();
-  if (tid == 0) Shuffle(k.own, m, &rng);
-  __syncthreads();
+  BlockShuffle(k.own, m, &rng, sm, sm_n);
   for (int64_t i = tid; i < m; i += nt) k.shared[i] = k.own[i];
   const int64_t o = BlockCompact<nt>(
       got, [&](int64_t i) { return k.NotALabel(i, m); },
@@ -196,7 +240,25 @@ __global__ void __launch_bounds__(BatchFill::kThreads) BatchFillKernel(const Bat
 }
 
 void LaunchBatchFill(StreamHandle s, const BatchFill& k) {
-  BatchFillKernel<<<1, BatchFill::kThreads, 0, s>>>(k);
+  // Shared memory beyond the default 48 KB needs the kernel's opt-in, up to the device's
+  // limit less the kernel's static shared memory (the block scans); asked once per process
+  // (one device per process).
+  static const int64_t most = [] {
+    int dev = 0, optin = 0;
+    DSLIDE_CUDA_CHECK(cudaGetDevice(&dev));
+    DSLIDE_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    cudaFuncAttributes attr{};
+    DSLIDE_CUDA_CHECK(cudaFuncGetAttributes(&attr, BatchFillKernel));
+    const int dynamic = optin - static_cast<int>(attr.sharedSizeBytes);
+    if (cudaFuncSetAttribute(BatchFillKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             dynamic) != cudaSuccess) {
+      cudaGetLastError();  // refused: the default limit, without the opt-in
+      return int64_t{48 * 1024} - static_cast<int64_t>(attr.sharedSizeBytes);
+    }
+    return int64_t{dynamic};
+  }();
+  const int64_t sm_n = k.pow2 * int64_t{sizeof(int32_t)} <= most ? k.pow2 : 0;
+  BatchFillKernel<<<1, BatchFill::kThreads, sm_n * sizeof(int32_t), s>>>(k, sm_n);
 }
 
 }  // namespace dslide::gpu

@@ -313,7 +313,7 @@ struct Select {
   }
   /// What thread 0 decides and the block reads, per sample.
   struct Plan {
-    int64_t k = 0, budget = 0, room = 0, take = 0;
+    int64_t k = 0, budget = 0, room = 0, nc = 0, take = 0;
     int32_t total = 0, p_room = -1;
     int done = 0;  // 1: the active set is complete at k
   };
@@ -414,9 +414,10 @@ struct Select {
     cand[i * cand_cap + r] = IdAtOrdered(i, p);
     if (r == pl->room - 1) pl->p_room = p;
   }
-  /// Thread 0: the walk's candidates (whole tables until the room is reached), sampled down
-  /// to the room with the sample's stream as SelectIds does.
-  DSLIDE_HD void CutVanilla(int64_t i, int64_t gathered, Rng* rng, Plan* pl) const {
+  /// Thread 0: how many candidates the walk gathers (whole tables until the room is
+  /// reached), and how many of them it keeps; above the room they are sampled down to it
+  /// (SampleDown with the sample's stream, as SelectIds does) before TakeVanilla.
+  DSLIDE_HD void CountVanilla(int64_t i, int64_t gathered, Plan* pl) const {
     int64_t nc = gathered;
     if (pl->p_room >= 0) {
       const int t = TableAt(i, pl->p_room);
@@ -424,9 +425,10 @@ struct Select {
       nc = pl->room;
       for (int32_t p = pl->p_room + 1; p < end; ++p) nc += FirstMet(i, p) ? 1 : 0;
     }
-    if (nc > pl->room) SampleDown(cand + i * cand_cap, nc, pl->room, rng);
+    pl->nc = nc;
     pl->take = nc < pl->room ? nc : pl->room;
   }
+  DSLIDE_HD int32_t* Cands(int64_t i) const { return cand + i * cand_cap; }
   /// All threads: the chosen candidates appended and stamped.
   DSLIDE_HD void TakeVanilla(int64_t i, const Plan& pl, int tid, int nt) const {
     DeviceMarks mk = Marks(i);
@@ -486,7 +488,8 @@ inline void RunVanillaOnHost(const Select& k, int64_t i, HostOrderSalt* salt) {
     const int64_t gathered = HostCompact(
         pl.total, [&](int64_t p) { return k.FirstMet(i, p); },
         [&](int64_t p, int64_t r) { k.EmitVanilla(i, &pl, r, p); });
-    k.CutVanilla(i, gathered, &rng, &pl);
+    k.CountVanilla(i, gathered, &pl);
+    if (pl.nc > pl.room) SampleDown(k.Cands(i), pl.nc, pl.room, &rng);
     all([&](int t) { k.TakeVanilla(i, pl, t, nt); });
     pl.k += pl.take;
     if (k.SharedFill(pl)) {
