@@ -140,6 +140,13 @@ void GpuBackendT<X>::Select(int layer, bool with_labels, int64_t iter) {
   k.shared_n = shared_n_.data();
   k.out = out.ids.data();
   k.out_n = out.n.data();
+  // The counting strategies' per-sample sort (top-k) and compaction (threshold) scratch.
+  int64_t sort_cap = 1;
+  while (sort_cap < cand_cap) sort_cap *= 2;
+  const bool counting = opt_.lsh.query != QueryStrategy::kVanilla;
+  sort_keys_.Resize(counting ? B * sort_cap : 1);
+  k.sort_keys = sort_keys_.data();
+  k.sort_cap = sort_cap;
   x_.Launch(k);
 }
 

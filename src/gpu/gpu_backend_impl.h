@@ -383,6 +383,7 @@ class GpuBackendT : public LayerBackend {
   Buf<uint32_t> bkt_, run_start_, run_end_, sizes_, gpos_;
   Buf<int64_t> topk_lsample_, shared_n_, n_forced_, pre_n_;
   Buf<double> norm2_;
+  Buf<uint64_t> sort_keys_;
 };
 
 }  // namespace dslide::gpu

@@ -78,24 +78,13 @@ __device__ void BlockShuffle(int32_t* v, int64_t n, Rng* rng, int32_t* sm, int64
   __syncthreads();
 }
 
-/// Sample i's parallel vanilla selection (RunVanillaOnHost's phases, between barriers).
-__device__ void SelectVanilla(const Select& k, int64_t i, int32_t* sm, int64_t sm_n) {
+/// The parallel selection's last phases (RunTailOnHost's): the chosen candidates appended,
+/// the batch's shared fill, the rest of the fill, the row finished.
+__device__ void SelectTail(const Select& k, int64_t i, Select::Plan& pl, Rng& rng) {
   constexpr int nt = Select::kThreads;
   const int tid = threadIdx.x;
-  __shared__ Select::Plan pl;
-  Rng rng = k.SampleRng(i);  // thread 0's stream; the others never draw
-  if (tid == 0) k.PlanVanilla(i, &rng, &pl);
-  __syncthreads();
   if (!pl.done) {
-    k.GatherVanilla(i, pl, tid, nt);
-    __syncthreads();
-    const int64_t gathered = BlockCompact<nt>(
-        pl.total, [&](int64_t p) { return k.FirstMet(i, static_cast<int32_t>(p)); },
-        [&](int64_t p, int64_t r) { k.EmitVanilla(i, &pl, r, static_cast<int32_t>(p)); });
-    if (tid == 0) k.CountVanilla(i, gathered, &pl);
-    __syncthreads();
-    if (pl.nc > pl.room) BlockSampleDown(k.Cands(i), pl.nc, pl.room, &rng, sm, sm_n);
-    k.TakeVanilla(i, pl, tid, nt);
+    k.TakeChosen(i, pl, tid, nt);
     __syncthreads();
     if (tid == 0) pl.k += pl.take;
     __syncthreads();
@@ -123,6 +112,68 @@ __device__ void SelectVanilla(const Select& k, int64_t i, int32_t* sm, int64_t s
   __syncthreads();  // pl is the next sample's
 }
 
+/// Sample i's parallel vanilla selection (RunVanillaOnHost's phases, between barriers).
+__device__ void SelectVanilla(const Select& k, int64_t i, Select::Plan& pl, int32_t* sm,
+                              int64_t sm_n) {
+  constexpr int nt = Select::kThreads;
+  const int tid = threadIdx.x;
+  Rng rng = k.SampleRng(i);  // thread 0's stream; the others never draw
+  if (tid == 0) k.PlanVanilla(i, &rng, &pl);
+  __syncthreads();
+  if (!pl.done) {
+    k.GatherVanilla(i, pl, tid, nt);
+    __syncthreads();
+    const int64_t gathered = BlockCompact<nt>(
+        pl.total, [&](int64_t p) { return k.FirstMet(i, static_cast<int32_t>(p)); },
+        [&](int64_t p, int64_t r) { k.EmitVanilla(i, &pl, r, static_cast<int32_t>(p)); });
+    if (tid == 0) k.CountVanilla(i, gathered, &pl);
+    __syncthreads();
+    if (pl.nc > pl.room) BlockSampleDown(k.Cands(i), pl.nc, pl.room, &rng, sm, sm_n);
+  }
+  SelectTail(k, i, pl, rng);
+}
+
+/// Sample i's counting selection after the gather (RunCountingOnHost's phases).
+__device__ void SelectCounting(const Select& k, int64_t i, Select::Plan& pl, int32_t* sm,
+                               int64_t sm_n) {
+  constexpr int nt = Select::kThreads;
+  const int tid = threadIdx.x;
+  Rng rng = k.SampleRng(i);  // thread 0's stream; the others never draw
+  if (tid == 0) k.PlanCounting(i, &pl);
+  __syncthreads();
+  if (!pl.done) {
+    if (k.policy.query == QueryStrategy::kThreshold) {
+      int32_t* spare = k.Spare(i);
+      int32_t* c = k.Cands(i);
+      const int64_t kept = BlockCompact<nt>(
+          pl.nc, [&](int64_t j) { return k.OverThreshold(i, j); },
+          [&](int64_t j, int64_t r) { spare[r] = c[j]; });
+      for (int64_t j = tid; j < kept; j += nt) c[j] = spare[j];
+      __syncthreads();
+      if (tid == 0) pl.nc = kept;
+      __syncthreads();
+      if (pl.nc > pl.room) BlockSampleDown(c, pl.nc, pl.room, &rng, sm, sm_n);
+    } else if (pl.nc > pl.room) {
+      k.TopKKeys(i, pl.nc, tid, nt);
+      __syncthreads();
+      uint64_t* key = k.Keys(i);
+      for (int64_t size = 2; size <= k.sort_cap; size *= 2)
+        for (int64_t stride = size / 2; stride > 0; stride /= 2) {
+          BitonicPassOn(key, k.sort_cap, size, stride, tid, nt);
+          __syncthreads();
+        }
+      k.TopKIds(i, pl.nc, tid, nt);
+      __syncthreads();
+      if (tid == 0) k.TopKCut(i, &pl);
+      __syncthreads();
+      BlockSampleDown(k.Cands(i) + pl.lo, pl.hi - pl.lo, pl.room - pl.lo, &rng, sm, sm_n);
+    }
+    if (tid == 0) pl.take = pl.nc < pl.room ? pl.nc : pl.room;
+    __syncthreads();
+  }
+  SelectTail(k, i, pl, rng);
+}
+
 /// Shared memory for a sample's candidates while thread 0 samples them down: the default
 /// limit of a block (no opt-in needed).
 constexpr int64_t kSelectSharedInts = 48 * 1024 / sizeof(int32_t);
@@ -133,12 +184,13 @@ __global__ void SelectKernel(const Select k, int64_t sm_n) {
   using Scan = cub::BlockScan<int, Select::kThreads>;
   __shared__ typename Scan::TempStorage ts;
   __shared__ int carry;  // candidates gathered by the tiles before
+  __shared__ Select::Plan pl;
   const int tid = threadIdx.x, nt = blockDim.x;
   for (int64_t i = blockIdx.x; i < k.B; i += gridDim.x) {
     k.Clear(i, tid, nt);
     __syncthreads();
-    if (k.Parallel()) {
-      SelectVanilla(k, i, sm, sm_n);
+    if (k.Parallel() && !k.Counting()) {
+      SelectVanilla(k, i, pl, sm, sm_n);
       continue;
     }
     if (tid == 0) k.Prepare(i);
@@ -160,6 +212,8 @@ __global__ void SelectKernel(const Select k, int64_t sm_n) {
       }
       if (tid == 0) k.SetGathered(i, carry);
       __syncthreads();
+      SelectCounting(k, i, pl, sm, sm_n);
+      continue;
     }
     if (tid == 0) k.Run(i);
     __syncthreads();  // the next sample's set reuses nothing, but its Clear follows Run

@@ -141,6 +141,20 @@ int64_t HostCompact(int64_t n, const Flag& flag, const Emit& emit) {
   return r;
 }
 
+/// One compare-exchange pass (size, stride) of a block's ascending bitonic sort of v[0, pow2).
+template <class T>
+DSLIDE_HD void BitonicPassOn(T* v, int64_t pow2, int64_t size, int64_t stride, int tid, int nt) {
+  for (int64_t i = tid; i < pow2; i += nt) {
+    const int64_t l = i ^ stride;
+    if (l <= i) continue;
+    const T a = v[i], b = v[l];
+    if (((i & size) == 0) == (a > b)) {
+      v[i] = b;
+      v[l] = a;
+    }
+  }
+}
+
 /// A block per sample hashes its query row [x, 1] into the bucket of every table: threads
 /// take the hash functions of a dense row in turn (each reads the few coordinates its
 /// function samples), DWTA's densification follows on one thread, then threads take the
@@ -225,6 +239,8 @@ struct Select {
   const int64_t* shared_n = nullptr;
   int32_t* out = nullptr;
   int64_t* out_n = nullptr;
+  uint64_t* sort_keys = nullptr;  // B x sort_cap: the top-k sort, the threshold's compaction
+  int64_t sort_cap = 1;           // a power of two >= cand_cap
 
   bool Empty() const { return B <= 0; }
   DSLIDE_HD bool Counting() const {
@@ -306,14 +322,12 @@ struct Select {
   // 0 keeps the random stream and draws in SelectIds' order (the tables' order, the sample
   // down to the LSH share, the rest of the fill). ----
 
-  /// Whether this launch takes the parallel path (vanilla queries; the counting strategies
-  /// run SelectIds on thread 0 over the block's gathered candidates).
-  DSLIDE_HD bool Parallel() const {
-    return policy.query == QueryStrategy::kVanilla && tables.L > 0;
-  }
+  /// Whether this launch takes the parallel path (every strategy where the layer has
+  /// tables; without tables thread 0 runs SelectIds).
+  DSLIDE_HD bool Parallel() const { return tables.L > 0; }
   /// What thread 0 decides and the block reads, per sample.
   struct Plan {
-    int64_t k = 0, budget = 0, room = 0, nc = 0, take = 0;
+    int64_t k = 0, budget = 0, room = 0, nc = 0, take = 0, lo = 0, hi = 0;
     int32_t total = 0, p_room = -1;
     int done = 0;  // 1: the active set is complete at k
   };
@@ -321,16 +335,11 @@ struct Select {
     return Rng(StreamSeed(draw.seed, streams::kSample, draw.iter, i, draw.lane));
   }
   DSLIDE_HD int32_t* Out(int64_t i) const { return out + i * draw.cap; }
-  /// Thread 0: the forced ids, the budget and the LSH room as SelectIds sets them, the
-  /// tables' random order and where each table's bucket starts in that order.
-  DSLIDE_HD void PlanVanilla(int64_t i, Rng* rng, Plan* pl) const {
-    int32_t* forced = Forced(i);
-    int64_t nf = 0;
-    if (lo != nullptr)
-      for (int64_t j = lo[i]; j < lo[i + 1]; ++j)
-        if (li[j] >= draw.begin && li[j] < draw.end)
-          forced[nf++] = static_cast<int32_t>(li[j] - draw.begin);
-    n_forced[i] = nf;
+  /// Thread 0: SelectIds' front over the forced ids listed in Forced(i): each appended and
+  /// stamped once, the budget and the LSH room; pl->done where the active set is complete.
+  DSLIDE_HD void PlanFront(int64_t i, Plan* pl) const {
+    const int32_t* forced = Forced(i);
+    const int64_t nf = n_forced[i];
     DeviceMarks mk = Marks(i);
     int32_t* o = Out(i);
     int64_t k = 0;
@@ -357,6 +366,21 @@ struct Select {
       const int64_t c = static_cast<int64_t>(ceilf(policy.lsh_share * static_cast<float>(room)));
       room = c < 1 ? 1 : c;
     }
+    pl->room = room;
+    pl->done = 0;
+  }
+  /// Thread 0, vanilla: the forced ids listed, the front, the tables' random order and where
+  /// each table's bucket starts in that order.
+  DSLIDE_HD void PlanVanilla(int64_t i, Rng* rng, Plan* pl) const {
+    int32_t* forced = Forced(i);
+    int64_t nf = 0;
+    if (lo != nullptr)
+      for (int64_t j = lo[i]; j < lo[i + 1]; ++j)
+        if (li[j] >= draw.begin && li[j] < draw.end)
+          forced[nf++] = static_cast<int32_t>(li[j] - draw.begin);
+    n_forced[i] = nf;
+    PlanFront(i, pl);
+    if (pl->done) return;
     int32_t* ord = order + i * L;
     for (int t = 0; t < L; ++t) ord[t] = t;
     for (int t = L - 1; t > 0; --t) {
@@ -368,10 +392,53 @@ struct Select {
     int32_t* bo = boff + i * (L + 1);
     bo[0] = 0;
     for (int t = 0; t < L; ++t) bo[t + 1] = bo[t] + tables.Get(ord[t], bkt[i * L + ord[t]]).size;
-    pl->room = room;
     pl->total = bo[L];
     pl->p_room = -1;
-    pl->done = 0;
+  }
+  /// Thread 0, counting strategies (after Prepare, Count and the gather): the front, and
+  /// the gathered candidates' number.
+  DSLIDE_HD void PlanCounting(int64_t i, Plan* pl) const {
+    PlanFront(i, pl);
+    pl->nc = pre_n[i];
+  }
+  /// Threshold: whether gathered candidate j has at least the threshold's collisions.
+  DSLIDE_HD bool OverThreshold(int64_t i, int64_t j) const {
+    return Marks(i).Count(cand[i * cand_cap + j]) >= policy.threshold;
+  }
+  /// A sample's spare row of sort_cap 64-bit (or 2 sort_cap 32-bit) entries.
+  DSLIDE_HD uint64_t* Keys(int64_t i) const { return sort_keys + i * sort_cap; }
+  DSLIDE_HD int32_t* Spare(int64_t i) const { return reinterpret_cast<int32_t*>(Keys(i)); }
+  /// Top-k, all threads: the sort keys of the nc candidates, count descending then id
+  /// ascending (SortByCount's order), padded to sort_cap with the largest key.
+  DSLIDE_HD void TopKKeys(int64_t i, int64_t nc, int tid, int nt) const {
+    DeviceMarks mk = Marks(i);
+    uint64_t* key = Keys(i);
+    for (int64_t j = tid; j < sort_cap; j += nt) {
+      if (j >= nc) {
+        key[j] = ~uint64_t{0};
+        continue;
+      }
+      const int32_t id = cand[i * cand_cap + j];
+      key[j] = (uint64_t(0x7fffffffu - static_cast<uint32_t>(mk.Count(id))) << 32) |
+               static_cast<uint32_t>(id);
+    }
+  }
+  DSLIDE_HD void TopKIds(int64_t i, int64_t nc, int tid, int nt) const {
+    const uint64_t* key = Keys(i);
+    for (int64_t j = tid; j < nc; j += nt)
+      cand[i * cand_cap + j] = static_cast<int32_t>(key[j] & 0xffffffffu);
+  }
+  /// Thread 0, top-k after the sort: the group tied at the cut, [pl->lo, pl->hi), of which
+  /// room - lo are sampled (SelectIds' tie rule).
+  DSLIDE_HD void TopKCut(int64_t i, Plan* pl) const {
+    DeviceMarks mk = Marks(i);
+    const int32_t* c = Cands(i);
+    const int cut = mk.Count(c[pl->room - 1]);
+    int64_t l = pl->room - 1, h = pl->room;
+    while (l > 0 && mk.Count(c[l - 1]) == cut) --l;
+    while (h < pl->nc && mk.Count(c[h]) == cut) ++h;
+    pl->lo = l;
+    pl->hi = h;
   }
   /// The table (in the random order) whose bucket holds position p.
   DSLIDE_HD int TableAt(int64_t i, int32_t p) const {
@@ -416,7 +483,7 @@ struct Select {
   }
   /// Thread 0: how many candidates the walk gathers (whole tables until the room is
   /// reached), and how many of them it keeps; above the room they are sampled down to it
-  /// (SampleDown with the sample's stream, as SelectIds does) before TakeVanilla.
+  /// (SampleDown with the sample's stream, as SelectIds does) before TakeChosen.
   DSLIDE_HD void CountVanilla(int64_t i, int64_t gathered, Plan* pl) const {
     int64_t nc = gathered;
     if (pl->p_room >= 0) {
@@ -429,8 +496,9 @@ struct Select {
     pl->take = nc < pl->room ? nc : pl->room;
   }
   DSLIDE_HD int32_t* Cands(int64_t i) const { return cand + i * cand_cap; }
-  /// All threads: the chosen candidates appended and stamped.
-  DSLIDE_HD void TakeVanilla(int64_t i, const Plan& pl, int tid, int nt) const {
+  /// All threads: the chosen candidates (the first pl.take of Cands(i)) appended and
+  /// stamped.
+  DSLIDE_HD void TakeChosen(int64_t i, const Plan& pl, int tid, int nt) const {
     DeviceMarks mk = Marks(i);
     int32_t* o = Out(i);
     for (int64_t j = tid; j < pl.take; j += nt) {
@@ -474,23 +542,16 @@ struct Select {
 void LaunchSelect(StreamHandle s, const Select& k);
 inline void LaunchKernel(StreamHandle s, const Select& k) { LaunchSelect(s, k); }
 
-/// The parallel vanilla selection of sample i on the host (the kernel's phases in order).
-inline void RunVanillaOnHost(const Select& k, int64_t i, HostOrderSalt* salt) {
+/// The parallel selection's last phases on the host: the chosen candidates appended, the
+/// batch's shared fill, the rest of the fill, the row finished.
+inline void RunTailOnHost(const Select& k, int64_t i, Select::Plan& pl, Rng& rng,
+                          HostOrderSalt* salt) {
   constexpr int nt = Select::kThreads;
   const auto all = [&](auto f) {
     HostShuffled(nt, salt, [&](int64_t t) { f(static_cast<int>(t)); });
   };
-  Rng rng = k.SampleRng(i);
-  Select::Plan pl;
-  k.PlanVanilla(i, &rng, &pl);
   if (!pl.done) {
-    all([&](int t) { k.GatherVanilla(i, pl, t, nt); });
-    const int64_t gathered = HostCompact(
-        pl.total, [&](int64_t p) { return k.FirstMet(i, p); },
-        [&](int64_t p, int64_t r) { k.EmitVanilla(i, &pl, r, p); });
-    k.CountVanilla(i, gathered, &pl);
-    if (pl.nc > pl.room) SampleDown(k.Cands(i), pl.nc, pl.room, &rng);
-    all([&](int t) { k.TakeVanilla(i, pl, t, nt); });
+    all([&](int t) { k.TakeChosen(i, pl, t, nt); });
     pl.k += pl.take;
     if (k.SharedFill(pl)) {
       const int64_t need = pl.budget - pl.k;
@@ -510,11 +571,67 @@ inline void RunVanillaOnHost(const Select& k, int64_t i, HostOrderSalt* salt) {
   all([&](int t) { k.Finish(i, pl.k, t, nt); });
 }
 
+/// The parallel vanilla selection of sample i on the host (the kernel's phases in order).
+inline void RunVanillaOnHost(const Select& k, int64_t i, HostOrderSalt* salt) {
+  constexpr int nt = Select::kThreads;
+  const auto all = [&](auto f) {
+    HostShuffled(nt, salt, [&](int64_t t) { f(static_cast<int>(t)); });
+  };
+  Rng rng = k.SampleRng(i);
+  Select::Plan pl;
+  k.PlanVanilla(i, &rng, &pl);
+  if (!pl.done) {
+    all([&](int t) { k.GatherVanilla(i, pl, t, nt); });
+    const int64_t gathered = HostCompact(
+        pl.total, [&](int64_t p) { return k.FirstMet(i, p); },
+        [&](int64_t p, int64_t r) { k.EmitVanilla(i, &pl, r, p); });
+    k.CountVanilla(i, gathered, &pl);
+    if (pl.nc > pl.room) SampleDown(k.Cands(i), pl.nc, pl.room, &rng);
+  }
+  RunTailOnHost(k, i, pl, rng, salt);
+}
+
+/// The counting strategies' selection of sample i on the host, after the gather: top-k
+/// sorts by count (a bitonic sort) and samples the group tied at the cut; threshold keeps
+/// the candidates at or over it (a compaction) and samples them down to the room.
+inline void RunCountingOnHost(const Select& k, int64_t i, HostOrderSalt* salt) {
+  constexpr int nt = Select::kThreads;
+  const auto all = [&](auto f) {
+    HostShuffled(nt, salt, [&](int64_t t) { f(static_cast<int>(t)); });
+  };
+  Rng rng = k.SampleRng(i);
+  Select::Plan pl;
+  k.PlanCounting(i, &pl);
+  if (!pl.done) {
+    if (k.policy.query == QueryStrategy::kThreshold) {
+      int32_t* spare = k.Spare(i);
+      const int64_t kept = HostCompact(
+          pl.nc, [&](int64_t j) { return k.OverThreshold(i, j); },
+          [&](int64_t j, int64_t r) { spare[r] = k.Cands(i)[j]; });
+      all([&](int t) {
+        for (int64_t j = t; j < kept; j += nt) k.Cands(i)[j] = spare[j];
+      });
+      pl.nc = kept;
+      if (pl.nc > pl.room) SampleDown(k.Cands(i), pl.nc, pl.room, &rng);
+    } else if (pl.nc > pl.room) {
+      all([&](int t) { k.TopKKeys(i, pl.nc, t, nt); });
+      for (int64_t size = 2; size <= k.sort_cap; size *= 2)
+        for (int64_t stride = size / 2; stride > 0; stride /= 2)
+          all([&](int t) { BitonicPassOn(k.Keys(i), k.sort_cap, size, stride, t, nt); });
+      all([&](int t) { k.TopKIds(i, pl.nc, t, nt); });
+      k.TopKCut(i, &pl);
+      SampleDown(k.Cands(i) + pl.lo, pl.hi - pl.lo, pl.room - pl.lo, &rng);
+    }
+    pl.take = pl.nc < pl.room ? pl.nc : pl.room;
+  }
+  RunTailOnHost(k, i, pl, rng, salt);
+}
+
 inline void RunOnHost(const Select& k, HostOrderSalt* salt) {
   constexpr int nt = Select::kThreads;
   HostShuffled(k.B, salt, [&](int64_t i) {
     HostShuffled(nt, salt, [&](int64_t t) { k.Clear(i, static_cast<int>(t), nt); });
-    if (k.Parallel()) {
+    if (k.Parallel() && !k.Counting()) {
       RunVanillaOnHost(k, i, salt);
       return;
     }
@@ -526,6 +643,8 @@ inline void RunOnHost(const Select& k, HostOrderSalt* salt) {
       for (int32_t p = 0; p < k.Total(i); ++p)
         if (k.FirstAt(i, p)) k.Emit(i, rank++, p);
       k.SetGathered(i, rank);
+      RunCountingOnHost(k, i, salt);
+      return;
     }
     k.Run(i);
   });
@@ -566,15 +685,7 @@ struct BatchFill {
   }
   /// One compare-exchange pass (size, stride) of the bitonic sort of scratch.
   DSLIDE_HD void BitonicPass(int64_t size, int64_t stride, int tid, int nt) const {
-    for (int64_t i = tid; i < pow2; i += nt) {
-      const int64_t l = i ^ stride;
-      if (l <= i) continue;
-      const int32_t a = scratch[i], b = scratch[l];
-      if (((i & size) == 0) == (a > b)) {
-        scratch[i] = b;
-        scratch[l] = a;
-      }
-    }
+    BitonicPassOn(scratch, pow2, size, stride, tid, nt);
   }
   /// Whether scratch[i] is the first of its run (the sorted values' std::unique).
   DSLIDE_HD bool FirstOfRun(int64_t i) const { return i == 0 || scratch[i] != scratch[i - 1]; }
