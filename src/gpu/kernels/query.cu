@@ -174,10 +174,6 @@ __device__ void SelectCounting(const Select& k, int64_t i, Select::Plan& pl, int
   SelectTail(k, i, pl, rng);
 }
 
-/// Shared memory for a sample's candidates while thread 0 samples them down: the default
-/// limit of a block (no opt-in needed).
-constexpr int64_t kSelectSharedInts = 48 * 1024 / sizeof(int32_t);
-
 __global__ void SelectKernel(const Select k, int64_t sm_n) {
   extern __shared__ __align__(16) unsigned char smem[];
   int32_t* sm = reinterpret_cast<int32_t*>(smem);
@@ -221,7 +217,15 @@ __global__ void SelectKernel(const Select k, int64_t sm_n) {
 }
 
 void LaunchSelect(StreamHandle s, const Select& k) {
-  const int64_t sm_n = k.Parallel() ? std::min<int64_t>(k.cand_cap, kSelectSharedInts) : 0;
+  // Shared memory for a sample's candidates while thread 0 samples them down: what the
+  // default 48 KB of a block leaves beside the kernel's static shared memory (no opt-in).
+  static const int64_t room = [] {
+    cudaFuncAttributes attr{};
+    DSLIDE_CUDA_CHECK(cudaFuncGetAttributes(&attr, SelectKernel));
+    return (int64_t{48 * 1024} - static_cast<int64_t>(attr.sharedSizeBytes)) /
+           int64_t{sizeof(int32_t)};
+  }();
+  const int64_t sm_n = k.Parallel() ? std::min<int64_t>(k.cand_cap, room) : 0;
   SelectKernel<<<GridFor(k.B, 1), Select::kThreads, sm_n * sizeof(int32_t), s>>>(k, sm_n);
 }
 
