@@ -212,13 +212,16 @@ struct ShardDraw {
   uint64_t seed = 0, lane = 0;
 };
 
-/// A block per sample. Thread 0 lists the sample's labels on this shard as its forced ids
-/// and enters them in the sample's hash set (DeviceMarks, in place of the CPU's stamp
-/// arrays); for the counting strategies (top-k, threshold) the block's threads then count
-/// every bucket entry's collisions into the set at once and gather the candidates in the
-/// order in which the tables list them (a block scan over bucket positions); thread 0 runs
-/// SelectIds on them (the CPU's code: vanilla queries read the tables there) and writes the
-/// active ids (global) into out, their number into out_n.
+/// A block per sample: SelectIds' result (the CPU's code), with the sample's hash set
+/// (DeviceMarks) in place of the CPU's stamp arrays. Thread 0 lists the sample's labels on
+/// this shard as its forced ids. Vanilla: the threads gather every bucket entry in the
+/// tables' random order (PlanVanilla ... CountVanilla). Top-k and threshold: the threads
+/// count every bucket entry's collisions into the set and gather the candidates in the
+/// order the tables list them (a block scan over bucket positions), then sort (top-k) or
+/// filter (threshold) them. Both end alike (TakeChosen, the shared fill's walk,
+/// SelectFillRest, Finish): the active ids (global) in out, their number in out_n. Thread 0
+/// keeps the sample's random stream and draws in SelectIds' order. Without tables thread 0
+/// runs SelectIds itself (Run).
 struct Select {
   static constexpr int kThreads = 128;
   SelectPolicy policy;
@@ -317,10 +320,10 @@ struct Select {
     cand[i * cand_cap + rank] = IdAt(i, p);
   }
   DSLIDE_HD void SetGathered(int64_t i, int64_t count) const { pre_n[i] = count; }
-  // ---- The vanilla query in parallel: SelectIds' result, its serial loops over
-  // candidates and the shared fill done by the block (phases between block barriers); thread
-  // 0 keeps the random stream and draws in SelectIds' order (the tables' order, the sample
-  // down to the LSH share, the rest of the fill). ----
+  // ---- The parallel selection: SelectIds' result, its loops over candidates and the
+  // shared fill done by the block (phases between block barriers); thread 0 keeps the
+  // random stream and draws in SelectIds' order (the tables' order, the sample down to the
+  // LSH share or top-k's tie at the cut, the rest of the fill). ----
 
   /// Whether this launch takes the parallel path (every strategy where the layer has
   /// tables; without tables thread 0 runs SelectIds).
