@@ -2,9 +2,21 @@
 // the counters a device-resident step is judged by (bench prints them per iteration).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace dslide {
+
+/// The capacity a device buffer of `cap` elements of `elem` bytes grows to for n > cap: n
+/// at first (cap 0); after that at least half as much more, at most 64 MiB more, so that
+/// per-step scratch, whose size follows each batch, stops growing after a few steps. Each
+/// growth of a buffer that holds memory waits for the device (its cudaFree).
+inline size_t GrownCapacity(size_t cap, size_t n, size_t elem) {
+  constexpr size_t kHeadroom = size_t{64} << 20;
+  if (cap == 0) return n;
+  const size_t more = cap / 2 < kHeadroom / elem ? cap / 2 : kHeadroom / elem;
+  return n > cap + more ? n : cap + more;
+}
 
 struct DeviceTraffic {
   int64_t h2d_bytes = 0;  ///< bytes copied host -> device

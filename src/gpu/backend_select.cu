@@ -98,7 +98,6 @@ void GpuBackendT<X>::Select(int layer, bool with_labels, int64_t iter) {
   set_stamps_.Resize(B * set);
   set_first_.Resize(B * set);
   n_forced_.Resize(std::max<int64_t>(B, 1));
-  pre_n_.Resize(std::max<int64_t>(B, 1));
   boff_.Resize(B * (L_ + 1));
   cand_.Resize(B * cand_cap);
   order_.Resize(B * L_);
@@ -128,7 +127,6 @@ void GpuBackendT<X>::Select(int layer, bool with_labels, int64_t iter) {
   k.li = li;
   k.forced_ids = forced_ids_.data();
   k.n_forced = n_forced_.data();
-  k.pre_n = pre_n_.data();
   k.boff = boff_.data();
   k.keys = set_keys_.data();
   k.counts = set_counts_.data();

@@ -106,13 +106,12 @@ class DeviceBuffer {
   }
   /// Growing frees the old memory, which waits for all the device's work (cudaFree does):
   /// queued kernels and copies that still use it finish first. Counted (GrowthWaits). A
-  /// buffer that grows again takes half as much more room (at most kHeadroom bytes more),
+  /// buffer that grows again takes half as much more room (GrownCapacity),
   /// so that per-step scratch, whose size follows each batch, stops growing after a few
   /// steps without holding memory that a later allocation may need.
   void Resize(size_t n) {
     if (n > cap_) {
-      constexpr size_t kHeadroom = size_t{64} << 20;
-      const size_t want = p_ ? std::max(n, cap_ + std::min(cap_ / 2, kHeadroom / sizeof(T))) : n;
+      const size_t want = GrownCapacity(p_ ? cap_ : 0, n, sizeof(T));
       if (p_) {
         cudaFree(p_);
         DeviceMemory().Add(-static_cast<int64_t>(bytes()));

@@ -381,7 +381,7 @@ class GpuBackendT : public LayerBackend {
       shared_, fill_, fill_own_, fill_sort_, topk_ids_, topk_lrow_;
   Buf<uint8_t> set_stamps_;
   Buf<uint32_t> bkt_, run_start_, run_end_, sizes_, gpos_;
-  Buf<int64_t> topk_lsample_, shared_n_, n_forced_, pre_n_;
+  Buf<int64_t> topk_lsample_, shared_n_, n_forced_;
   Buf<double> norm2_;
   Buf<uint64_t> sort_keys_;
 };

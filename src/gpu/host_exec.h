@@ -51,10 +51,8 @@ class HostExec {
    public:
     void Resize(size_t n) {
       if (n > v_.size()) {
-        constexpr size_t kHeadroom = size_t{64} << 20;
         const size_t cap = v_.size();
-        const size_t want =
-            cap > 0 ? std::max(n, cap + std::min(cap / 2, kHeadroom / sizeof(T))) : n;
+        const size_t want = GrownCapacity(cap, n, sizeof(T));
         if (cap > 0) ++GrowthWaits();
         v_.assign(want, T{});
         std::memset(static_cast<void*>(v_.data()), 0xA5, want * sizeof(T));

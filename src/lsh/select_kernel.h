@@ -180,13 +180,6 @@ DSLIDE_HD inline void FillBucket(const int32_t* items, int64_t count, int capaci
 /// Count/SetCount/AddCount(id), SortByCount(v, n) (count descending, then id ascending),
 /// and arrays Cand() (room for every candidate, and for n ids when 2 * budget > n),
 /// Order() (num_tables()).
-/// Counting strategies: Marks whose candidates were gathered beforehand (in first-seen order
-/// over tables 0..L-1, in Cand(), their collision counts set, nothing stamped but the
-/// forced ids) say so here with their number; others gather them in SelectIds.
-template <class Marks>
-DSLIDE_HD bool TakePrecounted(const Marks&, int64_t*) {
-  return false;
-}
 
 /// How a sample's active set is chosen (DESIGN.md section 2): the query strategy (and its
 /// threshold), the fill, and the share of the slots beyond the forced ids that LSH
@@ -231,39 +224,62 @@ DSLIDE_HD int64_t SelectFillRest(FillPolicy fill, int64_t budget, int64_t k, Rng
   return k;
 }
 
+/// The start of SelectIds: the forced ids, each stamped and written to out once (their
+/// number to *k), the budget (raised to *k + min_negatives, at most the shard; *budget)
+/// and the slots LSH candidates may take (*room). Returns whether the set still wants ids
+/// beyond these: not when the forced ids fill the budget, nor when the budget is the whole
+/// shard (then every unstamped id follows, in order).
+template <class Marks>
+DSLIDE_HD bool SelectFront(const SelectPolicy& policy, const int32_t* forced, int64_t n_forced,
+                           int64_t min_negatives, Marks& s, int32_t* out, int64_t* k,
+                           int64_t* budget, int64_t* room) {
+  const int64_t n = s.size();
+  s.BeginCall();
+  int64_t got = 0;
+  for (int64_t i = 0; i < n_forced; ++i) {
+    if (!s.Stamped(forced[i])) {
+      s.Stamp(forced[i]);
+      out[got++] = forced[i];
+    }
+  }
+  int64_t b = *budget;
+  if (b < got + min_negatives) b = got + min_negatives;
+  if (b > n) b = n;
+  *k = got;
+  *budget = b;
+  if (got >= b) return false;
+  // Every neuron is wanted: no need to look at tables.
+  if (b == n) {
+    for (int32_t i = 0; i < n; ++i)
+      if (!s.Stamped(i)) out[got++] = i;
+    *k = got;
+    return false;
+  }
+  int64_t r = b - got;
+  if (policy.lsh_share < 1.0f) {
+    const int64_t cap = static_cast<int64_t>(ceilf(policy.lsh_share * static_cast<float>(r)));
+    r = cap < 1 ? 1 : cap;
+  }
+  *room = r;
+  return true;
+}
+
+/// The tables' random order of a vanilla query: 0..L-1 shuffled.
+DSLIDE_HD inline void TableOrder(int32_t* order, int L, Rng* rng) {
+  for (int i = 0; i < L; ++i) order[i] = i;
+  Shuffle(order, L, rng);
+}
+
 template <class Tables, class Marks>
 DSLIDE_HD int64_t SelectIds(const SelectPolicy& policy, const Tables* tables,
                             const uint32_t* buckets, const int32_t* forced, int64_t n_forced,
                             int64_t budget, int64_t min_negatives, Rng* rng, Marks& s, int32_t* out,
                             const int32_t* shared, int64_t n_shared) {
-  const int64_t n = s.size();
-  s.BeginCall();
-  int64_t k = 0;
-  for (int64_t i = 0; i < n_forced; ++i) {
-    if (!s.Stamped(forced[i])) {
-      s.Stamp(forced[i]);
-      out[k++] = forced[i];
-    }
-  }
-  if (budget < k + min_negatives) budget = k + min_negatives;
-  if (budget > n) budget = n;
-  if (k >= budget) return k;
+  int64_t k = 0, room = 0;
+  if (!SelectFront(policy, forced, n_forced, min_negatives, s, out, &k, &budget, &room)) return k;
   const QueryStrategy query = policy.query;
   const FillPolicy fill = policy.fill;
   const int threshold = policy.threshold;
-  // The slots LSH candidates may take.
-  int64_t room = budget - k;
-  if (policy.lsh_share < 1.0f) {
-    const int64_t cap = static_cast<int64_t>(ceilf(policy.lsh_share * static_cast<float>(room)));
-    room = cap < 1 ? 1 : cap;
-  }
-
-  // Every neuron is wanted: no need to look at tables.
-  if (budget == n) {
-    for (int32_t i = 0; i < n; ++i)
-      if (!s.Stamped(i)) out[k++] = i;
-    return k;
-  }
 
   int32_t* cand = s.Cand();
   int64_t nc = 0;
@@ -272,13 +288,7 @@ DSLIDE_HD int64_t SelectIds(const SelectPolicy& policy, const Tables* tables,
     if (query == QueryStrategy::kVanilla) {
       // Tables in random order, whole tables at a time, until the budget is met.
       int32_t* order = s.Order();
-      for (int i = 0; i < L; ++i) order[i] = i;
-      for (int i = L - 1; i > 0; --i) {
-        const int j = static_cast<int>(rng->Below(i + 1));
-        const int32_t t = order[i];
-        order[i] = order[j];
-        order[j] = t;
-      }
+      TableOrder(order, L, rng);
       for (int i = 0; i < L && nc < room; ++i) {
         const auto b = tables->Get(order[i], buckets[order[i]]);
         for (int32_t j = 0; j < b.size; ++j) {
@@ -293,25 +303,23 @@ DSLIDE_HD int64_t SelectIds(const SelectPolicy& policy, const Tables* tables,
       for (int64_t i = room; i < nc; ++i) s.Unstamp(cand[i]);  // must not block the fill
     } else {
       // Count collisions over all tables (forced ids are stamped already and not counted).
-      if (!TakePrecounted(s, &nc)) {
-        for (int t = 0; t < L; ++t) {
-          const auto b = tables->Get(t, buckets[t]);
-          for (int32_t j = 0; j < b.size; ++j) {
-            const int32_t id = b.ids[j];
-            if (!s.Stamped(id)) {
-              s.Stamp(id);
-              s.SetCount(id, 1);
-              cand[nc++] = id;
-            } else if (s.Count(id) > 0) {
-              s.AddCount(id);
-            }
+      for (int t = 0; t < L; ++t) {
+        const auto b = tables->Get(t, buckets[t]);
+        for (int32_t j = 0; j < b.size; ++j) {
+          const int32_t id = b.ids[j];
+          if (!s.Stamped(id)) {
+            s.Stamp(id);
+            s.SetCount(id, 1);
+            cand[nc++] = id;
+          } else if (s.Count(id) > 0) {
+            s.AddCount(id);
           }
         }
-        for (int64_t i = 0; i < k; ++i) s.SetCount(out[i], 0);
-        // Only the chosen candidates are stamped again (below); the others must not block
-        // the fill.
-        for (int64_t i = 0; i < nc; ++i) s.Unstamp(cand[i]);
       }
+      for (int64_t i = 0; i < k; ++i) s.SetCount(out[i], 0);
+      // Only the chosen candidates are stamped again (below); the others must not block
+      // the fill.
+      for (int64_t i = 0; i < nc; ++i) s.Unstamp(cand[i]);
       if (query == QueryStrategy::kThreshold) {
         int64_t kept = 0;
         for (int64_t i = 0; i < nc; ++i)

@@ -134,12 +134,12 @@ __device__ void SelectVanilla(const Select& k, int64_t i, Select::Plan& pl, int3
 }
 
 /// Sample i's counting selection after the gather (RunCountingOnHost's phases).
-__device__ void SelectCounting(const Select& k, int64_t i, Select::Plan& pl, int32_t* sm,
-                               int64_t sm_n) {
+__device__ void SelectCounting(const Select& k, int64_t i, int64_t gathered, Select::Plan& pl,
+                               int32_t* sm, int64_t sm_n) {
   constexpr int nt = Select::kThreads;
   const int tid = threadIdx.x;
   Rng rng = k.SampleRng(i);  // thread 0's stream; the others never draw
-  if (tid == 0) k.PlanCounting(i, &pl);
+  if (tid == 0) k.PlanCounting(i, gathered, &pl);
   __syncthreads();
   if (!pl.done) {
     if (k.policy.query == QueryStrategy::kThreshold) {
@@ -177,9 +177,6 @@ __device__ void SelectCounting(const Select& k, int64_t i, Select::Plan& pl, int
 __global__ void SelectKernel(const Select k, int64_t sm_n) {
   extern __shared__ __align__(16) unsigned char smem[];
   int32_t* sm = reinterpret_cast<int32_t*>(smem);
-  using Scan = cub::BlockScan<int, Select::kThreads>;
-  __shared__ typename Scan::TempStorage ts;
-  __shared__ int carry;  // candidates gathered by the tiles before
   __shared__ Select::Plan pl;
   const int tid = threadIdx.x, nt = blockDim.x;
   for (int64_t i = blockIdx.x; i < k.B; i += gridDim.x) {
@@ -193,22 +190,12 @@ __global__ void SelectKernel(const Select k, int64_t sm_n) {
     __syncthreads();
     if (k.Counting()) {
       k.Count(i, tid, nt);
-      if (tid == 0) carry = 0;
       __syncthreads();
-      const int32_t total = k.Total(i);
-      for (int32_t base = 0; base < total; base += nt) {
-        const int32_t p = base + tid;
-        const int flag = p < total && k.FirstAt(i, p) ? 1 : 0;
-        int rank, tile;
-        Scan(ts).ExclusiveSum(flag, rank, tile);
-        if (flag) k.Emit(i, carry + rank, p);
-        __syncthreads();  // carry read, ts free again
-        if (tid == 0) carry += tile;
-        __syncthreads();
-      }
-      if (tid == 0) k.SetGathered(i, carry);
-      __syncthreads();
-      SelectCounting(k, i, pl, sm, sm_n);
+      // The candidates in the order the tables list them.
+      const int64_t gathered = BlockCompact<Select::kThreads>(
+          k.Total(i), [&](int64_t p) { return k.FirstAt(i, static_cast<int32_t>(p)); },
+          [&](int64_t p, int64_t r) { k.Emit(i, r, static_cast<int32_t>(p)); });
+      SelectCounting(k, i, gathered, pl, sm, sm_n);
       continue;
     }
     if (tid == 0) k.Run(i);
@@ -229,12 +216,20 @@ void LaunchSelect(StreamHandle s, const Select& k) {
   SelectKernel<<<GridFor(k.B, 1), Select::kThreads, sm_n * sizeof(int32_t), s>>>(k, sm_n);
 }
 
-__device__ void BlockBitonic(const BatchFill& k) {
+/// src[0, n) sorted, without repeats, into dst (the block's sort of k.scratch); returns
+/// how many.
+__device__ int64_t BlockSortUnique(const BatchFill& k, const int32_t* src, int64_t n,
+                                   int32_t* dst) {
+  k.ToScratch(src, n, threadIdx.x, blockDim.x);
+  __syncthreads();
   for (int64_t size = 2; size <= k.pow2; size *= 2)
     for (int64_t stride = size / 2; stride > 0; stride /= 2) {
       k.BitonicPass(size, stride, threadIdx.x, blockDim.x);
       __syncthreads();
     }
+  return BlockCompact<BatchFill::kThreads>(
+      n, [&](int64_t i) { return k.FirstOfRun(i); },
+      [&](int64_t i, int64_t r) { dst[r] = k.scratch[i]; });
 }
 
 /// The batch fill's sort scratch and shuffles in shared memory where the power-of-two
@@ -264,12 +259,7 @@ __global__ void __launch_bounds__(BatchFill::kThreads)
       if (tid == 0)
         for (int64_t g = got; g < count; ++g) k.fill[g] = static_cast<int32_t>(rng.Below(n));
       __syncthreads();
-      k.ToScratch(k.fill, count, tid, nt);
-      __syncthreads();
-      BlockBitonic(k);
-      got = BlockCompact<nt>(
-          count, [&](int64_t i) { return k.FirstOfRun(i); },
-          [&](int64_t i, int64_t r) { k.fill[r] = k.scratch[i]; });
+      got = BlockSortUnique(k, k.fill, count, k.fill);
     }
     BlockShuffle(k.fill, count, &rng, sm, sm_n);
   }
@@ -281,12 +271,7 @@ __global__ void __launch_bounds__(BatchFill::kThreads)
   int64_t m = BlockCompact<nt>(
       k.n_lab, [&](int64_t j) { return k.OnShard(j); },
       [&](int64_t j, int64_t r) { k.own[r] = k.Local(j); });
-  k.ToScratch(k.own, m, tid, nt);
-  __syncthreads();
-  BlockBitonic(k);
-  m = BlockCompact<nt>(
-      m, [&](int64_t i) { return k.FirstOfRun(i); },
-      [&](int64_t i, int64_t r) { k.own[r] = k.scratch[i]; });
+  m = BlockSortUnique(k, k.own, m, k.own);
   for (int64_t i = tid; i < m; i += nt) k.own[m + i] = k.own[i];
   __syncthreads();
   BlockShuffle(k.own, m, &rng, sm, sm_n);

@@ -37,7 +37,7 @@ struct TablesView {
 /// (load at most 1/2), cleared before the call. For the counting strategies a block fills
 /// it first (Collide, concurrently) with every candidate's collision count and the first
 /// position where it appears in the tables' buckets (-1 marks a forced id), and gathers the
-/// candidates in first-seen order into cand (pre_n of them; -1: not gathered).
+/// candidates in first-seen order into cand.
 struct DeviceMarks {
   int64_t n = 0;
   int32_t* keys = nullptr;  // -1: empty
@@ -47,7 +47,6 @@ struct DeviceMarks {
   uint32_t mask = 0;
   int32_t* cand = nullptr;
   int32_t* order = nullptr;
-  int64_t pre_n = -1;
 
   /// The slot of id, inserted if absent, by one of many threads at once.
   DSLIDE_HD int64_t InsertConcurrent(int32_t id) {
@@ -122,14 +121,6 @@ struct DeviceMarks {
   DSLIDE_HD int32_t* Cand() { return cand; }
   DSLIDE_HD int32_t* Order() { return order; }
 };
-
-/// SelectIds takes the candidates a block gathered (TakePrecounted's overload for the
-/// device's marks).
-DSLIDE_HD inline bool TakePrecounted(const DeviceMarks& s, int64_t* nc) {
-  if (s.pre_n < 0) return false;
-  *nc = s.pre_n;
-  return true;
-}
 
 /// The stable compaction of a block: emit(i, rank) for the i in [0, n) with flag(i), rank
 /// its place among them; returns their number (the device runs it with a block scan).
@@ -234,7 +225,6 @@ struct Select {
   const int32_t* li = nullptr;
   int32_t* forced_ids = nullptr;
   int64_t* n_forced = nullptr;  // B
-  int64_t* pre_n = nullptr;     // B
   int32_t* boff = nullptr;      // B x (L + 1): where each table's bucket starts
   int32_t *keys = nullptr, *counts = nullptr, *first = nullptr, *cand = nullptr, *order = nullptr;
   uint8_t* stamps = nullptr;
@@ -259,27 +249,26 @@ struct Select {
     mk.mask = static_cast<uint32_t>(set - 1);
     mk.cand = cand + i * cand_cap;
     mk.order = order + i * L;
-    mk.pre_n = pre_n[i];
     return mk;
   }
   DSLIDE_HD int32_t* Forced(int64_t i) const {
     return lo != nullptr ? forced_ids + lo[i] : forced_ids;
   }
   /// All threads: the sample's hash set emptied (a serial insert sets a new slot's count
-  /// and stamp; the counting threads need them set beforehand).
+  /// and stamp; the block's concurrent inserts need them set beforehand).
   DSLIDE_HD void Clear(int64_t i, int tid, int nt) const {
-    const bool counting = Counting() || Parallel();
+    const bool parallel = Parallel();
     for (int64_t j = tid; j < set; j += nt) {
       keys[i * set + j] = -1;
-      if (!counting) continue;
+      if (!parallel) continue;
       counts[i * set + j] = 0;
       stamps[i * set + j] = 0;
       first[i * set + j] = 0x7fffffff;
     }
   }
-  /// Thread 0: the forced ids (entered in the set as such) and where each table's bucket
-  /// starts among the positions the counting threads share.
-  DSLIDE_HD void Prepare(int64_t i) const {
+  /// Thread 0: the sample's labels on this shard listed as its forced ids (local ids, into
+  /// Forced(i); their number into n_forced[i], returned).
+  DSLIDE_HD int64_t ListForced(int64_t i) const {
     int32_t* forced = Forced(i);
     int64_t nf = 0;
     if (lo != nullptr)
@@ -287,8 +276,15 @@ struct Select {
         if (li[j] >= draw.begin && li[j] < draw.end)
           forced[nf++] = static_cast<int32_t>(li[j] - draw.begin);
     n_forced[i] = nf;
-    pre_n[i] = -1;
+    return nf;
+  }
+  /// Thread 0: the forced ids listed (and, for the counting strategies, entered in the set
+  /// as such) and where each table's bucket starts among the positions the counting threads
+  /// share.
+  DSLIDE_HD void Prepare(int64_t i) const {
+    const int64_t nf = ListForced(i);
     if (!Counting()) return;
+    const int32_t* forced = Forced(i);
     DeviceMarks mk = Marks(i);
     for (int64_t j = 0; j < nf; ++j) mk.first[mk.InsertConcurrent(forced[j])] = -1;
     int32_t* bo = boff + i * (L + 1);
@@ -298,16 +294,8 @@ struct Select {
   DSLIDE_HD int32_t Total(int64_t i) const { return boff[i * (L + 1) + L]; }
   /// The id at position p of the sample's buckets (tables in order).
   DSLIDE_HD int32_t IdAt(int64_t i, int32_t p) const {
-    const int32_t* bo = boff + i * (L + 1);
-    int lo_t = 0, hi_t = L;  // the last table whose bucket starts at or before p
-    while (hi_t - lo_t > 1) {
-      const int mid = (lo_t + hi_t) / 2;
-      if (bo[mid] <= p)
-        lo_t = mid;
-      else
-        hi_t = mid;
-    }
-    return tables.Get(lo_t, bkt[i * L + lo_t]).ids[p - bo[lo_t]];
+    const int t = TableAt(i, p);
+    return tables.Get(t, bkt[i * L + t]).ids[p - boff[i * (L + 1) + t]];
   }
   /// All threads: the collisions of the positions tid, tid + nt, ...
   DSLIDE_HD void Count(int64_t i, int tid, int nt) const {
@@ -319,7 +307,6 @@ struct Select {
   DSLIDE_HD void Emit(int64_t i, int64_t rank, int32_t p) const {
     cand[i * cand_cap + rank] = IdAt(i, p);
   }
-  DSLIDE_HD void SetGathered(int64_t i, int64_t count) const { pre_n[i] = count; }
   // ---- The parallel selection: SelectIds' result, its loops over candidates and the
   // shared fill done by the block (phases between block barriers); thread 0 keeps the
   // random stream and draws in SelectIds' order (the tables' order, the sample down to the
@@ -341,57 +328,21 @@ struct Select {
   /// Thread 0: SelectIds' front over the forced ids listed in Forced(i): each appended and
   /// stamped once, the budget and the LSH room; pl->done where the active set is complete.
   DSLIDE_HD void PlanFront(int64_t i, Plan* pl) const {
-    const int32_t* forced = Forced(i);
-    const int64_t nf = n_forced[i];
     DeviceMarks mk = Marks(i);
-    int32_t* o = Out(i);
-    int64_t k = 0;
-    for (int64_t j = 0; j < nf; ++j)
-      if (!mk.Stamped(forced[j])) {
-        mk.Stamp(forced[j]);
-        o[k++] = forced[j];
-      }
-    int64_t b = budget;
-    if (b < k + min_neg) b = k + min_neg;
-    if (b > n) b = n;
-    pl->k = k;
-    pl->budget = b;
-    pl->done = 1;
-    if (k >= b) return;
-    if (b == n) {  // every neuron is wanted
-      for (int32_t id = 0; id < n; ++id)
-        if (!mk.Stamped(id)) o[k++] = id;
-      pl->k = k;
-      return;
-    }
-    int64_t room = b - k;
-    if (policy.lsh_share < 1.0f) {
-      const int64_t c = static_cast<int64_t>(ceilf(policy.lsh_share * static_cast<float>(room)));
-      room = c < 1 ? 1 : c;
-    }
-    pl->room = room;
-    pl->done = 0;
+    pl->budget = budget;
+    pl->done = SelectFront(policy, Forced(i), n_forced[i], min_neg, mk, Out(i), &pl->k, &pl->budget,
+                           &pl->room)
+                   ? 0
+                   : 1;
   }
   /// Thread 0, vanilla: the forced ids listed, the front, the tables' random order and where
   /// each table's bucket starts in that order.
   DSLIDE_HD void PlanVanilla(int64_t i, Rng* rng, Plan* pl) const {
-    int32_t* forced = Forced(i);
-    int64_t nf = 0;
-    if (lo != nullptr)
-      for (int64_t j = lo[i]; j < lo[i + 1]; ++j)
-        if (li[j] >= draw.begin && li[j] < draw.end)
-          forced[nf++] = static_cast<int32_t>(li[j] - draw.begin);
-    n_forced[i] = nf;
+    ListForced(i);
     PlanFront(i, pl);
     if (pl->done) return;
     int32_t* ord = order + i * L;
-    for (int t = 0; t < L; ++t) ord[t] = t;
-    for (int t = L - 1; t > 0; --t) {
-      const int j = static_cast<int>(rng->Below(t + 1));
-      const int32_t x = ord[t];
-      ord[t] = ord[j];
-      ord[j] = x;
-    }
+    TableOrder(ord, L, rng);
     int32_t* bo = boff + i * (L + 1);
     bo[0] = 0;
     for (int t = 0; t < L; ++t) bo[t + 1] = bo[t] + tables.Get(ord[t], bkt[i * L + ord[t]]).size;
@@ -400,9 +351,9 @@ struct Select {
   }
   /// Thread 0, counting strategies (after Prepare, Count and the gather): the front, and
   /// the gathered candidates' number.
-  DSLIDE_HD void PlanCounting(int64_t i, Plan* pl) const {
+  DSLIDE_HD void PlanCounting(int64_t i, int64_t gathered, Plan* pl) const {
     PlanFront(i, pl);
-    pl->nc = pre_n[i];
+    pl->nc = gathered;
   }
   /// Threshold: whether gathered candidate j has at least the threshold's collisions.
   DSLIDE_HD bool OverThreshold(int64_t i, int64_t j) const {
@@ -597,14 +548,14 @@ inline void RunVanillaOnHost(const Select& k, int64_t i, HostOrderSalt* salt) {
 /// The counting strategies' selection of sample i on the host, after the gather: top-k
 /// sorts by count (a bitonic sort) and samples the group tied at the cut; threshold keeps
 /// the candidates at or over it (a compaction) and samples them down to the room.
-inline void RunCountingOnHost(const Select& k, int64_t i, HostOrderSalt* salt) {
+inline void RunCountingOnHost(const Select& k, int64_t i, int64_t gathered, HostOrderSalt* salt) {
   constexpr int nt = Select::kThreads;
   const auto all = [&](auto f) {
     HostShuffled(nt, salt, [&](int64_t t) { f(static_cast<int>(t)); });
   };
   Rng rng = k.SampleRng(i);
   Select::Plan pl;
-  k.PlanCounting(i, &pl);
+  k.PlanCounting(i, gathered, &pl);
   if (!pl.done) {
     if (k.policy.query == QueryStrategy::kThreshold) {
       int32_t* spare = k.Spare(i);
@@ -641,12 +592,11 @@ inline void RunOnHost(const Select& k, HostOrderSalt* salt) {
     k.Prepare(i);
     if (k.Counting()) {
       HostShuffled(nt, salt, [&](int64_t t) { k.Count(i, static_cast<int>(t), nt); });
-      // The block scan: ranks in position order.
-      int64_t rank = 0;
-      for (int32_t p = 0; p < k.Total(i); ++p)
-        if (k.FirstAt(i, p)) k.Emit(i, rank++, p);
-      k.SetGathered(i, rank);
-      RunCountingOnHost(k, i, salt);
+      // The candidates in the order the tables list them (the block scan).
+      const int64_t gathered = HostCompact(
+          k.Total(i), [&](int64_t p) { return k.FirstAt(i, static_cast<int32_t>(p)); },
+          [&](int64_t p, int64_t r) { k.Emit(i, r, static_cast<int32_t>(p)); });
+      RunCountingOnHost(k, i, gathered, salt);
       return;
     }
     k.Run(i);
@@ -701,13 +651,19 @@ struct BatchFill {
 void LaunchBatchFill(StreamHandle s, const BatchFill& k);
 inline void LaunchKernel(StreamHandle s, const BatchFill& k) { LaunchBatchFill(s, k); }
 
-/// The block's bitonic sort of k.scratch, each pass over shuffled threads.
-inline void HostBitonic(const BatchFill& k, HostOrderSalt* salt) {
+/// src[0, n) sorted, without repeats, into dst (BlockSortUnique's phases: the block's
+/// bitonic sort of k.scratch, each pass over shuffled threads); returns how many.
+inline int64_t HostSortUnique(const BatchFill& k, const int32_t* src, int64_t n, int32_t* dst,
+                              HostOrderSalt* salt) {
   constexpr int nt = BatchFill::kThreads;
+  HostShuffled(nt, salt, [&](int64_t t) { k.ToScratch(src, n, static_cast<int>(t), nt); });
   for (int64_t size = 2; size <= k.pow2; size *= 2)
     for (int64_t stride = size / 2; stride > 0; stride /= 2)
       HostShuffled(nt, salt,
                    [&](int64_t t) { k.BitonicPass(size, stride, static_cast<int>(t), nt); });
+  return HostCompact(
+      n, [&](int64_t i) { return k.FirstOfRun(i); },
+      [&](int64_t i, int64_t r) { dst[r] = k.scratch[i]; });
 }
 
 inline void RunOnHost(const BatchFill& k, HostOrderSalt* salt) {
@@ -729,11 +685,7 @@ inline void RunOnHost(const BatchFill& k, HostOrderSalt* salt) {
   } else if (count > 0) {
     while (got < count) {
       while (got < count) k.fill[got++] = static_cast<int32_t>(rng.Below(n));
-      all([&](int t) { k.ToScratch(k.fill, got, t, nt); });
-      HostBitonic(k, salt);
-      got = HostCompact(
-          got, [&](int64_t i) { return k.FirstOfRun(i); },
-          [&](int64_t i, int64_t r) { k.fill[r] = k.scratch[i]; });
+      got = HostSortUnique(k, k.fill, got, k.fill, salt);
     }
     Shuffle(k.fill, count, &rng);
   }
@@ -747,11 +699,7 @@ inline void RunOnHost(const BatchFill& k, HostOrderSalt* salt) {
   int64_t m = HostCompact(
       k.n_lab, [&](int64_t j) { return k.OnShard(j); },
       [&](int64_t j, int64_t r) { k.own[r] = k.Local(j); });
-  all([&](int t) { k.ToScratch(k.own, m, t, nt); });
-  HostBitonic(k, salt);
-  m = HostCompact(
-      m, [&](int64_t i) { return k.FirstOfRun(i); },
-      [&](int64_t i, int64_t r) { k.own[r] = k.scratch[i]; });
+  m = HostSortUnique(k, k.own, m, k.own, salt);
   all([&](int t) {
     for (int64_t i = t; i < m; i += nt) k.own[m + i] = k.own[i];
   });
