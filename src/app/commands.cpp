@@ -273,6 +273,13 @@ int Bench(int argc, const char* const* argv, Communicator* comm) {
   comm->Allreduce(&rss, 1, ReduceOp::kMax, Traffic::kControl);
   const TrafficStats tot = comm->Total();
   const int64_t eval_bytes = comm->Stats(Traffic::kEval).bytes;
+  // The exchanges' time per iteration, and the network's part of it (SettleCalls: per call,
+  // the least time over the ranks); the rest waited for the slowest rank. Shares are of the
+  // wall time per iteration (table rebuilds included, evaluations not).
+  comm->SettleCalls();
+  const double comm_ms = (tot.seconds - comm->Stats(Traffic::kEval).seconds) * 1e3 / iters;
+  const double net_ms = comm->Settled().network * 1e3 / iters;
+  const double wall_ms = wall * 1e3 / iters;
   if (Root(comm)) {
     const TrainConfig& rc = trainer.config();  // "auto" resolved
     const LayerSpec& out_layer = trainer.spec().layers.back();
@@ -292,6 +299,16 @@ int Bench(int argc, const char* const* argv, Communicator* comm) {
         .Add("backward_update", ph.backward_update * 1e3 / iters)
         .Add("rebuild", ph.rebuild * 1e3 / iters)
         .Add("comm", ph.comm * 1e3 / iters);
+    // Per kind of exchange: ms per iteration in it, and the network's part.
+    JsonObject by_kind;
+    for (Traffic t : {Traffic::kActivations, Traffic::kInputGrads, Traffic::kSoftmax,
+                      Traffic::kGradients, Traffic::kControl}) {
+      const CommSplit& k = comm->Settled(t);
+      if (k.calls == 0) continue;
+      JsonObject e;
+      e.Add("ms", k.seconds * 1e3 / iters).Add("network_ms", k.network * 1e3 / iters);
+      by_kind.AddRaw(ToString(t), e.str());
+    }
     JsonObject o;
     o.Add("shape", files ? std::string("(file)") : cfg.shape)
         .Add("data", data_name)
@@ -319,7 +336,13 @@ int Bench(int argc, const char* const* argv, Communicator* comm) {
         .Add("bytes_sent_per_iter", static_cast<double>(tot.bytes - eval_bytes) / iters)
         // A Horovod-style step all-reduces one fp32 gradient per parameter.
         .Add("dense_allreduce_bytes", 4.0 * static_cast<double>(trainer.spec().NumParameters()))
-        .Add("comm_ms_per_iter", (tot.seconds - comm->Stats(Traffic::kEval).seconds) * 1e3 / iters)
+        .Add("wall_ms_per_iter", wall_ms)
+        .Add("comm_ms_per_iter", comm_ms)
+        .Add("comm_network_ms_per_iter", net_ms)
+        .Add("comm_wait_ms_per_iter", comm_ms - net_ms)
+        .Add("comm_share", comm_ms / wall_ms)
+        .Add("network_share", net_ms / wall_ms)
+        .AddRaw("comm_by_kind", by_kind.str())
         .Add("peak_rss_mb", rss)
         .Add("rss_after_init_mb", init_rss)
         .Add("state_mb", static_cast<double>(trainer.backend().Info().state_bytes) / (1 << 20))

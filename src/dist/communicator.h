@@ -21,6 +21,17 @@ struct TrafficStats {
   double seconds = 0;
 };
 
+/// Where a rank's time in a run of collectives went. A collective cannot finish on any rank
+/// before the last rank has entered it; from then on what remains is the transfer itself.
+/// So the least time any rank spent in a call (the last one to arrive) is that call's
+/// network time, and the rest of this rank's time in it was waiting for the others.
+struct CommSplit {
+  int64_t calls = 0;
+  double seconds = 0;  ///< this rank's time in the calls
+  double network = 0;  ///< of which the network's: the sum, per call, of the least over ranks
+  double wait() const { return seconds - network; }
+};
+
 enum class DType { kInt32, kInt64, kFloat32, kFloat64 };
 enum class ReduceOp { kSum, kMax, kMin };
 
@@ -53,7 +64,25 @@ class Communicator {
 
   const TrafficStats& Stats(Traffic t) const { return stats_[static_cast<int>(t)]; }
   TrafficStats Total() const;
-  void ResetStats() { stats_ = {}; }
+  void ResetStats() {
+    stats_ = {};
+    settled_ = {};
+    settled_kind_ = {};
+    call_s_.clear();
+    call_kind_.clear();
+  }
+
+  /// Whether each call's time is kept (until SettleCalls) to split it into waiting and
+  /// network time. Every rank must switch alike, so that all keep the same calls.
+  void RecordCalls(bool on) { record_ = on; }
+  bool recording() const { return record_; }
+  /// Collective: the split of the calls kept since the last SettleCalls (two all-reduces, of their
+  /// number and times, counted as control traffic, not kept); added to Settled(). Throws when the
+  /// ranks kept different numbers of calls.
+  CommSplit SettleCalls();
+  /// The sum of every SettleCalls since ResetStats, over all kinds of traffic or of one.
+  const CommSplit& Settled() const { return settled_; }
+  const CommSplit& Settled(Traffic t) const { return settled_kind_[static_cast<int>(t)]; }
 
  protected:
   virtual void DoAllgatherv(const void* mine, const std::vector<int64_t>& counts, void* all,
@@ -68,6 +97,25 @@ class Communicator {
   static constexpr DType TypeOf();
   void Count(Traffic t, int64_t bytes, std::chrono::steady_clock::time_point start);
   std::array<TrafficStats, static_cast<int>(Traffic::kCount)> stats_{};
+  bool record_ = false;
+  std::vector<double> call_s_;  // the kept calls' times, in call order
+  std::vector<Traffic> call_kind_;
+  CommSplit settled_;
+  std::array<CommSplit, static_cast<int>(Traffic::kCount)> settled_kind_{};
+};
+
+/// Stops a communicator keeping call times for a scope (evaluations, which the training
+/// figures leave out), then restores the setting.
+class PauseCallRecord {
+ public:
+  explicit PauseCallRecord(Communicator* c) : c_(c), was_(c->recording()) { c->RecordCalls(false); }
+  ~PauseCallRecord() { c_->RecordCalls(was_); }
+  PauseCallRecord(const PauseCallRecord&) = delete;
+  PauseCallRecord& operator=(const PauseCallRecord&) = delete;
+
+ private:
+  Communicator* c_;
+  bool was_;
 };
 
 /// P = 1: every collective is a copy.

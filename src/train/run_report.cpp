@@ -197,16 +197,22 @@ void RunReport::Progress(int64_t iter, int64_t total, const std::vector<double>&
   const std::vector<double> ms(step_ms.begin() + ms_from_, step_ms.end());
   const double bytes = static_cast<double>(now.bytes - comm_last_.bytes) / its;
   const double comm_ms = (now.seconds - comm_last_.seconds) * 1e3 / its;
+  // Collective: of that, the network's time (the rest waited for the slowest rank).
+  const double net_ms = comm_->SettleCalls().network * 1e3 / its;
   const double sps = its * static_cast<double>(cfg_.batch) / wall;
   const double loss = loss_sum_ / loss_n_;
   if (root_) {
     const double eta = Seconds(t_run_) / (iter - iter_start_) * (total - iter);
+    // With P ranks: the time in the exchanges per iteration, and the network's part of it.
+    char comm[64] = "";
+    if (comm_->size() > 1)
+      std::snprintf(comm, sizeof comm, " | comm %.1f ms (network %.1f)", comm_ms, net_ms);
     std::printf(
         "iter %lld/%lld | epoch %.2f | %.0f samples/s | sampled loss %.4f | last P@1 %s | "
-        "%.1f ms/iter | %.0f KB sent/iter | RSS %.0f MB | ETA %s\n",
+        "%.1f ms/iter | %.0f KB sent/iter%s | RSS %.0f MB | ETA %s\n",
         (long long)iter, (long long)total, static_cast<double>(iter) / per_epoch_, sps, loss,
         last_eval.points ? std::to_string(last_eval.At(1)).substr(0, 6).c_str() : "-", Median(ms),
-        bytes / 1024, rss, FormatDuration(eta).c_str());
+        bytes / 1024, comm, rss, FormatDuration(eta).c_str());
     std::fflush(stdout);
     JsonObject o;
     o.Add("iter", iter)
@@ -216,6 +222,8 @@ void RunReport::Progress(int64_t iter, int64_t total, const std::vector<double>&
         .Add("samples_per_s", sps)
         .Add("bytes_sent_per_iter", bytes)
         .Add("comm_ms_per_iter", comm_ms)
+        .Add("comm_network_ms_per_iter", net_ms)
+        .Add("comm_wait_ms_per_iter", comm_ms - net_ms)
         .Add("peak_rss_mb", rss);
     Base(o);
     metrics_.Write(o);

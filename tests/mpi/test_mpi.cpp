@@ -2,6 +2,7 @@
 // equal the protocol's prediction, sampled training on P ranks matches 1 rank's P@1.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -9,6 +10,7 @@
 #include <fstream>
 #include <numeric>
 #include <sstream>
+#include <thread>
 
 #include "../test_presets.h"
 #include "gpu_backend_impl.h"
@@ -389,6 +391,47 @@ TEST(Distributed, SnapshotExchangeGathersEveryRanksRowsAndScattersTheSums) {
             << "sample " << i << " entry " << j;
     EXPECT_EQ(mine.ids, local.ids);
   }
+}
+
+/// SettleCalls splits a rank's time in the collectives: the last rank to arrive waits for
+/// nobody, so the least time over the ranks is the call's network time and the rest of an
+/// earlier rank's time was waiting. Here the last rank arrives 60 ms late.
+TEST(Distributed, SettleCallsSplitsWaitingFromNetworkTime) {
+  const int P = g_comm->size(), me = g_comm->rank();
+  g_comm->ResetStats();
+  g_comm->RecordCalls(true);
+  double x = me;
+  g_comm->Allreduce(&x, 1, ReduceOp::kSum, Traffic::kControl);  // in step
+  if (me == P - 1) std::this_thread::sleep_for(std::chrono::milliseconds(60));
+  std::vector<float> v(1000, 1.0f);
+  g_comm->Allreduce(v.data(), static_cast<int64_t>(v.size()), ReduceOp::kSum, Traffic::kSoftmax);
+  const CommSplit split = g_comm->SettleCalls();
+  g_comm->RecordCalls(false);
+  EXPECT_EQ(split.calls, 2);
+  EXPECT_EQ(v[0], static_cast<float>(P));
+  // Every rank computes the same network time (a minimum over all of them).
+  double net[2] = {split.network, -split.network};
+  g_comm->Allreduce(net, 2, ReduceOp::kMax, Traffic::kControl);
+  EXPECT_EQ(net[0], -net[1]);
+  EXPECT_LT(split.network, 0.04) << "the late rank's own time in the calls";
+  if (me != P - 1) EXPECT_GT(split.wait(), 0.05) << "rank " << me << " waited for the late rank";
+  if (me == P - 1) EXPECT_LT(split.wait(), 0.04);
+  EXPECT_EQ(g_comm->Settled(Traffic::kSoftmax).calls, 1);
+  EXPECT_EQ(g_comm->Settled().calls, 2);
+  EXPECT_DOUBLE_EQ(g_comm->Settled().network, split.network);
+  // Calls kept by some ranks only are refused on every rank, not summed out of step.
+  g_comm->RecordCalls(me == 0);
+  g_comm->Allreduce(&x, 1, ReduceOp::kSum, Traffic::kControl);
+  g_comm->RecordCalls(false);
+  try {
+    g_comm->SettleCalls();
+    ADD_FAILURE() << "different numbers of kept calls were settled";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("different numbers of collective calls"),
+              std::string::npos)
+        << e.what();
+  }
+  g_comm->ResetStats();
 }
 
 class SignalStrategies : public ::testing::TestWithParam<Strategy> {};
