@@ -110,6 +110,12 @@ void Communicator::ReduceScatterSum(const float* in, const std::vector<int64_t>&
   Count(tr, (total - counts[rank()]) * static_cast<int64_t>(sizeof(float)), start);
 }
 
+void Communicator::AllreduceSoftmax(SoftmaxPart* inout, int64_t n, Traffic tr) {
+  const auto start = std::chrono::steady_clock::now();
+  DoAllreduceSoftmax(inout, n);
+  Count(tr, 2 * n * static_cast<int64_t>(sizeof(SoftmaxPart)) * (size() - 1) / size(), start);
+}
+
 std::vector<int64_t> Communicator::AllgatherOne(int64_t mine, Traffic tr) {
   std::vector<int64_t> all(size());
   Allgatherv(&mine, std::vector<int64_t>(size(), 1), all.data(), tr);

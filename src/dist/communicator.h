@@ -3,9 +3,12 @@
 // the single-process case. No MPI type appears here.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -35,6 +38,24 @@ struct CommSplit {
 enum class DType { kInt32, kInt64, kFloat32, kFloat64 };
 enum class ReduceOp { kSum, kMax, kMin };
 
+/// One shard's softmax partials of one sample: its largest active logit m, s = sum of
+/// exp(z - m) over its active logits, t = sum of (z - m) over its labelled ones, and c how
+/// many are labelled.
+struct SoftmaxPart {
+  float m, s, t, c;
+};
+
+/// The partials of two shards as one: the larger m, the sums rescaled to it. Exactly
+/// commutative (each side's terms are formed alike, then added), so every rank of an
+/// all-reduce gets the same bits; a NaN anywhere reaches s.
+inline SoftmaxPart CombineSoftmax(const SoftmaxPart& a, const SoftmaxPart& b) {
+  const float m = std::max(a.m, b.m);
+  if (m == -std::numeric_limits<float>::infinity()) return {m, a.s + b.s, a.t + b.t, a.c + b.c};
+  auto s_of = [m](const SoftmaxPart& p) { return p.s * std::exp(p.m - m); };
+  auto t_of = [m](const SoftmaxPart& p) { return p.c == 0.0f ? p.t : p.t + p.c * (p.m - m); };
+  return {m, s_of(a) + s_of(b), t_of(a) + t_of(b), a.c + b.c};
+}
+
 /// Byte accounting, the protocol's prediction of what one rank puts on the wire:
 ///  - Allgatherv: its own contribution once to each of the P-1 other ranks;
 ///  - ReduceScatterv: every slice but its own (total - own);
@@ -57,6 +78,8 @@ class Communicator {
   /// Collective: in-place reduction over all ranks.
   template <class T>
   void Allreduce(T* inout, int64_t n, ReduceOp op, Traffic tr);
+  /// Collective: every rank's n softmax partials combined (CombineSoftmax), in place.
+  void AllreduceSoftmax(SoftmaxPart* inout, int64_t n, Traffic tr);
   /// Collective: every rank learns every rank's value (one int64 each).
   std::vector<int64_t> AllgatherOne(int64_t mine, Traffic tr);
   /// Collective: copies root's buffer to every rank.
@@ -90,6 +113,7 @@ class Communicator {
   virtual void DoReduceScatterSum(const float* in, const std::vector<int64_t>& counts,
                                   float* mine) = 0;
   virtual void DoAllreduce(void* inout, int64_t n, DType type, ReduceOp op) = 0;
+  virtual void DoAllreduceSoftmax(SoftmaxPart* inout, int64_t n) = 0;
   virtual void DoBroadcast(void* buf, int64_t bytes, int root) = 0;
 
  private:
@@ -130,6 +154,7 @@ class LocalCommunicator : public Communicator {
   void DoReduceScatterSum(const float* in, const std::vector<int64_t>& counts,
                           float* mine) override;
   void DoAllreduce(void*, int64_t, DType, ReduceOp) override {}
+  void DoAllreduceSoftmax(SoftmaxPart*, int64_t) override {}
   void DoBroadcast(void*, int64_t, int) override {}
 };
 

@@ -65,6 +65,8 @@ void MpiSession::Abort(int code) {
 struct MpiCommunicator::Impl {
   MPI_Comm comm = MPI_COMM_NULL;
   std::vector<int> counts, displs;
+  MPI_Datatype softmax_part = MPI_DATATYPE_NULL;  // four floats
+  MPI_Op softmax_op = MPI_OP_NULL;                // CombineSoftmax
 };
 
 namespace {
@@ -92,6 +94,11 @@ MPI_Op ToMpi(ReduceOp op) {
   }
   return MPI_SUM;
 }
+void CombineSoftmaxOp(void* in, void* inout, int* len, MPI_Datatype*) {
+  const auto* a = static_cast<const SoftmaxPart*>(in);
+  auto* b = static_cast<SoftmaxPart*>(inout);
+  for (int i = 0; i < *len; ++i) b[i] = CombineSoftmax(a[i], b[i]);
+}
 }  // namespace
 
 MpiCommunicator::MpiCommunicator() : MpiCommunicator(MPI_Comm_c2f(MPI_COMM_WORLD)) {}
@@ -109,12 +116,19 @@ MpiCommunicator::MpiCommunicator(int64_t fortran_comm) : impl_(std::make_unique<
       MPI_Comm_split_type(impl_->comm, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node));
   MPI_Comm_rank(node, &local_rank_);
   MPI_Comm_free(&node);
+  static_assert(sizeof(SoftmaxPart) == 4 * sizeof(float), "SoftmaxPart is four floats");
+  DSLIDE_MPI_CHECK(MPI_Type_contiguous(4, MPI_FLOAT, &impl_->softmax_part));
+  DSLIDE_MPI_CHECK(MPI_Type_commit(&impl_->softmax_part));
+  DSLIDE_MPI_CHECK(MPI_Op_create(&CombineSoftmaxOp, /*commute=*/1, &impl_->softmax_op));
 }
 
 MpiCommunicator::~MpiCommunicator() {
   int finalized = 0;
   MPI_Finalized(&finalized);
-  if (!finalized && impl_->comm != MPI_COMM_NULL) MPI_Comm_free(&impl_->comm);
+  if (finalized) return;
+  if (impl_->softmax_op != MPI_OP_NULL) MPI_Op_free(&impl_->softmax_op);
+  if (impl_->softmax_part != MPI_DATATYPE_NULL) MPI_Type_free(&impl_->softmax_part);
+  if (impl_->comm != MPI_COMM_NULL) MPI_Comm_free(&impl_->comm);
 }
 
 void MpiCommunicator::DoAllgatherv(const void* mine, const std::vector<int64_t>& counts, void* all,
@@ -157,6 +171,12 @@ void MpiCommunicator::DoAllreduce(void* inout, int64_t n, DType type, ReduceOp o
     DSLIDE_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, p + done * SizeOf(type), static_cast<int>(c),
                                    ToMpi(type), ToMpi(op), impl_->comm));
   }
+}
+
+void MpiCommunicator::DoAllreduceSoftmax(SoftmaxPart* inout, int64_t n) {
+  DSLIDE_CHECK(n <= INT_MAX, "Allreduce of ", n, " softmax records exceeds MPI's int counts");
+  DSLIDE_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, inout, static_cast<int>(n), impl_->softmax_part,
+                                 impl_->softmax_op, impl_->comm));
 }
 
 void MpiCommunicator::DoBroadcast(void* buf, int64_t bytes, int root) {

@@ -46,6 +46,8 @@ class MpiCommunicator : public Communicator {
   void DoReduceScatterSum(const float* in, const std::vector<int64_t>& counts,
                           float* mine) override;
   void DoAllreduce(void* inout, int64_t n, DType type, ReduceOp op) override;
+  /// MPI_Allreduce with a user operation (CombineSoftmax) on records of four floats.
+  void DoAllreduceSoftmax(SoftmaxPart* inout, int64_t n) override;
   void DoBroadcast(void* buf, int64_t bytes, int root) override;
 
  private:

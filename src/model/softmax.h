@@ -1,5 +1,7 @@
-// The output layer's softmax cross-entropy over sharded logits, in phases that the trainer
-// joins with reductions of the normaliser across the model's ranks (max, then sums):
+// The output layer's softmax cross-entropy over sharded logits, in phases; with P ranks the
+// trainer runs max and sums on each rank's own logits, combines them in one all-reduce
+// (CombineSoftmax, communicator.h) and hands the delta phase red[i] rescaled to this rank's
+// mx[i] (the normaliser S times exp(M - mx[i]), M the max over the ranks):
 //   kSoftmaxMax    mx[i]     = max_j z_ij                       (-inf for an empty row)
 //   kSoftmaxSums   red[i]    = sum_j exp(z_ij - mx[i])
 //                  red[B+i]  = sum over labelled j of (z_ij - mx[i])

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <random>
 
 #include "auto_settings.h"
@@ -84,16 +85,39 @@ void Trainer::Softmax(const BatchLabels& labels) {
     backend_->Softmax(last, kSoftmaxAll, nullptr);
     return;
   }
+  // Each rank's max and sums relative to its own max, combined in one all-reduce of four
+  // floats per sample (CombineSoftmax) instead of a max and then the sums.
   SoftmaxStats& st = stats_;
-  backend_->Softmax(last, kSoftmaxMax, &st);
+  backend_->Softmax(last, kSoftmaxMax | kSoftmaxSums, &st);
+  // c: the sample's labels this rank owns, each an active neuron here (a shard's labels are
+  // always in its active set), so the label term's slots.
+  const LayerSpec& out = spec_.layers[last];
+  parts_.resize(B);
+  for (int64_t i = 0; i < B; ++i) {
+    const int32_t* lb = labels.Of(i);
+    int64_t c = 0;
+    for (int64_t t = 0; t < labels.Count(i); ++t)
+      if ((t == 0 || lb[t] != lb[t - 1]) && lb[t] >= out.begin && lb[t] < out.end) ++c;
+    parts_[i] = {st.mx[i], st.red[i], st.red[B + i], static_cast<float>(c)};
+  }
   auto t0 = Clock::now();
-  model_comm_->Allreduce(st.mx.data(), B, ReduceOp::kMax, Traffic::kSoftmax);
+  model_comm_->AllreduceSoftmax(parts_.data(), B, Traffic::kSoftmax);
   phases_.comm += Seconds(t0);
-  backend_->Softmax(last, kSoftmaxSums, &st);
-  t0 = Clock::now();
-  model_comm_->Allreduce(st.red.data(), 2 * B, ReduceOp::kSum, Traffic::kSoftmax);
-  phases_.comm += Seconds(t0);
+  // The delta phase divides this rank's exp(z - m) by the normaliser in the same terms:
+  // S exp(M - m) (no active logit here: nothing to divide).
+  for (int64_t i = 0; i < B; ++i) {
+    const double m = st.mx[i];
+    st.red[i] = m == -std::numeric_limits<double>::infinity()
+                    ? 1.0f
+                    : static_cast<float>(parts_[i].s * std::exp(parts_[i].m - m));
+  }
   backend_->Softmax(last, kSoftmaxDelta, &st);
+  // The statistics over every rank, for the loss (MeanLoss).
+  for (int64_t i = 0; i < B; ++i) {
+    st.mx[i] = parts_[i].m;
+    st.red[i] = parts_[i].s;
+    st.red[B + i] = parts_[i].t;
+  }
 }
 
 double Trainer::MeanLoss(const BatchLabels& labels) {

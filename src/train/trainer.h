@@ -125,7 +125,8 @@ class Trainer {
   void ForwardHidden(const Dataset& data, const std::vector<int64_t>& points,
                      const BatchLabels* labels, int64_t stream, bool through_output);
   /// The softmax phases on the output layer: with one rank the whole normaliser is local
-  /// and the statistics stay in the backend; with P, two all-reduces between the phases.
+  /// and the statistics stay in the backend; with P, one all-reduce of each rank's max and
+  /// sums (CombineSoftmax) between the phases.
   void Softmax(const BatchLabels& labels);
   /// The batch's mean loss from the last Softmax (with one rank, the backend's one read-back
   /// of the step).
@@ -180,8 +181,9 @@ class Trainer {
   // Per layer: how many entries each (rank, sample) segment of its gathered input holds (the
   // batch itself lives in the backend's buffers).
   std::vector<std::vector<int64_t>> segs_;
-  std::vector<float> fused_;  // data-parallel gradient buffer
-  SoftmaxStats stats_;        // the softmax statistics all-reduced over P ranks
+  std::vector<float> fused_;        // data-parallel gradient buffer
+  SoftmaxStats stats_;              // the softmax statistics all-reduced over P ranks
+  std::vector<SoftmaxPart> parts_;  // their per-sample partials on the wire
   // Steps not yet read by TakeSteps: iteration, and the loss and non-finite layers when known
   // at once (else queued in the backend).
   struct Pending {

@@ -438,13 +438,24 @@ TEST(GpuEquivalence, SoftmaxLossAndDelta) {
   ASSERT_EQ(za.ids, zb.ids);
   Forward(*s.cpu, 1, h, &za);
   Forward(*s.dev, 1, h, &zb);
-  for (bool fused : {true, false}) {
-    SCOPED_TRACE(fused ? "fused" : "three phases");
+  // Modes: fused; the trainer's two calls with P ranks (max and sums, then the delta over
+  // a normaliser rescaled by the ranks' all-reduce); three calls.
+  for (int mode : {0, 2, 3}) {
+    SCOPED_TRACE(mode == 0 ? "fused" : mode == 2 ? "two calls" : "three phases");
+    const bool fused = mode == 0;
     SoftmaxStats sa, sb;
     BatchRows da, db;
     if (fused) {
       Softmax(*s.cpu, 1, za, lab, kSoftmaxAll, &sa, &da);
       Softmax(*s.dev, 1, zb, lab, kSoftmaxAll, &sb, &db);
+    } else if (mode == 2) {
+      Softmax(*s.cpu, 1, za, lab, kSoftmaxMax | kSoftmaxSums, &sa, &da);
+      Softmax(*s.dev, 1, zb, lab, kSoftmaxMax | kSoftmaxSums, &sb, &db);
+      EXPECT_LE(MaxRelDiff(sb.mx, sa.mx), kTol) << "row maxima";
+      EXPECT_LE(MaxRelDiff(sb.red, sa.red), kTol) << "sums and label terms";
+      for (int64_t i = 0; i < s.B; ++i) sa.red[i] = sb.red[i] = sa.red[i] * 1.75f;
+      Softmax(*s.cpu, 1, za, lab, kSoftmaxDelta, &sa, &da);
+      Softmax(*s.dev, 1, zb, lab, kSoftmaxDelta, &sb, &db);
     } else {
       Softmax(*s.cpu, 1, za, lab, kSoftmaxMax, &sa, &da);
       Softmax(*s.dev, 1, zb, lab, kSoftmaxMax, &sb, &db);
@@ -689,9 +700,8 @@ TEST(GpuEquivalence, BatchBuffersChainedAndExchanged) {
       if (chained) {
         b.Softmax(1, kSoftmaxAll, nullptr);
       } else {
-        SoftmaxStats st;
-        b.Softmax(1, kSoftmaxMax, &st);
-        b.Softmax(1, kSoftmaxSums, &st);
+        SoftmaxStats st;  // the trainer's calls with P ranks (one rank: nothing to rescale)
+        b.Softmax(1, kSoftmaxMax | kSoftmaxSums, &st);
         b.Softmax(1, kSoftmaxDelta, &st);
       }
       b.Backward(1, /*in_grad=*/true, &step, false);

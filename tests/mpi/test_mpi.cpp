@@ -175,12 +175,13 @@ TEST(Distributed, BytesMatchProtocol) {
   const int64_t act = B * h0.local() * 4 * (P - 1) + (B * 8 + a1 * 8) * (P - 1);
   // Backward: reduce-scatter of the sparse layer's gathered input gradient, then the dense one.
   const int64_t grads = (all1 - a1) * 4 + (B * h0.out_dim - B * h0.local()) * 4;
-  // Softmax: max over B floats, then sums over 2B floats, each 2(P-1)/P of the buffer.
-  const int64_t soft = 2 * B * 4 * (P - 1) / P + 2 * (2 * B) * 4 * (P - 1) / P;
+  // Softmax: one all-reduce of four floats per sample, 2(P-1)/P of the buffer.
+  const int64_t soft = 2 * (B * 16) * (P - 1) / P;
   EXPECT_EQ(g_comm->Stats(Traffic::kActivations).bytes, act);
   EXPECT_EQ(g_comm->Stats(Traffic::kInputGrads).bytes, grads);
   EXPECT_EQ(g_comm->Stats(Traffic::kSoftmax).bytes, soft);
   EXPECT_EQ(g_comm->Stats(Traffic::kActivations).calls, 1 + 3);
+  EXPECT_EQ(g_comm->Stats(Traffic::kSoftmax).calls, 1);
 }
 
 TEST(Distributed, SampledP1MatchesOneRankOnDelicious) {

@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <limits>
 #include <numeric>
@@ -378,6 +380,50 @@ TEST(CpuBackend, BatchFillMakesTheBatchLabelsNegativesOfEverySample) {
   }
   // Shared fill: the whole batch touches about one budget of neurons, not 32 budgets.
   EXPECT_LT(union_ids.size(), 200u);
+}
+
+/// The one all-reduce of the softmax: partials of shards, combined in any grouping, equal
+/// the max, the sum of exponentials and the label terms over the whole row; the combination
+/// is exactly commutative (every rank of an all-reduce gets the same bits); an empty shard
+/// changes nothing; a NaN logit reaches the sum (and so the loss).
+TEST(Softmax, PartialsOfShardsCombineToTheWholeNormaliser) {
+  Rng rng(7);
+  std::vector<float> z(40);
+  for (float& v : z) v = static_cast<float>(rng.Uniform() * 20.0 - 10.0);
+  const std::set<int> labelled = {3, 17, 18, 31};
+  auto part = [&](int b, int e) {
+    SoftmaxPart p{-std::numeric_limits<float>::infinity(), 0.0f, 0.0f, 0.0f};
+    for (int j = b; j < e; ++j) p.m = std::max(p.m, z[j]);
+    for (int j = b; j < e; ++j) {
+      p.s += std::exp(z[j] - p.m);
+      if (labelled.count(j)) {
+        p.t += z[j] - p.m;
+        p.c += 1.0f;
+      }
+    }
+    return p;
+  };
+  const SoftmaxPart whole = part(0, 40);
+  const SoftmaxPart a = part(0, 9), b = part(9, 25), c = part(25, 40);
+  for (const SoftmaxPart& got :
+       {CombineSoftmax(CombineSoftmax(a, b), c), CombineSoftmax(a, CombineSoftmax(c, b))}) {
+    EXPECT_EQ(got.m, whole.m);
+    EXPECT_NEAR(got.s, whole.s, 1e-5 * whole.s);
+    EXPECT_NEAR(got.t, whole.t, 1e-4 * std::abs(whole.t));
+    EXPECT_EQ(got.c, 4.0f);
+  }
+  const SoftmaxPart ab = CombineSoftmax(a, b), ba = CombineSoftmax(b, a);
+  EXPECT_EQ(std::memcmp(&ab, &ba, sizeof ab), 0) << "not exactly commutative";
+  const SoftmaxPart none{-std::numeric_limits<float>::infinity(), 0.0f, 0.0f, 0.0f};
+  const SoftmaxPart an = CombineSoftmax(a, none);
+  EXPECT_EQ(std::memcmp(&an, &a, sizeof an), 0) << "an empty shard changed the partials";
+  const SoftmaxPart both_empty = CombineSoftmax(none, none);
+  EXPECT_EQ(both_empty.s, 0.0f);
+  SoftmaxPart bad = b;
+  bad.m = std::numeric_limits<float>::quiet_NaN();
+  bad.s = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_TRUE(std::isnan(CombineSoftmax(a, bad).s));
+  EXPECT_TRUE(std::isnan(CombineSoftmax(bad, a).s));
 }
 
 }  // namespace
