@@ -1,14 +1,7 @@
 # A failing rank stops the whole job with a message naming the rank and the cause, never a
 # hang: an exception, a failed allocation, SIGKILL, and a missing file on every rank.
 # Faults are injected with DSLIDE_FAULT=KIND:RANK:ITER (src/common/fault.h).
-file(REMOVE_RECURSE ${WORK})
-file(MAKE_DIRECTORY ${WORK})
-execute_process(COMMAND ${DSLIDE} gen --points 2000 --features 500 --labels 100 --nnz 10
-                        --out ${WORK}/syn RESULT_VARIABLE rc OUTPUT_QUIET)
-if(NOT rc EQUAL 0)
-  message(FATAL_ERROR "gen failed")
-endif()
-separate_arguments(flags UNIX_COMMAND "${MPIFLAGS}")
+include(${CMAKE_CURRENT_LIST_DIR}/mpi_setup.cmake)
 function(expect_failure fault pattern)
   execute_process(
     COMMAND ${MPIEXEC} -n 2 ${flags} -x DSLIDE_FAULT=${fault} -x OMP_NUM_THREADS=1

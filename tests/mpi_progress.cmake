@@ -2,14 +2,7 @@
 # part of it, and every metrics record splits the exchanges' time into network and waiting,
 # neither negative. Evaluations (left out of the split) and checkpoints (kept in it) fall
 # between the lines, so a split the ranks kept differently would end the run with an error.
-file(REMOVE_RECURSE ${WORK})
-file(MAKE_DIRECTORY ${WORK})
-execute_process(COMMAND ${DSLIDE} gen --points 2000 --features 500 --labels 100 --nnz 10
-                        --out ${WORK}/syn RESULT_VARIABLE rc OUTPUT_QUIET)
-if(NOT rc EQUAL 0)
-  message(FATAL_ERROR "gen failed")
-endif()
-separate_arguments(flags UNIX_COMMAND "${MPIFLAGS}")
+include(${CMAKE_CURRENT_LIST_DIR}/mpi_setup.cmake)
 execute_process(
   COMMAND ${MPIEXEC} -n 2 ${flags} -x OMP_NUM_THREADS=1
           ${DSLIDE} train --train ${WORK}/syn.train.txt --test ${WORK}/syn.test.txt

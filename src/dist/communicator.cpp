@@ -3,6 +3,7 @@
 
 #include <cstring>
 #include <numeric>
+#include <utility>
 
 #include "error.h"
 
@@ -54,41 +55,43 @@ void Communicator::Count(Traffic t, int64_t bytes, std::chrono::steady_clock::ti
 }
 
 CommSplit Communicator::SettleCalls() {
-  const bool was = record_;
-  record_ = false;
-  const int64_t n = static_cast<int64_t>(call_s_.size());
-  std::vector<double> least = call_s_;  // nobody to wait for with one rank
+  // The kept calls are taken (and no longer kept, whatever happens); the all-reduces below
+  // are not kept either.
+  const std::vector<double> times = std::exchange(call_s_, {});
+  const std::vector<Traffic> kinds = std::exchange(call_kind_, {});
+  CallRecordScope off(this, false);
+  const int64_t n = static_cast<int64_t>(times.size());
+  std::vector<double> least = times;  // nobody to wait for with one rank
   if (size() > 1) {
     // The number of calls first (as n and -n under max, so that a difference shows on every
     // rank alike), then the times under min.
     int64_t count[2] = {n, -n};
     Allreduce(count, 2, ReduceOp::kMax, Traffic::kControl);
-    if (count[0] != -count[1]) {
-      call_s_.clear();  // nothing to split them by: dropped, and the error says so
-      call_kind_.clear();
-      record_ = was;
-      DSLIDE_CHECK(false, "the ranks kept different numbers of collective calls (", -count[1],
-                   " to ", count[0], "): their times were dropped unsplit");
-    }
+    DSLIDE_CHECK(count[0] == -count[1], "the ranks kept different numbers of collective calls (",
+                 -count[1], " to ", count[0], "): their times were dropped unsplit");
     if (n > 0) Allreduce(least.data(), n, ReduceOp::kMin, Traffic::kControl);
   }
   CommSplit split;
   split.calls = n;
   for (int64_t i = 0; i < n; ++i) {
-    split.seconds += call_s_[i];
+    split.seconds += times[i];
     split.network += least[i];
-    CommSplit& k = settled_kind_[static_cast<int>(call_kind_[i])];
+    CommSplit& k = settled_[static_cast<int>(kinds[i])];
     k.calls += 1;
-    k.seconds += call_s_[i];
+    k.seconds += times[i];
     k.network += least[i];
   }
-  call_s_.clear();
-  call_kind_.clear();
-  settled_.calls += split.calls;
-  settled_.seconds += split.seconds;
-  settled_.network += split.network;
-  record_ = was;
   return split;
+}
+
+CommSplit Communicator::Settled() const {
+  CommSplit all;
+  for (const CommSplit& k : settled_) {
+    all.calls += k.calls;
+    all.seconds += k.seconds;
+    all.network += k.network;
+  }
+  return all;
 }
 
 TrafficStats Communicator::Total() const {

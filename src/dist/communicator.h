@@ -90,7 +90,6 @@ class Communicator {
   void ResetStats() {
     stats_ = {};
     settled_ = {};
-    settled_kind_ = {};
     call_s_.clear();
     call_kind_.clear();
   }
@@ -104,8 +103,8 @@ class Communicator {
   /// ranks kept different numbers of calls.
   CommSplit SettleCalls();
   /// The sum of every SettleCalls since ResetStats, over all kinds of traffic or of one.
-  const CommSplit& Settled() const { return settled_; }
-  const CommSplit& Settled(Traffic t) const { return settled_kind_[static_cast<int>(t)]; }
+  CommSplit Settled() const;
+  const CommSplit& Settled(Traffic t) const { return settled_[static_cast<int>(t)]; }
 
  protected:
   virtual void DoAllgatherv(const void* mine, const std::vector<int64_t>& counts, void* all,
@@ -124,18 +123,17 @@ class Communicator {
   bool record_ = false;
   std::vector<double> call_s_;  // the kept calls' times, in call order
   std::vector<Traffic> call_kind_;
-  CommSplit settled_;
-  std::array<CommSplit, static_cast<int>(Traffic::kCount)> settled_kind_{};
+  std::array<CommSplit, static_cast<int>(Traffic::kCount)> settled_{};  // per kind
 };
 
-/// Stops a communicator keeping call times for a scope (evaluations, which the training
-/// figures leave out), then restores the setting.
-class PauseCallRecord {
+/// Sets whether a communicator keeps call times (RecordCalls) for a scope, then restores
+/// the setting: training keeps them, evaluations (which its figures leave out) do not.
+class CallRecordScope {
  public:
-  explicit PauseCallRecord(Communicator* c) : c_(c), was_(c->recording()) { c->RecordCalls(false); }
-  ~PauseCallRecord() { c_->RecordCalls(was_); }
-  PauseCallRecord(const PauseCallRecord&) = delete;
-  PauseCallRecord& operator=(const PauseCallRecord&) = delete;
+  CallRecordScope(Communicator* c, bool on) : c_(c), was_(c->recording()) { c->RecordCalls(on); }
+  ~CallRecordScope() { c_->RecordCalls(was_); }
+  CallRecordScope(const CallRecordScope&) = delete;
+  CallRecordScope& operator=(const CallRecordScope&) = delete;
 
  private:
   Communicator* c_;

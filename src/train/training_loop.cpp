@@ -73,16 +73,12 @@ EvalResult Trainer::Run(const Dataset& train, const Dataset* valid, const Datase
   report.OpenWindow(step_ms_.size());
   // The progress windows split their exchange time into the network's and waiting
   // (SettleCalls); evaluations are left out, as from the windows' traffic.
-  struct RecordScope {
-    Communicator* c;
-    ~RecordScope() { c->RecordCalls(false); }
-  } record{comm_};
-  comm_->RecordCalls(comm_->size() > 1);
+  CallRecordScope record(comm_, comm_->size() > 1);
   EvalResult last_eval;
   int64_t saved_iter = -1;
   auto evaluate = [&]() {
     if (monitor == nullptr) return;
-    PauseCallRecord pause(comm_);
+    CallRecordScope pause(comm_, false);
     const TrafficStats before = comm_->Total();
     last_eval = Evaluate(*monitor, cfg_.eval_points, cfg_.eval_sampled);
     evals_.emplace_back(iter_, last_eval);
