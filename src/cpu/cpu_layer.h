@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "cpu_backend.h"
+#include "huge_pages.h"
 #include "layer_layout.h"
 
 namespace dslide::cpu {
@@ -15,10 +16,12 @@ struct CpuBackend::Layer {
   LayerSpec spec;
   int index = 0;               // the layer's place in the model
   int64_t rows = 0, cols = 0;  // storage shape: input-major in_dim x local, else local x in_dim
-  std::vector<float> w, g, m, v;
+  // The weight-shaped arrays (read a row at a time in data-dependent order) on huge pages.
+  BigVector<float> w, g, m, v;
   // --state bf16: the moments in bfloat16 (m16, v16; mb16, vb16) in place of m, v; mb, vb.
   bool bf16 = false;
-  std::vector<uint16_t> m16, v16, mb16, vb16;
+  BigVector<uint16_t> m16, v16;
+  std::vector<uint16_t> mb16, vb16;
   std::vector<float> b, gb, mb, vb;
   std::vector<uint8_t> touched;   // per storage row
   std::vector<uint8_t> btouched;  // per neuron (bias)
@@ -48,7 +51,7 @@ struct CpuBackend::Layer {
     std::vector<int64_t> batch_off, batch_n;  // the layout the entries index
     std::vector<int64_t> start;               // each sample's first entry in batch_ids
     std::vector<int32_t> batch_ids;           // the entries' neurons, packed by sample
-    std::vector<std::vector<int32_t>> count;  // per part of the batch, per neuron; zero between
+    std::vector<BigVector<int32_t>> count;    // per part of the batch, per neuron; zero between
   } active;
   std::vector<int64_t> keep;  // KeepNonZero: per active row, its place in grad_rows
   std::unique_ptr<LshHash> hash;
@@ -63,11 +66,14 @@ struct CpuBackend::Layer {
   float* Row(int64_t r) { return w.data() + r * cols; }
   const float* Row(int64_t r) const { return w.data() + r * cols; }
   float* GRow(int64_t r) { return g.data() + r * cols; }
-  void ToRows(const std::vector<float>& storage, std::vector<float>* rows) const {
-    StorageToRows(spec, storage, rows);
+  template <class Storage>
+  void ToRows(const Storage& storage, std::vector<float>* rows) const {
+    StorageToRows(spec, storage.data(), rows);
   }
-  void FromRows(const std::vector<float>& rows, std::vector<float>* storage) const {
-    RowsToStorage(spec, rows, storage);
+  template <class Storage>
+  void FromRows(const std::vector<float>& rows, Storage* storage) const {
+    storage->resize(static_cast<size_t>(spec.local()) * spec.in_dim);
+    RowsToStorage(spec, rows, storage->data());
   }
 };
 

@@ -46,14 +46,4 @@ bool AdamUpdateBf16(const AdamStep& s, int64_t n, float* __restrict w, float* __
   return check == 0.0f;
 }
 
-void ToBf16(const std::vector<float>& from, std::vector<uint16_t>* to) {
-  to->resize(from.size());
-  for (size_t i = 0; i < from.size(); ++i) (*to)[i] = FloatToBf16Nearest(from[i]);
-}
-
-void FromBf16(const std::vector<uint16_t>& from, std::vector<float>* to) {
-  to->resize(from.size());
-  for (size_t i = 0; i < from.size(); ++i) (*to)[i] = Bf16ToFloat(from[i]);
-}
-
 }  // namespace dslide

@@ -63,8 +63,16 @@ DSLIDE_HD inline uint32_t RoundingNoise(uint64_t pos, int64_t t, uint32_t stream
 bool AdamUpdateBf16(const AdamStep& s, int64_t n, float* w, float* g, uint16_t* m, uint16_t* v,
                     uint64_t pos, uint32_t stream);
 
-/// Whole arrays between float and bfloat16 (round to nearest even).
-void ToBf16(const std::vector<float>& from, std::vector<uint16_t>* to);
-void FromBf16(const std::vector<uint16_t>& from, std::vector<float>* to);
+/// Whole arrays (vectors of any allocator) between float and bfloat16 (round to nearest even).
+template <class Floats, class Halves>
+void ToBf16(const Floats& from, Halves* to) {
+  to->resize(from.size());
+  for (size_t i = 0; i < from.size(); ++i) (*to)[i] = FloatToBf16Nearest(from[i]);
+}
+template <class Halves, class Floats>
+void FromBf16(const Halves& from, Floats* to) {
+  to->resize(from.size());
+  for (size_t i = 0; i < from.size(); ++i) (*to)[i] = Bf16ToFloat(from[i]);
+}
 
 }  // namespace dslide

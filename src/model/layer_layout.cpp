@@ -8,18 +8,15 @@
 
 namespace dslide {
 
-void StorageToRows(const LayerSpec& s, const std::vector<float>& storage,
-                   std::vector<float>* rows) {
+void StorageToRows(const LayerSpec& s, const float* storage, std::vector<float>* rows) {
   rows->resize(static_cast<size_t>(s.local()) * s.in_dim);
   for (int64_t i = 0; i < s.local(); ++i)
     for (int64_t j = 0; j < s.in_dim; ++j) (*rows)[i * s.in_dim + j] = storage[WeightAt(s, i, j)];
 }
 
-void RowsToStorage(const LayerSpec& s, const std::vector<float>& rows,
-                   std::vector<float>* storage) {
-  storage->resize(static_cast<size_t>(s.local()) * s.in_dim);
+void RowsToStorage(const LayerSpec& s, const std::vector<float>& rows, float* storage) {
   for (int64_t i = 0; i < s.local(); ++i)
-    for (int64_t j = 0; j < s.in_dim; ++j) (*storage)[WeightAt(s, i, j)] = rows[i * s.in_dim + j];
+    for (int64_t j = 0; j < s.in_dim; ++j) storage[WeightAt(s, i, j)] = rows[i * s.in_dim + j];
 }
 
 void InitialWeights(const LayerSpec& s, size_t layer, uint64_t seed, float* storage) {

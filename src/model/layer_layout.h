@@ -15,9 +15,19 @@ namespace dslide {
 inline size_t WeightAt(const LayerSpec& s, int64_t i, int64_t j) {
   return static_cast<size_t>(s.input_major ? j * s.local() + i : i * s.in_dim + j);
 }
-/// A weight-shaped array in storage order -> row per neuron (local x in_dim), and back.
-void StorageToRows(const LayerSpec& s, const std::vector<float>& storage, std::vector<float>* rows);
-void RowsToStorage(const LayerSpec& s, const std::vector<float>& rows, std::vector<float>* storage);
+/// A weight-shaped array in storage order (local * in_dim floats) -> row per neuron
+/// (local x in_dim), and back.
+void StorageToRows(const LayerSpec& s, const float* storage, std::vector<float>* rows);
+void RowsToStorage(const LayerSpec& s, const std::vector<float>& rows, float* storage);
+inline void StorageToRows(const LayerSpec& s, const std::vector<float>& storage,
+                          std::vector<float>* rows) {
+  StorageToRows(s, storage.data(), rows);
+}
+inline void RowsToStorage(const LayerSpec& s, const std::vector<float>& rows,
+                          std::vector<float>* storage) {
+  storage->resize(static_cast<size_t>(s.local()) * s.in_dim);
+  RowsToStorage(s, rows, storage->data());
+}
 /// Glorot-normal weights of layer `layer` in storage order (local * in_dim floats); a
 /// random stream per global neuron, so any number of ranks starts from the same model.
 void InitialWeights(const LayerSpec& s, size_t layer, uint64_t seed, float* storage);

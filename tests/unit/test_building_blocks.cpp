@@ -1,18 +1,25 @@
-// Small parts the trainer is built from: the parallel-for, the rebuild schedule, the top-k
-// rule and its merge, the precision counter.
+// Small parts the trainer is built from: the parallel-for, the huge-page arrays, the rebuild
+// schedule, the top-k rule and its merge, the precision counter.
 #include <gtest/gtest.h>
+
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdint>
+#include <fstream>
 #include <functional>
 #include <limits>
 #include <random>
+#include <sstream>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "error.h"
 #include "evaluator.h"
+#include "huge_pages.h"
 #include "label_map.h"
 #include "model.h"
 #include "parallel.h"
@@ -24,6 +31,59 @@ namespace dslide {
 namespace {
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
+
+// ---------------------------------------------------------------------------------------
+// BigVector
+
+/// The VmFlags line of the mapping of /proc/self/smaps that holds p ("" where unreadable).
+std::string VmFlagsAt(const void* p) {
+  std::ifstream smaps("/proc/self/smaps");
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  std::string line;
+  bool inside = false;
+  while (std::getline(smaps, line)) {
+    uintptr_t lo = 0, hi = 0;
+    char dash = 0;
+    std::istringstream head(line);
+    if (head >> std::hex >> lo >> dash >> hi && dash == '-' && line.find(':') > line.find(' ')) {
+      inside = a >= lo && a < hi;
+      continue;
+    }
+    if (inside && line.rfind("VmFlags:", 0) == 0) return line;
+  }
+  return "";
+}
+
+// Arrays from 2 MiB up start on a huge-page boundary, are advised for huge pages (where the
+// kernel takes the advice), and behave as vectors: values kept through growth and copies;
+// smaller ones come from the heap.
+TEST(BigVector, LargeArraysSitOnAlignedHugePageAdvisedMappings) {
+  const size_t n = 3 * kHugePageBytes / sizeof(float) + 5;
+  BigVector<float> big(n, 1.5f);
+  ASSERT_EQ(reinterpret_cast<uintptr_t>(big.data()) % kHugePageBytes, 0u);
+  for (size_t i = 0; i < n; ++i) big[i] = static_cast<float>(i);
+  big.resize(2 * n, -1.0f);  // reallocates: the first n values move along
+  ASSERT_EQ(reinterpret_cast<uintptr_t>(big.data()) % kHugePageBytes, 0u);
+  bool kept = true;
+  for (size_t i = 0; i < n; ++i) kept = kept && big[i] == static_cast<float>(i);
+  EXPECT_TRUE(kept);
+  EXPECT_EQ(big[2 * n - 1], -1.0f);
+  const BigVector<float> copy = big;
+  EXPECT_TRUE(std::equal(copy.begin(), copy.end(), big.begin()));
+
+  // The advice is visible in the mapping's flags ("hg") where the kernel accepts it.
+  void* probe =
+      mmap(nullptr, kHugePageBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(probe, MAP_FAILED);
+  const bool advisable = madvise(probe, kHugePageBytes, MADV_HUGEPAGE) == 0;
+  munmap(probe, kHugePageBytes);
+  const std::string flags = VmFlagsAt(big.data());
+  if (advisable && !flags.empty()) EXPECT_NE(flags.find(" hg"), std::string::npos) << flags;
+
+  BigVector<int32_t> small(100, 7);
+  EXPECT_EQ(std::count(small.begin(), small.end(), 7), 100);
+  EXPECT_EQ(VmFlagsAt(small.data()).find(" hg"), std::string::npos);
+}
 
 // ---------------------------------------------------------------------------------------
 // ParallelFor

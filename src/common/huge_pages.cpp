@@ -1,0 +1,44 @@
+#include "huge_pages.h"
+
+#include <sys/mman.h>
+
+#include <cstdint>
+#include <new>
+
+namespace dslide {
+
+namespace {
+size_t RoundUp(size_t bytes) {
+  return (bytes + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes;
+}
+}  // namespace
+
+void* AllocateLarge(size_t bytes) {
+  if (bytes < kHugePageBytes) return ::operator new(bytes);
+  const size_t size = RoundUp(bytes);
+  // Map one huge page more than needed, then unmap the unaligned head and the tail.
+  const size_t span = size + kHugePageBytes;
+  void* raw = mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (raw == MAP_FAILED) throw std::bad_alloc();
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(raw);
+  const uintptr_t aligned = (begin + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes;
+  if (aligned > begin) munmap(raw, aligned - begin);
+  const uintptr_t end = begin + span;
+  if (end > aligned + size) munmap(reinterpret_cast<void*>(aligned + size), end - aligned - size);
+  void* p = reinterpret_cast<void*>(aligned);
+#ifdef MADV_HUGEPAGE
+  madvise(p, size, MADV_HUGEPAGE);  // advice only: without THP the pages stay small
+#endif
+  return p;
+}
+
+void FreeLarge(void* p, size_t bytes) noexcept {
+  if (p == nullptr) return;
+  if (bytes < kHugePageBytes) {
+    ::operator delete(p);
+    return;
+  }
+  munmap(p, RoundUp(bytes));
+}
+
+}  // namespace dslide
