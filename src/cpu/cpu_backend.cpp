@@ -392,15 +392,20 @@ void CpuBackend::IndexBatch(Layer& L, const BatchRows& in, const BatchRows& delt
 
 void CpuBackend::IndexActive(Layer& L, const BatchRows& out) {
   // A counting sort by neuron in parts of the batch (one per thread): each part counts its
-  // samples' entries per neuron, neuron ranges turn the counts into each part's offsets,
-  // and each part scatters its entries. A row lists its entries by sample.
+  // samples' entries per neuron and marks the neurons it meets in a bitmap; ranges of the
+  // bitmaps' words (their marked neurons only, not every neuron of the shard) turn the
+  // counts into each part's offsets; each part scatters its entries. A row lists its
+  // entries by sample.
   const LayerSpec& s = L.spec;
   Layer::ActiveIndex& a = L.active;
-  const int64_t B = out.samples(), n = s.local();
+  const int64_t B = out.samples(), n = s.local(), words = (n + 63) / 64;
   const int64_t parts = std::max<int64_t>(1, std::min<int64_t>(NumThreads(), B));
   a.count.resize(parts);
   for (auto& c : a.count)
     if (static_cast<int64_t>(c.size()) != n) c.assign(n, 0);
+  a.mark.resize(parts);
+  for (auto& m : a.mark)
+    if (static_cast<int64_t>(m.size()) != words) m.assign(words, 0);
   a.batch_off = out.off;
   a.batch_n = out.n;
   std::vector<int64_t>& start = a.start;  // of each sample's entries, packed
@@ -411,23 +416,34 @@ void CpuBackend::IndexActive(Layer& L, const BatchRows& out) {
   a.batch_ids.resize(total);
   ParallelFor(parts, [&](int64_t t) {
     int32_t* cnt = a.count[t].data();
+    uint64_t* mark = a.mark[t].data();
     for (int64_t i = B * t / parts; i < B * (t + 1) / parts; ++i) {
       const int32_t* ids = out.ids.data() + out.off[i];
       std::memcpy(a.batch_ids.data() + start[i], ids, sizeof(int32_t) * out.n[i]);
-      for (int64_t k = 0; k < out.n[i]; ++k) ++cnt[ids[k] - s.begin];
+      for (int64_t k = 0; k < out.n[i]; ++k) {
+        const int64_t r = ids[k] - s.begin;
+        ++cnt[r];
+        mark[r >> 6] |= uint64_t{1} << (r & 63);
+      }
     }
   });
-  // Neuron ranges: their active rows and entries, then (after the prefix sums) the rows,
+  // fn(r) for the marked neurons r of words [w0, w1), ascending.
+  auto each_marked = [&](int64_t w0, int64_t w1, auto&& fn) {
+    for (int64_t w = w0; w < w1; ++w) {
+      uint64_t bits = 0;
+      for (int64_t t = 0; t < parts; ++t) bits |= a.mark[t][w];
+      for (; bits != 0; bits &= bits - 1) fn(w * 64 + __builtin_ctzll(bits));
+    }
+  };
+  // Word ranges: their active rows and entries, then (after the prefix sums) the rows,
   // their offsets, and each part's first slot in each row.
   std::vector<int64_t> nrow(parts + 1, 0), nent(parts + 1, 0);
   ParallelFor(parts, [&](int64_t b) {
     int64_t rows = 0, entries = 0;
-    for (int64_t r = n * b / parts; r < n * (b + 1) / parts; ++r) {
-      int64_t c = 0;
-      for (int64_t t = 0; t < parts; ++t) c += a.count[t][r];
-      rows += c != 0;
-      entries += c;
-    }
+    each_marked(words * b / parts, words * (b + 1) / parts, [&](int64_t r) {
+      for (int64_t t = 0; t < parts; ++t) entries += a.count[t][r];
+      ++rows;
+    });
     nrow[b + 1] = rows;
     nent[b + 1] = entries;
   });
@@ -440,10 +456,7 @@ void CpuBackend::IndexActive(Layer& L, const BatchRows& out) {
   a.off[nrow[parts]] = total;
   ParallelFor(parts, [&](int64_t b) {
     int64_t q = nrow[b], o = nent[b];
-    for (int64_t r = n * b / parts; r < n * (b + 1) / parts; ++r) {
-      int64_t c = 0;
-      for (int64_t t = 0; t < parts; ++t) c += a.count[t][r];
-      if (c == 0) continue;
+    each_marked(words * b / parts, words * (b + 1) / parts, [&](int64_t r) {
       a.rows[q] = static_cast<int32_t>(r);
       a.off[q++] = o;
       for (int64_t t = 0; t < parts; ++t) {
@@ -451,7 +464,7 @@ void CpuBackend::IndexActive(Layer& L, const BatchRows& out) {
         a.count[t][r] = static_cast<int32_t>(o);
         o += ct;
       }
-    }
+    });
   });
   a.entry.resize(total);
   ParallelFor(parts, [&](int64_t t) {
@@ -462,7 +475,11 @@ void CpuBackend::IndexActive(Layer& L, const BatchRows& out) {
         a.entry[cur[ids[k] - s.begin]++] = {static_cast<int32_t>(i), static_cast<int32_t>(k)};
       }
     }
-    for (int32_t r : a.rows) cur[r] = 0;
+    uint64_t* mark = a.mark[t].data();
+    for (int32_t r : a.rows) {
+      cur[r] = 0;
+      mark[r >> 6] = 0;
+    }
   });
   a.valid = true;
 }
@@ -481,41 +498,59 @@ bool CpuBackend::ActiveMatches(const Layer& L, const BatchRows& rows) const {
 
 void CpuBackend::KeepNonZero(Layer& L, const BatchRows& delta) {
   const Layer::ActiveIndex& a = L.active;
-  // Per row, its count of non-zero deltas; then its place in grad_rows (-1: none).
+  // One gather of the deltas: each row's non-zero ones, with their samples, go to the row's
+  // own place in kept_* (the index's offsets) and the row's count to `keep`. A softmax layer
+  // has no zero deltas, so these are the entries as they stand (swapped in); otherwise the
+  // rows with any are packed after their predecessors.
   const int64_t nrows = static_cast<int64_t>(a.rows.size());
+  const int64_t total = a.off[nrows];
   std::vector<int64_t>& keep = L.keep;
-  keep.assign(nrows + 1, 0);
+  keep.resize(nrows);
+  L.kept_sample.resize(total);
+  L.kept_delta.resize(total);
   constexpr int64_t kChunk = 256;
-  ParallelFor(nrows, kChunk, [&](int64_t q) {
-    int64_t c = 0;
-    for (int64_t e = a.off[q]; e < a.off[q + 1]; ++e)
-      c += delta.vals[delta.off[a.entry[e].sample] + a.entry[e].slot] != 0.0f;
-    keep[q + 1] = c;
+  std::atomic<int64_t> kept{0};
+  ParallelFor((nrows + kChunk - 1) / kChunk, [&](int64_t c) {
+    int64_t mine = 0;
+    for (int64_t q = c * kChunk; q < std::min(nrows, (c + 1) * kChunk); ++q) {
+      int64_t p = a.off[q];
+      for (int64_t e = a.off[q]; e < a.off[q + 1]; ++e) {
+        const float d = delta.vals[delta.off[a.entry[e].sample] + a.entry[e].slot];
+        L.kept_sample[p] = a.entry[e].sample;
+        L.kept_delta[p] = d;
+        p += d != 0.0f;
+      }
+      keep[q] = p - a.off[q];
+      mine += keep[q];
+    }
+    kept.fetch_add(mine, std::memory_order_relaxed);
   });
+  if (kept.load() == total) {
+    L.ent_sample.swap(L.kept_sample);
+    L.ent_delta.swap(L.kept_delta);
+    L.grad_rows = a.rows;
+    L.grad_off = a.off;
+    return;
+  }
   L.grad_rows.clear();
   L.grad_off.clear();
+  std::vector<int64_t>& from = L.keep_from;  // per kept row, its entries' place in kept_*
+  from.clear();
   int64_t o = 0;
   for (int64_t q = 0; q < nrows; ++q) {
-    const int64_t c = keep[q + 1];
-    keep[q + 1] = -1;
-    if (c == 0) continue;
-    keep[q + 1] = static_cast<int64_t>(L.grad_rows.size());
+    if (keep[q] == 0) continue;
     L.grad_rows.push_back(a.rows[q]);
     L.grad_off.push_back(o);
-    o += c;
+    from.push_back(a.off[q]);
+    o += keep[q];
   }
   L.grad_off.push_back(o);
   L.ent_sample.resize(o);
   L.ent_delta.resize(o);
-  ParallelFor(nrows, kChunk, [&](int64_t q) {
-    if (keep[q + 1] < 0) return;
-    int64_t p = L.grad_off[keep[q + 1]];
-    for (int64_t e = a.off[q]; e < a.off[q + 1]; ++e) {
-      const float d = delta.vals[delta.off[a.entry[e].sample] + a.entry[e].slot];
-      if (d == 0.0f) continue;
-      L.ent_sample[p] = a.entry[e].sample;
-      L.ent_delta[p++] = d;
-    }
+  ParallelFor(static_cast<int64_t>(L.grad_rows.size()), kChunk, [&](int64_t k) {
+    const int64_t n = L.grad_off[k + 1] - L.grad_off[k];
+    std::copy_n(L.kept_sample.data() + from[k], n, L.ent_sample.data() + L.grad_off[k]);
+    std::copy_n(L.kept_delta.data() + from[k], n, L.ent_delta.data() + L.grad_off[k]);
   });
 }
 

@@ -52,8 +52,13 @@ struct CpuBackend::Layer {
     std::vector<int64_t> start;               // each sample's first entry in batch_ids
     std::vector<int32_t> batch_ids;           // the entries' neurons, packed by sample
     std::vector<BigVector<int32_t>> count;    // per part of the batch, per neuron; zero between
+    std::vector<std::vector<uint64_t>> mark;  // per part, a bit per neuron it met; zero between
   } active;
-  std::vector<int64_t> keep;  // KeepNonZero: per active row, its place in grad_rows
+  // KeepNonZero: per active row, its count of non-zero deltas; those entries at the index's
+  // offsets (kept_*); per kept row, where its entries start there (keep_from).
+  std::vector<int64_t> keep, keep_from;
+  std::vector<int32_t> kept_sample;
+  std::vector<float> kept_delta;
   std::unique_ptr<LshHash> hash;
   LshTables tables;
   std::unique_ptr<BudgetSampler> sampler;

@@ -20,6 +20,7 @@ BackendInfo CpuBackend::Info() const {
     bytes += (L->b.size() + L->gb.size() + L->mb.size() + L->vb.size()) * sizeof(float);
     bytes += L->touched.size() + L->btouched.size();
     for (const auto& c : L->active.count) bytes += c.size() * sizeof(int32_t);
+    for (const auto& m : L->active.mark) bytes += m.size() * sizeof(uint64_t);
     bytes += (L->dense_g.size() + L->dense_gb.size()) * sizeof(float);
     bytes += L->tables.MemoryBytes();
   }

@@ -163,12 +163,23 @@ TEST_P(SampledOutput, BackwardFromTheForwardIndexEqualsBackwardFromTheDeltas) {
     AdamStep step;
     step.lr = 1e-2f;
     step.t = it + 1;
+    std::vector<float> w0, b0;  // the weights the input gradient is taken from
+    GetLayer(*a, 1, &w0, &b0);
     BatchRows ga, gb;
     ga.LikeZero(h);
     gb.LikeZero(h);
     Backward(*a, 1, h, delta, &ga, &step);
     Backward(*b, 1, h, delta, &gb, &step);
     EXPECT_TRUE(BitEqual(ga.vals, gb.vals)) << "input gradients";
+    // Both against the sum itself: sample i's input gradient is sum_k delta_ik w_(id_ik).
+    for (int64_t i = 0; i < kB; ++i)
+      for (int64_t j = 0; j < width; ++j) {
+        double want = 0.0;
+        for (int64_t k = 0; k < act.n[i]; ++k)
+          want += double(delta.Vals(i)[k]) * w0[act.Ids(i)[k] * width + j];
+        ASSERT_NEAR(ga.vals[ga.off[i] + j], want, 1e-5 * std::max(1.0, std::abs(want)))
+            << "input gradient of sample " << i << ", input " << j;
+      }
     std::vector<float> wa, ba, wb, bb;
     GetLayer(*a, 1, &wa, &ba);
     GetLayer(*b, 1, &wb, &bb);
