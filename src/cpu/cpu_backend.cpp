@@ -204,23 +204,41 @@ void CpuBackend::SelectRows(int layer, const BatchRows& in, const BatchLabels* l
     BudgetSampler::BatchList(s.begin, s.end, cap, labels ? &labels->ids : nullptr, &rng,
                              &L.batch_fill);
   }
+  // Query [x, 1, 0]: the 1 meets the bias coordinate, so collisions follow w.x + b. Dense
+  // inputs are hashed in blocks of samples (the rebuild's kernel: the same bits as one at a
+  // time), sparse ones one at a time in the selection loop.
+  const int64_t nt = L.hash->num_tables(), dim = L.hash->dim();
+  if (in.dense) {
+    constexpr int64_t kBlock = 32;
+    L.query_buckets.resize(static_cast<size_t>(B) * nt);
+    ParallelFor((B + kBlock - 1) / kBlock, [&](int64_t blk) {
+      ThreadScratch& ts = *scratch_[ThreadId()];
+      const int64_t i0 = blk * kBlock, rows = std::min(kBlock, B - i0);
+      ts.dense.assign(static_cast<size_t>(rows) * dim, 0.0f);
+      for (int64_t r = 0; r < rows; ++r) {
+        const SparseView x = in.Row(i0 + r);
+        float* q = ts.dense.data() + r * dim;
+        std::copy(x.vals, x.vals + x.n, q);
+        q[s.in_dim] = 1.0f;
+      }
+      L.hash->HashDenseRows(ts.dense.data(), dim, rows, L.query_buckets.data() + i0 * nt, &ts.hash);
+    });
+  }
   ParallelFor(B, 4, [&](int64_t i) {
     ThreadScratch& ts = *scratch_[ThreadId()];
     if (ts.sampler.size() != s.local()) ts.sampler.Resize(s.local());
-    ts.buckets.resize(L.hash->num_tables());
-    const SparseView x = in.Row(i);
-    // Query [x, 1, 0]: the 1 meets the bias coordinate, so collisions follow w.x + b.
+    const uint32_t* buckets = nullptr;
     if (in.dense) {
-      ts.dense.assign(x.vals, x.vals + x.n);
-      ts.dense.resize(L.hash->dim(), 0.0f);
-      ts.dense[s.in_dim] = 1.0f;
-      L.hash->HashDense(ts.dense.data(), ts.buckets.data(), &ts.hash);
+      buckets = L.query_buckets.data() + i * nt;
     } else {
+      const SparseView x = in.Row(i);
+      ts.buckets.resize(nt);
       ts.qids.assign(x.ids, x.ids + x.n);
       ts.qvals.assign(x.vals, x.vals + x.n);
       ts.qids.push_back(static_cast<int32_t>(s.in_dim));
       ts.qvals.push_back(1.0f);
       L.hash->HashSparse(ts.qids.data(), ts.qvals.data(), x.n + 1, ts.buckets.data(), &ts.hash);
+      buckets = ts.buckets.data();
     }
     ts.forced.clear();
     if (labels != nullptr) {
@@ -231,9 +249,9 @@ void CpuBackend::SelectRows(int layer, const BatchRows& in, const BatchLabels* l
     }
     Rng rng(StreamSeed(opt_.seed, streams::kSample, iter, i, (uint64_t(layer) << 32) | spec_.rank));
     int32_t* ids = out->Ids(i);
-    const int64_t k = L.sampler->Select(&L.tables, ts.buckets.data(), ts.forced.data(),
-                                        ts.forced.size(), s.budget, s.min_negatives, &rng,
-                                        &ts.sampler, ids, batch_fill ? &L.batch_fill : nullptr);
+    const int64_t k = L.sampler->Select(&L.tables, buckets, ts.forced.data(), ts.forced.size(),
+                                        s.budget, s.min_negatives, &rng, &ts.sampler, ids,
+                                        batch_fill ? &L.batch_fill : nullptr);
     for (int64_t j = 0; j < k; ++j) ids[j] += static_cast<int32_t>(s.begin);
     out->n[i] = k;
   });
