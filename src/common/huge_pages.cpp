@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <new>
 
+#include "parallel.h"
+
 namespace dslide {
 
 namespace {
@@ -29,6 +31,12 @@ void* AllocateLarge(size_t bytes) {
 #ifdef MADV_HUGEPAGE
   madvise(p, size, MADV_HUGEPAGE);  // advice only: without THP the pages stay small
 #endif
+  // The first touch of each huge page makes the kernel clear it (2 MiB at a time, slow where
+  // a hypervisor backs the memory on first use): touched on all threads, not on the one that
+  // fills the vector.
+  ParallelFor(static_cast<int64_t>(size / kHugePageBytes), 1, [p](int64_t page) {
+    static_cast<volatile char*>(p)[page * static_cast<int64_t>(kHugePageBytes)] = 0;
+  });
   return p;
 }
 
