@@ -797,7 +797,9 @@ void CpuBackend::RebuildTables(int layer, bool new_hashes) {
   }
   const int64_t n = s.local();
   const int nt = L.hash->num_tables();
-  std::vector<uint32_t> buckets(static_cast<size_t>(nt) * n);
+  // Kept between rebuilds (L x n ids): a fresh array each time would fault in every page.
+  BigVector<uint32_t>& buckets = L.rebuild_buckets;
+  buckets.resize(static_cast<size_t>(nt) * n);
   auto weight = [&](int64_t i, int64_t j) { return L.w[L.At(i, j)]; };
   // Rows are indexed as [w, b] (queries are [x, 1]). With the MIPS transform (Neyshabur &
   // Srebro, "simple-LSH") they become [w, b]/M plus sqrt(1 - |[w,b]|^2/M^2), M the shard's

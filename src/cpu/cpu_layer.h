@@ -64,6 +64,7 @@ struct CpuBackend::Layer {
   std::unique_ptr<BudgetSampler> sampler;
   std::vector<int32_t> batch_fill;      // FillPolicy::kBatch: this batch's shared random set
   std::vector<uint32_t> query_buckets;  // SelectRows over dense inputs: L buckets per sample
+  BigVector<uint32_t> rebuild_buckets;  // RebuildTables: every neuron's bucket in every table
   int64_t hash_version = 0;
   int64_t rebuilds = 0;
 

@@ -29,7 +29,8 @@ void LshTables::Build(const uint32_t* buckets, int64_t n, uint64_t seed) {
     std::vector<uint32_t> start(nb + 1, 0);
     for (int64_t i = 0; i < n; ++i) ++start[bt[i] + 1];
     for (size_t b = 0; b < nb; ++b) start[b + 1] += start[b];
-    std::vector<int32_t> items(n);
+    thread_local std::vector<int32_t> items;  // every element is written below
+    items.resize(n);
     {
       std::vector<uint32_t> pos(start.begin(), start.end() - 1);
       for (int64_t i = 0; i < n; ++i) items[pos[bt[i]]++] = static_cast<int32_t>(i);
