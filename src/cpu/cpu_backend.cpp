@@ -597,6 +597,9 @@ void CpuBackend::RowGradients(const Layer& L, int64_t q, const BatchRows& x, flo
   *gb = sb;
   const float* wr = L.Row(L.grad_rows[q]);
   int64_t c = 0;
+#ifdef __AVX512F__  // 16 vector registers for the row's weights and gradient: AVX-512 has 32
+  for (; c + 128 <= L.cols; c += 128) RowBlock<8>(wr, c, sample, delta, count, x, buf, g);
+#endif
   for (; c + 64 <= L.cols; c += 64) RowBlock<4>(wr, c, sample, delta, count, x, buf, g);
   for (; c < L.cols; c += 16) RowBlock<1>(wr, c, sample, delta, count, x, buf, g);
 }

@@ -189,6 +189,31 @@ TEST_P(SampledOutput, BackwardFromTheForwardIndexEqualsBackwardFromTheDeltas) {
     a->SaveLayer(1, kMoments, &ma);
     b->SaveLayer(1, kMoments, &mb);
     EXPECT_TRUE(BitEqual(ma.m, mb.m) && BitEqual(ma.v, mb.v)) << "moments";
+    if (it == 0) {
+      // C: the gradient left pending (GradientRow, not the fused row walk), checked against
+      // the sum itself, then applied by dense Adam: from zero moments a row without
+      // gradient stays put, so C's weights must equal the fused pass's bit for bit.
+      auto c = net.Make();
+      BatchRows act_c, gc;
+      SelectActive(*c, 1, h, &lab, 8 + it, &act_c);
+      ASSERT_EQ(act.ids, act_c.ids);
+      gc.LikeZero(h);
+      Backward(*c, 1, h, delta, &gc, nullptr);
+      std::vector<float> grad(testing::GradientSize(*c, 1));
+      c->ExportGradient(1, grad.data(), 1.0f);
+      std::vector<double> want(kOut * width, 0.0);
+      for (int64_t i = 0; i < kB; ++i)
+        for (int64_t k = 0; k < act.n[i]; ++k)
+          for (int64_t j = 0; j < width; ++j)
+            want[act.Ids(i)[k] * width + j] += double(delta.Vals(i)[k]) * h.vals[h.off[i] + j];
+      for (int64_t r = 0; r < kOut * width; ++r)
+        ASSERT_NEAR(grad[r], want[r], 1e-5 * std::max(1.0, std::abs(want[r])))
+            << "weight gradient of neuron " << r / width << ", input " << r % width;
+      c->ApplyGradient(1, grad.data(), step);
+      std::vector<float> wc, bc;
+      GetLayer(*c, 1, &wc, &bc);
+      EXPECT_TRUE(BitEqual(wa, wc)) << "weights after the fused step and after the unfused one";
+    }
     if (it == 1) {
       for (int64_t j = 0; j < width; ++j)
         EXPECT_EQ(wa[silent * width + j], before[j]) << "the silent neuron moved, input " << j;
@@ -197,7 +222,9 @@ TEST_P(SampledOutput, BackwardFromTheForwardIndexEqualsBackwardFromTheDeltas) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Widths, SampledOutput, ::testing::Values(int64_t{32}, int64_t{20}));
+// 144: a 128-column block of the backward row walk, then 16-column ones.
+INSTANTIATE_TEST_SUITE_P(Widths, SampledOutput,
+                         ::testing::Values(int64_t{32}, int64_t{20}, int64_t{144}));
 
 }  // namespace
 }  // namespace dslide
