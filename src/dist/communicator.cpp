@@ -72,25 +72,17 @@ CommSplit Communicator::SettleCalls() {
     if (n > 0) Allreduce(least.data(), n, ReduceOp::kMin, Traffic::kControl);
   }
   CommSplit split;
-  split.calls = n;
   for (int64_t i = 0; i < n; ++i) {
-    split.seconds += times[i];
-    split.network += least[i];
-    CommSplit& k = settled_[static_cast<int>(kinds[i])];
-    k.calls += 1;
-    k.seconds += times[i];
-    k.network += least[i];
+    const CommSplit call{1, times[i], least[i]};
+    split += call;
+    settled_[static_cast<int>(kinds[i])] += call;
   }
   return split;
 }
 
 CommSplit Communicator::Settled() const {
   CommSplit all;
-  for (const CommSplit& k : settled_) {
-    all.calls += k.calls;
-    all.seconds += k.seconds;
-    all.network += k.network;
-  }
+  for (const CommSplit& k : settled_) all += k;
   return all;
 }
 

@@ -33,6 +33,12 @@ struct CommSplit {
   double seconds = 0;  ///< this rank's time in the calls
   double network = 0;  ///< of which the network's: the sum, per call, of the least over ranks
   double wait() const { return seconds - network; }
+  CommSplit& operator+=(const CommSplit& o) {
+    calls += o.calls;
+    seconds += o.seconds;
+    network += o.network;
+    return *this;
+  }
 };
 
 enum class DType { kInt32, kInt64, kFloat32, kFloat64 };
