@@ -10,7 +10,8 @@
 namespace dslide {
 
 namespace {
-size_t RoundUp(size_t bytes) {
+/// `bytes` (or an address) rounded up to a multiple of kHugePageBytes.
+uintptr_t RoundUp(uintptr_t bytes) {
   return (bytes + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes;
 }
 }  // namespace
@@ -23,7 +24,7 @@ void* AllocateLarge(size_t bytes) {
   void* raw = mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (raw == MAP_FAILED) throw std::bad_alloc();
   const uintptr_t begin = reinterpret_cast<uintptr_t>(raw);
-  const uintptr_t aligned = (begin + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes;
+  const uintptr_t aligned = RoundUp(begin);
   if (aligned > begin) munmap(raw, aligned - begin);
   const uintptr_t end = begin + span;
   if (end > aligned + size) munmap(reinterpret_cast<void*>(aligned + size), end - aligned - size);
