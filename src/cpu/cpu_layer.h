@@ -65,6 +65,11 @@ struct CpuBackend::Layer {
   std::vector<int32_t> batch_fill;      // FillPolicy::kBatch: this batch's shared random set
   std::vector<uint32_t> query_buckets;  // SelectRows over dense inputs: L buckets per sample
   BigVector<uint32_t> rebuild_buckets;  // RebuildTables: every neuron's bucket in every table
+  // rebuild_buckets was hashed with hash_version `buckets_of` (0: not valid); since then the
+  // neurons marked in `moved` (a row-per-neuron layer's Adam steps) have changed.
+  int64_t buckets_of = 0;
+  std::vector<uint8_t> moved;
+  std::vector<int32_t> rehash;  // the neurons a rebuild hashes
   int64_t hash_version = 0;
   int64_t rebuilds = 0;
 
@@ -88,7 +93,7 @@ struct CpuBackend::ThreadScratch {
   SamplerScratch sampler;
   LshHash::Scratch hash;
   std::vector<uint32_t> buckets;
-  std::vector<int32_t> forced, local_ids;
+  std::vector<int32_t> forced;
   std::vector<float> dense;
   std::vector<int32_t> qids;
   std::vector<float> qvals;

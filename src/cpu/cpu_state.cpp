@@ -74,6 +74,7 @@ void CpuBackend::LoadLayer(int layer, unsigned parts, const LayerState& st) {
   if (parts & kWeights) {
     L.FromRows(st.w, &L.w);
     L.b = st.b;
+    L.buckets_of = 0;  // the next rebuild hashes every neuron
   }
   if (parts & kMoments) {
     if (L.bf16) {

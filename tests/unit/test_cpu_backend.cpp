@@ -226,5 +226,61 @@ TEST_P(SampledOutput, BackwardFromTheForwardIndexEqualsBackwardFromTheDeltas) {
 INSTANTIATE_TEST_SUITE_P(Widths, SampledOutput,
                          ::testing::Values(int64_t{32}, int64_t{20}, int64_t{144}));
 
+TEST(CpuRebuild, RehashingOnlyTheMovedNeuronsBuildsTheTablesOfAFullRehash) {
+  // A takes three sampled Adam steps (on two threads), then rebuilds its tables, hashing
+  // only the neurons the steps moved. B loads A's weights (without tables) and rebuilds
+  // from every neuron with the same hash functions and rebuild count: the same tables. C
+  // does so from the initial weights: different tables, so stale buckets would be seen.
+  SetNumThreads(2);
+  const int64_t width = 32;
+  const Net net(width);
+  auto a = net.Make();
+  LayerState init;
+  a->SaveLayer(1, kWeights, &init);
+  for (int it = 0; it < 3; ++it) {
+    const BatchRows h = Hidden(width, 20 + it);
+    const BatchLabels lab = Labels(30 + it);
+    BatchRows act;
+    SelectActive(*a, 1, h, &lab, it, &act);
+    Forward(*a, 1, h, &act);
+    BatchRows delta;
+    delta.LikeZero(act);
+    delta.ids = act.ids;
+    Rng rng(40 + it);
+    for (int64_t i = 0; i < kB; ++i)
+      for (int64_t k = 0; k < act.n[i]; ++k)
+        delta.Vals(i)[k] = static_cast<float>(rng.Uniform() - 0.5);
+    AdamStep step;
+    step.lr = 0.05f;
+    step.t = it + 1;
+    Backward(*a, 1, h, delta, nullptr, &step);
+  }
+  a->RebuildTables(1, /*new_hashes=*/false);
+  const unsigned all = kWeights | kMoments | kTables;
+  LayerState sa;
+  a->SaveLayer(1, all, &sa);
+  ASSERT_FALSE(sa.table_ids.empty());
+  auto rebuilt_from = [&](const std::vector<float>& w, const std::vector<float>& b) {
+    LayerState st = sa;
+    st.w = w;
+    st.b = b;
+    st.table_offsets.clear();
+    st.table_ids.clear();
+    st.table_sizes.clear();
+    auto x = net.Make();
+    x->LoadLayer(1, all, st);
+    LayerState out;
+    x->SaveLayer(1, kTables, &out);
+    EXPECT_EQ(out.rebuilds, sa.rebuilds);
+    return out;
+  };
+  const LayerState sb = rebuilt_from(sa.w, sa.b);
+  EXPECT_EQ(sa.table_sizes, sb.table_sizes);
+  EXPECT_EQ(sa.table_offsets, sb.table_offsets);
+  EXPECT_EQ(sa.table_ids, sb.table_ids);
+  const LayerState sc = rebuilt_from(init.w, init.b);
+  EXPECT_NE(sa.table_ids, sc.table_ids) << "the steps moved no neuron to another bucket";
+}
+
 }  // namespace
 }  // namespace dslide
