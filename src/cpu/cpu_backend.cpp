@@ -1,7 +1,9 @@
 // CPU kernels of the sparse layers.
 //
-// The input-major first layer accumulates its gradient rows HOGWILD over the samples of a
-// batch (SLIDE section 3.2). Row-per-neuron layers (the wide output layer) do not keep a
+// The input-major first layer's training step sorts the batch's entries by feature and forms
+// each touched row's gradient in a scratch row right before its Adam step (InputMajorStep);
+// a gradient left pending (for an exchange) is accumulated HOGWILD over the samples (SLIDE
+// section 3.2). Row-per-neuron layers (the wide output layer) do not keep a
 // gradient matrix at all: the batch's (neuron, sample) entries are sorted by neuron (by
 // Forward, or by Backward from the deltas' ids), and one pass over the touched neurons (fused with
 // Adam by BackwardUpdate) reads each row once: its share of the input gradient from the old
@@ -716,6 +718,10 @@ void CpuBackend::DenseRows(Layer& L, const BatchRows& in, const BatchRows& delta
 void CpuBackend::BackwardUpdate(int layer, const BatchRows& in, const BatchRows& delta,
                                 BatchRows* in_grad, const AdamStep& step, bool dense) {
   Layer& L = *layers_[layer];
+  if (!L.indexed && !dense && in_grad == nullptr && L.spec.dense()) {
+    InputMajorStep(L, in, delta, step);
+    return;
+  }
   if (!L.indexed || dense) {
     BackwardRows(layer, in, delta, in_grad);
     Update(layer, step, dense);
@@ -729,6 +735,78 @@ void CpuBackend::BackwardUpdate(int layer, const BatchRows& in, const BatchRows&
   IndexBatch(L, in, delta);
   TouchedRows(L, &in, in_grad, &step);
   L.pending = false;
+}
+
+void CpuBackend::InputMajorStep(Layer& L, const BatchRows& in, const BatchRows& delta,
+                                const AdamStep& step) {
+  // The batch's (feature, sample, value) entries sorted by feature (a counting sort; the
+  // features ascending), then one pass over the features: each row's gradient
+  // sum_i x_if delta_i in sample order in a scratch row (the operations and order of the
+  // HOGWILD accumulation on one thread, so the same bits), then its Adam step. Gradient
+  // rows are neither written, re-read nor zeroed, and two threads do not race on them.
+  const LayerSpec& s = L.spec;
+  const int64_t B = in.samples();
+  if (B == 0) return;
+  std::vector<int32_t>& count = L.feature_count;
+  std::vector<uint64_t>& met = L.feature_met;
+  count.resize(L.rows, 0);
+  met.resize((L.rows + 63) / 64, 0);
+  for (int64_t i = 0; i < B; ++i) {
+    const SparseView x = in.Row(i);
+    for (int64_t e = 0; e < x.n; ++e) {
+      ++count[x.ids[e]];
+      met[x.ids[e] >> 6] |= uint64_t{1} << (x.ids[e] & 63);
+    }
+  }
+  L.features.clear();  // ascending: the rows' state is then read in address order
+  for (size_t wd = 0; wd < met.size(); ++wd) {
+    for (uint64_t bits = met[wd]; bits != 0; bits &= bits - 1)
+      L.features.push_back(static_cast<int32_t>(wd * 64 + __builtin_ctzll(bits)));
+    met[wd] = 0;
+  }
+  const int64_t nf = static_cast<int64_t>(L.features.size());
+  L.feature_off.resize(nf + 1);
+  int64_t o = 0;
+  for (int64_t k = 0; k < nf; ++k) {
+    L.feature_off[k] = o;
+    const int32_t f = L.features[k];
+    o += count[f];
+    count[f] = static_cast<int32_t>(L.feature_off[k]);  // now the feature's write cursor
+  }
+  L.feature_off[nf] = o;
+  L.feature_sample.resize(o);
+  L.feature_x.resize(o);
+  for (int64_t i = 0; i < B; ++i) {
+    const SparseView x = in.Row(i);
+    for (int64_t e = 0; e < x.n; ++e) {
+      const int32_t p = count[x.ids[e]]++;
+      L.feature_sample[p] = static_cast<int32_t>(i);
+      L.feature_x[p] = x.vals[e];
+    }
+  }
+  for (int32_t f : L.features) count[f] = 0;
+  const int64_t local = s.local();
+  constexpr int64_t kChunk = 64;
+  ParallelFor((nf + kChunk - 1) / kChunk, [&](int64_t c) {
+    ThreadScratch& ts = *scratch_[ThreadId()];
+    ts.grad.assign(L.cols, 0.0f);  // AdamUpdate leaves it zero again
+    const int64_t k0 = c * kChunk, k1 = std::min(nf, k0 + kChunk);
+    for (int64_t k = k0; k < k1; ++k) {
+      float* g = ts.grad.data();
+      for (int64_t e = L.feature_off[k]; e < L.feature_off[k + 1]; ++e) {
+        const SparseView d = delta.Row(L.feature_sample[e]);
+        Axpy(L.feature_x[e], d.vals, g, d.n);
+      }
+      AdamRow(L, step, static_cast<size_t>(L.features[k]) * L.cols, L.cols, g);
+    }
+  });
+  // The bias: its gradient summed over the samples in order, then its step.
+  for (int64_t i = 0; i < B; ++i) {
+    const SparseView d = delta.Row(i);
+    DSLIDE_ASSERT(d.n == local, "an input-major layer with every neuron active");
+    for (int64_t k = 0; k < d.n; ++k) L.gb[d.ids[k] - s.begin] += d.vals[k];
+  }
+  for (int64_t k = 0; k < local; ++k) AdamBias(L, step, k, &L.gb[k]);
 }
 
 /// The pending gradient of local neuron grad_rows[q] into g (cols floats) and its bias

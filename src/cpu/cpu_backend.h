@@ -1,6 +1,6 @@
 // The OpenMP implementation of the layer backend: contiguous weights (input-major first
-// layer, row per neuron elsewhere), HOGWILD over samples in the first layer, gradients of
-// row-per-neuron layers formed per touched neuron inside the lazy Adam pass. Its batch
+// layer, row per neuron elsewhere), gradients formed per touched row inside the lazy Adam
+// pass (per feature in the first layer, per neuron elsewhere). Its batch
 // buffers are host rows, so HostRows and CommitRows copy nothing.
 //   cpu_backend.cpp  the kernels on host rows: selection, forward, backward and Adam,
 //                    table rebuilds, exact top-k
@@ -92,6 +92,9 @@ class CpuBackend : public LayerBackend {
                     float* gb) const;
   void ApplyRow(Layer& L, int64_t r, int64_t q, const AdamStep& step);
   void UpdateIndexed(Layer& L, const AdamStep& step, bool dense);
+  /// The input-major layer's gradient and Adam step in one pass over the batch's features
+  /// (every neuron active, no input gradient): no gradient rows are written.
+  void InputMajorStep(Layer& L, const BatchRows& in, const BatchRows& delta, const AdamStep& step);
   /// Adam on the n weights at storage offset o with gradient g: AdamUpdate, or with
   /// --state bf16 AdamUpdateBf16 on the bfloat16 moments.
   void AdamRow(Layer& L, const AdamStep& step, size_t o, int64_t n, float* g);

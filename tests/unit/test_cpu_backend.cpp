@@ -226,6 +226,68 @@ TEST_P(SampledOutput, BackwardFromTheForwardIndexEqualsBackwardFromTheDeltas) {
 INSTANTIATE_TEST_SUITE_P(Widths, SampledOutput,
                          ::testing::Values(int64_t{32}, int64_t{20}, int64_t{144}));
 
+TEST(CpuInputMajor, FusedStepOnTwoThreadsEqualsTheUnfusedStepOnOne) {
+  // The first (input-major) layer's step with Adam walks the batch's features, forming
+  // each row's gradient in sample order: on two threads it must equal, bit for bit, the
+  // HOGWILD gradient of one thread (the same order) applied by dense Adam afterwards (from
+  // zero moments a row without gradient stays put). Features recur across samples.
+  const int64_t width = 32;
+  const Net net(width);
+  Rng rng(11);
+  BatchRows x;
+  x.Strided(kB, 8);
+  for (int64_t i = 0; i < kB; ++i) {
+    std::vector<int32_t> ids;
+    while (ids.size() < 8) {
+      const int32_t f = static_cast<int32_t>(rng.Below(kIn / 2));  // half the features
+      if (std::find(ids.begin(), ids.end(), f) == ids.end()) ids.push_back(f);
+    }
+    std::sort(ids.begin(), ids.end());
+    for (size_t e = 0; e < ids.size(); ++e) {
+      x.Ids(i)[e] = ids[e];
+      x.Vals(i)[e] = static_cast<float>(rng.Uniform() + 0.1);
+    }
+    x.n[i] = 8;
+  }
+  x.width = kIn;
+  BatchRows delta = Hidden(width, 12);  // every neuron, ids 0..width-1, some zero
+  AdamStep step;
+  step.lr = 1e-2f;
+  step.t = 1;
+  SetNumThreads(2);
+  auto a = net.Make();
+  std::vector<float> w0, b0;
+  GetLayer(*a, 0, &w0, &b0);
+  Backward(*a, 0, x, delta, nullptr, &step);
+  SetNumThreads(1);
+  auto c = net.Make();
+  Backward(*c, 0, x, delta, nullptr, nullptr);
+  std::vector<float> grad(testing::GradientSize(*c, 0));
+  c->ExportGradient(0, grad.data(), 1.0f);
+  c->ApplyGradient(0, grad.data(), step);
+  LayerState sa, sc;
+  a->SaveLayer(0, kWeights | kMoments, &sa);
+  c->SaveLayer(0, kWeights | kMoments, &sc);
+  EXPECT_TRUE(BitEqual(sa.w, sc.w)) << "weights";
+  EXPECT_TRUE(BitEqual(sa.b, sc.b)) << "biases";
+  EXPECT_TRUE(BitEqual(sa.m, sc.m) && BitEqual(sa.v, sc.v)) << "moments";
+  // The first moment is (1 - beta1) times the gradient sum_i x_if delta_ij (rows by neuron).
+  int64_t moved = 0;
+  for (int64_t j = 0; j < width; ++j)
+    for (int64_t f = 0; f < kIn; ++f) {
+      double want = 0.0;
+      for (int64_t i = 0; i < kB; ++i)
+        for (int64_t e = 0; e < x.n[i]; ++e)
+          if (x.Ids(i)[e] == f) want += double(x.Vals(i)[e]) * delta.Vals(i)[j];
+      const float m = sa.m[j * kIn + f];
+      ASSERT_NEAR(m, (1.0 - step.beta1) * want, 1e-5 * std::max(1.0, std::abs(want)))
+          << "neuron " << j << ", feature " << f;
+      if (f >= kIn / 2) EXPECT_EQ(sa.w[j * kIn + f], w0[j * kIn + f]) << "an absent feature";
+      moved += sa.w[j * kIn + f] != w0[j * kIn + f];
+    }
+  EXPECT_GT(moved, 0);
+}
+
 TEST(CpuRebuild, RehashingOnlyTheMovedNeuronsBuildsTheTablesOfAFullRehash) {
   // A takes three sampled Adam steps (on two threads), then rebuilds its tables, hashing
   // only the neurons the steps moved. B loads A's weights (without tables) and rebuilds
