@@ -296,7 +296,10 @@ void CpuBackend::ForwardRows(int layer, const BatchRows& in, BatchRows* out) {
     ParallelFor((nrows + kChunk - 1) / kChunk, [&](int64_t c) {
       const int64_t q0 = c * kChunk, q1 = std::min(nrows, q0 + kChunk);
       for (int64_t q = q0; q < q1; ++q) {
-        if (q + kAhead < q1) PrefetchRow(L.Row(a.rows[q + kAhead]), L.cols);
+        if (q + kAhead < q1) {
+          PrefetchRow(L.Row(a.rows[q + kAhead]), L.cols);
+          __builtin_prefetch(&L.b[a.rows[q + kAhead]]);
+        }
         const int64_t r = a.rows[q];
         const float* wr = L.Row(r);
         const float bias = L.b[r];
@@ -646,13 +649,19 @@ void CpuBackend::TouchedRows(Layer& L, const BatchRows* in, BatchRows* in_grad,
       if (q + kAhead < q1) {
         const size_t o = static_cast<size_t>(L.grad_rows[q + kAhead]) * L.cols;
         PrefetchRow(L.w.data() + o, L.cols);
+        const int32_t r = L.grad_rows[q + kAhead];
         if (step && L.bf16) {
           PrefetchRow(reinterpret_cast<const float*>(L.m16.data() + o), L.cols / 2);
           PrefetchRow(reinterpret_cast<const float*>(L.v16.data() + o), L.cols / 2);
+          __builtin_prefetch(&L.mb16[r]);
+          __builtin_prefetch(&L.vb16[r]);
         } else if (step) {
           PrefetchRow(L.m.data() + o, L.cols);
           PrefetchRow(L.v.data() + o, L.cols);
+          __builtin_prefetch(&L.mb[r]);
+          __builtin_prefetch(&L.vb[r]);
         }
+        if (step) __builtin_prefetch(&L.b[r]);
       }
       if (fused) {
         ThreadScratch& ts = *scratch_[ThreadId()];
