@@ -165,7 +165,8 @@ void CpuBackend::Init(const ModelSpec& spec, const BackendOptions& options) {
     }
     if (L->indexed) {
     } else {
-      L->g.assign(n, 0.0f);
+      // The gradient rows (g) only when a gradient is kept pending (BackwardRows): a
+      // training step forms each row's gradient in scratch (InputMajorStep).
       L->gb.assign(s.local(), 0.0f);
       L->touched.assign(L->rows, 0);
       L->btouched.assign(s.local(), 0);
@@ -379,6 +380,7 @@ void CpuBackend::BackwardRows(int layer, const BatchRows& in, const BatchRows& d
     if (in_grad != nullptr) TouchedRows(L, &in, in_grad, nullptr);
     return;
   }
+  if (L.g.empty()) L.g.assign(static_cast<size_t>(L.rows) * L.cols, 0.0f);
   // The input-major first layer: HOGWILD over samples into the gradient rows of the
   // sample's features.
   const bool all = s.dense();

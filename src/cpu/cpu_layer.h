@@ -17,6 +17,7 @@ struct CpuBackend::Layer {
   int index = 0;               // the layer's place in the model
   int64_t rows = 0, cols = 0;  // storage shape: input-major in_dim x local, else local x in_dim
   // The weight-shaped arrays (read a row at a time in data-dependent order) on huge pages.
+  // g: an input-major layer's gradient rows, allocated when a gradient is first kept pending.
   BigVector<float> w, g, m, v;
   // --state bf16: the moments in bfloat16 (m16, v16; mb16, vb16) in place of m, v; mb, vb.
   bool bf16 = false;

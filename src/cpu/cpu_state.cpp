@@ -18,7 +18,8 @@ BackendInfo CpuBackend::Info() const {
     bytes += (L->w.size() + L->g.size() + L->m.size() + L->v.size()) * sizeof(float);
     bytes += (L->m16.size() + L->v16.size() + L->mb16.size() + L->vb16.size()) * sizeof(uint16_t);
     bytes += (L->b.size() + L->gb.size() + L->mb.size() + L->vb.size()) * sizeof(float);
-    bytes += L->touched.size() + L->btouched.size();
+    bytes += L->touched.size() + L->btouched.size() + L->moved.size();
+    bytes += L->feature_count.size() * sizeof(int32_t);
     for (const auto& c : L->active.count) bytes += c.size() * sizeof(int32_t);
     for (const auto& m : L->active.mark) bytes += m.size() * sizeof(uint64_t);
     bytes += (L->dense_g.size() + L->dense_gb.size()) * sizeof(float);
@@ -110,7 +111,10 @@ void CpuBackend::LoadLayer(int layer, unsigned parts, const LayerState& st) {
 void CpuBackend::GradientAsRows(int layer, std::vector<float>* gw, std::vector<float>* gb) const {
   const Layer& L = *layers_[layer];
   if (!L.indexed) {
-    L.ToRows(L.g, gw);
+    if (L.g.empty())  // never pending yet: zero
+      gw->assign(static_cast<size_t>(L.rows) * L.cols, 0.0f);
+    else
+      L.ToRows(L.g, gw);
     *gb = L.gb;
     return;
   }
@@ -129,7 +133,10 @@ int64_t CpuBackend::ExportGradient(int layer, float* out, float scale) const {
   if (out == nullptr) return size;
   float* ob = out + nw;
   if (!L.indexed) {
-    std::copy(L.g.begin(), L.g.end(), out);
+    if (L.g.empty())  // never pending yet: zero
+      std::fill(out, ob, 0.0f);
+    else
+      std::copy(L.g.begin(), L.g.end(), out);
     std::copy(L.gb.begin(), L.gb.end(), ob);
   } else if (L.dense_pending) {
     std::copy(L.dense_g.begin(), L.dense_g.end(), out);
