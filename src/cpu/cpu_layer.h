@@ -24,7 +24,8 @@ struct CpuBackend::Layer {
   BigVector<uint16_t> m16, v16;
   std::vector<uint16_t> mb16, vb16;
   std::vector<float> b, gb, mb, vb;
-  std::vector<uint8_t> touched;  // per storage row
+  std::vector<uint8_t> touched;   // per storage row
+  std::vector<uint8_t> btouched;  // per neuron (bias)
   // InputMajorStep: the batch's entries by feature (features ascending, each feature's
   // entries by sample); feature_count and the feature_met bitmap are zero between batches.
   std::vector<int32_t> feature_count, features;
@@ -32,7 +33,6 @@ struct CpuBackend::Layer {
   std::vector<int64_t> feature_off;
   std::vector<int32_t> feature_sample;
   std::vector<float> feature_x;
-  std::vector<uint8_t> btouched;  // per neuron (bias)
   // Row-per-neuron layers: the pending batch gradient as neuron -> (sample, delta) lists.
   bool indexed = false;
   bool pending = false;
