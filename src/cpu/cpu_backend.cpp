@@ -289,7 +289,7 @@ void CpuBackend::ForwardRows(int layer, const BatchRows& in, BatchRows* out) {
       std::all_of(in.n.begin(), in.n.end(), [&](int64_t c) { return c == s.in_dim; });
   L.active.valid = false;
   if (index) {
-    IndexActive(L, *out);
+    L.active.Build(*out, s.begin, s.local());
     const Layer::ActiveIndex& a = L.active;
     const int64_t nrows = static_cast<int64_t>(a.rows.size());
     const int64_t width = s.in_dim;  // every input row holds all of them (checked above)
@@ -409,21 +409,19 @@ void CpuBackend::IndexBatch(Layer& L, const BatchRows& in, const BatchRows& delt
   DSLIDE_ASSERT(!L.pending, "Backward called twice on a layer without an Update between");
   // The batch's entries by neuron: the forward pass's index when the deltas sit on its
   // entries, else one sorted from the deltas' own ids; then those with a non-zero delta.
-  if (!ActiveMatches(L, delta)) IndexActive(L, delta);
+  if (!ActiveMatches(L, delta)) L.active.Build(delta, L.spec.begin, L.spec.local());
   KeepNonZero(L, delta);
   L.saved_in = in;
   L.pending = true;
 }
 
-void CpuBackend::IndexActive(Layer& L, const BatchRows& out) {
-  // A counting sort by neuron in parts of the batch (one per thread): each part counts its
-  // samples' entries per neuron and marks the neurons it meets in a bitmap; ranges of the
-  // bitmaps' words (their marked neurons only, not every neuron of the shard) turn the
+void CpuBackend::Layer::ActiveIndex::Build(const BatchRows& out, int64_t begin, int64_t n) {
+  // Each part counts its samples' entries per id and marks the ids it meets in a bitmap;
+  // ranges of the bitmaps' words (their marked ids only, not every id of the range) turn the
   // counts into each part's offsets; each part scatters its entries. A row lists its
   // entries by sample.
-  const LayerSpec& s = L.spec;
-  Layer::ActiveIndex& a = L.active;
-  const int64_t B = out.samples(), n = s.local(), words = (n + 63) / 64;
+  ActiveIndex& a = *this;
+  const int64_t B = out.samples(), words = (n + 63) / 64;
   const int64_t parts = std::max<int64_t>(1, std::min<int64_t>(NumThreads(), B));
   a.count.resize(parts);
   for (auto& c : a.count)
@@ -446,7 +444,7 @@ void CpuBackend::IndexActive(Layer& L, const BatchRows& out) {
       const int32_t* ids = out.ids.data() + out.off[i];
       std::memcpy(a.batch_ids.data() + start[i], ids, sizeof(int32_t) * out.n[i]);
       for (int64_t k = 0; k < out.n[i]; ++k) {
-        const int64_t r = ids[k] - s.begin;
+        const int64_t r = ids[k] - begin;
         ++cnt[r];
         mark[r >> 6] |= uint64_t{1} << (r & 63);
       }
@@ -497,7 +495,7 @@ void CpuBackend::IndexActive(Layer& L, const BatchRows& out) {
     for (int64_t i = B * t / parts; i < B * (t + 1) / parts; ++i) {
       const int32_t* ids = out.ids.data() + out.off[i];
       for (int64_t k = 0; k < out.n[i]; ++k) {
-        a.entry[cur[ids[k] - s.begin]++] = {static_cast<int32_t>(i), static_cast<int32_t>(k)};
+        a.entry[cur[ids[k] - begin]++] = {static_cast<int32_t>(i), static_cast<int32_t>(k)};
       }
     }
     uint64_t* mark = a.mark[t].data();
@@ -750,52 +748,17 @@ void CpuBackend::BackwardUpdate(int layer, const BatchRows& in, const BatchRows&
 
 void CpuBackend::InputMajorStep(Layer& L, const BatchRows& in, const BatchRows& delta,
                                 const AdamStep& step) {
-  // The batch's (feature, sample, value) entries sorted by feature (a counting sort; the
-  // features ascending), then one pass over the features: each row's gradient
+  // The batch's (feature, sample) entries indexed by feature (features ascending, each
+  // feature's entries by sample), then one pass over the features: each row's gradient
   // sum_i x_if delta_i in sample order in a scratch row (the operations and order of the
   // HOGWILD accumulation on one thread, so the same bits), then its Adam step. Gradient
   // rows are neither written, re-read nor zeroed, and two threads do not race on them.
   const LayerSpec& s = L.spec;
   const int64_t B = in.samples();
   if (B == 0) return;
-  std::vector<int32_t>& count = L.feature_count;
-  std::vector<uint64_t>& met = L.feature_met;
-  count.resize(L.rows, 0);
-  met.resize((L.rows + 63) / 64, 0);
-  for (int64_t i = 0; i < B; ++i) {
-    const SparseView x = in.Row(i);
-    for (int64_t e = 0; e < x.n; ++e) {
-      ++count[x.ids[e]];
-      met[x.ids[e] >> 6] |= uint64_t{1} << (x.ids[e] & 63);
-    }
-  }
-  L.features.clear();  // ascending: the rows' state is then read in address order
-  for (size_t wd = 0; wd < met.size(); ++wd) {
-    for (uint64_t bits = met[wd]; bits != 0; bits &= bits - 1)
-      L.features.push_back(static_cast<int32_t>(wd * 64 + __builtin_ctzll(bits)));
-    met[wd] = 0;
-  }
-  const int64_t nf = static_cast<int64_t>(L.features.size());
-  L.feature_off.resize(nf + 1);
-  int64_t o = 0;
-  for (int64_t k = 0; k < nf; ++k) {
-    L.feature_off[k] = o;
-    const int32_t f = L.features[k];
-    o += count[f];
-    count[f] = static_cast<int32_t>(L.feature_off[k]);  // now the feature's write cursor
-  }
-  L.feature_off[nf] = o;
-  L.feature_sample.resize(o);
-  L.feature_x.resize(o);
-  for (int64_t i = 0; i < B; ++i) {
-    const SparseView x = in.Row(i);
-    for (int64_t e = 0; e < x.n; ++e) {
-      const int32_t p = count[x.ids[e]]++;
-      L.feature_sample[p] = static_cast<int32_t>(i);
-      L.feature_x[p] = x.vals[e];
-    }
-  }
-  for (int32_t f : L.features) count[f] = 0;
+  Layer::ActiveIndex& f = L.by_feature;
+  f.Build(in, 0, L.rows);
+  const int64_t nf = static_cast<int64_t>(f.rows.size());
   const int64_t local = s.local();
   constexpr int64_t kChunk = 64;
   ParallelFor((nf + kChunk - 1) / kChunk, [&](int64_t c) {
@@ -804,11 +767,12 @@ void CpuBackend::InputMajorStep(Layer& L, const BatchRows& in, const BatchRows& 
     const int64_t k0 = c * kChunk, k1 = std::min(nf, k0 + kChunk);
     for (int64_t k = k0; k < k1; ++k) {
       float* g = ts.grad.data();
-      for (int64_t e = L.feature_off[k]; e < L.feature_off[k + 1]; ++e) {
-        const SparseView d = delta.Row(L.feature_sample[e]);
-        Axpy(L.feature_x[e], d.vals, g, d.n);
+      for (int64_t e = f.off[k]; e < f.off[k + 1]; ++e) {
+        const int32_t i = f.entry[e].sample;
+        const SparseView d = delta.Row(i);
+        Axpy(in.vals[in.off[i] + f.entry[e].slot], d.vals, g, d.n);
       }
-      AdamRow(L, step, static_cast<size_t>(L.features[k]) * L.cols, L.cols, g);
+      AdamRow(L, step, static_cast<size_t>(f.rows[k]) * L.cols, L.cols, g);
     }
   });
   // The bias: its gradient summed over the samples in order, then its step.

@@ -78,7 +78,6 @@ class CpuBackend : public LayerBackend {
   void AddInputGrads(BatchRows* in_grad) const;
   void IndexBatch(Layer& L, const BatchRows& in, const BatchRows& delta);
   /// The batch's active entries of `out` by neuron, into L.active (Forward's index).
-  void IndexActive(Layer& L, const BatchRows& out);
   /// Whether L.active indexes the entries of `rows` (same layout and ids).
   bool ActiveMatches(const Layer& L, const BatchRows& rows) const;
   /// IndexBatch's lists (grad_rows, grad_off, ent_*) from L.active: the entries of `delta`

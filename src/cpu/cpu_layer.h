@@ -26,13 +26,6 @@ struct CpuBackend::Layer {
   std::vector<float> b, gb, mb, vb;
   std::vector<uint8_t> touched;   // per storage row
   std::vector<uint8_t> btouched;  // per neuron (bias)
-  // InputMajorStep: the batch's entries by feature (features ascending, each feature's
-  // entries by sample); feature_count and the feature_met bitmap are zero between batches.
-  std::vector<int32_t> feature_count, features;
-  std::vector<uint64_t> feature_met;
-  std::vector<int64_t> feature_off;
-  std::vector<int32_t> feature_sample;
-  std::vector<float> feature_x;
   // Row-per-neuron layers: the pending batch gradient as neuron -> (sample, delta) lists.
   bool indexed = false;
   bool pending = false;
@@ -44,11 +37,15 @@ struct CpuBackend::Layer {
   std::vector<int64_t> grad_off;   // grad_rows.size() + 1 offsets into ent_*
   std::vector<int32_t> ent_sample;
   std::vector<float> ent_delta;
-  // The batch's entries by neuron: rows ascending, each row's entries by sample; an entry
-  // is (sample, slot). Forward builds it for sampled row-per-neuron layers over dense
-  // inputs; Backward reuses it when its delta rows hold the same entries, else builds it
-  // from the deltas' ids.
+  // A batch's entries by id: rows (the ids met, less `begin`) ascending, each row's entries
+  // by sample; an entry is (sample, slot). `active` indexes a layer's neurons: Forward
+  // builds it for sampled row-per-neuron layers over dense inputs; Backward reuses it when
+  // its delta rows hold the same entries, else builds it from the deltas' ids.
+  // `by_feature` indexes the first layer's input features (InputMajorStep).
   struct ActiveIndex {
+    /// Indexes `rows`' ids, each in [begin, begin + n): a counting sort in parts of the
+    /// batch (one per thread).
+    void Build(const BatchRows& rows, int64_t begin, int64_t n);
     bool valid = false;
     std::vector<int32_t> rows;
     std::vector<int64_t> off;
@@ -59,9 +56,9 @@ struct CpuBackend::Layer {
     std::vector<int64_t> batch_off, batch_n;  // the layout the entries index
     std::vector<int64_t> start;               // each sample's first entry in batch_ids
     std::vector<int32_t> batch_ids;           // the entries' neurons, packed by sample
-    std::vector<BigVector<int32_t>> count;    // per part of the batch, per neuron; zero between
-    std::vector<std::vector<uint64_t>> mark;  // per part, a bit per neuron it met; zero between
-  } active;
+    std::vector<BigVector<int32_t>> count;    // per part of the batch, per id; zero between
+    std::vector<std::vector<uint64_t>> mark;  // per part, a bit per id it met; zero between
+  } active, by_feature;
   // KeepNonZero: per active row, its count of non-zero deltas; those entries at the index's
   // offsets (kept_*); per kept row, where its entries start there (keep_from).
   std::vector<int64_t> keep, keep_from;

@@ -19,9 +19,10 @@ BackendInfo CpuBackend::Info() const {
     bytes += (L->m16.size() + L->v16.size() + L->mb16.size() + L->vb16.size()) * sizeof(uint16_t);
     bytes += (L->b.size() + L->gb.size() + L->mb.size() + L->vb.size()) * sizeof(float);
     bytes += L->touched.size() + L->btouched.size() + L->moved.size();
-    bytes += L->feature_count.size() * sizeof(int32_t);
-    for (const auto& c : L->active.count) bytes += c.size() * sizeof(int32_t);
-    for (const auto& m : L->active.mark) bytes += m.size() * sizeof(uint64_t);
+    for (const auto* a : {&L->active, &L->by_feature}) {
+      for (const auto& c : a->count) bytes += c.size() * sizeof(int32_t);
+      for (const auto& m : a->mark) bytes += m.size() * sizeof(uint64_t);
+    }
     bytes += (L->dense_g.size() + L->dense_gb.size()) * sizeof(float);
     bytes += L->tables.MemoryBytes();
   }
