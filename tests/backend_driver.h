@@ -3,12 +3,38 @@
 // reads the result back (HostRows for reading). Training drives the same calls.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
 #include "layer_backend.h"
+#include "rng.h"
 
 namespace dslide::testing {
+
+/// First-layer inputs: `samples` rows of `k` distinct ids drawn uniformly from [0, range),
+/// sorted, with values in [0.1, 1.1), in rows of room `room` (>= k); width `width`.
+inline BatchRows SparseInputs(int64_t samples, int64_t k, int64_t room, int64_t range,
+                              int64_t width, uint64_t seed) {
+  Rng rng(seed);
+  BatchRows r;
+  r.Strided(samples, room);
+  for (int64_t i = 0; i < samples; ++i) {
+    std::vector<int32_t> ids;
+    while (static_cast<int64_t>(ids.size()) < k) {
+      const int32_t f = static_cast<int32_t>(rng.Below(range));
+      if (std::find(ids.begin(), ids.end(), f) == ids.end()) ids.push_back(f);
+    }
+    std::sort(ids.begin(), ids.end());
+    for (size_t e = 0; e < ids.size(); ++e) {
+      r.Ids(i)[e] = ids[e];
+      r.Vals(i)[e] = static_cast<float>(rng.Uniform() + 0.1);
+    }
+    r.n[i] = k;
+  }
+  r.width = width;
+  return r;
+}
 
 /// Makes `rows` the layer's `which` buffer.
 inline void Stage(LayerBackend& b, int layer, Rows which, const BatchRows& rows) {

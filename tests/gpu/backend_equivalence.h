@@ -66,24 +66,7 @@ struct Pair {
   }
   /// A batch of sparse inputs (sorted ids) for the first layer.
   BatchRows Inputs(uint64_t seed) const {
-    Rng rng(seed);
-    BatchRows r;
-    r.Strided(B, 8);
-    for (int64_t i = 0; i < B; ++i) {
-      std::vector<int32_t> ids;
-      while (ids.size() < 5) {
-        const int32_t f = static_cast<int32_t>(rng.Below(input_dim));
-        if (std::find(ids.begin(), ids.end(), f) == ids.end()) ids.push_back(f);
-      }
-      std::sort(ids.begin(), ids.end());
-      for (size_t e = 0; e < ids.size(); ++e) {
-        r.Ids(i)[e] = ids[e];
-        r.Vals(i)[e] = static_cast<float>(rng.Uniform() + 0.1);
-      }
-      r.n[i] = 5;
-    }
-    r.width = input_dim;
-    return r;
+    return testing::SparseInputs(B, 5, 8, input_dim, input_dim, seed);
   }
   /// A dense hidden activation (the output layer's input).
   BatchRows Hidden(uint64_t seed) const {

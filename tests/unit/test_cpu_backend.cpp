@@ -233,23 +233,7 @@ TEST(CpuInputMajor, FusedStepOnTwoThreadsEqualsTheUnfusedStepOnOne) {
   // zero moments a row without gradient stays put). Features recur across samples.
   const int64_t width = 32;
   const Net net(width);
-  Rng rng(11);
-  BatchRows x;
-  x.Strided(kB, 8);
-  for (int64_t i = 0; i < kB; ++i) {
-    std::vector<int32_t> ids;
-    while (ids.size() < 8) {
-      const int32_t f = static_cast<int32_t>(rng.Below(kIn / 2));  // half the features
-      if (std::find(ids.begin(), ids.end(), f) == ids.end()) ids.push_back(f);
-    }
-    std::sort(ids.begin(), ids.end());
-    for (size_t e = 0; e < ids.size(); ++e) {
-      x.Ids(i)[e] = ids[e];
-      x.Vals(i)[e] = static_cast<float>(rng.Uniform() + 0.1);
-    }
-    x.n[i] = 8;
-  }
-  x.width = kIn;
+  BatchRows x = testing::SparseInputs(kB, 8, 8, kIn / 2, kIn, 11);  // half the features
   BatchRows delta = Hidden(width, 12);  // every neuron, ids 0..width-1, some zero
   AdamStep step;
   step.lr = 1e-2f;
