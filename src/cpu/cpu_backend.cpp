@@ -61,26 +61,83 @@ inline float Dot(const float* __restrict a, const float* __restrict b, int64_t n
 
 typedef float Vec16 __attribute__((vector_size(64)));
 
-/// Dot(w, x[d], n) for kN inputs x[d] at once, n a multiple of 16: w is loaded once for all
-/// of them and their sums are independent chains. Each sum runs as Dot's vectorised loop
-/// does (16 lanes, lane l over j = l mod 16 in order, then the lanes in order): the same bits.
+/// Dot(w, x[d], n)'s 16 lane sums for kN inputs x[d] at once, n a multiple of 16, into
+/// acc[d]: w is loaded once for all of them and their sums are independent chains. Lane l
+/// sums j = l mod 16 in order, as Dot's vectorised loop does; LaneSums adds the lanes.
 template <int kN>
-inline void DotMany(const float* __restrict w, const float* const* x, int64_t n, float* out) {
-  Vec16 acc[kN] = {};
+inline void DotLanes(const float* __restrict w, const float* const* x, int64_t n, Vec16* acc) {
+  Vec16 a[kN] = {};
   for (int64_t j = 0; j < n; j += 16) {
     Vec16 wv;
     std::memcpy(&wv, w + j, sizeof wv);
     for (int d = 0; d < kN; ++d) {
       Vec16 xv;
       std::memcpy(&xv, x[d] + j, sizeof xv);
-      acc[d] += wv * xv;
+      a[d] += wv * xv;
     }
   }
-  for (int d = 0; d < kN; ++d) {
-    float sum = 0.0f;
-    for (int l = 0; l < 16; ++l) sum += acc[d][l];
-    out[d] = sum;
+  for (int d = 0; d < kN; ++d) acc[d] = a[d];
+}
+
+/// The 16 lane sums of Dot(w[k], x[d], n) for kR rows w[k] and kN inputs x[d] at once (kR
+/// kN <= 16), into acc[k * kN + d]: each load of a row or input serves kN or kR sums.
+template <int kR, int kN>
+inline void DotBlock(const float* const* w, const float* const* x, int64_t n, Vec16* acc) {
+  Vec16 a[kR * kN] = {};
+  for (int64_t j = 0; j < n; j += 16) {
+    Vec16 wv[kR];
+    for (int k = 0; k < kR; ++k) std::memcpy(&wv[k], w[k] + j, sizeof(Vec16));
+    for (int d = 0; d < kN; ++d) {
+      Vec16 xv;
+      std::memcpy(&xv, x[d] + j, sizeof xv);
+      for (int k = 0; k < kR; ++k) a[k * kN + d] += wv[k] * xv;
+    }
   }
+  for (int k = 0; k < kR * kN; ++k) acc[k] = a[k];
+}
+
+#if defined(__GNUC__) && !defined(__clang__)
+/// One stage of a 16 x 16 transpose: rows i and i + kB (i without bit kB) swap their
+/// off-diagonal kB-wide blocks.
+template <int kB>
+inline void TransposeStage(Vec16* m) {
+  typedef int32_t Vec16i __attribute__((vector_size(64)));
+  constexpr Vec16i lo = kB == 8   ? Vec16i{0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23}
+                        : kB == 4 ? Vec16i{0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27}
+                        : kB == 2
+                            ? Vec16i{0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29}
+                            : Vec16i{0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30};
+  constexpr Vec16i hi = lo + kB;
+  for (int i = 0; i < 16; ++i) {
+    if (i & kB) continue;
+    const Vec16 a = m[i], b = m[i + kB];
+    m[i] = __builtin_shuffle(a, b, lo);
+    m[i + kB] = __builtin_shuffle(a, b, hi);
+  }
+}
+inline void Transpose16(Vec16* m) {
+  TransposeStage<8>(m);
+  TransposeStage<4>(m);
+  TransposeStage<2>(m);
+  TransposeStage<1>(m);
+}
+#else
+inline void Transpose16(Vec16* m) {
+  float t[16][16];
+  for (int i = 0; i < 16; ++i)
+    for (int j = 0; j < 16; ++j) t[j][i] = m[i][j];
+  for (int i = 0; i < 16; ++i) std::memcpy(&m[i], t[i], sizeof(Vec16));
+}
+#endif
+
+/// Lane l of the result: the sum of m[l]'s lanes in lane order from 0.0f, as Dot's
+/// vectorised loop adds its lanes (the same bits), for 16 sums at once: a transpose, then
+/// 16 vector adds in lane order. m is overwritten.
+inline Vec16 LaneSums(Vec16* m) {
+  Transpose16(m);
+  Vec16 s = {};
+  for (int l = 0; l < 16; ++l) s += m[l];
+  return s;
 }
 
 /// For one row's entries (their samples in x, their deltas), columns [c, c + 16 kV): the
@@ -296,33 +353,105 @@ void CpuBackend::ForwardRows(int layer, const BatchRows& in, BatchRows* out) {
     constexpr int64_t kChunk = 64;
     ParallelFor((nrows + kChunk - 1) / kChunk, [&](int64_t c) {
       const int64_t q0 = c * kChunk, q1 = std::min(nrows, q0 + kChunk);
+      // Lane sums of up to 16 entries awaiting their sums, and where these go.
+      Vec16 pend[16] = {};
+      int64_t pend_at[16];
+      float pend_bias[16];
+      int np = 0;
+      auto flush = [&] {
+        if (np == 0) return;
+        const Vec16 z = LaneSums(pend);
+        for (int d = 0; d < np; ++d) {
+          const float v = z[d] + pend_bias[d];
+          out->vals[pend_at[d]] = relu ? (v > 0.0f ? v : 0.0f) : v;
+        }
+        np = 0;
+      };
+      // Rows that every sample holds (their entries are samples 0..B-1) wait in `fq` and
+      // go four at a time: blocks of 4 rows by 4 samples, each load serving four sums.
+      constexpr int kR = 4;
+      int64_t fq[kR];
+      int nf = 0;
+      auto full_rows = [&] {
+        constexpr int kN = 4;
+        const float* ws[kR];
+        float bs[kR];
+        for (int k = 0; k < kR; ++k) {
+          ws[k] = L.Row(a.rows[fq[k]]);
+          bs[k] = L.b[a.rows[fq[k]]];
+        }
+        int64_t i = 0;
+        for (; i + kN <= B; i += kN) {
+          const float* xs[kN];
+          for (int d = 0; d < kN; ++d) xs[d] = in.vals.data() + in.off[i + d];
+          Vec16 acc[16];
+          DotBlock<kR, kN>(ws, xs, width, acc);
+          const Vec16 z = LaneSums(acc);
+          for (int k = 0; k < kR; ++k)
+            for (int d = 0; d < kN; ++d) {
+              const float v = z[k * kN + d] + bs[k];
+              out->vals[out->off[i + d] + a.entry[a.off[fq[k]] + i + d].slot] =
+                  relu ? (v > 0.0f ? v : 0.0f) : v;
+            }
+        }
+        for (int k = 0; k < kR; ++k)
+          for (int64_t e = a.off[fq[k]] + i; e < a.off[fq[k] + 1]; ++e) {
+            const float* xs[1] = {in.vals.data() + in.off[a.entry[e].sample]};
+            DotLanes<1>(ws[k], xs, width, pend + np);
+            pend_at[np] = out->off[a.entry[e].sample] + a.entry[e].slot;
+            pend_bias[np++] = bs[k];
+            if (np == 16) flush();
+          }
+        nf = 0;
+      };
+      // Row q's entries through the pending lanes.
+      auto one_row = [&](int64_t q) {
+        const int64_t r = a.rows[q];
+        const float* wr = L.Row(r);
+        const float bias = L.b[r];
+        int64_t e = a.off[q];
+        if (width % 16 == 0) {
+          // Groups of entries into the pending lanes; 16 pending sums are formed at once.
+          constexpr int kN = 4;
+          while (e < a.off[q + 1]) {
+            const int kn = a.off[q + 1] - e >= kN && np <= 16 - kN ? kN : 1;
+            const float* xs[kN];
+            for (int d = 0; d < kn; ++d) {
+              const Layer::ActiveIndex::Entry en = a.entry[e + d];
+              xs[d] = in.vals.data() + in.off[en.sample];
+              pend_at[np + d] = out->off[en.sample] + en.slot;
+              pend_bias[np + d] = bias;
+            }
+            if (kn == kN) {
+              DotLanes<kN>(wr, xs, width, pend + np);
+            } else {
+              DotLanes<1>(wr, xs, width, pend + np);
+            }
+            np += kn;
+            e += kn;
+            if (np == 16) flush();
+          }
+        }
+        for (; e < a.off[q + 1]; ++e) {
+          const float v = Dot(wr, in.vals.data() + in.off[a.entry[e].sample], width) + bias;
+          out->vals[out->off[a.entry[e].sample] + a.entry[e].slot] =
+              relu ? (v > 0.0f ? v : 0.0f) : v;
+        }
+      };
       for (int64_t q = q0; q < q1; ++q) {
         if (q + kAhead < q1) {
           PrefetchRow(L.Row(a.rows[q + kAhead]), L.cols);
           __builtin_prefetch(&L.b[a.rows[q + kAhead]]);
         }
-        const int64_t r = a.rows[q];
-        const float* wr = L.Row(r);
-        const float bias = L.b[r];
-        auto put = [&](int64_t e, float v) {
-          v += bias;
-          out->vals[out->off[a.entry[e].sample] + a.entry[e].slot] =
-              relu ? (v > 0.0f ? v : 0.0f) : v;
-        };
-        int64_t e = a.off[q];
-        if (width % 16 == 0) {
-          constexpr int kN = 4;
-          for (; e + kN <= a.off[q + 1]; e += kN) {
-            const float* xs[kN];
-            float z[kN];
-            for (int d = 0; d < kN; ++d) xs[d] = in.vals.data() + in.off[a.entry[e + d].sample];
-            DotMany<kN>(wr, xs, width, z);
-            for (int d = 0; d < kN; ++d) put(e + d, z[d]);
-          }
+        if (width % 16 == 0 && a.off[q + 1] - a.off[q] == B) {
+          fq[nf++] = q;
+          if (nf == kR) full_rows();
+        } else {
+          one_row(q);
         }
-        for (; e < a.off[q + 1]; ++e)
-          put(e, Dot(wr, in.vals.data() + in.off[a.entry[e].sample], width));
       }
+      for (int k = 0; k < nf; ++k) one_row(fq[k]);
+      flush();
     });
     return;
   }

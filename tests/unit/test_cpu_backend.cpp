@@ -48,11 +48,11 @@ struct Net {
   }
 };
 
-BatchRows Hidden(int64_t width, uint64_t seed) {
+BatchRows Hidden(int64_t width, uint64_t seed, int64_t samples = kB) {
   Rng rng(seed);
   BatchRows r;
-  r.Strided(kB, width);
-  for (int64_t i = 0; i < kB; ++i) {
+  r.Strided(samples, width);
+  for (int64_t i = 0; i < samples; ++i) {
     for (int64_t j = 0; j < width; ++j) {
       r.Ids(i)[j] = static_cast<int32_t>(j);
       r.Vals(i)[j] = rng.Below(3) == 0 ? 0.0f : static_cast<float>(rng.Uniform());
@@ -220,6 +220,101 @@ TEST_P(SampledOutput, BackwardFromTheForwardIndexEqualsBackwardFromTheDeltas) {
       EXPECT_NE(ma.m[silent * width], 0.0f) << "the silent neuron had no first step";
     }
   }
+}
+
+// Active sets where the neurons `shared` are held by each of the first kB samples (at
+// shuffled slots), each sample's other `own` neurons drawn at random; with `extra`, one more
+// sample that holds none of the shared ones.
+BatchRows SharedActive(const std::vector<int32_t>& shared, int64_t own, bool extra, uint64_t seed) {
+  Rng rng(seed);
+  const int64_t samples = kB + (extra ? 1 : 0), cap = static_cast<int64_t>(shared.size()) + own;
+  BatchRows r;
+  r.Strided(samples, cap);
+  for (int64_t i = 0; i < samples; ++i) {
+    std::vector<int32_t> ids = i < kB ? shared : std::vector<int32_t>{};
+    const size_t want = ids.size() + static_cast<size_t>(own);
+    while (ids.size() < want) {
+      const int32_t id = static_cast<int32_t>(rng.Below(kOut));
+      if (std::find(ids.begin(), ids.end(), id) == ids.end() &&
+          std::find(shared.begin(), shared.end(), id) == shared.end())
+        ids.push_back(id);
+    }
+    for (size_t k = ids.size(); k > 1; --k) std::swap(ids[k - 1], ids[rng.Below(k)]);
+    std::copy(ids.begin(), ids.end(), r.Ids(i));
+    r.n[i] = static_cast<int64_t>(ids.size());
+  }
+  return r;
+}
+
+TEST_P(SampledOutput, RowsEverySampleHoldsGoInBlocksWithTheSameResults) {
+  // Neurons held by every sample of a batch take blocked passes (four rows at a time, in
+  // the forward pass four samples at a time too). The same kB samples with one more that
+  // holds none of them (and, backward, has zero deltas, so that its entries drop out) make
+  // no row full: the walk row by row. Outputs, weight steps and moments must be equal bit
+  // for bit; the input gradient adds the rows in another order, so it is compared within
+  // rounding, and against the sum itself.
+  const int64_t width = GetParam();
+  SetNumThreads(1);
+  const Net net(width);
+  // Eleven shared neurons: two blocks of four, three left over.
+  const std::vector<int32_t> shared = {3, 17, 40, 41, 42, 99, 150, 151, 300, 420, 499};
+  const BatchRows h1 = Hidden(width, 11, kB + 1);
+  BatchRows h = h1;
+  h.off.resize(kB);
+  h.n.resize(kB);
+  const BatchRows act1 = SharedActive(shared, 7, true, 12);
+  BatchRows act = act1;
+  act.off.resize(kB);
+  act.n.resize(kB);
+  auto a = net.Make(), b = net.Make();
+  BatchRows za = act, zb = act1;
+  Forward(*a, 1, h, &za);
+  Forward(*b, 1, h1, &zb);
+  for (int64_t i = 0; i < kB; ++i)
+    for (int64_t k = 0; k < act.n[i]; ++k) {
+      const float x = za.Vals(i)[k], y = zb.Vals(i)[k];
+      ASSERT_EQ(0, std::memcmp(&x, &y, sizeof x))
+          << "sample " << i << " neuron " << act.Ids(i)[k] << ": " << x << " vs " << y;
+    }
+  std::vector<float> w0, b0;
+  GetLayer(*a, 1, &w0, &b0);
+  BatchRows delta1;
+  delta1.LikeZero(act1);
+  delta1.ids = act1.ids;
+  Rng rng(13);
+  for (int64_t i = 0; i < kB; ++i)
+    for (int64_t k = 0; k < act1.n[i]; ++k)
+      delta1.Vals(i)[k] = static_cast<float>(rng.Uniform() - 0.5);
+  BatchRows delta = delta1;
+  delta.off.resize(kB);
+  delta.n.resize(kB);
+  AdamStep step;
+  step.lr = 1e-2f;
+  step.t = 1;
+  BatchRows ga, gb;
+  ga.LikeZero(h);
+  gb.LikeZero(h1);
+  Backward(*a, 1, h, delta, &ga, &step);
+  Backward(*b, 1, h1, delta1, &gb, &step);
+  std::vector<float> wa, ba, wb, bb;
+  GetLayer(*a, 1, &wa, &ba);
+  GetLayer(*b, 1, &wb, &bb);
+  EXPECT_TRUE(BitEqual(wa, wb)) << "weights after Adam";
+  EXPECT_TRUE(BitEqual(ba, bb)) << "biases after Adam";
+  LayerState ma, mb;
+  a->SaveLayer(1, kMoments, &ma);
+  b->SaveLayer(1, kMoments, &mb);
+  EXPECT_TRUE(BitEqual(ma.m, mb.m) && BitEqual(ma.v, mb.v)) << "moments";
+  for (const int32_t r : shared) EXPECT_NE(wa[r * width], w0[r * width]) << "neuron " << r;
+  for (int64_t i = 0; i < kB; ++i)
+    for (int64_t j = 0; j < width; ++j) {
+      double want = 0.0;
+      for (int64_t k = 0; k < act.n[i]; ++k)
+        want += double(delta.Vals(i)[k]) * w0[act.Ids(i)[k] * width + j];
+      const float x = ga.vals[ga.off[i] + j], y = gb.vals[gb.off[i] + j];
+      ASSERT_NEAR(x, want, 1e-5 * std::max(1.0, std::abs(want))) << "sample " << i << ", " << j;
+      ASSERT_NEAR(x, y, 1e-6 * std::max(1.0f, std::abs(y))) << "sample " << i << ", " << j;
+    }
 }
 
 // 144: a 128-column block of the backward row walk, then 16-column ones.
