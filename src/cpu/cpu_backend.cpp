@@ -167,6 +167,35 @@ inline void RowBlock(const float* __restrict w, int64_t c, const int32_t* sample
   for (int v = 0; v < kV; ++v) std::memcpy(g + c + 16 * v, &gv[v], sizeof(Vec16));
 }
 
+/// RowBlock for kR rows whose entries are the same samples in the same order (deltas
+/// delta[k]), columns [c, c + 16 kV): each input and input-gradient load serves the kR rows.
+/// Per element the operations of RowBlock on the rows one after another, in that order.
+template <int kR, int kV>
+inline void RowsBlock(const float* const* w, int64_t c, const int32_t* sample,
+                      const float* const* delta, int64_t count, const BatchRows& x, float* buf,
+                      float* const* g) {
+  Vec16 wv[kR][kV], gv[kR][kV] = {};
+  for (int k = 0; k < kR; ++k)
+    for (int v = 0; v < kV; ++v) std::memcpy(&wv[k][v], w[k] + c + 16 * v, sizeof(Vec16));
+  for (int64_t e = 0; e < count; ++e) {
+    float dk[kR];
+    for (int k = 0; k < kR; ++k) dk[k] = delta[k][e];
+    const int64_t o = x.off[sample[e]] + c;
+    const float* xi = x.vals.data() + o;
+    float* gi = buf + o;
+    for (int v = 0; v < kV; ++v) {
+      Vec16 xv, iv;
+      std::memcpy(&xv, xi + 16 * v, sizeof xv);
+      for (int k = 0; k < kR; ++k) gv[k][v] += dk[k] * xv;
+      std::memcpy(&iv, gi + 16 * v, sizeof iv);
+      for (int k = 0; k < kR; ++k) iv += dk[k] * wv[k][v];
+      std::memcpy(gi + 16 * v, &iv, sizeof iv);
+    }
+  }
+  for (int k = 0; k < kR; ++k)
+    for (int v = 0; v < kV; ++v) std::memcpy(g[k] + c + 16 * v, &gv[k][v], sizeof(Vec16));
+}
+
 /// Prefetches `floats` floats from p (a weight row: rows are visited in data-dependent
 /// order, which the hardware prefetcher cannot guess).
 inline void PrefetchRow(const float* p, int64_t floats) {
@@ -738,6 +767,27 @@ void CpuBackend::RowGradients(const Layer& L, int64_t q, const BatchRows& x, flo
   for (; c < L.cols; c += 16) RowBlock<1>(wr, c, sample, delta, count, x, buf, g);
 }
 
+void CpuBackend::RowsGradients(const Layer& L, const int64_t* q, const BatchRows& x, float* buf,
+                               float* const* g, float* gb) const {
+  constexpr int kR = 4;
+  const int64_t e0 = L.grad_off[q[0]], count = L.grad_off[q[0] + 1] - e0;
+  const int32_t* sample = L.ent_sample.data() + e0;
+  const float* delta[kR];
+  const float* wr[kR];
+  for (int k = 0; k < kR; ++k) {
+    delta[k] = L.ent_delta.data() + L.grad_off[q[k]];
+    wr[k] = L.Row(L.grad_rows[q[k]]);
+    float sb = 0.0f;
+    for (int64_t e = 0; e < count; ++e) sb += delta[k][e];
+    gb[k] = sb;
+  }
+  int64_t c = 0;
+#ifdef __AVX512F__
+  for (; c + 32 <= L.cols; c += 32) RowsBlock<kR, 2>(wr, c, sample, delta, count, x, buf, g);
+#endif
+  for (; c < L.cols; c += 16) RowsBlock<kR, 1>(wr, c, sample, delta, count, x, buf, g);
+}
+
 void CpuBackend::ApplyRow(Layer& L, int64_t r, int64_t q, const AdamStep& step) {
   ThreadScratch& ts = *scratch_[ThreadId()];
   ts.grad.resize(L.cols);
@@ -770,10 +820,36 @@ void CpuBackend::TouchedRows(Layer& L, const BatchRows* in, BatchRows* in_grad,
   const int64_t nrows = static_cast<int64_t>(L.grad_rows.size());
   // Both gradients and the step over dense inputs: one pass over each row's entries.
   const bool fused = in_grad && step && in->dense && L.cols % 16 == 0;
+  const int64_t batch = in ? in->samples() : 0;
   constexpr int64_t kChunk = 256;
   ParallelFor((nrows + kChunk - 1) / kChunk, [&](int64_t c) {
     const int64_t q0 = c * kChunk, q1 = std::min(nrows, q0 + kChunk);
     float* buf = in_grad ? scratch_[ThreadId()]->gin.data() : nullptr;
+    // Rows with an entry of every sample (the same samples, in order) wait in `fq` and go
+    // four at a time: their gradients in one pass, then their steps.
+    int64_t fq[4];
+    int nf = 0;
+    auto full_rows = [&] {
+      ThreadScratch& ts = *scratch_[ThreadId()];
+      ts.grad.resize(4 * L.cols);
+      float* g[4];
+      float gb[4];
+      for (int k = 0; k < 4; ++k) g[k] = ts.grad.data() + k * L.cols;
+      RowsGradients(L, fq, *in, buf, g, gb);
+      for (int k = 0; k < 4; ++k) {
+        AdamRow(L, *step, static_cast<size_t>(L.grad_rows[fq[k]]) * L.cols, L.cols, g[k]);
+        AdamBias(L, *step, L.grad_rows[fq[k]], &gb[k]);
+      }
+      nf = 0;
+    };
+    auto fused_row = [&](int64_t q) {
+      ThreadScratch& ts = *scratch_[ThreadId()];
+      ts.grad.resize(L.cols);
+      float gb;
+      RowGradients(L, q, *in, buf, ts.grad.data(), &gb);
+      AdamRow(L, *step, static_cast<size_t>(L.grad_rows[q]) * L.cols, L.cols, ts.grad.data());
+      AdamBias(L, *step, L.grad_rows[q], &gb);
+    };
     for (int64_t q = q0; q < q1; ++q) {
       if (q + kAhead < q1) {
         const size_t o = static_cast<size_t>(L.grad_rows[q + kAhead]) * L.cols;
@@ -792,18 +868,17 @@ void CpuBackend::TouchedRows(Layer& L, const BatchRows* in, BatchRows* in_grad,
         }
         if (step) __builtin_prefetch(&L.b[r]);
       }
-      if (fused) {
-        ThreadScratch& ts = *scratch_[ThreadId()];
-        ts.grad.resize(L.cols);
-        float gb;
-        RowGradients(L, q, *in, buf, ts.grad.data(), &gb);
-        AdamRow(L, *step, static_cast<size_t>(L.grad_rows[q]) * L.cols, L.cols, ts.grad.data());
-        AdamBias(L, *step, L.grad_rows[q], &gb);
-        continue;
+      if (fused && L.grad_off[q + 1] - L.grad_off[q] == batch) {
+        fq[nf++] = q;
+        if (nf == 4) full_rows();
+      } else if (fused) {
+        fused_row(q);
+      } else {
+        if (buf) InputGradRow(L, q, *in, buf);  // before the row changes
+        if (step) ApplyRow(L, L.grad_rows[q], q, *step);
       }
-      if (buf) InputGradRow(L, q, *in, buf);  // before the row changes
-      if (step) ApplyRow(L, L.grad_rows[q], q, *step);
     }
+    for (int k = 0; k < nf; ++k) fused_row(fq[k]);
   });
   if (in_grad) AddInputGrads(in_grad);
 }

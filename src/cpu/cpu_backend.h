@@ -89,6 +89,10 @@ class CpuBackend : public LayerBackend {
   /// by 16.
   void RowGradients(const Layer& L, int64_t q, const BatchRows& x, float* buf, float* g,
                     float* gb) const;
+  /// RowGradients for the rows q[0..3], whose entries are the same samples in the same order,
+  /// in one pass (g[k], gb[k] for row q[k]).
+  void RowsGradients(const Layer& L, const int64_t* q, const BatchRows& x, float* buf,
+                     float* const* g, float* gb) const;
   void ApplyRow(Layer& L, int64_t r, int64_t q, const AdamStep& step);
   void UpdateIndexed(Layer& L, const AdamStep& step, bool dense);
   /// The input-major layer's gradient and Adam step in one pass over the batch's features
