@@ -26,31 +26,12 @@
 #include "layer_layout.h"
 #include "parallel.h"
 #include "rng.h"
+#include "softmax.h"
 #include "topk.h"
 
 namespace dslide::cpu {
 
 namespace {
-
-/// exp(x) for x <= 0 (x = -inf gives ~1e-38, not 0; NaN stays NaN) to about 2e-7 relative,
-/// in plain arithmetic so that loops over it vectorise: exp(x) = 2^n exp(r), |r| <= ln2/2,
-/// with a degree-6 Taylor polynomial for exp(r).
-inline float ExpNonPositive(float x) {
-  x = x < -87.0f ? -87.0f : x;
-  const float n = std::floor(x * 1.44269504088896341f + 0.5f);
-  const float r = (x - n * 0.693145751953125f) - n * 1.42860676533018e-06f;
-  float p = 1.0f / 720.0f;
-  p = p * r + 1.0f / 120.0f;
-  p = p * r + 1.0f / 24.0f;
-  p = p * r + 1.0f / 6.0f;
-  p = p * r + 0.5f;
-  p = p * r + 1.0f;
-  p = p * r + 1.0f;
-  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
-  float scale;
-  std::memcpy(&scale, &bits, sizeof scale);
-  return p * scale;
-}
 
 inline float Dot(const float* __restrict a, const float* __restrict b, int64_t n) {
   float acc = 0.0f;
@@ -580,6 +561,7 @@ void CpuBackend::Layer::ActiveIndex::Build(const BatchRows& out, int64_t begin, 
   // entries by sample.
   ActiveIndex& a = *this;
   const int64_t B = out.samples(), words = (n + 63) / 64;
+  constexpr int64_t kIdsAhead = 16;  // ids whose counters are prefetched ahead
   const int64_t parts = std::max<int64_t>(1, std::min<int64_t>(NumThreads(), B));
   a.count.resize(parts);
   for (auto& c : a.count)
@@ -602,6 +584,7 @@ void CpuBackend::Layer::ActiveIndex::Build(const BatchRows& out, int64_t begin, 
       const int32_t* ids = out.ids.data() + out.off[i];
       std::memcpy(a.batch_ids.data() + start[i], ids, sizeof(int32_t) * out.n[i]);
       for (int64_t k = 0; k < out.n[i]; ++k) {
+        if (k + kIdsAhead < out.n[i]) __builtin_prefetch(cnt + ids[k + kIdsAhead] - begin, 1);
         const int64_t r = ids[k] - begin;
         ++cnt[r];
         mark[r >> 6] |= uint64_t{1} << (r & 63);
@@ -653,6 +636,7 @@ void CpuBackend::Layer::ActiveIndex::Build(const BatchRows& out, int64_t begin, 
     for (int64_t i = B * t / parts; i < B * (t + 1) / parts; ++i) {
       const int32_t* ids = out.ids.data() + out.off[i];
       for (int64_t k = 0; k < out.n[i]; ++k) {
+        if (k + kIdsAhead < out.n[i]) __builtin_prefetch(cur + ids[k + kIdsAhead] - begin, 1);
         a.entry[cur[ids[k] - begin]++] = {static_cast<int32_t>(i), static_cast<int32_t>(k)};
       }
     }

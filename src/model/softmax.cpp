@@ -58,10 +58,12 @@ void SoftmaxOnHost(const BatchRows& z, const BatchLabels& labels, unsigned phase
       const float* v = z.vals.data() + z.off[i];
       const int32_t* id = z.ids.data() + z.off[i];
       float* e = delta->vals.data() + z.off[i];
-      for (int64_t j = 0; j < z.n[i]; ++j) {
-        e[j] = std::exp(v[j] - mx[i]);
-        sum += e[j];
-      }
+      const float m = mx[i];
+      const int64_t n = z.n[i];
+#pragma omp simd
+      for (int64_t j = 0; j < n; ++j) e[j] = ExpNonPositive(v[j] - m);
+#pragma omp simd reduction(+ : sum)
+      for (int64_t j = 0; j < n; ++j) sum += e[j];
       thread_local std::vector<int64_t> slots;
       LabelSlots(id, z.n[i], lb, k, &slots);
       for (int64_t j : slots) lab += v[j] - mx[i];

@@ -13,6 +13,9 @@
 // into one kernel.
 #pragma once
 
+#include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "batch_rows.h"
@@ -35,6 +38,27 @@ struct SoftmaxStats {
     red.resize(2 * batch);
   }
 };
+
+/// exp(x) for x <= 0 (x = -inf gives ~1e-38, not 0; NaN stays NaN) to about 2e-7 relative,
+/// in plain arithmetic so that loops over it vectorise (with -fno-trapping-math, which lets
+/// floorf vectorise): exp(x) = 2^n exp(r), |r| <= ln2/2, with a degree-6 Taylor polynomial
+/// for exp(r).
+inline float ExpNonPositive(float x) {
+  x = x < -87.0f ? -87.0f : x;
+  const float n = std::floor(x * 1.44269504088896341f + 0.5f);
+  const float r = (x - n * 0.693145751953125f) - n * 1.42860676533018e-06f;
+  float p = 1.0f / 720.0f;
+  p = p * r + 1.0f / 120.0f;
+  p = p * r + 1.0f / 24.0f;
+  p = p * r + 1.0f / 6.0f;
+  p = p * r + 0.5f;
+  p = p * r + 1.0f;
+  p = p * r + 1.0f;
+  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &bits, sizeof scale);
+  return p * scale;
+}
 
 /// The phases of `phases` on the host (the CPU backend's implementation).
 void SoftmaxOnHost(const BatchRows& z, const BatchLabels& labels, unsigned phases, SoftmaxStats* st,
