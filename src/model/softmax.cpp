@@ -48,9 +48,23 @@ void SoftmaxOnHost(const BatchRows& z, const BatchLabels& labels, unsigned phase
     });
   }
   if (phases & kSoftmaxSums) {
-    // delta keeps exp(z - mx) for the delta phase.
-    delta->LikeZero(z);
-    delta->ids = z.ids;
+    // delta keeps exp(z - mx) for the delta phase: z's layout and ids, values zeroed
+    // (LikeZero and a copy of the ids, in parallel blocks).
+    delta->off = z.off;
+    delta->n = z.n;
+    delta->dense = z.dense;
+    delta->width = z.width;
+    delta->ids.resize(z.ids.size());
+    delta->vals.resize(z.vals.size());
+    constexpr int64_t kBlock = int64_t{1} << 16;
+    const int64_t ni = static_cast<int64_t>(z.ids.size());
+    const int64_t nv = static_cast<int64_t>(z.vals.size());
+    ParallelFor((std::max(ni, nv) + kBlock - 1) / kBlock, [&](int64_t blk) {
+      const int64_t j0 = blk * kBlock;
+      if (j0 < ni)
+        std::copy_n(z.ids.data() + j0, std::min(kBlock, ni - j0), delta->ids.data() + j0);
+      if (j0 < nv) std::fill_n(delta->vals.data() + j0, std::min(kBlock, nv - j0), 0.0f);
+    });
     ParallelFor(B, 8, [&](int64_t i) {
       double sum = 0, lab = 0;
       const int32_t* lb = labels.Of(i);
