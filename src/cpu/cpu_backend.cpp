@@ -10,8 +10,10 @@
 // weights, then its gradient from the saved layer input and its Adam step while the row is in
 // cache. That halves the memory traffic of the output layer (no gradient row is written, re-read
 // and zeroed). Weight gradients there have no races and do not depend on the thread count; input
-// gradients are summed from per-thread partials. Layers with every neuron active walk row
-// blocks instead (DenseRows). With one thread every result is deterministic.
+// gradients are summed from per-thread partials. Rows that every sample of the batch holds
+// (the batch's shared fill) go four at a time in both passes, so that each input load serves
+// four rows. Layers with every neuron active walk row blocks instead (DenseRows). With one
+// thread every result is deterministic.
 #include "cpu_backend.h"
 
 #include <algorithm>
