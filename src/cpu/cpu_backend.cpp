@@ -676,12 +676,17 @@ void CpuBackend::KeepNonZero(Layer& L, const BatchRows& delta) {
   L.kept_sample.resize(total);
   L.kept_delta.resize(total);
   constexpr int64_t kChunk = 256;
+  constexpr int64_t kGatherAhead = 32;  // entries whose deltas are prefetched ahead
   std::atomic<int64_t> kept{0};
   ParallelFor((nrows + kChunk - 1) / kChunk, [&](int64_t c) {
     int64_t mine = 0;
     for (int64_t q = c * kChunk; q < std::min(nrows, (c + 1) * kChunk); ++q) {
       int64_t p = a.off[q];
       for (int64_t e = a.off[q]; e < a.off[q + 1]; ++e) {
+        if (e + kGatherAhead < total) {
+          const Layer::ActiveIndex::Entry ahead = a.entry[e + kGatherAhead];
+          __builtin_prefetch(delta.vals.data() + delta.off[ahead.sample] + ahead.slot);
+        }
         const float d = delta.vals[delta.off[a.entry[e].sample] + a.entry[e].slot];
         L.kept_sample[p] = a.entry[e].sample;
         L.kept_delta[p] = d;
