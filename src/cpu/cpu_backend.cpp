@@ -44,26 +44,10 @@ inline float Dot(const float* __restrict a, const float* __restrict b, int64_t n
 
 typedef float Vec16 __attribute__((vector_size(64)));
 
-/// Dot(w, x[d], n)'s 16 lane sums for kN inputs x[d] at once, n a multiple of 16, into
-/// acc[d]: w is loaded once for all of them and their sums are independent chains. Lane l
-/// sums j = l mod 16 in order, as Dot's vectorised loop does; LaneSums adds the lanes.
-template <int kN>
-inline void DotLanes(const float* __restrict w, const float* const* x, int64_t n, Vec16* acc) {
-  Vec16 a[kN] = {};
-  for (int64_t j = 0; j < n; j += 16) {
-    Vec16 wv;
-    std::memcpy(&wv, w + j, sizeof wv);
-    for (int d = 0; d < kN; ++d) {
-      Vec16 xv;
-      std::memcpy(&xv, x[d] + j, sizeof xv);
-      a[d] += wv * xv;
-    }
-  }
-  for (int d = 0; d < kN; ++d) acc[d] = a[d];
-}
-
 /// The 16 lane sums of Dot(w[k], x[d], n) for kR rows w[k] and kN inputs x[d] at once (kR
-/// kN <= 16), into acc[k * kN + d]: each load of a row or input serves kN or kR sums.
+/// kN <= 16, n a multiple of 16), into acc[k * kN + d]: each load of a row or input serves
+/// kN or kR sums, and the sums are independent chains. Lane l sums j = l mod 16 in order, as
+/// Dot's vectorised loop does; LaneSums adds the lanes.
 template <int kR, int kN>
 inline void DotBlock(const float* const* w, const float* const* x, int64_t n, Vec16* acc) {
   Vec16 a[kR * kN] = {};
@@ -123,36 +107,12 @@ inline Vec16 LaneSums(Vec16* m) {
   return s;
 }
 
-/// For one row's entries (their samples in x, their deltas), columns [c, c + 16 kV): the
-/// weight gradient g += delta_e x_e and the input gradient buf_e += delta_e w, in entry
-/// order, with the row's weights and gradient in registers: per element the operations of
-/// Axpy in the same order (GradientRow and InputGradRow).
-template <int kV>
-inline void RowBlock(const float* __restrict w, int64_t c, const int32_t* sample,
-                     const float* delta, int64_t count, const BatchRows& x, float* buf,
-                     float* __restrict g) {
-  Vec16 wv[kV], gv[kV] = {};
-  for (int v = 0; v < kV; ++v) std::memcpy(&wv[v], w + c + 16 * v, sizeof(Vec16));
-  for (int64_t e = 0; e < count; ++e) {
-    const float dk = delta[e];
-    const int64_t o = x.off[sample[e]] + c;
-    const float* xi = x.vals.data() + o;
-    float* gi = buf + o;
-    for (int v = 0; v < kV; ++v) {
-      Vec16 xv, iv;
-      std::memcpy(&xv, xi + 16 * v, sizeof xv);
-      gv[v] += dk * xv;
-      std::memcpy(&iv, gi + 16 * v, sizeof iv);
-      iv += dk * wv[v];
-      std::memcpy(gi + 16 * v, &iv, sizeof iv);
-    }
-  }
-  for (int v = 0; v < kV; ++v) std::memcpy(g + c + 16 * v, &gv[v], sizeof(Vec16));
-}
-
-/// RowBlock for kR rows whose entries are the same samples in the same order (deltas
-/// delta[k]), columns [c, c + 16 kV): each input and input-gradient load serves the kR rows.
-/// Per element the operations of RowBlock on the rows one after another, in that order.
+/// For kR rows w[k] whose entries are the same samples in the same order (their samples in
+/// x, their deltas delta[k]), columns [c, c + 16 kV): the weight gradients g[k] += delta_ke
+/// x_e and the input gradient buf_e += delta_ke w[k], in entry order, with the rows' weights
+/// and gradients in registers; each input and input-gradient load serves the kR rows. Per
+/// element the operations of Axpy in the same order (GradientRow and InputGradRow), the
+/// rows one after another.
 template <int kR, int kV>
 inline void RowsBlock(const float* const* w, int64_t c, const int32_t* sample,
                       const float* const* delta, int64_t count, const BatchRows& x, float* buf,
@@ -409,7 +369,7 @@ void CpuBackend::ForwardRows(int layer, const BatchRows& in, BatchRows* out) {
         for (int k = 0; k < kR; ++k)
           for (int64_t e = a.off[fq[k]] + i; e < a.off[fq[k] + 1]; ++e) {
             const float* xs[1] = {in.vals.data() + in.off[a.entry[e].sample]};
-            DotLanes<1>(ws[k], xs, width, pend + np);
+            DotBlock<1, 1>(ws + k, xs, width, pend + np);
             pend_at[np] = out->off[a.entry[e].sample] + a.entry[e].slot;
             pend_bias[np++] = bs[k];
             if (np == 16) flush();
@@ -435,9 +395,9 @@ void CpuBackend::ForwardRows(int layer, const BatchRows& in, BatchRows* out) {
               pend_bias[np + d] = bias;
             }
             if (kn == kN) {
-              DotLanes<kN>(wr, xs, width, pend + np);
+              DotBlock<1, kN>(&wr, xs, width, pend + np);
             } else {
-              DotLanes<1>(wr, xs, width, pend + np);
+              DotBlock<1, 1>(&wr, xs, width, pend + np);
             }
             np += kn;
             e += kn;
@@ -752,10 +712,10 @@ void CpuBackend::RowGradients(const Layer& L, int64_t q, const BatchRows& x, flo
   const float* wr = L.Row(L.grad_rows[q]);
   int64_t c = 0;
 #ifdef __AVX512F__  // 16 vector registers for the row's weights and gradient: AVX-512 has 32
-  for (; c + 128 <= L.cols; c += 128) RowBlock<8>(wr, c, sample, delta, count, x, buf, g);
+  for (; c + 128 <= L.cols; c += 128) RowsBlock<1, 8>(&wr, c, sample, &delta, count, x, buf, &g);
 #endif
-  for (; c + 64 <= L.cols; c += 64) RowBlock<4>(wr, c, sample, delta, count, x, buf, g);
-  for (; c < L.cols; c += 16) RowBlock<1>(wr, c, sample, delta, count, x, buf, g);
+  for (; c + 64 <= L.cols; c += 64) RowsBlock<1, 4>(&wr, c, sample, &delta, count, x, buf, &g);
+  for (; c < L.cols; c += 16) RowsBlock<1, 1>(&wr, c, sample, &delta, count, x, buf, &g);
 }
 
 void CpuBackend::RowsGradients(const Layer& L, const int64_t* q, const BatchRows& x, float* buf,
