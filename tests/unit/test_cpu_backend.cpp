@@ -79,6 +79,21 @@ bool BitEqual(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
+// Layer 1 of a and b after their steps: weights, biases and Adam's moments equal bit for bit.
+// a's weights and moments go to *wa and *ma.
+void ExpectSameLayer(const LayerBackend& a, const LayerBackend& b, std::vector<float>* wa,
+                     LayerState* ma) {
+  std::vector<float> ba, wb, bb;
+  GetLayer(a, 1, wa, &ba);
+  GetLayer(b, 1, &wb, &bb);
+  EXPECT_TRUE(BitEqual(*wa, wb)) << "weights after Adam";
+  EXPECT_TRUE(BitEqual(ba, bb)) << "biases after Adam";
+  LayerState mb;
+  a.SaveLayer(1, kMoments, ma);
+  b.SaveLayer(1, kMoments, &mb);
+  EXPECT_TRUE(BitEqual(ma->m, mb.m) && BitEqual(ma->v, mb.v)) << "moments";
+}
+
 // Widths that are a multiple of 16 (four dot products at a time) and one that is not.
 class SampledOutput : public ::testing::TestWithParam<int64_t> {};
 
@@ -180,15 +195,9 @@ TEST_P(SampledOutput, BackwardFromTheForwardIndexEqualsBackwardFromTheDeltas) {
         ASSERT_NEAR(ga.vals[ga.off[i] + j], want, 1e-5 * std::max(1.0, std::abs(want)))
             << "input gradient of sample " << i << ", input " << j;
       }
-    std::vector<float> wa, ba, wb, bb;
-    GetLayer(*a, 1, &wa, &ba);
-    GetLayer(*b, 1, &wb, &bb);
-    EXPECT_TRUE(BitEqual(wa, wb)) << "weights after Adam";
-    EXPECT_TRUE(BitEqual(ba, bb)) << "biases after Adam";
-    LayerState ma, mb;
-    a->SaveLayer(1, kMoments, &ma);
-    b->SaveLayer(1, kMoments, &mb);
-    EXPECT_TRUE(BitEqual(ma.m, mb.m) && BitEqual(ma.v, mb.v)) << "moments";
+    std::vector<float> wa;
+    LayerState ma;
+    ExpectSameLayer(*a, *b, &wa, &ma);
     if (it == 0) {
       // C: the gradient left pending (GradientRow, not the fused row walk), checked against
       // the sum itself, then applied by dense Adam: from zero moments a row without
@@ -296,15 +305,9 @@ TEST_P(SampledOutput, RowsEverySampleHoldsGoInBlocksWithTheSameResults) {
   gb.LikeZero(h1);
   Backward(*a, 1, h, delta, &ga, &step);
   Backward(*b, 1, h1, delta1, &gb, &step);
-  std::vector<float> wa, ba, wb, bb;
-  GetLayer(*a, 1, &wa, &ba);
-  GetLayer(*b, 1, &wb, &bb);
-  EXPECT_TRUE(BitEqual(wa, wb)) << "weights after Adam";
-  EXPECT_TRUE(BitEqual(ba, bb)) << "biases after Adam";
-  LayerState ma, mb;
-  a->SaveLayer(1, kMoments, &ma);
-  b->SaveLayer(1, kMoments, &mb);
-  EXPECT_TRUE(BitEqual(ma.m, mb.m) && BitEqual(ma.v, mb.v)) << "moments";
+  std::vector<float> wa;
+  LayerState ma;
+  ExpectSameLayer(*a, *b, &wa, &ma);
   for (const int32_t r : shared) EXPECT_NE(wa[r * width], w0[r * width]) << "neuron " << r;
   for (int64_t i = 0; i < kB; ++i)
     for (int64_t j = 0; j < width; ++j) {
