@@ -52,6 +52,8 @@ class Rng {
     return static_cast<uint64_t>((static_cast<unsigned __int128>(Next()) * n) >> 64);
 #endif
   }
+  /// State word i (of 4), for generators that run several streams side by side.
+  DSLIDE_HD uint64_t State(int i) const { return s_[i]; }
   /// Uniform float in [0, 1).
   double Uniform() { return static_cast<double>(Next() >> 11) * 0x1.0p-53; }
   /// Standard normal (Box-Muller, one value per call).

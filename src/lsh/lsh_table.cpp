@@ -3,11 +3,74 @@
 
 #include <algorithm>
 
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
 #include "error.h"
 #include "rng.h"
 #include "select_kernel.h"
 
 namespace dslide {
+
+namespace {
+
+#if defined(__AVX512F__)
+constexpr int kLanes = 8;  // 64-bit lanes of an AVX-512 register
+
+// GCC 12 warns that the intrinsics' internal placeholder operand "may be used uninitialized"
+// (GCC bug 105593, fixed in GCC 13); nothing here reads an uninitialised value.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+/// FillBucket's reservoir for up to kLanes buckets that overflow, a bucket per lane: the
+/// draws of each bucket's stream (xoshiro256**, then Lemire's multiply-shift below
+/// k + 1 < 2^32) are the integers Rng::Below draws, so each bucket keeps the same slots;
+/// the lanes' steps overlap where one stream's steps would wait on each other.
+void FillOverflowing(int lanes, const int32_t* const* items, const uint32_t* counts, int cap,
+                     const uint64_t* seeds, int32_t* const* slots) {
+  alignas(64) uint64_t st[4][kLanes] = {}, cnt[kLanes] = {}, at[kLanes];
+  uint32_t most = 0;
+  for (int l = 0; l < lanes; ++l) {
+    const Rng rng(seeds[l]);
+    for (int w = 0; w < 4; ++w) st[w][l] = rng.State(w);
+    cnt[l] = counts[l];
+    most = std::max(most, counts[l]);
+    std::copy(items[l], items[l] + cap, slots[l]);
+  }
+  __m512i s0 = _mm512_load_si512(st[0]), s1 = _mm512_load_si512(st[1]);
+  __m512i s2 = _mm512_load_si512(st[2]), s3 = _mm512_load_si512(st[3]);
+  const __m512i vcnt = _mm512_load_si512(cnt), vcap = _mm512_set1_epi64(cap);
+  for (uint64_t k = static_cast<uint64_t>(cap); k < most; ++k) {
+    // Next(): rotl(s1 * 5, 7) * 9, then the state update.
+    __m512i x = _mm512_add_epi64(s1, _mm512_slli_epi64(s1, 2));
+    x = _mm512_rol_epi64(x, 7);
+    x = _mm512_add_epi64(x, _mm512_slli_epi64(x, 3));
+    const __m512i t = _mm512_slli_epi64(s1, 17);
+    s2 = _mm512_xor_si512(s2, s0);
+    s3 = _mm512_xor_si512(s3, s1);
+    s1 = _mm512_xor_si512(s1, s2);
+    s0 = _mm512_xor_si512(s0, s3);
+    s2 = _mm512_xor_si512(s2, t);
+    s3 = _mm512_rol_epi64(s3, 45);
+    // Below(k + 1): the high word of x * (k + 1), from x's two 32-bit halves.
+    const __m512i m = _mm512_set1_epi64(static_cast<int64_t>(k + 1));
+    const __m512i lo = _mm512_mul_epu32(x, m);
+    const __m512i hi = _mm512_mul_epu32(_mm512_srli_epi64(x, 32), m);
+    const __m512i j = _mm512_srli_epi64(_mm512_add_epi64(hi, _mm512_srli_epi64(lo, 32)), 32);
+    __mmask8 hit = _mm512_cmplt_epu64_mask(j, vcap) &
+                   _mm512_cmplt_epu64_mask(_mm512_set1_epi64(static_cast<int64_t>(k)), vcnt);
+    if (hit == 0) continue;
+    _mm512_store_si512(at, j);
+    for (; hit != 0; hit &= hit - 1) {
+      const int l = __builtin_ctz(hit);
+      slots[l][at[l]] = items[l][k];
+    }
+  }
+}
+#pragma GCC diagnostic pop
+#endif
+
+}  // namespace
 
 LshTables::LshTables(int num_tables, int table_bits, int bucket_capacity, InsertPolicy policy)
     : tables_(num_tables), table_bits_(table_bits), capacity_(bucket_capacity), policy_(policy) {
@@ -39,12 +102,40 @@ void LshTables::Build(const uint32_t* buckets, int64_t n, uint64_t seed) {
     for (size_t b = 0; b < nb; ++b)
       tab.offsets[b + 1] = tab.offsets[b] + std::min<uint32_t>(start[b + 1] - start[b], capacity_);
     tab.ids.assign(tab.offsets[nb], -1);
+#if defined(__AVX512F__)
+    // Buckets that overflow a reservoir go kLanes at a time (FillOverflowing); the same slots.
+    const int32_t* lane_items[kLanes];
+    int32_t* lane_slots[kLanes];
+    uint32_t lane_count[kLanes];
+    uint64_t lane_seed[kLanes];
+    int lanes = 0;
+    const bool side_by_side = !fifo;
+#else
+    const bool side_by_side = false;
+#endif
     for (size_t b = 0; b < nb; ++b) {
       const uint32_t c = start[b + 1] - start[b];
       if (c == 0) continue;
-      FillBucket(items.data() + start[b], c, capacity_, fifo,
-                 BucketSeed(seed, t, static_cast<uint32_t>(b)), tab.ids.data() + tab.offsets[b]);
+      const uint64_t bucket_seed = BucketSeed(seed, t, static_cast<uint32_t>(b));
+      if (!side_by_side || c <= static_cast<uint32_t>(capacity_)) {
+        FillBucket(items.data() + start[b], c, capacity_, fifo, bucket_seed,
+                   tab.ids.data() + tab.offsets[b]);
+        continue;
+      }
+#if defined(__AVX512F__)
+      lane_items[lanes] = items.data() + start[b];
+      lane_slots[lanes] = tab.ids.data() + tab.offsets[b];
+      lane_count[lanes] = c;
+      lane_seed[lanes++] = bucket_seed;
+      if (lanes == kLanes) {
+        FillOverflowing(lanes, lane_items, lane_count, capacity_, lane_seed, lane_slots);
+        lanes = 0;
+      }
+#endif
     }
+#if defined(__AVX512F__)
+    if (lanes > 0) FillOverflowing(lanes, lane_items, lane_count, capacity_, lane_seed, lane_slots);
+#endif
   }
 }
 

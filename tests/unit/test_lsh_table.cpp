@@ -5,6 +5,8 @@
 #include <vector>
 
 #include "lsh_table.h"
+#include "rng.h"
+#include "select_kernel.h"
 
 namespace dslide {
 namespace {
@@ -49,6 +51,45 @@ TEST(LshTables, SmallBucketsKeepEverything) {
   EXPECT_EQ(t.Get(0, 1).size, 2);
   EXPECT_EQ(t.Get(0, 3).size, 0);
   EXPECT_EQ(t.Get(1, 3).size, 4);  // capped
+}
+
+TEST(LshTables, EveryBucketHoldsWhatFillBucketKeepsOfItsItemsInIncreasingId) {
+  // The definition, bucket by bucket: a bucket's items in increasing id offered to
+  // FillBucket with the bucket's stream. Where AVX-512 is there, Build runs the reservoirs
+  // of overflowing buckets eight side by side; the tables must hold the same ids in the same
+  // slots. A few buckets far beyond the capacity, the others near it (lanes of unequal
+  // lengths), some empty; 64 buckets (groups of eight) and 8,192 (a last partial group).
+  const int64_t n = 60000;
+  const int L = 3, cap = 8;
+  const uint64_t seed = 77;
+  for (const int bits : {6, 13}) {
+    const uint32_t nb = uint32_t{1} << bits;
+    std::vector<uint32_t> buckets(static_cast<size_t>(L) * n);
+    Rng rng(bits);
+    for (auto& b : buckets) b = static_cast<uint32_t>(rng.Below(nb / 2) * rng.Below(3));
+    for (const InsertPolicy policy : {InsertPolicy::kReservoir, InsertPolicy::kFifo}) {
+      LshTables t(L, bits, cap, policy);
+      t.Build(buckets.data(), n, seed);
+      int64_t overflowing = 0;
+      for (int tab = 0; tab < L; ++tab) {
+        std::vector<std::vector<int32_t>> items(nb);
+        for (int64_t i = 0; i < n; ++i)
+          items[buckets[tab * n + i]].push_back(static_cast<int32_t>(i));
+        for (uint32_t b = 0; b < nb; ++b) {
+          const int64_t c = static_cast<int64_t>(items[b].size());
+          std::vector<int32_t> want(std::min<int64_t>(c, cap), -1);
+          if (c > 0)
+            FillBucket(items[b].data(), c, cap, policy == InsertPolicy::kFifo,
+                       BucketSeed(seed, tab, b), want.data());
+          overflowing += c > cap;
+          const auto got = t.Get(tab, b);
+          ASSERT_EQ(std::vector<int32_t>(got.ids, got.ids + got.size), want)
+              << "table " << tab << " bucket " << b << " of 2^" << bits;
+        }
+      }
+      EXPECT_GT(overflowing, 20);  // the draws were exercised
+    }
+  }
 }
 
 }  // namespace
