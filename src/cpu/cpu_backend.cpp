@@ -146,7 +146,16 @@ inline void PrefetchRow(const float* p, int64_t floats) {
   for (int64_t b = 0; b < floats * static_cast<int64_t>(sizeof(float)); b += 64)
     __builtin_prefetch(c + b);
 }
-constexpr int64_t kAhead = 4;  // rows prefetched ahead in the row walks
+/// Brings `bytes` from p into the second-level cache (the walks' far prefetch).
+inline void PrefetchToL2(const void* p, int64_t bytes) {
+  const char* c = static_cast<const char*>(p);
+  for (int64_t b = 0; b < bytes; b += 64) __builtin_prefetch(c + b, 0, 2);
+}
+// The row walks prefetch the rows kAhead rows on into the first-level cache and (the
+// weights, and the moments where the walk steps) those kFar rows on into the second-level
+// one: a row's lines are then on their way long before the near prefetch asks for them.
+constexpr int64_t kAhead = 4;
+constexpr int64_t kFar = 12;
 
 inline void Axpy(float alpha, const float* __restrict x, float* __restrict y, int64_t n) {
 #pragma omp simd
@@ -411,6 +420,7 @@ void CpuBackend::ForwardRows(int layer, const BatchRows& in, BatchRows* out) {
         }
       };
       for (int64_t q = q0; q < q1; ++q) {
+        if (q + kFar < q1) PrefetchToL2(L.Row(a.rows[q + kFar]), L.cols * sizeof(float));
         if (q + kAhead < q1) {
           PrefetchRow(L.Row(a.rows[q + kAhead]), L.cols);
           __builtin_prefetch(&L.b[a.rows[q + kAhead]]);
@@ -802,6 +812,17 @@ void CpuBackend::TouchedRows(Layer& L, const BatchRows* in, BatchRows* in_grad,
       AdamBias(L, *step, L.grad_rows[q], &gb);
     };
     for (int64_t q = q0; q < q1; ++q) {
+      if (q + kFar < q1) {
+        const size_t o = static_cast<size_t>(L.grad_rows[q + kFar]) * L.cols;
+        PrefetchToL2(L.w.data() + o, L.cols * sizeof(float));
+        if (step && L.bf16) {
+          PrefetchToL2(L.m16.data() + o, L.cols * sizeof(uint16_t));
+          PrefetchToL2(L.v16.data() + o, L.cols * sizeof(uint16_t));
+        } else if (step) {
+          PrefetchToL2(L.m.data() + o, L.cols * sizeof(float));
+          PrefetchToL2(L.v.data() + o, L.cols * sizeof(float));
+        }
+      }
       if (q + kAhead < q1) {
         const size_t o = static_cast<size_t>(L.grad_rows[q + kAhead]) * L.cols;
         PrefetchRow(L.w.data() + o, L.cols);
