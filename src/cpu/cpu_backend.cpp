@@ -445,7 +445,10 @@ void CpuBackend::ForwardRows(int layer, const BatchRows& in, BatchRows* out) {
     if (s.input_major) {
       if (s.dense()) {
         std::memcpy(z, L.b.data(), sizeof(float) * na);
-        for (int64_t e = 0; e < x.n; ++e) Axpy(x.vals[e], L.Row(x.ids[e]), z, na);
+        for (int64_t e = 0; e < x.n; ++e) {
+          if (e + kAhead < x.n) PrefetchRow(L.Row(x.ids[e + kAhead]), na);
+          Axpy(x.vals[e], L.Row(x.ids[e]), z, na);
+        }
       } else {
         for (int64_t k = 0; k < na; ++k) {
           const int64_t c = act[k] - s.begin;
