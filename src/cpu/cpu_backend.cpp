@@ -240,19 +240,26 @@ void CpuBackend::SelectRows(int layer, const BatchRows& in, const BatchLabels* l
   const int64_t cap = BudgetSampler::ActiveCap(s.budget, max_labels, s.min_negatives, s.local());
   out->Strided(B, cap);
   const bool batch_fill = opt_.lsh.fill == FillPolicy::kBatch;
-  if (batch_fill) {
+  auto batch_list = [&] {
     Rng rng(StreamSeed(opt_.seed, streams::kBatchFill, iter, (uint64_t(layer) << 32) | spec_.rank));
     BudgetSampler::BatchList(s.begin, s.end, cap, labels ? &labels->ids : nullptr, &rng,
                              &L.batch_fill);
-  }
+  };
   // Query [x, 1, 0]: the 1 meets the bias coordinate, so collisions follow w.x + b. Dense
   // inputs are hashed in blocks of samples (the rebuild's kernel: the same bits as one at a
-  // time), sparse ones one at a time in the selection loop.
+  // time), sparse ones one at a time in the selection loop. The batch's shared list (one
+  // thread's work) is made beside the hashing: task 0 of the same loop.
   const int64_t nt = L.hash->num_tables(), dim = L.hash->dim();
   if (in.dense) {
     constexpr int64_t kBlock = 32;
     L.query_buckets.resize(static_cast<size_t>(B) * nt);
-    ParallelFor((B + kBlock - 1) / kBlock, [&](int64_t blk) {
+    const int64_t list_tasks = batch_fill ? 1 : 0;
+    ParallelFor(list_tasks + (B + kBlock - 1) / kBlock, [&](int64_t task) {
+      if (task < list_tasks) {
+        batch_list();
+        return;
+      }
+      const int64_t blk = task - list_tasks;
       ThreadScratch& ts = *scratch_[ThreadId()];
       const int64_t i0 = blk * kBlock, rows = std::min(kBlock, B - i0);
       ts.dense.assign(static_cast<size_t>(rows) * dim, 0.0f);
@@ -264,6 +271,8 @@ void CpuBackend::SelectRows(int layer, const BatchRows& in, const BatchLabels* l
       }
       L.hash->HashDenseRows(ts.dense.data(), dim, rows, L.query_buckets.data() + i0 * nt, &ts.hash);
     });
+  } else if (batch_fill) {
+    batch_list();
   }
   ParallelFor(B, 4, [&](int64_t i) {
     ThreadScratch& ts = *scratch_[ThreadId()];
