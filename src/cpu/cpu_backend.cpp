@@ -428,6 +428,9 @@ void CpuBackend::ForwardRows(int layer, const BatchRows& in, BatchRows* out) {
               relu ? (v > 0.0f ? v : 0.0f) : v;
         }
       };
+      // The chunk's first rows, which no earlier step of this walk prefetched.
+      for (int64_t q = q0; q < std::min(q1, q0 + kFar); ++q)
+        PrefetchToL2(L.Row(a.rows[q]), L.cols * sizeof(float));
       for (int64_t q = q0; q < q1; ++q) {
         if (q + kFar < q1) PrefetchToL2(L.Row(a.rows[q + kFar]), L.cols * sizeof(float));
         if (q + kAhead < q1) {
