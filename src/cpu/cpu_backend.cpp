@@ -139,18 +139,20 @@ inline void RowsBlock(const float* const* w, int64_t c, const int32_t* sample,
     for (int v = 0; v < kV; ++v) std::memcpy(g[k] + c + 16 * v, &gv[k][v], sizeof(Vec16));
 }
 
-/// Prefetches `floats` floats from p (a weight row: rows are visited in data-dependent
-/// order, which the hardware prefetcher cannot guess).
+/// Prefetches the cache lines of `bytes` from p with __builtin_prefetch's temporal locality
+/// kLocality (3: into the first-level cache; 2: the second-level one). Weight rows are
+/// visited in data-dependent order, which the hardware prefetcher cannot guess.
+template <int kLocality>
+inline void PrefetchLines(const void* p, int64_t bytes) {
+  const char* c = static_cast<const char*>(p);
+  for (int64_t b = 0; b < bytes; b += 64) __builtin_prefetch(c + b, 0, kLocality);
+}
+/// Prefetches `floats` floats from p into the first-level cache.
 inline void PrefetchRow(const float* p, int64_t floats) {
-  const char* c = reinterpret_cast<const char*>(p);
-  for (int64_t b = 0; b < floats * static_cast<int64_t>(sizeof(float)); b += 64)
-    __builtin_prefetch(c + b);
+  PrefetchLines<3>(p, floats * static_cast<int64_t>(sizeof(float)));
 }
 /// Brings `bytes` from p into the second-level cache (the walks' far prefetch).
-inline void PrefetchToL2(const void* p, int64_t bytes) {
-  const char* c = static_cast<const char*>(p);
-  for (int64_t b = 0; b < bytes; b += 64) __builtin_prefetch(c + b, 0, 2);
-}
+inline void PrefetchToL2(const void* p, int64_t bytes) { PrefetchLines<2>(p, bytes); }
 // The row walks prefetch the rows kAhead rows on into the first-level cache and (the
 // weights, and the moments where the walk steps) those kFar rows on into the second-level
 // one: a row's lines are then on their way long before the near prefetch asks for them.
@@ -843,8 +845,8 @@ void CpuBackend::TouchedRows(Layer& L, const BatchRows* in, BatchRows* in_grad,
         PrefetchRow(L.w.data() + o, L.cols);
         const int32_t r = L.grad_rows[q + kAhead];
         if (step && L.bf16) {
-          PrefetchRow(reinterpret_cast<const float*>(L.m16.data() + o), L.cols / 2);
-          PrefetchRow(reinterpret_cast<const float*>(L.v16.data() + o), L.cols / 2);
+          PrefetchLines<3>(L.m16.data() + o, L.cols * sizeof(uint16_t));
+          PrefetchLines<3>(L.v16.data() + o, L.cols * sizeof(uint16_t));
           __builtin_prefetch(&L.mb16[r]);
           __builtin_prefetch(&L.vb16[r]);
         } else if (step) {
