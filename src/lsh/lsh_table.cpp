@@ -68,6 +68,15 @@ void FillOverflowing(int lanes, const int32_t* const* items, const uint32_t* cou
   }
 }
 #pragma GCC diagnostic pop
+#else
+constexpr int kLanes = 1;
+
+/// Without AVX-512: FillBucket on each bucket.
+void FillOverflowing(int lanes, const int32_t* const* items, const uint32_t* counts, int cap,
+                     const uint64_t* seeds, int32_t* const* slots) {
+  for (int l = 0; l < lanes; ++l)
+    FillBucket(items[l], counts[l], cap, /*fifo=*/false, seeds[l], slots[l]);
+}
 #endif
 
 }  // namespace
@@ -102,27 +111,21 @@ void LshTables::Build(const uint32_t* buckets, int64_t n, uint64_t seed) {
     for (size_t b = 0; b < nb; ++b)
       tab.offsets[b + 1] = tab.offsets[b] + std::min<uint32_t>(start[b + 1] - start[b], capacity_);
     tab.ids.assign(tab.offsets[nb], -1);
-#if defined(__AVX512F__)
     // Buckets that overflow a reservoir go kLanes at a time (FillOverflowing); the same slots.
     const int32_t* lane_items[kLanes];
     int32_t* lane_slots[kLanes];
     uint32_t lane_count[kLanes];
     uint64_t lane_seed[kLanes];
     int lanes = 0;
-    const bool side_by_side = !fifo;
-#else
-    const bool side_by_side = false;
-#endif
     for (size_t b = 0; b < nb; ++b) {
       const uint32_t c = start[b + 1] - start[b];
       if (c == 0) continue;
       const uint64_t bucket_seed = BucketSeed(seed, t, static_cast<uint32_t>(b));
-      if (!side_by_side || c <= static_cast<uint32_t>(capacity_)) {
+      if (fifo || c <= static_cast<uint32_t>(capacity_)) {
         FillBucket(items.data() + start[b], c, capacity_, fifo, bucket_seed,
                    tab.ids.data() + tab.offsets[b]);
         continue;
       }
-#if defined(__AVX512F__)
       lane_items[lanes] = items.data() + start[b];
       lane_slots[lanes] = tab.ids.data() + tab.offsets[b];
       lane_count[lanes] = c;
@@ -131,11 +134,8 @@ void LshTables::Build(const uint32_t* buckets, int64_t n, uint64_t seed) {
         FillOverflowing(lanes, lane_items, lane_count, capacity_, lane_seed, lane_slots);
         lanes = 0;
       }
-#endif
     }
-#if defined(__AVX512F__)
     if (lanes > 0) FillOverflowing(lanes, lane_items, lane_count, capacity_, lane_seed, lane_slots);
-#endif
   }
 }
 
