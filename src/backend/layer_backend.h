@@ -114,6 +114,42 @@ struct StepStatus {
   uint64_t bad_layers = 0;
 };
 
+/// Buffers in a backend's memory for one collective of the snapshot exchange: what this
+/// rank sends (values, and ids where the exchange carries them) and where it receives.
+struct ExchangeBuffers {
+  const float* send_vals = nullptr;
+  const int32_t* send_ids = nullptr;
+  float* recv_vals = nullptr;
+  int32_t* recv_ids = nullptr;
+};
+
+/// The snapshot exchange's packing and regrouping done in a backend's own memory (a GPU
+/// backend under CUDA-aware MPI), so that the collectives send from and receive into it:
+/// the trainer keeps the protocol (SnapshotExchange: counts, collectives, bytes) and only
+/// the per-sample counts come to the host. Every pointer returned is complete on return.
+class RowExchange {
+ public:
+  virtual ~RowExchange() = default;
+  /// How many entries each sample of hidden layer `layer`'s output holds (B counts).
+  virtual std::vector<int64_t> OutputCounts(int layer) = 0;
+  /// Forward: this rank's output of `layer` packed sample after sample (ids when
+  /// `with_ids`), and a buffer for the `total` entries every rank sends.
+  virtual ExchangeBuffers PackOutput(int layer, bool with_ids, int64_t total) = 0;
+  /// Layer `layer`'s input from the received entries (rank-major: rank 0's entries of
+  /// every sample, then rank 1's, ...): sample i's row is rank 0's seg[i] entries, then rank
+  /// 1's seg[B + i], ...; a dense snapshot (no ids) numbers them 0.. in the row; `width`
+  /// is the layer's input width.
+  virtual void UnpackInput(int layer, const std::vector<int64_t>& seg, bool dense,
+                           int64_t width) = 0;
+  /// Backward: layer `layer`'s input gradient (laid out like the input UnpackInput made)
+  /// packed rank-major as the input arrived, and a buffer for the `mine` summed entries of
+  /// this rank.
+  virtual ExchangeBuffers PackInputGrad(int layer, int64_t mine) = 0;
+  /// Layer `layer`'s delta from the received sums (this rank's output entries of `layer`,
+  /// in PackOutput's order), times ReLU' of that output.
+  virtual void UnpackDelta(int layer) = 0;
+};
+
 /// A backend: one rank's shard of every layer on one device (CPU threads or a GPU). The
 /// trainer drives a step through it on the backend's own batch buffers, named by (layer,
 /// Rows); it sees host views only of what crosses ranks (HostRows) and hands in only what
@@ -199,6 +235,9 @@ class LayerBackend {
   /// assembles the fused gradient when the communicator can reduce it there (a GPU backend
   /// under CUDA-aware MPI), or nullptr (host memory).
   virtual float* ExchangeBuffer(int64_t n, bool zero) = 0;
+  /// The snapshot exchange in the backend's memory where the communicator can read it (a
+  /// GPU backend under CUDA-aware MPI), or nullptr (the trainer exchanges host views).
+  virtual RowExchange* InPlaceExchange() = 0;
 };
 
 /// The backend for cfg.device: "cpu", or "gpu" where built with CUDA and a device exists,

@@ -45,6 +45,7 @@ class CpuBackend : public LayerBackend {
   int64_t ExportGradient(int layer, float* out, float scale) const override;
   void ApplyGradient(int layer, const float* grad, const AdamStep& step) override;
   float* ExchangeBuffer(int64_t, bool) override { return nullptr; }
+  RowExchange* InPlaceExchange() override { return nullptr; }
 
  private:
   struct Layer;

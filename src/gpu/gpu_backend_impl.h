@@ -17,6 +17,8 @@
 // (gpu_backend_instantiate.h), in
 //   backend_batch.cu    host rows in and out of the device's padded layout, the labels,
 //                       the one-rank chain
+//   backend_exchange.cu the snapshot exchange in device memory (RowExchange, P ranks
+//                       under CUDA-aware MPI)
 //   backend_select.cu   the query and the active sets
 //   backend_forward.cu  the activations
 //   backend_softmax.cu  softmax, the queued loss and non-finite flags
@@ -74,7 +76,7 @@
 namespace dslide::gpu {
 
 template <class X>
-class GpuBackendT : public LayerBackend {
+class GpuBackendT : public LayerBackend, public RowExchange {
  public:
   template <class T>
   using Buf = typename X::template Buffer<T>;
@@ -116,6 +118,11 @@ class GpuBackendT : public LayerBackend {
     bool chained = false;  // the input is the previous layer's output (InRows)
     Buf<float> delta, in_grad;
     BatchRows host[4];  // by Rows
+    // The snapshot exchange in device memory (RowExchange): the output's counts (host) and
+    // packed offsets; the input's segments (P x B) and their rank-major positions.
+    std::vector<int64_t> out_n;
+    Buf<int64_t> out_pos, in_seg, in_src;
+    int64_t in_total = 0;
   };
 
   struct Layer {
@@ -330,6 +337,14 @@ class GpuBackendT : public LayerBackend {
   void ExportGradientTo(const Layer& L, float* out) const;
   void ApplyGradient(int layer, const float* grad, const AdamStep& step) override;
   float* ExchangeBuffer(int64_t n, bool zero) override;
+  RowExchange* InPlaceExchange() override { return exchange_on_device_ ? this : nullptr; }
+  // RowExchange (backend_exchange.cu): packing and regrouping by kernels, the buffers in
+  // device memory, synchronised before MPI reads them.
+  std::vector<int64_t> OutputCounts(int layer) override;
+  ExchangeBuffers PackOutput(int layer, bool with_ids, int64_t total) override;
+  void UnpackInput(int layer, const std::vector<int64_t>& seg, bool dense, int64_t width) override;
+  ExchangeBuffers PackInputGrad(int layer, int64_t mine) override;
+  void UnpackDelta(int layer) override;
   bool InExchange(const float* p) const {
     return exch_.size() > 0 && p >= exch_.data() && p < exch_.data() + exch_.size();
   }
@@ -371,9 +386,11 @@ class GpuBackendT : public LayerBackend {
   Buf<int64_t> raw_off_;
   Buf<int32_t> raw_ids_;
   Buf<float> raw_vals_;
-  // Data parallelism: the fused gradient in device memory (CUDA-aware MPI).
+  // Collectives on device memory (CUDA-aware MPI): the fused gradient of data parallelism,
+  // the snapshot exchange's send and receive buffers.
   bool exchange_on_device_ = false;
-  Buf<float> exch_;
+  Buf<float> exch_, snap_send_, snap_recv_, snap_grad_;
+  Buf<int32_t> snap_send_ids_, snap_recv_ids_;
   // Per-step scratch, reused.
   DevRows q_;
   Buf<float> xd_, acc_, grad_, topk_sc_, topk_mx_, topk_sum_;

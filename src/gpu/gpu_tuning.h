@@ -14,9 +14,10 @@ struct GpuTuning {
   int64_t shared_entries = 4 * 1024;  ///< this many of a sparse input's entries sit in
                                       ///< shared memory (32 KiB); the rest are read from
                                       ///< global memory
-  int device_exchange = -1;           ///< data parallelism: reduce the fused gradient in device
-                                      ///< memory (1), in host memory (0), or in device memory when
-                                      ///< MPI is CUDA-aware (-1, MpiReadsDeviceMemory)
+  int device_exchange = -1;           ///< collectives on device memory (the fused gradient of
+                                      ///< data parallelism, the snapshot exchange: 1), on host
+                                      ///< memory (0), or on device memory when MPI is
+                                      ///< CUDA-aware (-1, MpiReadsDeviceMemory)
 };
 
 }  // namespace dslide::gpu

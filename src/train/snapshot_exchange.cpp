@@ -7,10 +7,9 @@
 
 namespace dslide {
 
-void SnapshotExchange::Gather(const LayerSpec& s, const BatchRows& local, BatchRows* full,
-                              std::vector<int64_t>* seg) {
+void SnapshotExchange::Segments(const LayerSpec& s, const int64_t* local_n, int64_t B,
+                                std::vector<int64_t>* seg, std::vector<int64_t>* rank_total) {
   const int P = comm_->size();
-  const int64_t B = local.samples();
   seg->assign(static_cast<size_t>(P) * B, 0);
   if (s.dense()) {
     // Sizes are known from the sharding: no counts, no ids on the wire.
@@ -20,12 +19,17 @@ void SnapshotExchange::Gather(const LayerSpec& s, const BatchRows& local, BatchR
       std::fill(seg->begin() + r * B, seg->begin() + (r + 1) * B, w);
     }
   } else {
-    comm_->Allgatherv(local.n.data(), std::vector<int64_t>(P, B), seg->data(),
-                      Traffic::kActivations);
+    comm_->Allgatherv(local_n, std::vector<int64_t>(P, B), seg->data(), Traffic::kActivations);
   }
-  std::vector<int64_t> rank_total(P, 0);
-  for (int r = 0; r < P; ++r)
-    for (int64_t i = 0; i < B; ++i) rank_total[r] += (*seg)[r * B + i];
+  *rank_total = RankTotals(*seg);
+}
+
+void SnapshotExchange::Gather(const LayerSpec& s, const BatchRows& local, BatchRows* full,
+                              std::vector<int64_t>* seg) {
+  const int P = comm_->size();
+  const int64_t B = local.samples();
+  std::vector<int64_t> rank_total;
+  Segments(s, local.n.data(), B, seg, &rank_total);
   // Pack this rank's snapshot sample-major.
   const int64_t mine = rank_total[comm_->rank()];
   pack_vals_.resize(mine);
@@ -70,13 +74,21 @@ void SnapshotExchange::Gather(const LayerSpec& s, const BatchRows& local, BatchR
   full->width = s.out_dim;
 }
 
+std::vector<int64_t> SnapshotExchange::RankTotals(const std::vector<int64_t>& seg) const {
+  const int P = comm_->size();
+  const int64_t B = static_cast<int64_t>(seg.size()) / P;
+  std::vector<int64_t> rank_total(P, 0);
+  for (int r = 0; r < P; ++r)
+    for (int64_t i = 0; i < B; ++i) rank_total[r] += seg[r * B + i];
+  return rank_total;
+}
+
 void SnapshotExchange::ScatterGrad(const BatchRows& full_grad, const std::vector<int64_t>& seg,
                                    const BatchRows& act, BatchRows* local_grad) {
   const int P = comm_->size();
   const int64_t B = full_grad.samples();
-  std::vector<int64_t> rank_total(P, 0), dst(P, 0);
-  for (int r = 0; r < P; ++r)
-    for (int64_t i = 0; i < B; ++i) rank_total[r] += seg[r * B + i];
+  const std::vector<int64_t> rank_total = RankTotals(seg);
+  std::vector<int64_t> dst(P, 0);
   for (int r = 1; r < P; ++r) dst[r] = dst[r - 1] + rank_total[r - 1];
   // Rank-major layout: the exact inverse of Gather's regrouping.
   pack_vals_.resize(std::accumulate(rank_total.begin(), rank_total.end(), int64_t{0}));
@@ -103,6 +115,18 @@ void SnapshotExchange::PassForward(LayerBackend* backend, const LayerSpec& s, in
     backend->Chain(layer, layer + 1);  // the snapshot is this rank's own output
     return;
   }
+  if (RowExchange* x = backend->InPlaceExchange()) {
+    // The same protocol on buffers in the backend's memory: only the counts come to the host.
+    const std::vector<int64_t> n = x->OutputCounts(layer);
+    std::vector<int64_t> rank_total;
+    Segments(s, n.data(), static_cast<int64_t>(n.size()), seg, &rank_total);
+    const int64_t total = std::accumulate(rank_total.begin(), rank_total.end(), int64_t{0});
+    const ExchangeBuffers b = x->PackOutput(layer, !s.dense(), total);
+    comm_->Allgatherv(b.send_vals, rank_total, b.recv_vals, Traffic::kActivations);
+    if (!s.dense()) comm_->Allgatherv(b.send_ids, rank_total, b.recv_ids, Traffic::kActivations);
+    x->UnpackInput(layer + 1, *seg, s.dense(), s.out_dim);
+    return;
+  }
   Gather(s, *backend->HostRows(layer, Rows::kOutput, Access::kRead),
          backend->HostRows(layer + 1, Rows::kInput, Access::kWrite), seg);
   backend->CommitRows(layer + 1, Rows::kInput);
@@ -112,6 +136,13 @@ void SnapshotExchange::PassBackward(LayerBackend* backend, int layer,
                                     const std::vector<int64_t>& seg) {
   if (comm_->size() == 1) {
     backend->Chain(layer, layer - 1);
+    return;
+  }
+  if (RowExchange* x = backend->InPlaceExchange()) {
+    const std::vector<int64_t> rank_total = RankTotals(seg);
+    const ExchangeBuffers b = x->PackInputGrad(layer, rank_total[comm_->rank()]);
+    comm_->ReduceScatterSum(b.send_vals, rank_total, b.recv_vals, Traffic::kInputGrads);
+    x->UnpackDelta(layer - 1);
     return;
   }
   const BatchRows& act = *backend->HostRows(layer - 1, Rows::kOutput, Access::kRead);

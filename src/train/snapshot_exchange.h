@@ -32,8 +32,9 @@ class SnapshotExchange {
                    const BatchRows& act, BatchRows* local_grad);
 
   /// Collective: hidden layer `layer`'s output on `backend` becomes layer + 1's input. With
-  /// one rank the backend links them itself (Chain: nothing leaves it); else the
-  /// host view of this rank's output is gathered into layer + 1's staged input.
+  /// one rank the backend links them itself (Chain: nothing leaves it); where the backend
+  /// exchanges in its own memory (InPlaceExchange) the collectives read and write there;
+  /// else the host view of this rank's output is gathered into layer + 1's staged input.
   void PassForward(LayerBackend* backend, const LayerSpec& s, int layer, std::vector<int64_t>* seg);
   /// Collective, the inverse: layer `layer`'s input gradient becomes layer - 1's delta,
   /// times ReLU' of layer - 1's output (Chain with one rank; else ScatterGrad of
@@ -41,6 +42,12 @@ class SnapshotExchange {
   void PassBackward(LayerBackend* backend, int layer, const std::vector<int64_t>& seg);
 
  private:
+  /// seg (P x B: rank r's entries of sample i at seg[r * B + i]) from the sharding (dense
+  /// layer) or from every rank's `local_n` (gathered), and each rank's total.
+  void Segments(const LayerSpec& s, const int64_t* local_n, int64_t B, std::vector<int64_t>* seg,
+                std::vector<int64_t>* rank_total);
+  std::vector<int64_t> RankTotals(const std::vector<int64_t>& seg) const;
+
   Communicator* comm_;
   std::vector<float> pack_vals_, gathered_vals_;
   std::vector<int32_t> pack_ids_, gathered_ids_;

@@ -155,6 +155,91 @@ TEST(Distributed, DataParallelReducesInBackendMemory) {
               40.0 * g_comm->size());
 }
 
+TEST(Distributed, SnapshotExchangeInBackendMemory) {
+  // The GPU backend's snapshot exchange in its own memory (RowExchange: the CUDA-aware path),
+  // on the host executor so that any MPI can read it, against the host-staged exchange of the
+  // same backend and against the CPU backend, with a dense and a sampled hidden layer.
+  SetNumThreads(1);
+  const Dataset data = Small(2000);
+  TrainConfig cfg;
+  cfg.hidden = {24, 16};
+  cfg.sparsity = {1.0, 0.5, 0.3};
+  cfg.batch = 30;
+  cfg.lr = 1e-3;
+  cfg.lsh.rebuild_n0 = 1000;  // the same tables throughout
+  gpu::GpuTuning in_place, staged;
+  in_place.device_exchange = 1;
+  staged.device_exchange = 0;
+  using HostGpu = gpu::GpuBackendT<gpu::HostExec>;
+  Trainer a(cfg, g_comm, std::make_unique<HostGpu>(in_place), data.num_features, data.num_labels);
+  Trainer b(cfg, g_comm, std::make_unique<HostGpu>(staged), data.num_features, data.num_labels);
+  Trainer c(cfg, g_comm, MakeBackend(Device::kCpu, 0), data.num_features, data.num_labels);
+  ASSERT_NE(a.backend().InPlaceExchange(), nullptr);
+  ASSERT_EQ(b.backend().InPlaceExchange(), nullptr);
+  ASSERT_EQ(c.backend().InPlaceExchange(), nullptr);
+  for (int it = 0; it < 12; ++it) {
+    const std::vector<int64_t> pts = Batch(it, cfg.batch, data.size());
+    const double la = a.Step(data, pts), lb = b.Step(data, pts), lc = c.Step(data, pts);
+    ASSERT_NEAR(la, lb, 1e-6 * std::max(1.0, std::abs(lb))) << "iteration " << it + 1;
+    ASSERT_NEAR(la, lc, 1e-4 * std::max(1.0, std::abs(lc))) << "iteration " << it + 1;
+  }
+  for (int l = 0; l < 3; ++l) {
+    EXPECT_LT(MaxLayerDiff(a.backend(), b.backend(), l), 1e-6) << "layer " << l;
+    EXPECT_LT(MaxLayerDiff(a.backend(), c.backend(), l), 1e-5) << "layer " << l;
+  }
+  // One exchange of each hidden layer's output, and back, on the last step's buffers: in
+  // backend memory only the counts come to the host (B int64 per layer) and go up with the
+  // segments (the packed offsets and counts, B int64 each; seg and positions, P x B each);
+  // the staged exchange moves the rows themselves. Both give the same input and delta.
+  const int64_t B = cfg.batch, P = g_comm->size();
+  for (int layer = 0; layer < 2; ++layer) {
+    SCOPED_TRACE("hidden layer " + std::to_string(layer));
+    SnapshotExchange ex(g_comm);
+    const LayerSpec& s = a.spec().layers[layer];
+    std::vector<int64_t> seg_a, seg_b;
+    const DeviceTraffic a0 = a.backend().Info().traffic, b0 = b.backend().Info().traffic;
+    ex.PassForward(&a.backend(), s, layer, &seg_a);
+    ex.PassForward(&b.backend(), s, layer, &seg_b);
+    const DeviceTraffic fa = a.backend().Info().traffic - a0, fb = b.backend().Info().traffic - b0;
+    EXPECT_EQ(seg_a, seg_b);
+    EXPECT_EQ(fa.d2h_bytes, B * 8);
+    EXPECT_EQ(fa.h2d_bytes, 2 * B * 8 + 2 * P * B * 8);
+    const int64_t values = std::accumulate(seg_a.begin(), seg_a.end(), int64_t{0}) * 4;
+    EXPECT_GT(fb.h2d_bytes, values) << "the staged exchange sends the gathered rows up";
+    const BatchRows in_a = *a.backend().HostRows(layer + 1, Rows::kInput, Access::kRead);
+    const BatchRows in_b = *b.backend().HostRows(layer + 1, Rows::kInput, Access::kRead);
+    ASSERT_EQ(in_a.n, in_b.n);
+    EXPECT_EQ(in_a.dense, s.dense());
+    EXPECT_EQ(in_b.dense, s.dense());
+    for (int64_t i = 0; i < B; ++i)
+      for (int64_t j = 0; j < in_a.n[i]; ++j) {
+        ASSERT_EQ(in_a.Row(i).ids[j], in_b.Row(i).ids[j]) << "sample " << i << " entry " << j;
+        // The two runs' weights differ in the last bits (the host executor adds the first
+        // layer's gradient atomics in a shuffled order), so the values agree within rounding.
+        ASSERT_NEAR(in_a.Row(i).vals[j], in_b.Row(i).vals[j], 1e-6)
+            << "sample " << i << " entry " << j;
+      }
+    const DeviceTraffic a1 = a.backend().Info().traffic, b1 = b.backend().Info().traffic;
+    ex.PassBackward(&a.backend(), layer + 1, seg_a);
+    ex.PassBackward(&b.backend(), layer + 1, seg_b);
+    const DeviceTraffic ba = a.backend().Info().traffic - a1, bb = b.backend().Info().traffic - b1;
+    EXPECT_EQ(ba.d2h_bytes, 0);
+    EXPECT_EQ(ba.h2d_bytes, 0);
+    EXPECT_GT(bb.d2h_bytes, values) << "the staged exchange brings the input gradient down";
+    const BatchRows d_a = *a.backend().HostRows(layer, Rows::kDelta, Access::kRead);
+    const BatchRows d_b = *b.backend().HostRows(layer, Rows::kDelta, Access::kRead);
+    ASSERT_EQ(d_a.n, d_b.n);
+    int64_t nonzero = 0;
+    for (int64_t i = 0; i < B; ++i)
+      for (int64_t j = 0; j < d_a.n[i]; ++j) {
+        ASSERT_NEAR(d_a.Row(i).vals[j], d_b.Row(i).vals[j], 1e-6)
+            << "sample " << i << " entry " << j;
+        nonzero += d_a.Row(i).vals[j] != 0.0f;
+      }
+    EXPECT_GT(nonzero, 0);
+  }
+}
+
 TEST(Distributed, BytesMatchProtocol) {
   SetNumThreads(1);
   const Dataset data = Small(500);
