@@ -123,10 +123,11 @@ struct ExchangeBuffers {
   int32_t* recv_ids = nullptr;
 };
 
-/// The snapshot exchange's packing and regrouping done in a backend's own memory (a GPU
-/// backend under CUDA-aware MPI), so that the collectives send from and receive into it:
-/// the trainer keeps the protocol (SnapshotExchange: counts, collectives, bytes) and only
-/// the per-sample counts come to the host. Every pointer returned is complete on return.
+/// The snapshot exchange's packing and regrouping done by a backend whose rows live in its
+/// own memory (a GPU backend): the trainer keeps the protocol (SnapshotExchange: counts,
+/// collectives, bytes). The buffers handed to the collectives are in the backend's memory
+/// where the communicator reads it (CUDA-aware MPI: then only the per-sample counts come
+/// to the host), else host copies of the packed entries. Every buffer is complete on return.
 class RowExchange {
  public:
   virtual ~RowExchange() = default;
@@ -235,8 +236,8 @@ class LayerBackend {
   /// assembles the fused gradient when the communicator can reduce it there (a GPU backend
   /// under CUDA-aware MPI), or nullptr (host memory).
   virtual float* ExchangeBuffer(int64_t n, bool zero) = 0;
-  /// The snapshot exchange in the backend's memory where the communicator can read it (a
-  /// GPU backend under CUDA-aware MPI), or nullptr (the trainer exchanges host views).
+  /// The backend's side of the snapshot exchange (a GPU backend: its kernels pack and
+  /// regroup), or nullptr (the trainer exchanges host views, HostRows).
   virtual RowExchange* InPlaceExchange() = 0;
 };
 

@@ -1,7 +1,8 @@
-// The GPU backend's side of the snapshot exchange in device memory (RowExchange): with P
-// ranks under CUDA-aware MPI the trainer's collectives send from and receive into these
-// buffers, and kernels pack this rank's rows and regroup what arrived; only the per-sample
-// counts come to the host.
+// The GPU backend's side of the snapshot exchange (RowExchange): with P ranks, kernels pack
+// this rank's rows and regroup what arrived. Under CUDA-aware MPI the trainer's collectives
+// send from and receive into device buffers and only the per-sample counts come to the
+// host; otherwise the packed entries are staged through host memory (they come down, the
+// gathered ones go up), never the padded rows.
 #include "gpu_backend_instantiate.h"
 
 namespace dslide::gpu {
@@ -59,13 +60,28 @@ ExchangeBuffers GpuBackendT<X>::PackOutput(int layer, bool with_ids, int64_t tot
     sv[p[i] + e] = vals[t];
     if (si != nullptr) si[p[i] + e] = ids[t];
   });
-  x_.Synchronize();  // MPI reads the buffer outside the backend's stream
   ExchangeBuffers x;
-  x.send_vals = snap_send_.data();
-  x.recv_vals = snap_recv_.data();
+  if (exchange_on_device_) {
+    x_.Synchronize();  // MPI reads the buffer outside the backend's stream
+    x.send_vals = snap_send_.data();
+    x.recv_vals = snap_recv_.data();
+    if (with_ids) {
+      x.send_ids = snap_send_ids_.data();
+      x.recv_ids = snap_recv_ids_.data();
+    }
+    return x;
+  }
+  host_send_.resize(std::max<int64_t>(mine, 1));
+  host_recv_.resize(std::max<int64_t>(total, 1));
+  x_.Download(snap_send_, host_send_.data(), mine);
+  x.send_vals = host_send_.data();
+  x.recv_vals = host_recv_.data();
   if (with_ids) {
-    x.send_ids = snap_send_ids_.data();
-    x.recv_ids = snap_recv_ids_.data();
+    host_send_ids_.resize(std::max<int64_t>(mine, 1));
+    host_recv_ids_.resize(std::max<int64_t>(total, 1));
+    x_.Download(snap_send_ids_, host_send_ids_.data(), mine);
+    x.send_ids = host_send_ids_.data();
+    x.recv_ids = host_recv_ids_.data();
   }
   return x;
 }
@@ -98,6 +114,10 @@ void GpuBackendT<X>::UnpackInput(int layer, const std::vector<int64_t>& seg, boo
   x_.Upload(&d.n, n.data(), n.size());
   x_.Upload(&b.in_seg, seg.data(), seg.size());
   x_.Upload(&b.in_src, src.data(), src.size());
+  if (!exchange_on_device_) {  // what arrived in host memory goes up
+    x_.Upload(&snap_recv_, host_recv_.data(), at);
+    if (!dense) x_.Upload(&snap_recv_ids_, host_recv_ids_.data(), at);
+  }
   d.ids.Resize(B * cap);
   d.vals.Resize(B * cap);
   const int64_t* dn = d.n.data();
@@ -137,10 +157,19 @@ ExchangeBuffers GpuBackendT<X>::PackInputGrad(int layer, int64_t mine) {
     const int64_t i = t / cap, e = t % cap;
     if (e < n[i]) sv[RankMajorPos(sg, sr, B, i, e)] = g[t];
   });
-  x_.Synchronize();
   ExchangeBuffers x;
-  x.send_vals = snap_send_.data();
-  x.recv_vals = snap_grad_.data();
+  if (exchange_on_device_) {
+    x_.Synchronize();
+    x.send_vals = snap_send_.data();
+    x.recv_vals = snap_grad_.data();
+    return x;
+  }
+  host_send_.resize(std::max<int64_t>(b.in_total, 1));
+  host_grad_.resize(std::max<int64_t>(mine, 1));
+  x_.Download(snap_send_, host_send_.data(), b.in_total);
+  x.send_vals = host_send_.data();
+  x.recv_vals = host_grad_.data();
+  snap_mine_ = mine;
   return x;
 }
 
@@ -149,6 +178,7 @@ void GpuBackendT<X>::UnpackDelta(int layer) {
   Batch& b = *batch_[layer];
   const DevRows& act = b.out;
   const int64_t B = act.B, cap = act.cap;
+  if (!exchange_on_device_) x_.Upload(&snap_grad_, host_grad_.data(), snap_mine_);
   b.delta.Resize(B * cap);
   const int64_t* n = act.n.data();
   const int64_t* p = b.out_pos.data();

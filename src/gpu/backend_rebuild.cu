@@ -18,21 +18,26 @@ void GpuBackendT<X>::RebuildTables(int layer, bool new_hashes) {
   const bool im = s.input_major;
   const float* w = L.w.data();
   const float* b = L.b.data();
-  norm2_.Resize(n);
-  double* norm2 = norm2_.data();
-  x_.For(n, [=] DSLIDE_HD(int64_t i) {
-    double a = static_cast<double>(b[i]) * b[i];
-    for (int64_t j = 0; j < in_dim; ++j) {
-      const double wij = w[im ? j * n + i : i * in_dim + j];
-      a = AddProductRounded(a, wij, wij);  // the CPU's roundings: the tables depend on it
-    }
-    norm2[i] = a;
-  });
-  std::vector<double> hn(n);
-  x_.Download(norm2_, hn.data(), n);
-  double max_norm2 = 0.0;
-  for (double v : hn) max_norm2 = std::max(max_norm2, v);
-  const double inv_m = c.mips && max_norm2 > 0 ? 1.0 / std::sqrt(max_norm2) : 1.0;
+  // MIPS scales the rows by the largest norm and completes them: the norms, only then.
+  double* norm2 = nullptr;
+  double inv_m = 1.0;
+  if (c.mips) {
+    norm2_.Resize(n);
+    norm2 = norm2_.data();
+    x_.For(n, [=] DSLIDE_HD(int64_t i) {
+      double a = static_cast<double>(b[i]) * b[i];
+      for (int64_t j = 0; j < in_dim; ++j) {
+        const double wij = w[im ? j * n + i : i * in_dim + j];
+        a = AddProductRounded(a, wij, wij);  // the CPU's roundings: the tables depend on it
+      }
+      norm2[i] = a;
+    });
+    std::vector<double> hn(n);
+    x_.Download(norm2_, hn.data(), n);
+    double max_norm2 = 0.0;
+    for (double v : hn) max_norm2 = std::max(max_norm2, v);
+    if (max_norm2 > 0) inv_m = 1.0 / std::sqrt(max_norm2);
+  }
   const bool mips = c.mips;
   const HashView h = L.dhash;
   const int nt = h.l, bits = h.table_bits;

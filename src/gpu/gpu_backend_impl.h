@@ -337,9 +337,10 @@ class GpuBackendT : public LayerBackend, public RowExchange {
   void ExportGradientTo(const Layer& L, float* out) const;
   void ApplyGradient(int layer, const float* grad, const AdamStep& step) override;
   float* ExchangeBuffer(int64_t n, bool zero) override;
-  RowExchange* InPlaceExchange() override { return exchange_on_device_ ? this : nullptr; }
-  // RowExchange (backend_exchange.cu): packing and regrouping by kernels, the buffers in
-  // device memory, synchronised before MPI reads them.
+  RowExchange* InPlaceExchange() override { return this; }
+  // RowExchange (backend_exchange.cu): packing and regrouping by kernels; the buffers MPI
+  // reads are in device memory (synchronised first) under CUDA-aware MPI, else host copies
+  // of the packed entries.
   std::vector<int64_t> OutputCounts(int layer) override;
   ExchangeBuffers PackOutput(int layer, bool with_ids, int64_t total) override;
   void UnpackInput(int layer, const std::vector<int64_t>& seg, bool dense, int64_t width) override;
@@ -391,6 +392,10 @@ class GpuBackendT : public LayerBackend, public RowExchange {
   bool exchange_on_device_ = false;
   Buf<float> exch_, snap_send_, snap_recv_, snap_grad_;
   Buf<int32_t> snap_send_ids_, snap_recv_ids_;
+  // Without CUDA-aware MPI: the packed entries staged in host memory.
+  std::vector<float> host_send_, host_recv_, host_grad_;
+  std::vector<int32_t> host_send_ids_, host_recv_ids_;
+  int64_t snap_mine_ = 0;
   // Per-step scratch, reused.
   DevRows q_;
   Buf<float> xd_, acc_, grad_, topk_sc_, topk_mx_, topk_sum_;

@@ -116,7 +116,7 @@ void SnapshotExchange::PassForward(LayerBackend* backend, const LayerSpec& s, in
     return;
   }
   if (RowExchange* x = backend->InPlaceExchange()) {
-    // The same protocol on buffers in the backend's memory: only the counts come to the host.
+    // The same protocol on the backend's packed buffers (device memory under CUDA-aware MPI).
     const std::vector<int64_t> n = x->OutputCounts(layer);
     std::vector<int64_t> rank_total;
     Segments(s, n.data(), static_cast<int64_t>(n.size()), seg, &rank_total);

@@ -33,8 +33,8 @@ class SnapshotExchange {
 
   /// Collective: hidden layer `layer`'s output on `backend` becomes layer + 1's input. With
   /// one rank the backend links them itself (Chain: nothing leaves it); where the backend
-  /// exchanges in its own memory (InPlaceExchange) the collectives read and write there;
-  /// else the host view of this rank's output is gathered into layer + 1's staged input.
+  /// packs and regroups (InPlaceExchange) the collectives run on its buffers; else the host
+  /// view of this rank's output is gathered into layer + 1's staged input.
   void PassForward(LayerBackend* backend, const LayerSpec& s, int layer, std::vector<int64_t>* seg);
   /// Collective, the inverse: layer `layer`'s input gradient becomes layer - 1's delta,
   /// times ReLU' of layer - 1's output (Chain with one rank; else ScatterGrad of

@@ -34,7 +34,7 @@ struct HashRows : PerIndex<HashRows> {
     const bool im = input_major, mp = mips;
     // 1 - norm2 * inv_m^2 rounded step by step as on the CPU: for the largest row it is
     // about 0, where a fused product would leave a residue that DWTA reads as non-zero.
-    const double s = inv_m, rest = AddProductRounded(1.0, -norm2[i] * inv_m, inv_m);
+    const double s = inv_m, rest = mips ? AddProductRounded(1.0, -norm2[i] * inv_m, inv_m) : 0.0;
     HashRawDense(
         h,
         [=](int64_t j) -> float {
