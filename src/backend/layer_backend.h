@@ -105,6 +105,8 @@ struct BackendInfo {
   size_t state_bytes = 0;         ///< model state held: weights, gradients, moments, tables
   int64_t device_peak_bytes = 0;  ///< device memory the process's buffers held at the peak
   int64_t device_used_bytes = 0;  ///< device memory in use now, by every process (0: none)
+  bool collectives_on_device = false;  ///< P ranks' collectives read and write its device
+                                       ///< memory (CUDA-aware MPI); else host memory
 };
 
 /// A step's read-back: the batch's mean loss, and which layers' updates produced a NaN or

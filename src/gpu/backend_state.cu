@@ -260,6 +260,7 @@ BackendInfo GpuBackendT<X>::Info() const {
   info.traffic = x_.Traffic();
   info.device_peak_bytes = X::PeakBytes();
   info.device_used_bytes = X::DeviceUsedBytes();
+  info.collectives_on_device = X::kDevice && exchange_on_device_;
   size_t& bytes = info.state_bytes;
   for (const auto& L : layers_) {
     bytes += L->w.bytes() + L->m.bytes() + L->v.bytes() + L->g.bytes();

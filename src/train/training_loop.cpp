@@ -40,6 +40,15 @@ std::string StopPlanOf(const TrainConfig& cfg) {
   return "saving nothing (no --checkpoint-dir or --save)";
 }
 
+/// Where a device backend's collectives with P ranks read and write.
+std::string CollectivesNote(bool on_device) {
+  return on_device ? "device: the ranks' exchanges send from and receive into device memory "
+                     "(CUDA-aware MPI)"
+                   : "device: the ranks' exchanges are staged through host memory (the MPI "
+                     "library reports no CUDA support, or DSLIDE_CUDA_AWARE_MPI=0; "
+                     "DSLIDE_CUDA_AWARE_MPI=1 overrides)";
+}
+
 constexpr uint64_t kEpochStream = 0x65706f6368;  // "epoch": the shuffled order of each epoch
 
 }  // namespace
@@ -68,6 +77,10 @@ EvalResult Trainer::Run(const Dataset& train, const Dataset* valid, const Datase
   const LayerSlots slots = OutputSlots(spec_, cfg_.min_negatives, train);
   divergence_hint_ = DivergenceHint(train, cfg_.lr);
   report.Start(slots, N, total, valid, eval_every, keep_best);
+  if (root && comm_->size() > 1 && backend_->Info().asynchronous) {
+    std::printf("%s\n", CollectivesNote(backend_->Info().collectives_on_device).c_str());
+    std::fflush(stdout);
+  }
   std::vector<int64_t> order(N), points;
   int64_t epoch = -1, pos = N;
   report.OpenWindow(step_ms_.size());
