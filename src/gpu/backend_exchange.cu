@@ -43,11 +43,7 @@ ExchangeBuffers GpuBackendT<X>::PackOutput(int layer, bool with_ids, int64_t tot
   }
   x_.Upload(&b.out_pos, pos.data(), pos.size());
   snap_send_.Resize(std::max<int64_t>(mine, 1));
-  snap_recv_.Resize(std::max<int64_t>(total, 1));
-  if (with_ids) {
-    snap_send_ids_.Resize(std::max<int64_t>(mine, 1));
-    snap_recv_ids_.Resize(std::max<int64_t>(total, 1));
-  }
+  if (with_ids) snap_send_ids_.Resize(std::max<int64_t>(mine, 1));
   const int64_t* n = out.n.data();
   const int64_t* p = b.out_pos.data();
   const int32_t* ids = out.ids.data();
@@ -60,28 +56,13 @@ ExchangeBuffers GpuBackendT<X>::PackOutput(int layer, bool with_ids, int64_t tot
     sv[p[i] + e] = vals[t];
     if (si != nullptr) si[p[i] + e] = ids[t];
   });
+  if (exchange_on_device_) x_.Synchronize();  // MPI reads the buffers outside the stream
   ExchangeBuffers x;
-  if (exchange_on_device_) {
-    x_.Synchronize();  // MPI reads the buffer outside the backend's stream
-    x.send_vals = snap_send_.data();
-    x.recv_vals = snap_recv_.data();
-    if (with_ids) {
-      x.send_ids = snap_send_ids_.data();
-      x.recv_ids = snap_recv_ids_.data();
-    }
-    return x;
-  }
-  host_send_.resize(std::max<int64_t>(mine, 1));
-  host_recv_.resize(std::max<int64_t>(total, 1));
-  x_.Download(snap_send_, host_send_.data(), mine);
-  x.send_vals = host_send_.data();
-  x.recv_vals = host_recv_.data();
+  x.send_vals = SendFrom(snap_send_, &host_send_, mine);
+  x.recv_vals = RecvInto(&snap_recv_, &host_recv_, total);
   if (with_ids) {
-    host_send_ids_.resize(std::max<int64_t>(mine, 1));
-    host_recv_ids_.resize(std::max<int64_t>(total, 1));
-    x_.Download(snap_send_ids_, host_send_ids_.data(), mine);
-    x.send_ids = host_send_ids_.data();
-    x.recv_ids = host_recv_ids_.data();
+    x.send_ids = SendFrom(snap_send_ids_, &host_send_ids_, mine);
+    x.recv_ids = RecvInto(&snap_recv_ids_, &host_recv_ids_, total);
   }
   return x;
 }
@@ -114,10 +95,8 @@ void GpuBackendT<X>::UnpackInput(int layer, const std::vector<int64_t>& seg, boo
   x_.Upload(&d.n, n.data(), n.size());
   x_.Upload(&b.in_seg, seg.data(), seg.size());
   x_.Upload(&b.in_src, src.data(), src.size());
-  if (!exchange_on_device_) {  // what arrived in host memory goes up
-    x_.Upload(&snap_recv_, host_recv_.data(), at);
-    if (!dense) x_.Upload(&snap_recv_ids_, host_recv_ids_.data(), at);
-  }
+  Received(&snap_recv_, host_recv_, at);
+  if (!dense) Received(&snap_recv_ids_, host_recv_ids_, at);
   d.ids.Resize(B * cap);
   d.vals.Resize(B * cap);
   const int64_t* dn = d.n.data();
@@ -147,7 +126,6 @@ ExchangeBuffers GpuBackendT<X>::PackInputGrad(int layer, int64_t mine) {
   DSLIDE_ASSERT(!b.chained && b.in_seg.size() > 0, "PackInputGrad of an input not exchanged");
   const int64_t B = in.B, cap = in.cap;
   snap_send_.Resize(std::max<int64_t>(b.in_total, 1));
-  snap_grad_.Resize(std::max<int64_t>(mine, 1));
   const int64_t* n = in.n.data();
   const int64_t* sg = b.in_seg.data();
   const int64_t* sr = b.in_src.data();
@@ -157,18 +135,10 @@ ExchangeBuffers GpuBackendT<X>::PackInputGrad(int layer, int64_t mine) {
     const int64_t i = t / cap, e = t % cap;
     if (e < n[i]) sv[RankMajorPos(sg, sr, B, i, e)] = g[t];
   });
+  if (exchange_on_device_) x_.Synchronize();
   ExchangeBuffers x;
-  if (exchange_on_device_) {
-    x_.Synchronize();
-    x.send_vals = snap_send_.data();
-    x.recv_vals = snap_grad_.data();
-    return x;
-  }
-  host_send_.resize(std::max<int64_t>(b.in_total, 1));
-  host_grad_.resize(std::max<int64_t>(mine, 1));
-  x_.Download(snap_send_, host_send_.data(), b.in_total);
-  x.send_vals = host_send_.data();
-  x.recv_vals = host_grad_.data();
+  x.send_vals = SendFrom(snap_send_, &host_send_, b.in_total);
+  x.recv_vals = RecvInto(&snap_grad_, &host_grad_, mine);
   snap_mine_ = mine;
   return x;
 }
@@ -178,7 +148,7 @@ void GpuBackendT<X>::UnpackDelta(int layer) {
   Batch& b = *batch_[layer];
   const DevRows& act = b.out;
   const int64_t B = act.B, cap = act.cap;
-  if (!exchange_on_device_) x_.Upload(&snap_grad_, host_grad_.data(), snap_mine_);
+  Received(&snap_grad_, host_grad_, snap_mine_);
   b.delta.Resize(B * cap);
   const int64_t* n = act.n.data();
   const int64_t* p = b.out_pos.data();

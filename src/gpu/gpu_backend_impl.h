@@ -17,8 +17,8 @@
 // (gpu_backend_instantiate.h), in
 //   backend_batch.cu    host rows in and out of the device's padded layout, the labels,
 //                       the one-rank chain
-//   backend_exchange.cu the snapshot exchange in device memory (RowExchange, P ranks
-//                       under CUDA-aware MPI)
+//   backend_exchange.cu the snapshot exchange's packing and regrouping (RowExchange, P
+//                       ranks; in device memory under CUDA-aware MPI)
 //   backend_select.cu   the query and the active sets
 //   backend_forward.cu  the activations
 //   backend_softmax.cu  softmax, the queued loss and non-finite flags
@@ -346,6 +346,30 @@ class GpuBackendT : public LayerBackend, public RowExchange {
   void UnpackInput(int layer, const std::vector<int64_t>& seg, bool dense, int64_t width) override;
   ExchangeBuffers PackInputGrad(int layer, int64_t mine) override;
   void UnpackDelta(int layer) override;
+  /// Where the collectives read n packed entries of `dev`: the buffer itself under
+  /// CUDA-aware MPI, else a host copy in `host`.
+  template <class T>
+  const T* SendFrom(const Buf<T>& dev, std::vector<T>* host, int64_t n) {
+    if (exchange_on_device_) return dev.data();
+    host->resize(std::max<int64_t>(n, 1));
+    x_.Download(dev, host->data(), n);
+    return host->data();
+  }
+  /// Where the collectives write n entries meant for `dev`: the buffer itself under
+  /// CUDA-aware MPI, else `host`, which Received then takes up.
+  template <class T>
+  T* RecvInto(Buf<T>* dev, std::vector<T>* host, int64_t n) {
+    if (exchange_on_device_) {
+      dev->Resize(std::max<int64_t>(n, 1));
+      return dev->data();
+    }
+    host->resize(std::max<int64_t>(n, 1));
+    return host->data();
+  }
+  template <class T>
+  void Received(Buf<T>* dev, const std::vector<T>& host, int64_t n) {
+    if (!exchange_on_device_) x_.Upload(dev, host.data(), n);
+  }
   bool InExchange(const float* p) const {
     return exch_.size() > 0 && p >= exch_.data() && p < exch_.data() + exch_.size();
   }

@@ -77,9 +77,12 @@ EvalResult Trainer::Run(const Dataset& train, const Dataset* valid, const Datase
   const LayerSlots slots = OutputSlots(spec_, cfg_.min_negatives, train);
   divergence_hint_ = DivergenceHint(train, cfg_.lr);
   report.Start(slots, N, total, valid, eval_every, keep_best);
-  if (root && comm_->size() > 1 && backend_->Info().asynchronous) {
-    std::printf("%s\n", CollectivesNote(backend_->Info().collectives_on_device).c_str());
-    std::fflush(stdout);
+  if (root && comm_->size() > 1) {
+    const BackendInfo info = backend_->Info();
+    if (info.asynchronous) {
+      std::printf("%s\n", CollectivesNote(info.collectives_on_device).c_str());
+      std::fflush(stdout);
+    }
   }
   std::vector<int64_t> order(N), points;
   int64_t epoch = -1, pos = N;
