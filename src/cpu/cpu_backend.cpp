@@ -11,9 +11,10 @@
 // cache. That halves the memory traffic of the output layer (no gradient row is written, re-read
 // and zeroed). Weight gradients there have no races and do not depend on the thread count; input
 // gradients are summed from per-thread partials. Rows that every sample of the batch holds
-// (the batch's shared fill) go four at a time in both passes, so that each input load serves
-// four rows. Layers with every neuron active walk row blocks instead (DenseRows). With one
-// thread every result is deterministic.
+// (the batch's shared fill) go eight at a time against the samples in vector lanes in the
+// forward pass (LaneDots) and four at a time in the backward one, so that each input load
+// serves several rows. Layers with every neuron active walk row blocks instead (DenseRows).
+// With one thread every result is deterministic.
 #include "cpu_backend.h"
 
 #include <algorithm>
@@ -105,6 +106,31 @@ inline Vec16 LaneSums(Vec16* m) {
   Vec16 s = {};
   for (int l = 0; l < 16; ++l) s += m[l];
   return s;
+}
+
+/// Dot(w[k], x_i, n) for kR rows w[k] and the 16 samples i whose inputs are the lanes of
+/// xt (coordinate-major: coordinate j's 16 values at xt + j * stride; n a multiple of 16),
+/// into s[k]: lane l of DotBlock's sums (j = l mod 16, in order) is formed in its own
+/// register across the samples, then added to s[k] in lane order from 0.0f, as LaneSums
+/// adds them: the same bits without a transpose, and each input load serves kR rows. Not
+/// inlined: inside the caller's loop the compiler kept some of the sums on the stack.
+template <int kR>
+__attribute__((noinline)) void LaneDots(const float* const* w, const float* xt, int64_t stride,
+                                        int64_t n, Vec16* s) {
+  const float* wk[kR];
+  for (int k = 0; k < kR; ++k) wk[k] = w[k];
+  Vec16 sum[kR] = {};
+  for (int64_t l = 0; l < 16; ++l) {
+    Vec16 acc[kR] = {};
+    const float* x = xt + l * stride;
+    for (int64_t j = l; j < n; j += 16, x += 16 * stride) {
+      Vec16 xv;
+      std::memcpy(&xv, x, sizeof xv);
+      for (int k = 0; k < kR; ++k) acc[k] += wk[k][j] * xv;
+    }
+    for (int k = 0; k < kR; ++k) sum[k] += acc[k];
+  }
+  for (int k = 0; k < kR; ++k) s[k] = sum[k];
 }
 
 /// For kR rows w[k] whose entries are the same samples in the same order (their samples in
@@ -342,9 +368,55 @@ void CpuBackend::ForwardRows(int layer, const BatchRows& in, BatchRows* out) {
     const Layer::ActiveIndex& a = L.active;
     const int64_t nrows = static_cast<int64_t>(a.rows.size());
     const int64_t width = s.in_dim;  // every input row holds all of them (checked above)
+    auto put = [&](int64_t at, float v) { out->vals[at] = relu ? (v > 0.0f ? v : 0.0f) : v; };
+    // Rows that every sample holds (their entries are samples 0..B-1; the batch's shared
+    // fill) go against the samples in lanes (LaneDots, over the inputs transposed), kR at a
+    // time, in the order of their slots in sample 0: the fill puts them in the same order in
+    // every sample, so a sample's values land on few cache lines. The walk takes the others.
+    const bool lanes = width % 16 == 0;
+    std::vector<int64_t>& full = L.full_rows;
+    std::vector<int64_t>& walk = L.walk_rows;
+    full.clear();
+    walk.clear();
+    for (int64_t q = 0; q < nrows; ++q)
+      (lanes && a.off[q + 1] - a.off[q] == B ? full : walk).push_back(q);
+    if (!full.empty()) {
+      std::sort(full.begin(), full.end(), [&](int64_t p, int64_t q) {
+        return a.entry[a.off[p]].slot < a.entry[a.off[q]].slot;
+      });
+      const int64_t stride = (B + 15) / 16 * 16, nfull = static_cast<int64_t>(full.size());
+      L.lane_in.assign(static_cast<size_t>(width * stride), 0.0f);
+      for (int64_t i = 0; i < B; ++i)
+        for (int64_t j = 0; j < width; ++j) L.lane_in[j * stride + i] = in.vals[in.off[i] + j];
+      constexpr int kR = 8;
+      ParallelFor((nfull + kR - 1) / kR, [&](int64_t grp) {
+        const int64_t f0 = grp * kR, nk = std::min<int64_t>(kR, nfull - f0);
+        const float* ws[kR];
+        float bs[kR];
+        const Layer::ActiveIndex::Entry* es[kR];
+        for (int k = 0; k < kR; ++k) {
+          const int64_t q = full[f0 + std::min<int64_t>(k, nk - 1)];  // repeats past the end
+          ws[k] = L.Row(a.rows[q]);
+          bs[k] = L.b[a.rows[q]];
+          es[k] = a.entry.data() + a.off[q];
+        }
+        for (int64_t k = 0; k < kR && f0 + kR + k < nfull; ++k)
+          PrefetchToL2(L.Row(a.rows[full[f0 + kR + k]]), L.cols * sizeof(float));
+        for (int64_t i0 = 0; i0 < B; i0 += 16) {
+          Vec16 z[kR];
+          LaneDots<kR>(ws, L.lane_in.data() + i0, stride, width, z);
+          for (int64_t d = 0; d < std::min<int64_t>(16, B - i0); ++d) {
+            const int64_t o = out->off[i0 + d];
+            for (int64_t k = 0; k < nk; ++k) put(o + es[k][i0 + d].slot, z[k][d] + bs[k]);
+          }
+        }
+      });
+    }
+    const int64_t nwalk = static_cast<int64_t>(walk.size());
     constexpr int64_t kChunk = 64;
-    ParallelFor((nrows + kChunk - 1) / kChunk, [&](int64_t c) {
-      const int64_t q0 = c * kChunk, q1 = std::min(nrows, q0 + kChunk);
+    ParallelFor((nwalk + kChunk - 1) / kChunk, [&](int64_t c) {
+      const int64_t t0 = c * kChunk, t1 = std::min(nwalk, t0 + kChunk);
+      auto row_at = [&](int64_t t) { return L.Row(a.rows[walk[t]]); };
       // Lane sums of up to 16 entries awaiting their sums, and where these go.
       Vec16 pend[16] = {};
       int64_t pend_at[16];
@@ -353,48 +425,8 @@ void CpuBackend::ForwardRows(int layer, const BatchRows& in, BatchRows* out) {
       auto flush = [&] {
         if (np == 0) return;
         const Vec16 z = LaneSums(pend);
-        for (int d = 0; d < np; ++d) {
-          const float v = z[d] + pend_bias[d];
-          out->vals[pend_at[d]] = relu ? (v > 0.0f ? v : 0.0f) : v;
-        }
+        for (int d = 0; d < np; ++d) put(pend_at[d], z[d] + pend_bias[d]);
         np = 0;
-      };
-      // Rows that every sample holds (their entries are samples 0..B-1) wait in `fq` and
-      // go four at a time: blocks of 4 rows by 4 samples, each load serving four sums.
-      constexpr int kR = 4;
-      int64_t fq[kR];
-      int nf = 0;
-      auto full_rows = [&] {
-        constexpr int kN = 4;
-        const float* ws[kR];
-        float bs[kR];
-        for (int k = 0; k < kR; ++k) {
-          ws[k] = L.Row(a.rows[fq[k]]);
-          bs[k] = L.b[a.rows[fq[k]]];
-        }
-        int64_t i = 0;
-        for (; i + kN <= B; i += kN) {
-          const float* xs[kN];
-          for (int d = 0; d < kN; ++d) xs[d] = in.vals.data() + in.off[i + d];
-          Vec16 acc[16];
-          DotBlock<kR, kN>(ws, xs, width, acc);
-          const Vec16 z = LaneSums(acc);
-          for (int k = 0; k < kR; ++k)
-            for (int d = 0; d < kN; ++d) {
-              const float v = z[k * kN + d] + bs[k];
-              out->vals[out->off[i + d] + a.entry[a.off[fq[k]] + i + d].slot] =
-                  relu ? (v > 0.0f ? v : 0.0f) : v;
-            }
-        }
-        for (int k = 0; k < kR; ++k)
-          for (int64_t e = a.off[fq[k]] + i; e < a.off[fq[k] + 1]; ++e) {
-            const float* xs[1] = {in.vals.data() + in.off[a.entry[e].sample]};
-            DotBlock<1, 1>(ws + k, xs, width, pend + np);
-            pend_at[np] = out->off[a.entry[e].sample] + a.entry[e].slot;
-            pend_bias[np++] = bs[k];
-            if (np == 16) flush();
-          }
-        nf = 0;
       };
       // Row q's entries through the pending lanes.
       auto one_row = [&](int64_t q) {
@@ -426,27 +458,20 @@ void CpuBackend::ForwardRows(int layer, const BatchRows& in, BatchRows* out) {
         }
         for (; e < a.off[q + 1]; ++e) {
           const float v = Dot(wr, in.vals.data() + in.off[a.entry[e].sample], width) + bias;
-          out->vals[out->off[a.entry[e].sample] + a.entry[e].slot] =
-              relu ? (v > 0.0f ? v : 0.0f) : v;
+          put(out->off[a.entry[e].sample] + a.entry[e].slot, v);
         }
       };
       // The chunk's first rows, which no earlier step of this walk prefetched.
-      for (int64_t q = q0; q < std::min(q1, q0 + kFar); ++q)
-        PrefetchToL2(L.Row(a.rows[q]), L.cols * sizeof(float));
-      for (int64_t q = q0; q < q1; ++q) {
-        if (q + kFar < q1) PrefetchToL2(L.Row(a.rows[q + kFar]), L.cols * sizeof(float));
-        if (q + kAhead < q1) {
-          PrefetchRow(L.Row(a.rows[q + kAhead]), L.cols);
-          __builtin_prefetch(&L.b[a.rows[q + kAhead]]);
+      for (int64_t t = t0; t < std::min(t1, t0 + kFar); ++t)
+        PrefetchToL2(row_at(t), L.cols * sizeof(float));
+      for (int64_t t = t0; t < t1; ++t) {
+        if (t + kFar < t1) PrefetchToL2(row_at(t + kFar), L.cols * sizeof(float));
+        if (t + kAhead < t1) {
+          PrefetchRow(row_at(t + kAhead), L.cols);
+          __builtin_prefetch(&L.b[a.rows[walk[t + kAhead]]]);
         }
-        if (width % 16 == 0 && a.off[q + 1] - a.off[q] == B) {
-          fq[nf++] = q;
-          if (nf == kR) full_rows();
-        } else {
-          one_row(q);
-        }
+        one_row(walk[t]);
       }
-      for (int k = 0; k < nf; ++k) one_row(fq[k]);
       flush();
     });
     return;

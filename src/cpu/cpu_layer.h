@@ -59,6 +59,10 @@ struct CpuBackend::Layer {
     std::vector<BigVector<int32_t>> count;    // per part of the batch, per id; zero between
     std::vector<std::vector<uint64_t>> mark;  // per part, a bit per id it met; zero between
   } active, by_feature;
+  // ForwardRows over `active`: the rows every sample holds (taken with the samples in lanes,
+  // over lane_in, the layer input coordinate-major) and the others (walked entry by entry).
+  std::vector<int64_t> full_rows, walk_rows;
+  std::vector<float> lane_in;
   // KeepNonZero: per active row, its count of non-zero deltas; those entries at the index's
   // offsets (kept_*); per kept row, where its entries start there (keep_from).
   std::vector<int64_t> keep, keep_from;

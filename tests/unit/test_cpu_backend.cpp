@@ -256,16 +256,17 @@ BatchRows SharedActive(const std::vector<int32_t>& shared, int64_t own, bool ext
 }
 
 TEST_P(SampledOutput, RowsEverySampleHoldsGoInBlocksWithTheSameResults) {
-  // Neurons held by every sample of a batch take blocked passes (four rows at a time, in
-  // the forward pass four samples at a time too). The same kB samples with one more that
-  // holds none of them (and, backward, has zero deltas, so that its entries drop out) make
-  // no row full: the walk row by row. Outputs, weight steps and moments must be equal bit
-  // for bit; the input gradient adds the rows in another order, so it is compared within
-  // rounding, and against the sum itself.
+  // Neurons held by every sample of a batch take blocked passes (forward: eight rows at a
+  // time against 16 samples in vector lanes; backward: four rows at a time). The same kB
+  // samples with one more that holds none of them (and, backward, has zero deltas, so that
+  // its entries drop out) make no row full: the walk row by row. Outputs, weight steps and moments
+  // must be equal bit for bit; the input gradient adds the rows in another order, so it is compared
+  // within rounding, and against the sum itself.
   const int64_t width = GetParam();
   SetNumThreads(1);
   const Net net(width);
-  // Eleven shared neurons: two blocks of four, three left over.
+  // Eleven shared neurons: forward a block of eight and one of three (kB = 24 samples: a full
+  // block of lanes, then one of eight); backward two blocks of four, three left over.
   const std::vector<int32_t> shared = {3, 17, 40, 41, 42, 99, 150, 151, 300, 420, 499};
   const BatchRows h1 = Hidden(width, 11, kB + 1);
   BatchRows h = h1;
