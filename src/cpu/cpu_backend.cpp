@@ -22,6 +22,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 #include "backend_streams.h"
 #include "cpu_layer.h"
@@ -429,7 +430,44 @@ void CpuBackend::ForwardRows(int layer, const BatchRows& in, BatchRows* out) {
         np = 0;
       };
       // Row q's entries through the pending lanes.
+      // Row q's entries one at a time, the row in kV vector registers (width 16 kV): each
+      // sum runs in one vector as DotBlock's does (the same bits), its lanes pending.
+      auto row_in_registers = [&](auto kv, int64_t q) {
+        constexpr int kV = decltype(kv)::value;
+        const int64_t r = a.rows[q];
+        const float bias = L.b[r];
+        Vec16 wv[kV];
+        for (int v = 0; v < kV; ++v) std::memcpy(&wv[v], L.Row(r) + 16 * v, sizeof(Vec16));
+        for (int64_t e = a.off[q]; e < a.off[q + 1]; ++e) {
+          const Layer::ActiveIndex::Entry en = a.entry[e];
+          const float* x = in.vals.data() + in.off[en.sample];
+          Vec16 acc = {};
+          for (int v = 0; v < kV; ++v) {
+            Vec16 xv;
+            std::memcpy(&xv, x + 16 * v, sizeof xv);
+            acc += wv[v] * xv;
+          }
+          pend[np] = acc;
+          pend_at[np] = out->off[en.sample] + en.slot;
+          pend_bias[np++] = bias;
+          if (np == 16) flush();
+        }
+      };
       auto one_row = [&](int64_t q) {
+#ifdef __AVX512F__  // up to 16 registers for the row: AVX-512 has 32
+        switch (width) {
+          case 32:
+            return row_in_registers(std::integral_constant<int, 2>{}, q);
+          case 64:
+            return row_in_registers(std::integral_constant<int, 4>{}, q);
+          case 128:
+            return row_in_registers(std::integral_constant<int, 8>{}, q);
+          case 256:
+            return row_in_registers(std::integral_constant<int, 16>{}, q);
+          default:
+            break;
+        }
+#endif
         const int64_t r = a.rows[q];
         const float* wr = L.Row(r);
         const float bias = L.b[r];

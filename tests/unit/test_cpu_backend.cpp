@@ -321,9 +321,11 @@ TEST_P(SampledOutput, RowsEverySampleHoldsGoInBlocksWithTheSameResults) {
     }
 }
 
-// 144: a 128-column block of the backward row walk, then 16-column ones.
+// 32 and 128: the forward walk with the row in registers (with AVX-512); 144: the walk's
+// four entries at a time, and a 128-column block of the backward row walk, then 16-column
+// ones; 20: no vector blocks.
 INSTANTIATE_TEST_SUITE_P(Widths, SampledOutput,
-                         ::testing::Values(int64_t{32}, int64_t{20}, int64_t{144}));
+                         ::testing::Values(int64_t{32}, int64_t{128}, int64_t{20}, int64_t{144}));
 
 TEST(CpuInputMajor, FusedStepOnTwoThreadsEqualsTheUnfusedStepOnOne) {
   // The first (input-major) layer's step with Adam walks the batch's features, forming
