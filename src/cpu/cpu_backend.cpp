@@ -429,7 +429,6 @@ void CpuBackend::ForwardRows(int layer, const BatchRows& in, BatchRows* out) {
         for (int d = 0; d < np; ++d) put(pend_at[d], z[d] + pend_bias[d]);
         np = 0;
       };
-      // Row q's entries through the pending lanes.
       // Row q's entries one at a time, the row in kV vector registers (width 16 kV): each
       // sum runs in one vector as DotBlock's does (the same bits), its lanes pending.
       auto row_in_registers = [&](auto kv, int64_t q) {
@@ -453,6 +452,7 @@ void CpuBackend::ForwardRows(int layer, const BatchRows& in, BatchRows* out) {
           if (np == 16) flush();
         }
       };
+      // Row q's entries through the pending lanes.
       auto one_row = [&](int64_t q) {
 #ifdef __AVX512F__  // up to 16 registers for the row: AVX-512 has 32
         switch (width) {
