@@ -46,23 +46,23 @@ inline float Dot(const float* __restrict a, const float* __restrict b, int64_t n
 
 typedef float Vec16 __attribute__((vector_size(64)));
 
-/// The 16 lane sums of Dot(w[k], x[d], n) for kR rows w[k] and kN inputs x[d] at once (kR
-/// kN <= 16, n a multiple of 16), into acc[k * kN + d]: each load of a row or input serves
-/// kN or kR sums, and the sums are independent chains. Lane l sums j = l mod 16 in order, as
-/// Dot's vectorised loop does; LaneSums adds the lanes.
-template <int kR, int kN>
-inline void DotBlock(const float* const* w, const float* const* x, int64_t n, Vec16* acc) {
-  Vec16 a[kR * kN] = {};
+/// The 16 lane sums of Dot(w, x[d], n) for kN inputs x[d] at once (kN <= 16, n a multiple of
+/// 16), into acc[d]: each load of the row serves kN sums, and the sums are independent
+/// chains. Lane l sums j = l mod 16 in order, as Dot's vectorised loop does; LaneSums adds
+/// the lanes.
+template <int kN>
+inline void DotBlock(const float* w, const float* const* x, int64_t n, Vec16* acc) {
+  Vec16 a[kN] = {};
   for (int64_t j = 0; j < n; j += 16) {
-    Vec16 wv[kR];
-    for (int k = 0; k < kR; ++k) std::memcpy(&wv[k], w[k] + j, sizeof(Vec16));
+    Vec16 wv;
+    std::memcpy(&wv, w + j, sizeof wv);
     for (int d = 0; d < kN; ++d) {
       Vec16 xv;
       std::memcpy(&xv, x[d] + j, sizeof xv);
-      for (int k = 0; k < kR; ++k) a[k * kN + d] += wv[k] * xv;
+      a[d] += wv * xv;
     }
   }
-  for (int k = 0; k < kR * kN; ++k) acc[k] = a[k];
+  for (int d = 0; d < kN; ++d) acc[d] = a[d];
 }
 
 #if defined(__GNUC__) && !defined(__clang__)
@@ -485,9 +485,9 @@ void CpuBackend::ForwardRows(int layer, const BatchRows& in, BatchRows* out) {
               pend_bias[np + d] = bias;
             }
             if (kn == kN) {
-              DotBlock<1, kN>(&wr, xs, width, pend + np);
+              DotBlock<kN>(wr, xs, width, pend + np);
             } else {
-              DotBlock<1, 1>(&wr, xs, width, pend + np);
+              DotBlock<1>(wr, xs, width, pend + np);
             }
             np += kn;
             e += kn;
