@@ -134,19 +134,31 @@ __attribute__((noinline)) void LaneDots(const float* const* w, const float* xt, 
   for (int k = 0; k < kR; ++k) s[k] = sum[k];
 }
 
+// The widest vector the build's instructions hold in one register: 16 floats with AVX-512,
+// else 8 (AVX2). Element-wise kernels (RowsBlock) work in it; a wider generic vector than the
+// hardware's is split by the compiler, which kept such values on the stack (an AVX2 build's
+// backward pass ran several times slower). Element-wise results do not depend on the width.
+#ifdef __AVX512F__
+typedef Vec16 VecN;
+#else
+typedef float VecN __attribute__((vector_size(32)));
+#endif
+constexpr int kLanesN = sizeof(VecN) / sizeof(float);
+
 /// For kR rows w[k] whose entries are the same samples in the same order (their samples in
-/// x, their deltas delta[k]), columns [c, c + 16 kV): the weight gradients g[k] += delta_ke
-/// x_e and the input gradient buf_e += delta_ke w[k], in entry order, with the rows' weights
-/// and gradients in registers; each input and input-gradient load serves the kR rows. Per
-/// element the operations of Axpy in the same order (GradientRow and InputGradRow), the
-/// rows one after another.
+/// x, their deltas delta[k]), columns [c, c + kLanesN kV): the weight gradients g[k] +=
+/// delta_ke x_e and the input gradient buf_e += delta_ke w[k], in entry order, with the rows'
+/// weights and gradients in registers; each input and input-gradient load serves the kR
+/// rows. Per element the operations of Axpy in the same order (GradientRow and
+/// InputGradRow), the rows one after another.
 template <int kR, int kV>
 inline void RowsBlock(const float* const* w, int64_t c, const int32_t* sample,
                       const float* const* delta, int64_t count, const BatchRows& x, float* buf,
                       float* const* g) {
-  Vec16 wv[kR][kV], gv[kR][kV] = {};
+  constexpr int kL = kLanesN;
+  VecN wv[kR][kV], gv[kR][kV] = {};
   for (int k = 0; k < kR; ++k)
-    for (int v = 0; v < kV; ++v) std::memcpy(&wv[k][v], w[k] + c + 16 * v, sizeof(Vec16));
+    for (int v = 0; v < kV; ++v) std::memcpy(&wv[k][v], w[k] + c + kL * v, sizeof(VecN));
   for (int64_t e = 0; e < count; ++e) {
     float dk[kR];
     for (int k = 0; k < kR; ++k) dk[k] = delta[k][e];
@@ -154,16 +166,16 @@ inline void RowsBlock(const float* const* w, int64_t c, const int32_t* sample,
     const float* xi = x.vals.data() + o;
     float* gi = buf + o;
     for (int v = 0; v < kV; ++v) {
-      Vec16 xv, iv;
-      std::memcpy(&xv, xi + 16 * v, sizeof xv);
+      VecN xv, iv;
+      std::memcpy(&xv, xi + kL * v, sizeof xv);
       for (int k = 0; k < kR; ++k) gv[k][v] += dk[k] * xv;
-      std::memcpy(&iv, gi + 16 * v, sizeof iv);
+      std::memcpy(&iv, gi + kL * v, sizeof iv);
       for (int k = 0; k < kR; ++k) iv += dk[k] * wv[k][v];
-      std::memcpy(gi + 16 * v, &iv, sizeof iv);
+      std::memcpy(gi + kL * v, &iv, sizeof iv);
     }
   }
   for (int k = 0; k < kR; ++k)
-    for (int v = 0; v < kV; ++v) std::memcpy(g[k] + c + 16 * v, &gv[k][v], sizeof(Vec16));
+    for (int v = 0; v < kV; ++v) std::memcpy(g[k] + c + kL * v, &gv[k][v], sizeof(VecN));
 }
 
 /// Prefetches the cache lines of `bytes` from p with __builtin_prefetch's temporal locality
@@ -800,12 +812,15 @@ void CpuBackend::RowGradients(const Layer& L, int64_t q, const BatchRows& x, flo
   for (int64_t e = 0; e < count; ++e) sb += delta[e];
   *gb = sb;
   const float* wr = L.Row(L.grad_rows[q]);
+  // The row's weights and gradient in 2 kV registers of the 32 (AVX-512) or 16 (AVX2).
+  constexpr int kL = kLanesN, kV = kL == 16 ? 8 : 4;
   int64_t c = 0;
-#ifdef __AVX512F__  // 16 vector registers for the row's weights and gradient: AVX-512 has 32
-  for (; c + 128 <= L.cols; c += 128) RowsBlock<1, 8>(&wr, c, sample, &delta, count, x, buf, &g);
-#endif
-  for (; c + 64 <= L.cols; c += 64) RowsBlock<1, 4>(&wr, c, sample, &delta, count, x, buf, &g);
-  for (; c < L.cols; c += 16) RowsBlock<1, 1>(&wr, c, sample, &delta, count, x, buf, &g);
+  for (; c + kL * kV <= L.cols; c += kL * kV)
+    RowsBlock<1, kV>(&wr, c, sample, &delta, count, x, buf, &g);
+  if (kV > 4)
+    for (; c + kL * 4 <= L.cols; c += kL * 4)
+      RowsBlock<1, 4>(&wr, c, sample, &delta, count, x, buf, &g);
+  for (; c < L.cols; c += kL) RowsBlock<1, 1>(&wr, c, sample, &delta, count, x, buf, &g);
 }
 
 void CpuBackend::RowsGradients(const Layer& L, const int64_t* q, const BatchRows& x, float* buf,
@@ -823,10 +838,9 @@ void CpuBackend::RowsGradients(const Layer& L, const int64_t* q, const BatchRows
     gb[k] = sb;
   }
   int64_t c = 0;
-#ifdef __AVX512F__
-  for (; c + 32 <= L.cols; c += 32) RowsBlock<kR, 2>(wr, c, sample, delta, count, x, buf, g);
-#endif
-  for (; c < L.cols; c += 16) RowsBlock<kR, 1>(wr, c, sample, delta, count, x, buf, g);
+  if (kLanesN == 16)
+    for (; c + 32 <= L.cols; c += 32) RowsBlock<kR, 2>(wr, c, sample, delta, count, x, buf, g);
+  for (; c < L.cols; c += kLanesN) RowsBlock<kR, 1>(wr, c, sample, delta, count, x, buf, g);
 }
 
 void CpuBackend::ApplyRow(Layer& L, int64_t r, int64_t q, const AdamStep& step) {
