@@ -19,8 +19,14 @@ void RowsToStorage(const LayerSpec& s, const std::vector<float>& rows, float* st
     for (int64_t j = 0; j < s.in_dim; ++j) storage[WeightAt(s, i, j)] = rows[i * s.in_dim + j];
 }
 
+double InitialStddev(const LayerSpec& s, size_t layer) {
+  const double fan_in = static_cast<double>(s.in_dim), fan_out = static_cast<double>(s.out_dim);
+  if (!s.dense() && layer > 0 && fan_out > kWideLayer * fan_in) return std::sqrt(2.0 / fan_in);
+  return std::sqrt(2.0 / (fan_in + fan_out));
+}
+
 void InitialWeights(const LayerSpec& s, size_t layer, uint64_t seed, float* storage) {
-  const double stddev = std::sqrt(2.0 / static_cast<double>(s.in_dim + s.out_dim));
+  const double stddev = InitialStddev(s, layer);
   ParallelFor(s.local(), 64, [&](int64_t i) {
     Rng rng(StreamSeed(seed, streams::kInit, layer, s.begin + i));
     for (int64_t j = 0; j < s.in_dim; ++j)

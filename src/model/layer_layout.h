@@ -28,8 +28,20 @@ inline void RowsToStorage(const LayerSpec& s, const std::vector<float>& rows,
   storage->resize(static_cast<size_t>(s.local()) * s.in_dim);
   RowsToStorage(s, rows, storage->data());
 }
-/// Glorot-normal weights of layer `layer` in storage order (local * in_dim floats); a
-/// random stream per global neuron, so any number of ranks starts from the same model.
+/// A sampled layer more than this many times wider than its input starts from He's weights
+/// (InitialStddev): there Glorot's are below a third of He's.
+constexpr double kWideLayer = 8.0;
+/// The standard deviation of layer `layer`'s initial (normal) weights: Glorot's, sqrt(2 /
+/// (fan_in + fan_out)), but He's, sqrt(2 / fan_in), for a sampled layer that reads a hidden
+/// layer's ReLU output and is more than kWideLayer times wider than it. A row of a wide
+/// sampled layer changes only when it is active, by Adam steps of about the learning rate
+/// whatever its gradient's size; Glorot's width-scaled value (0.003 at 2 x 10^5 outputs,
+/// 0.0017 at 6.7 x 10^5) is gone after a few such steps, the rows lose their random
+/// differences, and the model predicts the same labels for every input for hundreds of steps
+/// (docs/user-guide.md, "Initial weights", has the measurements).
+double InitialStddev(const LayerSpec& s, size_t layer);
+/// Normal weights of layer `layer` (InitialStddev) in storage order (local * in_dim floats);
+/// a random stream per global neuron, so any number of ranks starts from the same model.
 void InitialWeights(const LayerSpec& s, size_t layer, uint64_t seed, float* storage);
 
 }  // namespace dslide

@@ -21,6 +21,7 @@
 #include "evaluator.h"
 #include "huge_pages.h"
 #include "label_map.h"
+#include "layer_layout.h"
 #include "model.h"
 #include "parallel.h"
 #include "peers.h"
@@ -134,6 +135,33 @@ TEST(LabelMap, ConsecutiveLabelsAreDealtEvenlyToTheRanksBlocks) {
       }
     }
   }
+}
+
+// The initial weights' scale: Glorot's for dense layers, narrow sampled ones and the first
+// layer; He's for a sampled layer over a hidden layer more than kWideLayer times wider than
+// it. The drawn weights have that standard deviation.
+TEST(InitialWeights, WideSampledLayersStartFromHeOthersFromGlorot) {
+  const ModelSpec wide = ModelSpec::Make(5000, {128}, 206983, {1.0, 0.0088}, 0, 1);
+  EXPECT_DOUBLE_EQ(InitialStddev(wide.layers[1], 1), std::sqrt(2.0 / 128));
+  EXPECT_DOUBLE_EQ(InitialStddev(wide.layers[0], 0), std::sqrt(2.0 / (5000 + 128)));
+  const ModelSpec dense = ModelSpec::Make(5000, {128}, 206983, {1.0, 1.0}, 0, 1);
+  EXPECT_DOUBLE_EQ(InitialStddev(dense.layers[1], 1), std::sqrt(2.0 / (128 + 206983)));
+  // At and below kWideLayer times the input width: Glorot's, also when sampled.
+  const ModelSpec narrow = ModelSpec::Make(5000, {128}, 1024, {1.0, 0.25}, 0, 1);
+  EXPECT_DOUBLE_EQ(InitialStddev(narrow.layers[1], 1), std::sqrt(2.0 / (128 + 1024)));
+  const ModelSpec just = ModelSpec::Make(5000, {128}, 1025, {1.0, 0.25}, 0, 1);
+  EXPECT_DOUBLE_EQ(InitialStddev(just.layers[1], 1), std::sqrt(2.0 / 128));
+  // A sampled first layer reads the data, not a ReLU output: Glorot's.
+  const ModelSpec first = ModelSpec::Make(5000, {2048}, 100, {0.1, 1.0}, 0, 1);
+  EXPECT_DOUBLE_EQ(InitialStddev(first.layers[0], 0), std::sqrt(2.0 / (5000 + 2048)));
+  // The weights drawn: their standard deviation within 1 % of the stated one.
+  const LayerSpec& s = wide.layers[1];
+  std::vector<float> w(static_cast<size_t>(s.local()) * s.in_dim);
+  InitialWeights(s, 1, 7, w.data());
+  double sq = 0;
+  for (float v : w) sq += static_cast<double>(v) * v;
+  EXPECT_NEAR(std::sqrt(sq / static_cast<double>(w.size())), std::sqrt(2.0 / 128),
+              0.01 * std::sqrt(2.0 / 128));
 }
 
 TEST(ParallelFor, VisitsEveryIndexOnceForAnyChunk) {
