@@ -23,7 +23,8 @@ if(NOT OUT MATCHES "test +iter [0-9]+ \\| P@1 0\\.[0-9]+")
 endif()
 file(READ ${WORK}/m.jsonl metrics)
 foreach(field iter epoch loss ms_per_iter samples_per_s bytes_sent_per_iter comm_ms_per_iter
-        comm_network_ms_per_iter comm_wait_ms_per_iter peak_rss_mb ranks threads device strategy p_at_1 p_at_3 p_at_5)
+        comm_network_ms_per_iter comm_wait_ms_per_iter peak_rss_mb ranks threads device strategy p_at_1 p_at_3 p_at_5
+        train_wall_s train_cpu_s)
   if(NOT metrics MATCHES "\"${field}\":")
     message(FATAL_ERROR "metrics lack '${field}':\n${metrics}")
   endif()

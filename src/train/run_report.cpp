@@ -120,7 +120,7 @@ void RunReport::EvalLine(const char* name, int64_t at, const EvalResult& e, doub
 }
 
 void RunReport::EvalRecord(const char* set, int64_t iter, const EvalResult& e, double baseline,
-                           int64_t model_iter) {
+                           int64_t model_iter, TrainTime at) {
   if (!root_) return;
   JsonObject o;
   o.Add("iter", iter)
@@ -134,6 +134,7 @@ void RunReport::EvalRecord(const char* set, int64_t iter, const EvalResult& e, d
       .Add("eval_s", e.seconds);
   if (!std::isnan(e.loss)) o.Add("eval_loss", e.loss);
   if (model_iter >= 0) o.Add("model_iter", model_iter);
+  if (at.wall_s >= 0) o.Add("train_wall_s", at.wall_s).Add("train_cpu_s", at.cpu_s);
   Base(o);
   metrics_.Write(o);
 }

@@ -19,6 +19,12 @@
 
 namespace dslide {
 
+/// The process's training time when an evaluation began: wall and CPU seconds since the
+/// process started, the evaluations before it left out (negative: not known).
+struct TrainTime {
+  double wall_s = -1, cpu_s = -1;
+};
+
 class RunReport {
  public:
   /// `cfg` (resolved), `asked` (as given), `spec` and `comm` must outlive the report; only
@@ -37,9 +43,9 @@ class RunReport {
   void EvalLine(const char* name, int64_t at, const EvalResult& e, double baseline,
                 const char* note);
   /// An evaluation's record at iteration `iter` of `set`; `model_iter` >= 0: the iteration of
-  /// the model scored, when not the current.
+  /// the model scored, when not the current; `at` (when known) the training time it came at.
   void EvalRecord(const char* set, int64_t iter, const EvalResult& e, double baseline,
-                  int64_t model_iter);
+                  int64_t model_iter, TrainTime at = {});
   /// The line and record of the checkpoint of iteration `iter` in --checkpoint-dir, written
   /// in `seconds`: its size read from its folder.
   void Checkpoint(int64_t iter, double seconds);

@@ -14,6 +14,7 @@
 #include "auto_settings.h"
 #include "error.h"
 #include "metrics.h"
+#include "process_clock.h"
 #include "rng.h"
 #include "run_report.h"
 #include "stop_signal.h"
@@ -92,11 +93,16 @@ EvalResult Trainer::Run(const Dataset& train, const Dataset* valid, const Datase
   CallRecordScope record(comm_, comm_->size() > 1);
   EvalResult last_eval;
   int64_t saved_iter = -1;
+  // The evaluations' own wall and CPU seconds, left out of the training time each reports.
+  double eval_wall = 0, eval_cpu = 0;
   auto evaluate = [&]() {
     if (monitor == nullptr) return;
     CallRecordScope pause(comm_, false);
     const TrafficStats before = comm_->Total();
+    const TrainTime at{ProcessWallSeconds() - eval_wall, ProcessCpuSeconds() - eval_cpu};
     last_eval = Evaluate(*monitor, cfg_.eval_points, cfg_.eval_sampled);
+    eval_wall = ProcessWallSeconds() - at.wall_s;
+    eval_cpu = ProcessCpuSeconds() - at.cpu_s;
     evals_.emplace_back(iter_, last_eval);
     // Evaluation traffic is reported on its own line, not in training's per-iteration figures.
     report.ExcludeTraffic(before);
@@ -107,7 +113,7 @@ EvalResult Trainer::Run(const Dataset& train, const Dataset* valid, const Datase
          (last_eval.At(1) == best_p1_ && best_iter_ >= 0 && last_eval.loss < best_loss_));
     report.EvalLine(monitor_name, iter_, last_eval, monitor_base,
                     better && best_iter_ >= 0 ? " (best so far)" : "");
-    report.EvalRecord(valid != nullptr ? "valid" : "test", iter_, last_eval, monitor_base, -1);
+    report.EvalRecord(valid != nullptr ? "valid" : "test", iter_, last_eval, monitor_base, -1, at);
     if (better) {
       best_p1_ = last_eval.At(1);
       best_loss_ = last_eval.loss;
