@@ -1,38 +1,50 @@
 #!/usr/bin/env python3
 """PyTorch peers of `dslide bench`: the same network (sparse input -> hidden ReLU -> softmax
-output), initialisation, Adam, batch, iterations, data order and data files, in one of three
-forms a PyTorch user would write:
+output) and the same data files, in one of three forms a PyTorch user would write:
 
   dense          every output neuron computed, fp32, torch.optim.Adam
   dense-tf32     the same with TF32 matrix products and fused Adam (where the device has them)
-  sampled        sampled softmax: per step the batch's labels plus --negatives uniform
-                 negatives shared by the batch, the output layer as a sparse embedding
-                 updated with SparseAdam, TF32
+  sampled        sampled softmax as TensorFlow's sampled_softmax_loss computes it: per step
+                 the batch's labels plus --negatives negatives shared by the batch, drawn
+                 (with replacement, repeats dropped) from the training labels' frequency to
+                 the power --distortion (0.75); every candidate's logit is corrected by the
+                 log of its probability of being a candidate (log-Q); each candidate is one
+                 column, so a sample's own labels are its targets, never its negatives
+                 (accidental hits removed); the input and output layers are sparse
+                 embeddings updated with SparseAdam, the hidden bias with Adam
 
-Evaluation is exact (every output scored). Host-side batch preparation is excluded from the
-timings; on a GPU each step ends with a synchronisation. Prints one JSON object with the
-names dslide uses: ms_per_iter (median), ms_per_iter_mean, p_at_1, and p_at_1_by_iter
-([iteration, P@1, training seconds so far] every --eval-every iterations).
+Time is counted as a user feels it: each step with its batch's preparation (gathering the
+points, drawing the negatives, the candidates and targets), and, for the time to accuracy, the
+whole process (importing PyTorch, reading and parsing the files, initialising) but for the
+evaluations (exact: every output scored, on the first --eval-points test points). Prints one
+JSON object with the names dslide uses: ms_per_iter (median of the steps with their
+preparation), ms_per_iter_mean, prep_ms_per_iter, p_at_1, load_s (reading and parsing the
+files), and p_at_1_by_iter: [iteration, P@1, wall seconds since the process started, CPU
+seconds of the process] at every --eval-every iterations and the last, evaluations left out
+(as `dslide train` reports them in its metrics: train_wall_s, train_cpu_s).
 
-With --match-dslide the peer starts from dslide's own initial weights (the values of
-`dslide train --seed S --label-order identity`, drawn from dslide's random streams) and
-takes dslide's batches (its shuffled order of each epoch, a short last batch), so that a
+With --match-dslide (dense modes) the peer starts from dslide's own initial weights (the
+values of `dslide train --seed S --label-order identity`, drawn from dslide's random streams)
+and takes dslide's batches (its shuffled order of each epoch, a short last batch), so that a
 dense run and `dslide train --sparsity 1` differ only in float rounding.
 
 Usage: torch_peer.py TRAIN.txt TEST.txt [--mode dense|dense-tf32|sampled] [--iterations 400]
                      [--batch 256] [--hidden 128] [--lr 1e-3] [--negatives 4096]
-                     [--eval-points 1000] [--eval-every 0] [--device cuda|cpu] [--seed 1]
+                     [--distortion 0.75] [--init torch|glorot] [--eval-points 1000]
+                     [--eval-every 0] [--device cuda|cpu] [--threads N] [--seed 1]
                      [--match-dslide]
 """
-import argparse
-import json
-import math
-import random
-import statistics
-import sys
 import time
 
-import torch
+T_START = time.perf_counter()  # the process's start, as near as Python gets (before torch)
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import math  # noqa: E402
+import statistics  # noqa: E402
+import sys  # noqa: E402
+
+import torch  # noqa: E402
 
 from xc_text import parse, read_lines
 
@@ -86,7 +98,8 @@ class DslideRng:
 
 
 def dslide_weights(seed, layer, rows, cols):
-    """InitialWeights (src/model/layer_layout.cpp): row i from stream (kInit, layer, i)."""
+    """InitialWeights (src/model/layer_layout.cpp) of a dense layer: row i from stream
+    (kInit, layer, i), Glorot normal."""
     std = math.sqrt(2.0 / (cols + rows))
     w = torch.empty(rows, cols)
     for i in range(rows):
@@ -105,27 +118,49 @@ def dslide_epoch(seed, e, n):
     return order
 
 
-def batch_tensors(feats, idx, device):
-    ids, vals, offs = [], [], []
-    for i in idx:
-        offs.append(len(ids))
-        for f, v in feats[i]:
-            ids.append(f)
-            vals.append(v)
-    return (torch.tensor(ids, dtype=torch.long, device=device),
-            torch.tensor(vals, dtype=torch.float32, device=device),
-            torch.tensor(offs, dtype=torch.long, device=device))
+class Points:
+    """A data file as CSR tensors on the device: features (ids, values) and labels."""
 
+    def __init__(self, lines, device):
+        fptr, fids, fvals, lptr, lids = [0], [], [], [0], []
+        for ln in lines:
+            labels, ids, vals = parse(ln)
+            fids += ids
+            fvals += vals
+            lids += labels
+            fptr.append(len(fids))
+            lptr.append(len(lids))
+        self.n = len(lines)
+        self.fptr = torch.tensor(fptr, dtype=torch.long, device=device)
+        self.fids = torch.tensor(fids, dtype=torch.long, device=device)
+        self.fvals = torch.tensor(fvals, dtype=torch.float32, device=device)
+        self.lptr = torch.tensor(lptr, dtype=torch.long, device=device)
+        self.lids = torch.tensor(lids, dtype=torch.long, device=device)
 
-def targets(labels, idx, columns):
-    """(row, column, value) of the target spread over each point's labels, the columns
-    indexing `columns` (a sorted list of global label ids; None: every label, in order)."""
-    where = None if columns is None else {l: k for k, l in enumerate(columns)}
-    rows = []
-    for r, i in enumerate(idx):
-        for l in labels[i]:
-            rows.append((r, l if where is None else where[l], 1.0 / len(labels[i])))
-    return rows
+    @staticmethod
+    def _rows(ptr, idx):
+        """Positions of the entries of rows idx (in order), and each row's offset and length."""
+        start = ptr[idx]
+        length = ptr[idx + 1] - start
+        offs = torch.cumsum(length, 0) - length
+        pos = torch.arange(int(length.sum()), device=ptr.device)
+        pos += torch.repeat_interleave(start - offs, length)
+        return pos, offs, length
+
+    def features(self, idx):
+        """(ids, values, offsets) of the points idx, for EmbeddingBag."""
+        pos, offs, _ = self._rows(self.fptr, idx)
+        return self.fids[pos], self.fvals[pos], offs
+
+    def labels(self, idx):
+        """(label ids, their point's row in idx, 1 / the point's label count)."""
+        pos, _, length = self._rows(self.lptr, idx)
+        row = torch.repeat_interleave(torch.arange(len(idx), device=idx.device), length)
+        share = torch.repeat_interleave(1.0 / length.clamp(min=1).float(), length)
+        return self.lids[pos], row, share
+
+    def label_sets(self, idx):
+        return [set(self.lids[self.lptr[i]:self.lptr[i + 1]].tolist()) for i in idx]
 
 
 def main():
@@ -138,15 +173,28 @@ def main():
     ap.add_argument("--hidden", type=int, default=128)
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--negatives", type=int, default=4096)
+    ap.add_argument("--distortion", type=float, default=0.75,
+                    help="sampled: negatives drawn from label frequency to this power")
+    ap.add_argument("--init", choices=("glorot", "torch"), default="torch",
+                    help="torch (default): what PyTorch's modules start from, as a user "
+                    "writes them (N(0, 1) for the input embedding, nn.Linear's uniform "
+                    "+-1/sqrt(hidden) for the output layer); glorot: normal, std sqrt(2 / "
+                    "(fan_in + fan_out)) for both (dslide's for dense layers)")
     ap.add_argument("--eval-points", type=int, default=1000)
     ap.add_argument("--eval-every", type=int, default=0)
     ap.add_argument("--device", default="cuda")
+    ap.add_argument("--threads", type=int, default=0, help="CPU threads (0: PyTorch's default)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--match-dslide", action="store_true",
-                    help="dslide's initial weights and batch order (see above)")
+                    help="dense modes: dslide's initial weights and batch order (see above)")
     a = ap.parse_args()
     if a.iterations < 1 or a.batch < 1 or a.hidden < 1 or a.negatives < 0:
         ap.error("--iterations, --batch and --hidden must be positive, --negatives >= 0")
+    sampled = a.mode == "sampled"
+    if a.match_dslide and sampled:
+        ap.error("--match-dslide is for the dense modes")
+    if a.threads > 0:
+        torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
     dev = torch.device(a.device)
     cuda = dev.type == "cuda"
@@ -154,107 +202,149 @@ def main():
     if cuda:
         torch.backends.cuda.matmul.allow_tf32 = tf32
         torch.backends.cudnn.allow_tf32 = tf32
+
+    t_load = time.perf_counter()
     d, c, train_lines = read_lines(a.train)
     d_te, c_te, test_lines = read_lines(a.test)
     if (d_te, c_te) != (d, c):
         sys.exit(f"torch_peer: the test file's header ({d_te} features, {c_te} labels) "
                  f"does not match the training file's ({d}, {c})")
-    ytr, xtr = zip(*((p[0], list(zip(p[1], p[2]))) for p in map(parse, train_lines)))
-    yte, xte = zip(*((p[0], list(zip(p[1], p[2]))) for p in map(parse, test_lines)))
-    emb = torch.nn.EmbeddingBag(d, a.hidden, mode="sum").to(dev)  # sparse x times W1
+    tr = Points(train_lines, dev)
+    m_eval = min(a.eval_points, len(test_lines)) if a.eval_points > 0 else len(test_lines)
+    te = Points(test_lines[:m_eval], dev)
+    del train_lines, test_lines
+    load_s = time.perf_counter() - t_load
+
+    emb = torch.nn.EmbeddingBag(d, a.hidden, mode="sum", sparse=sampled).to(dev)  # x W1
     b1 = torch.nn.Parameter(torch.zeros(a.hidden, device=dev))
-    sampled = a.mode == "sampled"
     # The output layer: rows of weights with their biases; sampled mode reads and updates
     # only the rows of a step's candidates (sparse gradients).
     w2 = torch.nn.Embedding(c, a.hidden, sparse=sampled).to(dev)
     b2 = torch.nn.Embedding(c, 1, sparse=sampled).to(dev)
-    # dslide's initialisation (Glorot normal weights, zero biases), so that the peers differ
-    # in what they compute per step, not in where they start.
     with torch.no_grad():
         if a.match_dslide:  # the same values: layer 0 is hidden x d, stored here as d x hidden
             emb.weight.copy_(dslide_weights(a.seed, 0, a.hidden, d).t().to(dev))
             w2.weight.copy_(dslide_weights(a.seed, 1, c, a.hidden).to(dev))
-        else:
+        elif a.init == "glorot":
             emb.weight.normal_(0.0, (2.0 / (d + a.hidden)) ** 0.5)
             w2.weight.normal_(0.0, (2.0 / (a.hidden + c)) ** 0.5)
+        else:  # nn.EmbeddingBag keeps its N(0, 1); the output layer as nn.Linear(hidden, c)
+            bound = 1.0 / a.hidden ** 0.5
+            w2.weight.uniform_(-bound, bound)
         b2.weight.zero_()
-    dense_params = list(emb.parameters()) + [b1]
     if sampled:
-        opts = [torch.optim.Adam(dense_params, lr=a.lr),
-                torch.optim.SparseAdam(list(w2.parameters()) + list(b2.parameters()), lr=a.lr)]
+        opts = [torch.optim.Adam([b1], lr=a.lr),
+                torch.optim.SparseAdam(list(emb.parameters()) + list(w2.parameters()) +
+                                       list(b2.parameters()), lr=a.lr)]
     else:
         kw = {"fused": True} if (a.mode == "dense-tf32" and cuda) else {}
-        opts = [torch.optim.Adam(dense_params + list(w2.parameters()) + list(b2.parameters()),
-                                 lr=a.lr, **kw)]
+        opts = [torch.optim.Adam(list(emb.parameters()) + [b1] + list(w2.parameters()) +
+                                 list(b2.parameters()), lr=a.lr, **kw)]
 
-    def hidden(feats, idx):
-        ids, vals, offs = batch_tensors(feats, idx, dev)
+    if sampled:
+        # Each label's probability of being a candidate of a step: a label of one of the
+        # batch's points (B points drawn uniformly) or among the S draws from the
+        # distorted frequency: q = 1 - (1 - f)^B (1 - p)^S; log q is subtracted from its logit.
+        count = torch.bincount(tr.lids, minlength=c).double()  # points with each label
+        p = count.pow(a.distortion)
+        p /= p.sum()
+        cdf = torch.cumsum(p, 0)
+        log_miss = (a.batch * torch.log1p(-(count / tr.n).clamp(max=1 - 1e-12)) +
+                    a.negatives * torch.log1p(-p.clamp(max=1 - 1e-12)))
+        log_q = torch.log(-torch.expm1(log_miss)).clamp(min=-80.0).float().to(dev)
+        cdf = cdf.to(dev)
+        gen = torch.Generator(device=dev)
+        gen.manual_seed(a.seed)
+
+    def hidden(pts, idx):
+        ids, vals, offs = pts.features(idx)
         return torch.relu(emb(ids, offs, per_sample_weights=vals) + b1)
 
     def p_at_1():
-        hits, m = 0, min(a.eval_points, len(xte)) if a.eval_points > 0 else len(xte)
+        hits = 0
         with torch.no_grad():
-            for s in range(0, m, 256):
-                idx = list(range(s, min(m, s + 256)))
-                logits = hidden(xte, idx) @ w2.weight.t() + b2.weight.t()
-                top = logits.argmax(dim=1).tolist()
-                hits += sum(1 for r, i in enumerate(idx) if top[r] in yte[i])
-        return hits / max(m, 1)
+            for s in range(0, te.n, 256):
+                idx = torch.arange(s, min(te.n, s + 256), device=dev)
+                top = (hidden(te, idx) @ w2.weight.t() + b2.weight.t()).argmax(dim=1).tolist()
+                hits += sum(1 for r, y in enumerate(te.label_sets(idx.tolist())) if top[r] in y)
+        return hits / max(te.n, 1)
 
-    times, curve = [], []
-    n = len(xtr)
-    order = []  # the training points in a fresh random order each epoch, as dslide takes them
-    rng = random.Random(a.seed)
-    epoch = -1
-    for it in range(1, a.iterations + 1):
-        if a.match_dslide:  # dslide's epochs: a short last batch, then a new order
-            if not order:
-                epoch += 1
-                order = dslide_epoch(a.seed, epoch, n)
-        else:
-            while len(order) < a.batch:
-                perm = list(range(n))
-                rng.shuffle(perm)
-                order += perm
-        idx, order = order[:a.batch], order[a.batch:]
-        # Host-side preparation, outside the timing: the batch's tensors, its candidates
-        # (sampled: the labels, then shared uniform negatives) and the targets over them.
-        ids, vals, offs = batch_tensors(xtr, idx, dev)
-        cand = None
-        if sampled:
-            cand = sorted({l for i in idx for l in ytr[i]} |
-                          {rng.randrange(c) for _ in range(min(a.negatives, c))})
-            columns = torch.tensor(cand, dtype=torch.long, device=dev)
-        target = torch.zeros(len(idx), c if cand is None else len(cand))
-        for r, k, v in targets(ytr, idx, cand):
-            target[r, k] = v
-        target = target.to(dev)
+    def sync():
         if cuda:
             torch.cuda.synchronize()
-        t0 = time.perf_counter()
+
+    times, prep_times, curve = [], [], []
+    train_s = cpu_s = 0.0
+    eval_wall = eval_cpu = 0.0  # the evaluations' own time, left out of the curve
+
+    def evaluate(it):
+        nonlocal eval_wall, eval_cpu
+        w0, c0 = time.perf_counter(), time.process_time()
+        at = [it, 0.0, w0 - T_START - eval_wall, c0 - eval_cpu]
+        at[1] = p_at_1()
+        eval_wall += time.perf_counter() - w0
+        eval_cpu += time.process_time() - c0
+        curve.append(at)
+
+    n = tr.n
+    order = torch.empty(0, dtype=torch.long, device=dev)
+    epoch = -1
+    for it in range(1, a.iterations + 1):
+        sync()
+        t0, c0 = time.perf_counter(), time.process_time()
+        # The batch: its points, their features and labels, and for sampled mode the
+        # candidates (labels, then the shared negatives) with their log-Q corrections.
+        if a.match_dslide:  # dslide's epochs: a short last batch, then a new order
+            if len(order) == 0:
+                epoch += 1
+                order = torch.tensor(dslide_epoch(a.seed, epoch, n), device=dev)
+        else:
+            while len(order) < a.batch:
+                order = torch.cat([order, torch.randperm(n, device=dev)])
+        idx, order = order[:a.batch], order[a.batch:]
+        ids, vals, offs = tr.features(idx)
+        lab, row, share = tr.labels(idx)
+        if sampled:
+            neg = torch.searchsorted(cdf, torch.rand(a.negatives, device=dev, generator=gen,
+                                                     dtype=torch.float64) * cdf[-1])
+            cand = torch.unique(torch.cat([lab, neg.clamp(max=c - 1)]))
+            col = torch.searchsorted(cand, lab)
+            cand_log_q = log_q[cand]
+        else:
+            col = lab
+        sync()
+        t1 = time.perf_counter()
         h = torch.relu(emb(ids, offs, per_sample_weights=vals) + b1)
         if sampled:
-            logits = h @ w2(columns).t() + b2(columns).t()
+            logits = h @ w2(cand).t() + b2(cand).t() - cand_log_q
         else:
             logits = h @ w2.weight.t() + b2.weight.t()
-        loss = -(target * torch.log_softmax(logits, dim=1)).sum(dim=1).mean()
+        logp = torch.log_softmax(logits, dim=1)
+        loss = -(share * logp[row, col]).sum() / len(idx)
         for o in opts:
             o.zero_grad(set_to_none=True)
         loss.backward()
         for o in opts:
             o.step()
-        if cuda:
-            torch.cuda.synchronize()
-        times.append((time.perf_counter() - t0) * 1000)
+        sync()
+        t2 = time.perf_counter()
+        times.append((t2 - t0) * 1000)
+        prep_times.append((t1 - t0) * 1000)
+        train_s += t2 - t0
+        cpu_s += time.process_time() - c0
         if a.eval_every > 0 and it % a.eval_every == 0 and it < a.iterations:
-            curve.append([it, p_at_1(), sum(times) / 1000])
-    p1 = p_at_1()
-    curve.append([a.iterations, p1, sum(times) / 1000])
+            evaluate(it)
+    evaluate(a.iterations)
+    p1 = curve[-1][1]
     res = {"engine": "pytorch-" + a.mode, "device": str(dev), "iter": a.iterations,
            "ms_per_iter": statistics.median(times), "ms_per_iter_mean": statistics.mean(times),
-           "p_at_1": p1, "p_at_1_by_iter": curve, "batch": a.batch, "torch": torch.__version__}
+           "prep_ms_per_iter": statistics.mean(prep_times), "steps_s": train_s, "steps_cpu_s": cpu_s,
+           "load_s": load_s, "p_at_1": p1, "p_at_1_by_iter": curve, "eval_points": te.n,
+           "batch": a.batch, "threads": torch.get_num_threads(), "init": a.init,
+           "torch": torch.__version__}
     if sampled:
         res["negatives"] = a.negatives
+        res["distortion"] = a.distortion
     if cuda:
         res["gpu"] = torch.cuda.get_device_name(0)
         res["peak_gpu_mb"] = torch.cuda.max_memory_allocated() / 2**20

@@ -36,7 +36,7 @@ for line in open(os.path.join(work, "metrics.jsonl")):
         ours[r["iter"]] = r["p_at_1"]
 peer = [l for l in open(os.path.join(work, "torch.txt")) if l.startswith("{")]
 peer = json.loads(peer[-1])
-theirs = {it: p for it, p, _ in peer["p_at_1_by_iter"]}
+theirs = {c[0]: c[1] for c in peer["p_at_1_by_iter"]}
 theirs[peer["iter"]] = peer["p_at_1"]
 iters = sorted(theirs)
 if iters != [50, 100, 150, 200, 250, 300] or any(i not in ours for i in iters):

@@ -23,8 +23,13 @@ rm -rf "$work" && mkdir -p "$work" || exit 1
 "$dslide" bench --train "$work/d.train.txt" --test "$work/d.test.txt" --iterations 200 --batch 64 \
   --eval-every 100 --eval-points 1000 --strategy dense-model-parallel --threads 1 \
   >"$work/dslide.txt" 2>&1 || fail "dslide bench exited $?"
+# The dense peer from Glorot's weights, as dslide's dense layers start (the others from
+# PyTorch's own).
 for mode in dense dense-tf32 sampled; do
+  init=torch
+  [[ $mode == dense ]] && init=glorot
   "$py" "$here/launch/torch_peer.py" "$work/d.train.txt" "$work/d.test.txt" --mode "$mode" \
+    --init "$init" \
     --iterations 200 --batch 64 --negatives 64 --eval-every 100 --eval-points 1000 --device cpu \
     >"$work/$mode.txt" 2>&1 || { tail -5 "$work/$mode.txt"; fail "torch_peer.py --mode $mode exited $?"; }
 done
@@ -46,6 +51,11 @@ for mode in ("dense", "dense-tf32", "sampled"):
         "curve": [c[0] for c in curve] == [100, 200] and curve[-1][1] == r["p_at_1"]
                  and curve[0][2] < curve[1][2],
         "learns": r["p_at_1"] > 1.5 * base,
+        # Wall and CPU seconds since the process started, evaluations left out, growing;
+        # the batch's preparation timed with the step.
+        "process time": all(len(c) == 4 and c[2] > r["load_s"] > 0 and c[3] > 0 for c in curve)
+                        and curve[0][3] < curve[1][3],
+        "preparation": 0 < r["prep_ms_per_iter"] < r["ms_per_iter_mean"],
     }
     if mode == "dense":  # the same model as dslide's dense mode, up to float order
         checks["near dslide dense"] = abs(r["p_at_1"] - ref["p_at_1"]) < 0.05
