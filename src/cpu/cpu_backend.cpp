@@ -46,6 +46,22 @@ inline float Dot(const float* __restrict a, const float* __restrict b, int64_t n
 
 typedef float Vec16 __attribute__((vector_size(64)));
 
+// The widest vector the build's instructions hold in one register: 16 floats with AVX-512,
+// else 8 (AVX2). Element-wise kernels (RowsBlock, LaneDots) work in it; a wider generic vector than
+// the hardware's is split by the compiler, which kept such values on the stack (an AVX2 build's
+// backward pass ran several times slower). Element-wise results do not depend on the width.
+#ifdef __AVX512F__
+typedef Vec16 VecN;
+#else
+typedef float VecN __attribute__((vector_size(32)));
+#endif
+constexpr int kLanesN = sizeof(VecN) / sizeof(float);
+
+// The 16 lane sums of a dot product (DotBlock) and their sums in lane order (LaneSums16),
+// in the build's registers: one 16-float vector with AVX-512; with AVX2 two 8-float halves
+// (lanes 0-7 and 8-15), formed and added per lane exactly as the 16-float vector, so that
+// a 64-byte generic vector, which an AVX2 build keeps on the stack, is never used there.
+#ifdef __AVX512F__
 /// The 16 lane sums of Dot(w, x[d], n) for kN inputs x[d] at once (kN <= 16, n a multiple of
 /// 16), into acc[d]: each load of the row serves kN sums, and the sums are independent
 /// chains. Lane l sums j = l mod 16 in order, as Dot's vectorised loop does; LaneSums adds
@@ -109,23 +125,99 @@ inline Vec16 LaneSums(Vec16* m) {
   return s;
 }
 
-/// Dot(w[k], x_i, n) for kR rows w[k] and the 16 samples i whose inputs are the lanes of
-/// xt (coordinate-major: coordinate j's 16 values at xt + j * stride; n a multiple of 16),
+typedef Vec16 Acc16;
+inline float LaneOf(const Acc16& z, int d) { return z[d]; }
+/// The 16 entries' sums of m (each m[d]'s lanes in lane order from 0.0f); m is overwritten.
+inline Acc16 LaneSums16(Acc16* m) { return LaneSums(m); }
+template <int kN>
+inline void DotBlock16(const float* w, const float* const* x, int64_t n, Acc16* acc) {
+  DotBlock<kN>(w, x, n, acc);
+}
+#else
+typedef VecN Vec8;
+struct Acc16 {
+  Vec8 lo, hi;
+};
+inline float LaneOf(const Acc16& z, int d) { return d < 8 ? z.lo[d] : z.hi[d - 8]; }
+/// DotBlock's 16 lane sums for kN inputs, in two 8-float halves.
+template <int kN>
+inline void DotBlock16(const float* w, const float* const* x, int64_t n, Acc16* acc) {
+  Vec8 lo[kN] = {}, hi[kN] = {};
+  for (int64_t j = 0; j < n; j += 16) {
+    Vec8 wl, wh;
+    std::memcpy(&wl, w + j, sizeof wl);
+    std::memcpy(&wh, w + j + 8, sizeof wh);
+    for (int d = 0; d < kN; ++d) {
+      Vec8 xl, xh;
+      std::memcpy(&xl, x[d] + j, sizeof xl);
+      std::memcpy(&xh, x[d] + j + 8, sizeof xh);
+      lo[d] += wl * xl;
+      hi[d] += wh * xh;
+    }
+  }
+  for (int d = 0; d < kN; ++d) acc[d] = {lo[d], hi[d]};
+}
+/// Transposes the 8 x 8 floats of r[0..8) in place (row i becomes column i): pairs of rows
+/// interleaved, then pairs of pairs, then the 128-bit halves swapped.
+inline void Transpose8(Vec8* r) {
+  typedef int32_t Vec8i __attribute__((vector_size(32)));
+  constexpr Vec8i kUnpackLo{0, 8, 1, 9, 4, 12, 5, 13}, kUnpackHi{2, 10, 3, 11, 6, 14, 7, 15};
+  constexpr Vec8i kPairLo{0, 1, 8, 9, 4, 5, 12, 13}, kPairHi{2, 3, 10, 11, 6, 7, 14, 15};
+  constexpr Vec8i kHalfLo{0, 1, 2, 3, 8, 9, 10, 11}, kHalfHi{4, 5, 6, 7, 12, 13, 14, 15};
+  Vec8 t[8], u[8];
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = __builtin_shuffle(r[i], r[i + 1], kUnpackLo);
+    t[i + 1] = __builtin_shuffle(r[i], r[i + 1], kUnpackHi);
+  }
+  for (int b = 0; b < 8; b += 4) {  // u[b + c]: columns c and c + 4 of rows b..b+3
+    u[b] = __builtin_shuffle(t[b], t[b + 2], kPairLo);
+    u[b + 1] = __builtin_shuffle(t[b], t[b + 2], kPairHi);
+    u[b + 2] = __builtin_shuffle(t[b + 1], t[b + 3], kPairLo);
+    u[b + 3] = __builtin_shuffle(t[b + 1], t[b + 3], kPairHi);
+  }
+  for (int c = 0; c < 4; ++c) {
+    r[c] = __builtin_shuffle(u[c], u[c + 4], kHalfLo);
+    r[c + 4] = __builtin_shuffle(u[c], u[c + 4], kHalfHi);
+  }
+}
+/// LaneSums for 16 entries in halves: entry d's sum of its 16 lanes in lane order from 0.0f,
+/// in lane d of the result. m is overwritten.
+inline Acc16 LaneSums16(Acc16* m) {
+  Acc16 out;
+  for (int half = 0; half < 2; ++half) {
+    Vec8 lo[8], hi[8];
+    for (int d = 0; d < 8; ++d) {
+      lo[d] = m[8 * half + d].lo;
+      hi[d] = m[8 * half + d].hi;
+    }
+    Transpose8(lo);
+    Transpose8(hi);
+    Vec8 sum = {};
+    for (int l = 0; l < 8; ++l) sum += lo[l];
+    for (int l = 0; l < 8; ++l) sum += hi[l];
+    (half == 0 ? out.lo : out.hi) = sum;
+  }
+  return out;
+}
+#endif
+
+/// Dot(w[k], x_i, n) for kR rows w[k] and the kLanesN samples i whose inputs are the lanes
+/// of xt (coordinate-major: coordinate j's values at xt + j * stride; n a multiple of 16),
 /// into s[k]: lane l of DotBlock's sums (j = l mod 16, in order) is formed in its own
 /// register across the samples, then added to s[k] in lane order from 0.0f, as LaneSums
 /// adds them: the same bits without a transpose, and each input load serves kR rows. Not
 /// inlined: inside the caller's loop the compiler kept some of the sums on the stack.
 template <int kR>
 __attribute__((noinline)) void LaneDots(const float* const* w, const float* xt, int64_t stride,
-                                        int64_t n, Vec16* s) {
+                                        int64_t n, VecN* s) {
   const float* wk[kR];
   for (int k = 0; k < kR; ++k) wk[k] = w[k];
-  Vec16 sum[kR] = {};
+  VecN sum[kR] = {};
   for (int64_t l = 0; l < 16; ++l) {
-    Vec16 acc[kR] = {};
+    VecN acc[kR] = {};
     const float* x = xt + l * stride;
     for (int64_t j = l; j < n; j += 16, x += 16 * stride) {
-      Vec16 xv;
+      VecN xv;
       std::memcpy(&xv, x, sizeof xv);
       for (int k = 0; k < kR; ++k) acc[k] += wk[k][j] * xv;
     }
@@ -133,17 +225,6 @@ __attribute__((noinline)) void LaneDots(const float* const* w, const float* xt, 
   }
   for (int k = 0; k < kR; ++k) s[k] = sum[k];
 }
-
-// The widest vector the build's instructions hold in one register: 16 floats with AVX-512,
-// else 8 (AVX2). Element-wise kernels (RowsBlock) work in it; a wider generic vector than the
-// hardware's is split by the compiler, which kept such values on the stack (an AVX2 build's
-// backward pass ran several times slower). Element-wise results do not depend on the width.
-#ifdef __AVX512F__
-typedef Vec16 VecN;
-#else
-typedef float VecN __attribute__((vector_size(32)));
-#endif
-constexpr int kLanesN = sizeof(VecN) / sizeof(float);
 
 /// For kR rows w[k] whose entries are the same samples in the same order (their samples in
 /// x, their deltas delta[k]), columns [c, c + kLanesN kV): the weight gradients g[k] +=
@@ -401,7 +482,9 @@ void CpuBackend::ForwardRows(int layer, const BatchRows& in, BatchRows* out) {
       L.lane_in.assign(static_cast<size_t>(width * stride), 0.0f);
       for (int64_t i = 0; i < B; ++i)
         for (int64_t j = 0; j < width; ++j) L.lane_in[j * stride + i] = in.vals[in.off[i] + j];
-      constexpr int kR = 8;
+      // Rows per group: their sums and partial sums in 2 kR of the 32 (AVX-512) or 16 (AVX2)
+      // vector registers.
+      constexpr int kR = kLanesN == 16 ? 8 : 4;
       ParallelFor((nfull + kR - 1) / kR, [&](int64_t grp) {
         const int64_t f0 = grp * kR, nk = std::min<int64_t>(kR, nfull - f0);
         const float* ws[kR];
@@ -415,10 +498,10 @@ void CpuBackend::ForwardRows(int layer, const BatchRows& in, BatchRows* out) {
         }
         for (int64_t k = 0; k < kR && f0 + kR + k < nfull; ++k)
           PrefetchToL2(L.Row(a.rows[full[f0 + kR + k]]), L.cols * sizeof(float));
-        for (int64_t i0 = 0; i0 < B; i0 += 16) {
-          Vec16 z[kR];
+        for (int64_t i0 = 0; i0 < B; i0 += kLanesN) {
+          VecN z[kR];
           LaneDots<kR>(ws, L.lane_in.data() + i0, stride, width, z);
-          for (int64_t d = 0; d < std::min<int64_t>(16, B - i0); ++d) {
+          for (int64_t d = 0; d < std::min<int64_t>(kLanesN, B - i0); ++d) {
             const int64_t o = out->off[i0 + d];
             for (int64_t k = 0; k < nk; ++k) put(o + es[k][i0 + d].slot, z[k][d] + bs[k]);
           }
@@ -431,16 +514,17 @@ void CpuBackend::ForwardRows(int layer, const BatchRows& in, BatchRows* out) {
       const int64_t t0 = c * kChunk, t1 = std::min(nwalk, t0 + kChunk);
       auto row_at = [&](int64_t t) { return L.Row(a.rows[walk[t]]); };
       // Lane sums of up to 16 entries awaiting their sums, and where these go.
-      Vec16 pend[16] = {};
+      Acc16 pend[16] = {};
       int64_t pend_at[16];
       float pend_bias[16];
       int np = 0;
       auto flush = [&] {
         if (np == 0) return;
-        const Vec16 z = LaneSums(pend);
-        for (int d = 0; d < np; ++d) put(pend_at[d], z[d] + pend_bias[d]);
+        const Acc16 z = LaneSums16(pend);
+        for (int d = 0; d < np; ++d) put(pend_at[d], LaneOf(z, d) + pend_bias[d]);
         np = 0;
       };
+#ifdef __AVX512F__
       // Row q's entries one at a time, the row in kV vector registers (width 16 kV): each
       // sum runs in one vector as DotBlock's does (the same bits), its lanes pending.
       auto row_in_registers = [&](auto kv, int64_t q) {
@@ -464,6 +548,7 @@ void CpuBackend::ForwardRows(int layer, const BatchRows& in, BatchRows* out) {
           if (np == 16) flush();
         }
       };
+#endif
       // Row q's entries through the pending lanes.
       auto one_row = [&](int64_t q) {
 #ifdef __AVX512F__  // up to 16 registers for the row: AVX-512 has 32
@@ -497,9 +582,9 @@ void CpuBackend::ForwardRows(int layer, const BatchRows& in, BatchRows* out) {
               pend_bias[np + d] = bias;
             }
             if (kn == kN) {
-              DotBlock<kN>(wr, xs, width, pend + np);
+              DotBlock16<kN>(wr, xs, width, pend + np);
             } else {
-              DotBlock<1>(wr, xs, width, pend + np);
+              DotBlock16<1>(wr, xs, width, pend + np);
             }
             np += kn;
             e += kn;
