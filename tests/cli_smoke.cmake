@@ -15,6 +15,21 @@ function(run expect_ok)
   endif()
 endfunction()
 
+# Idle OpenMP threads sleep unless the user chose otherwise (the program restarts itself with
+# OMP_WAIT_POLICY=PASSIVE where neither it nor GOMP_SPINCOUNT is set).
+run(TRUE ${DSLIDE} --version)
+if(NOT OUT MATCHES "idle threads: OMP_WAIT_POLICY=PASSIVE")
+  message(FATAL_ERROR "idle threads do not sleep by default:\n${OUT}")
+endif()
+run(TRUE ${CMAKE_COMMAND} -E env OMP_WAIT_POLICY=ACTIVE ${DSLIDE} --version)
+if(NOT OUT MATCHES "idle threads: OMP_WAIT_POLICY=ACTIVE")
+  message(FATAL_ERROR "the user's OMP_WAIT_POLICY was not kept:\n${OUT}")
+endif()
+run(TRUE ${CMAKE_COMMAND} -E env GOMP_SPINCOUNT=1000 ${DSLIDE} --version)
+if(NOT OUT MATCHES "idle threads: OMP_WAIT_POLICY=\\(unset\\)")
+  message(FATAL_ERROR "GOMP_SPINCOUNT did not leave the wait policy to the user:\n${OUT}")
+endif()
+
 run(TRUE ${DSLIDE} gen --points 3000 --features 1000 --labels 200 --nnz 15 --out ${WORK}/syn)
 run(TRUE ${DSLIDE} train --train ${WORK}/syn.train.txt --test ${WORK}/syn.test.txt --hidden 32
     --sparsity 0.1 --lr 1e-3 --batch 64 --epochs 3 --metrics ${WORK}/m.jsonl --threads 2)

@@ -24,8 +24,15 @@ import threading
 
 import numpy as np
 
-from . import _core
-from ._data import Pending, fspath, input_data, is_path
+# Idle OpenMP threads sleep instead of spinning (as the dslide executable does), unless the
+# user chose: on a machine shared with other work spinning threads take the CPU their
+# siblings need. The OpenMP runtime reads this when it loads, with the extension below
+# (where another module loaded it earlier, its setting stays).
+if "GOMP_SPINCOUNT" not in os.environ:
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+from . import _core  # noqa: E402
+from ._data import Pending, fspath, input_data, is_path  # noqa: E402
 
 __all__ = ["train", "load", "Model", "Interrupted", "Diverged", "options_help", "__version__"]
 

@@ -16,6 +16,7 @@
 #include "parallel.h"
 #include "peers.h"
 #include "predict.h"
+#include "process_clock.h"
 #include "stop_signal.h"
 #include "synthetic.h"
 #include "trainer.h"
@@ -247,7 +248,9 @@ int Bench(int argc, const char* const* argv, Communicator* comm) {
   const EvalResult before = trainer.Evaluate(test, tc.eval_points, tc.eval_sampled);
   comm->ResetStats();
   const auto t_train = std::chrono::steady_clock::now();
+  const double cpu0 = ProcessCpuSeconds();
   const EvalResult after = trainer.Run(train, nullptr, &test);
+  const double train_cpu = ProcessCpuSeconds() - cpu0 - trainer.eval_cpu_seconds();
   double eval_s = 0;
   for (const auto& e : trainer.evals()) eval_s += e.second.seconds;
   const double wall = Seconds(t_train) - eval_s;
@@ -337,6 +340,10 @@ int Bench(int argc, const char* const* argv, Communicator* comm) {
         // A Horovod-style step all-reduces one fp32 gradient per parameter.
         .Add("dense_allreduce_bytes", 4.0 * static_cast<double>(trainer.spec().NumParameters()))
         .Add("wall_ms_per_iter", wall_ms)
+        // This process's CPU time (all threads) per iteration, and per wall second: the cores
+        // it used (evaluations left out).
+        .Add("cpu_ms_per_iter", train_cpu * 1e3 / iters)
+        .Add("cores_used", train_cpu / wall)
         .Add("comm_ms_per_iter", comm_ms)
         .Add("comm_network_ms_per_iter", net_ms)
         .Add("comm_wait_ms_per_iter", comm_ms - net_ms)

@@ -1,6 +1,7 @@
 // dslide's entry point: picks the communicator (MPI when started by a launcher), dispatches
 // the subcommand, and turns every failure into a message and a non-zero exit on all ranks.
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <memory>
@@ -11,6 +12,7 @@
 #include "error.h"
 #include "layer_backend.h"
 #include "mpi_communicator.h"
+#include "parallel.h"
 
 namespace {
 
@@ -31,12 +33,15 @@ constexpr const char* kUsage =
 
 int main(int argc, char** argv) {
   using namespace dslide;
+  PreferSleepingIdleThreads(argv);
   if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
     std::printf("%s", kUsage);
     return argc < 2 ? 2 : 0;
   }
   if (!std::strcmp(argv[1], "--version")) {
-    std::printf("dslide %s\nbackends: %s\n", DSLIDE_VERSION, BuiltBackends());
+    const char* wait = std::getenv(kWaitPolicyVar);
+    std::printf("dslide %s\nbackends: %s\nidle threads: %s=%s\n", DSLIDE_VERSION, BuiltBackends(),
+                kWaitPolicyVar, wait != nullptr ? wait : "(unset)");
     return 0;
   }
   std::unique_ptr<dist::MpiSession> mpi;

@@ -2,12 +2,21 @@
 #include "parallel.h"
 
 #include <omp.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <exception>
 #include <mutex>
 
 namespace dslide {
+
+void PreferSleepingIdleThreads(char** argv) {
+  if (std::getenv(kWaitPolicyVar) != nullptr || std::getenv("GOMP_SPINCOUNT") != nullptr) return;
+  if (setenv(kWaitPolicyVar, kWaitPolicy, 1) != 0) return;
+  execv("/proc/self/exe", argv);
+  unsetenv(kWaitPolicyVar);  // not restarted: leave the environment as it was
+}
 
 void SetNumThreads(int threads) {
   if (threads > 0) omp_set_num_threads(threads);

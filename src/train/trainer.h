@@ -115,6 +115,9 @@ class Trainer {
   /// Per-iteration wall times (ms) of every step run so far (on an asynchronous backend,
   /// each step of a window between reads gets the window's mean).
   const std::vector<double>& step_ms() const { return step_ms_; }
+  /// Wall and CPU seconds (all threads) of the evaluations of the last Run.
+  double eval_wall_seconds() const { return eval_wall_s_; }
+  double eval_cpu_seconds() const { return eval_cpu_s_; }
   /// What the steps so far moved between the backend's device and the host (table rebuilds
   /// included, evaluations not).
   const DeviceTraffic& step_traffic() const { return step_traffic_; }
@@ -178,6 +181,7 @@ class Trainer {
   std::vector<double> step_ms_;
   DeviceTraffic step_traffic_;
   std::vector<std::pair<int64_t, EvalResult>> evals_;
+  double eval_wall_s_ = 0, eval_cpu_s_ = 0;  // Run's evaluations
   // Per layer: how many entries each (rank, sample) segment of its gathered input holds (the
   // batch itself lives in the backend's buffers).
   std::vector<std::vector<int64_t>> segs_;

@@ -94,7 +94,9 @@ EvalResult Trainer::Run(const Dataset& train, const Dataset* valid, const Datase
   EvalResult last_eval;
   int64_t saved_iter = -1;
   // The evaluations' own wall and CPU seconds, left out of the training time each reports.
-  double eval_wall = 0, eval_cpu = 0;
+  double& eval_wall = eval_wall_s_;
+  double& eval_cpu = eval_cpu_s_;
+  eval_wall = eval_cpu = 0;
   auto evaluate = [&]() {
     if (monitor == nullptr) return;
     CallRecordScope pause(comm_, false);
