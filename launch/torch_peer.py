@@ -90,21 +90,32 @@ class DslideRng:
     def below(self, n):
         return (self.next() * n) >> 64
 
-    def normal(self):
-        u1 = (self.next() >> 11) * 2.0 ** -53
-        u2 = (self.next() >> 11) * 2.0 ** -53
-        u1 = max(u1, 1e-300)
-        return math.sqrt(-2.0 * math.log(u1)) * math.cos(6.283185307179586 * u2)
+    def uniform(self):
+        return (self.next() >> 11) * 2.0 ** -53
+
+    def normal_pair(self):
+        """Rng::NormalPair: Marsaglia's polar method."""
+        while True:
+            u = 2.0 * self.uniform() - 1.0
+            v = 2.0 * self.uniform() - 1.0
+            r = u * u + v * v
+            if 0.0 < r < 1.0:
+                break
+        f = math.sqrt(-2.0 * math.log(r) / r)
+        return u * f, v * f
 
 
 def dslide_weights(seed, layer, rows, cols):
     """InitialWeights (src/model/layer_layout.cpp) of a dense layer: row i from stream
-    (kInit, layer, i), Glorot normal."""
+    (kInit, layer, i), normals two at a time, Glorot's scale."""
     std = math.sqrt(2.0 / (cols + rows))
     w = torch.empty(rows, cols)
     for i in range(rows):
         rng = DslideRng(stream_seed(seed, K_INIT, layer, i))
-        w[i] = torch.tensor([rng.normal() * std for _ in range(cols)], dtype=torch.float64)
+        row = []
+        while len(row) < cols:
+            row.extend(rng.normal_pair())
+        w[i] = torch.tensor([v * std for v in row[:cols]], dtype=torch.float64)
     return w
 
 
