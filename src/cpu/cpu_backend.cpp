@@ -434,6 +434,36 @@ void CpuBackend::ForwardRows(int layer, const BatchRows& in, BatchRows* out) {
   const LayerSpec& s = L.spec;
   const int64_t B = in.samples();
   const bool relu = !s.is_output;
+  const bool full_width =
+      in.dense && std::all_of(in.n.begin(), in.n.end(), [&](int64_t c) { return c == s.in_dim; });
+  if (!s.input_major && s.dense() && full_width && s.in_dim % 16 == 0) {
+    // Every neuron active over dense inputs of a width LaneDots takes: kR rows at a time
+    // against the samples in vector lanes (over the inputs transposed), the same dot
+    // products as Dot's.
+    const int64_t width = s.in_dim, stride = (B + 15) / 16 * 16;
+    L.lane_in.assign(static_cast<size_t>(width * stride), 0.0f);
+    for (int64_t i = 0; i < B; ++i)
+      for (int64_t j = 0; j < width; ++j) L.lane_in[j * stride + i] = in.vals[in.off[i] + j];
+    constexpr int kR = kLanesN == 16 ? 8 : 4;
+    const int64_t n = s.local();
+    ParallelFor((n + kR - 1) / kR, [&](int64_t grp) {
+      const int64_t r0 = grp * kR, nk = std::min<int64_t>(kR, n - r0);
+      const float* ws[kR];
+      for (int k = 0; k < kR; ++k) ws[k] = L.Row(r0 + std::min<int64_t>(k, nk - 1));
+      for (int64_t i0 = 0; i0 < B; i0 += kLanesN) {
+        VecN z[kR];
+        LaneDots<kR>(ws, L.lane_in.data() + i0, stride, width, z);
+        for (int64_t d = 0; d < std::min<int64_t>(kLanesN, B - i0); ++d) {
+          float* zi = out->Vals(i0 + d);
+          for (int64_t k = 0; k < nk; ++k) {
+            const float v = z[k][d] + L.b[r0 + k];
+            zi[r0 + k] = relu && v < 0.0f ? 0.0f : v;
+          }
+        }
+      }
+    });
+    return;
+  }
   if (!s.input_major && s.dense() && in.dense) {
     // Every neuron active over dense inputs: a row block meets every sample while in cache.
     constexpr int64_t kRows = 32;
@@ -888,44 +918,69 @@ void CpuBackend::InputGradRow(const Layer& L, int64_t q, const BatchRows& in, fl
   }
 }
 
-void CpuBackend::RowGradients(const Layer& L, int64_t q, const BatchRows& x, float* buf, float* g,
-                              float* gb) const {
-  const int64_t e0 = L.grad_off[q], count = L.grad_off[q + 1] - e0;
-  const int32_t* sample = L.ent_sample.data() + e0;
-  const float* delta = L.ent_delta.data() + e0;
+namespace {
+
+/// One row's weight gradient g (cols floats, a multiple of kLanesN) and bias gradient *gb
+/// from its `count` entries (samples of x, deltas), and its share of the input gradient
+/// added to buf: the operations of GradientRow and InputGradRow, the row in registers.
+void RowEntriesGradients(const float* wr, const int32_t* sample, const float* delta, int64_t count,
+                         int64_t cols, const BatchRows& x, float* buf, float* g, float* gb) {
   float sb = 0.0f;
   for (int64_t e = 0; e < count; ++e) sb += delta[e];
   *gb = sb;
-  const float* wr = L.Row(L.grad_rows[q]);
   // The row's weights and gradient in 2 kV registers of the 32 (AVX-512) or 16 (AVX2).
   constexpr int kL = kLanesN, kV = kL == 16 ? 8 : 4;
   int64_t c = 0;
-  for (; c + kL * kV <= L.cols; c += kL * kV)
+  for (; c + kL * kV <= cols; c += kL * kV)
     RowsBlock<1, kV>(&wr, c, sample, &delta, count, x, buf, &g);
   if (kV > 4)
-    for (; c + kL * 4 <= L.cols; c += kL * 4)
+    for (; c + kL * 4 <= cols; c += kL * 4)
       RowsBlock<1, 4>(&wr, c, sample, &delta, count, x, buf, &g);
-  for (; c < L.cols; c += kL) RowsBlock<1, 1>(&wr, c, sample, &delta, count, x, buf, &g);
+  for (; c < cols; c += kL) RowsBlock<1, 1>(&wr, c, sample, &delta, count, x, buf, &g);
 }
 
-void CpuBackend::RowsGradients(const Layer& L, const int64_t* q, const BatchRows& x, float* buf,
-                               float* const* g, float* gb) const {
-  constexpr int kR = 4;
-  const int64_t e0 = L.grad_off[q[0]], count = L.grad_off[q[0] + 1] - e0;
-  const int32_t* sample = L.ent_sample.data() + e0;
-  const float* delta[kR];
-  const float* wr[kR];
+}  // namespace
+
+void CpuBackend::RowGradients(const Layer& L, int64_t q, const BatchRows& x, float* buf, float* g,
+                              float* gb) const {
+  const int64_t e0 = L.grad_off[q], count = L.grad_off[q + 1] - e0;
+  RowEntriesGradients(L.Row(L.grad_rows[q]), L.ent_sample.data() + e0, L.ent_delta.data() + e0,
+                      count, L.cols, x, buf, g, gb);
+}
+
+namespace {
+
+/// RowEntriesGradients for kRowsAtOnce rows whose entries are the same samples in the same
+/// order (their deltas delta[k]): each input and input-gradient load serves the rows.
+constexpr int kRowsAtOnce = 4;
+void RowsEntriesGradients(const float* const* wr, const int32_t* sample, const float* const* delta,
+                          int64_t count, int64_t cols, const BatchRows& x, float* buf,
+                          float* const* g, float* gb) {
+  constexpr int kR = kRowsAtOnce;
   for (int k = 0; k < kR; ++k) {
-    delta[k] = L.ent_delta.data() + L.grad_off[q[k]];
-    wr[k] = L.Row(L.grad_rows[q[k]]);
     float sb = 0.0f;
     for (int64_t e = 0; e < count; ++e) sb += delta[k][e];
     gb[k] = sb;
   }
   int64_t c = 0;
   if (kLanesN == 16)
-    for (; c + 32 <= L.cols; c += 32) RowsBlock<kR, 2>(wr, c, sample, delta, count, x, buf, g);
-  for (; c < L.cols; c += kLanesN) RowsBlock<kR, 1>(wr, c, sample, delta, count, x, buf, g);
+    for (; c + 32 <= cols; c += 32) RowsBlock<kR, 2>(wr, c, sample, delta, count, x, buf, g);
+  for (; c < cols; c += kLanesN) RowsBlock<kR, 1>(wr, c, sample, delta, count, x, buf, g);
+}
+
+}  // namespace
+
+void CpuBackend::RowsGradients(const Layer& L, const int64_t* q, const BatchRows& x, float* buf,
+                               float* const* g, float* gb) const {
+  constexpr int kR = kRowsAtOnce;
+  const int64_t e0 = L.grad_off[q[0]], count = L.grad_off[q[0] + 1] - e0;
+  const float* delta[kR];
+  const float* wr[kR];
+  for (int k = 0; k < kR; ++k) {
+    delta[k] = L.ent_delta.data() + L.grad_off[q[k]];
+    wr[k] = L.Row(L.grad_rows[q[k]]);
+  }
+  RowsEntriesGradients(wr, L.ent_sample.data() + e0, delta, count, L.cols, x, buf, g, gb);
 }
 
 void CpuBackend::ApplyRow(Layer& L, int64_t r, int64_t q, const AdamStep& step) {
@@ -1050,22 +1105,86 @@ void CpuBackend::DenseRows(Layer& L, const BatchRows& in, const BatchRows& delta
   if (in_grad) ClearInputGrads(in_grad->vals.size());
   constexpr int64_t kRows = 16;
   const int64_t n = L.spec.local();
+  // Over dense inputs of the full width (a multiple of the vector width), with an input
+  // gradient: each row in registers over its non-zero deltas (RowEntriesGradients), the
+  // same operations in the same order.
+  const bool in_registers =
+      in_grad != nullptr && L.cols % kLanesN == 0 && in.dense &&
+      std::all_of(in.n.begin(), in.n.end(), [&](int64_t c) { return c == L.cols; });
   ParallelFor((n + kRows - 1) / kRows, [&](int64_t blk) {
     ThreadScratch& ts = *scratch_[ThreadId()];
     const int64_t r0 = blk * kRows, r1 = std::min(n, r0 + kRows);
-    ts.grad.resize(L.cols);
+    constexpr int kR = kRowsAtOnce;
+    ts.grad.resize(kR * L.cols);
+    // kR rows whose non-zero deltas are the same samples (a softmax's rows, but for samples
+    // without labels, whose deltas are all zero) go together: gradients, then the steps.
+    auto rows_at_once = [&](int64_t r) {
+      if (!in_registers || r + kR > r1) return false;
+      ts.qids.clear();
+      ts.qvals.clear();
+      for (int64_t i = 0; i < B; ++i) {
+        const float* d = delta.vals.data() + delta.off[i] + r;
+        int nz = 0;
+        for (int k = 0; k < kR; ++k) nz += d[k] != 0.0f;
+        if (nz == 0) continue;
+        if (nz != kR) return false;
+        ts.qids.push_back(static_cast<int32_t>(i));
+      }
+      const int64_t count = static_cast<int64_t>(ts.qids.size());
+      ts.qvals.resize(kR * count);
+      const float* dk[kR];
+      const float* wr[kR];
+      float* g[kR];
+      float gb[kR];
+      for (int k = 0; k < kR; ++k) {
+        float* d = ts.qvals.data() + k * count;
+        for (int64_t e = 0; e < count; ++e) d[e] = delta.vals[delta.off[ts.qids[e]] + r + k];
+        dk[k] = d;
+        wr[k] = L.Row(r + k);
+        g[k] = step ? ts.grad.data() + k * L.cols
+                    : L.dense_g.data() + static_cast<size_t>(r + k) * L.cols;
+      }
+      RowsEntriesGradients(wr, ts.qids.data(), dk, count, L.cols, in, ts.gin.data(), g, gb);
+      for (int k = 0; k < kR; ++k) {
+        if (step == nullptr) {
+          L.dense_gb[r + k] = gb[k];
+          continue;
+        }
+        AdamRow(L, *step, static_cast<size_t>(r + k) * L.cols, L.cols, g[k]);
+        AdamBias(L, *step, r + k, &gb[k]);
+      }
+      return true;
+    };
     for (int64_t r = r0; r < r1; ++r) {
+      if (rows_at_once(r)) {
+        r += kR - 1;
+        continue;
+      }
       float* g = step ? ts.grad.data() : L.dense_g.data() + static_cast<size_t>(r) * L.cols;
-      std::fill(g, g + L.cols, 0.0f);
       float gb = 0.0f;
       float* wr = L.Row(r);
-      for (int64_t i = 0; i < B; ++i) {
-        const float dk = delta.vals[delta.off[i] + r];
-        if (dk == 0.0f) continue;
-        const SparseView x = in.Row(i);
-        gb += dk;
-        Axpy(dk, x.vals, g, x.n);
-        if (in_grad) Axpy(dk, wr, ts.gin.data() + in.off[i], x.n);
+      if (in_registers) {
+        ts.qids.clear();
+        ts.qvals.clear();
+        for (int64_t i = 0; i < B; ++i) {
+          const float dk = delta.vals[delta.off[i] + r];
+          if (dk == 0.0f) continue;
+          ts.qids.push_back(static_cast<int32_t>(i));
+          ts.qvals.push_back(dk);
+        }
+        RowEntriesGradients(wr, ts.qids.data(), ts.qvals.data(),
+                            static_cast<int64_t>(ts.qids.size()), L.cols, in, ts.gin.data(), g,
+                            &gb);
+      } else {
+        std::fill(g, g + L.cols, 0.0f);
+        for (int64_t i = 0; i < B; ++i) {
+          const float dk = delta.vals[delta.off[i] + r];
+          if (dk == 0.0f) continue;
+          const SparseView x = in.Row(i);
+          gb += dk;
+          Axpy(dk, x.vals, g, x.n);
+          if (in_grad) Axpy(dk, wr, ts.gin.data() + in.off[i], x.n);
+        }
       }
       if (step == nullptr) {
         L.dense_gb[r] = gb;

@@ -17,6 +17,23 @@ void LabelSlots(const int32_t* id, int64_t n, const int32_t* lb, int64_t k,
                 std::vector<int64_t>* out) {
   out->clear();
   constexpr int64_t kBlock = 64;
+  // A row of consecutive ids (every neuron of a dense layer's shard): label l sits at slot
+  // l - id[0]. Checked a block at a time, so that a sampled row stops at its first block.
+  bool consecutive = n > 0;
+  for (int64_t j0 = 0; consecutive && j0 < n; j0 += kBlock) {
+    const int64_t j1 = std::min(n, j0 + kBlock);
+    int off = 0;
+    for (int64_t j = j0; j < j1; ++j) off |= id[j] != id[0] + static_cast<int32_t>(j);
+    consecutive = off == 0;
+  }
+  if (consecutive) {
+    for (int64_t t = 0; t < k; ++t) {
+      if (t > 0 && lb[t] == lb[t - 1]) continue;
+      if (lb[t] >= id[0] && lb[t] - id[0] < n) out->push_back(lb[t] - id[0]);
+    }
+    std::sort(out->begin(), out->end());
+    return;
+  }
   for (int64_t t = 0; t < k; ++t) {
     if (t > 0 && lb[t] == lb[t - 1]) continue;
     const int32_t l = lb[t];
