@@ -151,6 +151,7 @@ def plot(out, name, by_threads, base, label):
                     markersize=4)
         if base is not None:
             ax.axhline(base, color="grey", linestyle=":", label="most popular label")
+        ax.set_xlim(left=0)
         ax.set_title(f"{name}, {t} thread(s)")
         ax.set_xlabel("training wall seconds (process, evaluations left out)")
         ax.set_ylabel("P@1")

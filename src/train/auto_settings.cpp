@@ -34,8 +34,10 @@ double SparsityForBudget(int64_t budget, int64_t neurons) {
 void AutoLsh(int64_t neurons, bool sparse_input, LshConfig* lsh) {
   // SimHash for the dense activations a hidden layer passes on (DWTA, made for sparse
   // inputs, scored far below it there), DWTA for a layer that reads the sparse data. K = 6,
-  // L = 50 (the D-SLIDE paper's), vanilla queries: larger K, more tables and top-k
-  // ranking did not score better at 10^3 to 6.7 x 10^5 outputs and cost more. Half of the
+  // L = 8, vanilla queries: larger K, top-k ranking and more tables did not score better at
+  // 10^3 to 6.7 x 10^5 outputs and cost more (L = 50, the D-SLIDE paper's: the same P@1 on
+  // gcide8-skipgram and 0.01 more on the Amazon-670K shape after 1,000-1,500 iterations, at
+  // 1.6-1.8 times the time per step, docs/user-guide.md). Half of the
   // slots beyond the labels go to LSH candidates, half to the fill (the batch's labels,
   // then uniform neurons): with LSH candidates alone, training collapsed below the
   // most-popular-label baseline at 2 x 10^5 and 6.7 x 10^5 outputs; with uniform negatives
@@ -44,7 +46,7 @@ void AutoLsh(int64_t neurons, bool sparse_input, LshConfig* lsh) {
   if (lsh->family == HashFamily::kAuto)
     lsh->family = sparse_input ? HashFamily::kDwta : HashFamily::kSrp;
   if (lsh->k == 0) lsh->k = 6;
-  if (lsh->l == 0) lsh->l = 50;
+  if (lsh->l == 0) lsh->l = 8;
   if (lsh->query == QueryStrategy::kAuto) lsh->query = QueryStrategy::kVanilla;
   // With --fill stop nothing fills the rest of the slots: the candidates take them all.
   if (lsh->lsh_share == 0) lsh->lsh_share = lsh->fill == FillPolicy::kStop ? 1.0 : 0.5;

@@ -67,6 +67,7 @@ std::vector<double> Losses(int iters) {
   cfg.batch = 64;
   cfg.lr = 1e-3;
   cfg.lsh.rebuild_n0 = 5;  // table rebuilds within a few steps
+  cfg.lsh.l = 50;          // explicit: a change of the auto default is not a changed step
   LocalCommunicator comm;
   Trainer tr(cfg, &comm, MakeBackend(Device::kCpu, 0), train.num_features, train.num_labels);
   std::vector<double> out;
