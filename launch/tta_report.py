@@ -26,7 +26,11 @@ def dslide_run(path):
 
 
 def peer_run(path):
+    """The peer's [(iteration, P@1, wall s, CPU s)] and its JSON ([] and None: no result)."""
     lines = [ln for ln in open(path) if ln.startswith("{")]
+    if not lines:
+        print(f"tta_report: {path} holds no result; left out", file=sys.stderr)
+        return [], None
     r = json.loads(lines[-1])
     return [tuple(c) for c in r["p_at_1_by_iter"]], r
 

@@ -34,19 +34,26 @@ double SparsityForBudget(int64_t budget, int64_t neurons) {
 void AutoLsh(int64_t neurons, bool sparse_input, LshConfig* lsh) {
   // SimHash for the dense activations a hidden layer passes on (DWTA, made for sparse
   // inputs, scored far below it there), DWTA for a layer that reads the sparse data. K = 6,
-  // L = 8, vanilla queries: larger K, top-k ranking and more tables did not score better at
-  // 10^3 to 6.7 x 10^5 outputs and cost more (L = 50, the D-SLIDE paper's: the same P@1 on
-  // gcide8-skipgram and 0.01 more on the Amazon-670K shape after 1,000-1,500 iterations, at
-  // 1.6-1.8 times the time per step, docs/user-guide.md). Half of the
+  // vanilla queries: larger K and top-k ranking did not score better at 10^3 to 6.7 x 10^5
+  // outputs and cost more. Tables: a vanilla query takes whole buckets until the candidates'
+  // share is met. Where the buckets overflow (more than 2^K x bucket capacity neurons) 4 to 7
+  // full buckets meet it and L = 8 scored as L = 50 (the D-SLIDE paper's) on gcide8-skipgram
+  // and a 42.5K-word task, 0.01 below it on the Amazon-670K shape, at 0.56-0.64 times the time
+  // per step. Where they do not, a bucket holds n / 2^K neurons (15 for delicious' 983), 8
+  // tables leave LSH slots to the fill, and L = 50 it is: delicious with LSH forced, test P@1
+  // 0.609 / 0.626 / 0.636 / 0.642 at L = 8 / 16 / 32 / 50 (dense 0.648), 3.5-4.2 ms per step
+  // at every L (docs/user-guide.md). Half of the
   // slots beyond the labels go to LSH candidates, half to the fill (the batch's labels,
   // then uniform neurons): with LSH candidates alone, training collapsed below the
   // most-popular-label baseline at 2 x 10^5 and 6.7 x 10^5 outputs; with uniform negatives
   // alone, delicious lost 0.05 P@1.
-  (void)neurons;
   if (lsh->family == HashFamily::kAuto)
     lsh->family = sparse_input ? HashFamily::kDwta : HashFamily::kSrp;
   if (lsh->k == 0) lsh->k = 6;
-  if (lsh->l == 0) lsh->l = 8;
+  if (lsh->l == 0) {
+    const double full = std::ldexp(static_cast<double>(lsh->bucket_capacity), lsh->k);
+    lsh->l = static_cast<double>(neurons) > full ? 8 : 50;
+  }
   if (lsh->query == QueryStrategy::kAuto) lsh->query = QueryStrategy::kVanilla;
   // With --fill stop nothing fills the rest of the slots: the candidates take them all.
   if (lsh->lsh_share == 0) lsh->lsh_share = lsh->fill == FillPolicy::kStop ? 1.0 : 0.5;
