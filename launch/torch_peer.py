@@ -93,29 +93,23 @@ class DslideRng:
     def uniform(self):
         return (self.next() >> 11) * 2.0 ** -53
 
-    def normal_pair(self):
-        """Rng::NormalPair: Marsaglia's polar method."""
-        while True:
-            u = 2.0 * self.uniform() - 1.0
-            v = 2.0 * self.uniform() - 1.0
-            r = u * u + v * v
-            if 0.0 < r < 1.0:
-                break
-        f = math.sqrt(-2.0 * math.log(r) / r)
-        return u * f, v * f
+    def symmetric_pair(self):
+        """Rng::SymmetricPair: two values uniform on [-1, 1), 24 bits each, from one draw."""
+        r = self.next()
+        return (r >> 40) * 2.0 ** -23 - 1.0, ((r >> 16) & 0xFFFFFF) * 2.0 ** -23 - 1.0
 
 
 def dslide_weights(seed, layer, rows, cols):
     """InitialWeights (src/model/layer_layout.cpp) of a dense layer: row i from stream
-    (kInit, layer, i), normals two at a time, Glorot's scale."""
-    std = math.sqrt(2.0 / (cols + rows))
+    (kInit, layer, i), uniform on [-h, h) two values per draw, h = sqrt(3) x Glorot's scale."""
+    half = math.sqrt(3.0) * math.sqrt(2.0 / (cols + rows))
     w = torch.empty(rows, cols)
     for i in range(rows):
         rng = DslideRng(stream_seed(seed, K_INIT, layer, i))
         row = []
         while len(row) < cols:
-            row.extend(rng.normal_pair())
-        w[i] = torch.tensor([v * std for v in row[:cols]], dtype=torch.float64)
+            row.extend(rng.symmetric_pair())
+        w[i] = torch.tensor([v * half for v in row[:cols]], dtype=torch.float64)
     return w
 
 

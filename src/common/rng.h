@@ -63,21 +63,12 @@ class Rng {
     if (u1 < 1e-300) u1 = 1e-300;
     return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
   }
-  /// Two independent standard normals (Marsaglia's polar method: a point drawn uniformly in
-  /// the unit disc, one logarithm and one square root for both values, no trigonometry).
-  void NormalPair(double* a, double* b) {
-    double u, v, r;
-    do {
-      u = 2.0 * Uniform() - 1.0;
-      v = 2.0 * Uniform() - 1.0;
-      // Rounded products (no fused multiply-add), as Python computes them
-      // (launch/torch_peer.py reproduces these weights).
-      const volatile double uu = u * u, vv = v * v;
-      r = uu + vv;
-    } while (r >= 1.0 || r == 0.0);
-    const double f = std::sqrt(-2.0 * std::log(r) / r);
-    *a = u * f;
-    *b = v * f;
+  /// Two independent values uniform on [-1, 1) from one draw, 24 bits each (exact in
+  /// double arithmetic, so every compiler and launch/torch_peer.py get the same values).
+  void SymmetricPair(double* a, double* b) {
+    const uint64_t r = Next();
+    *a = static_cast<double>(r >> 40) * 0x1.0p-23 - 1.0;
+    *b = static_cast<double>((r >> 16) & 0xFFFFFF) * 0x1.0p-23 - 1.0;
   }
 
  private:

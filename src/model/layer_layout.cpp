@@ -27,10 +27,14 @@ double InitialStddev(const LayerSpec& s, size_t layer) {
 }
 
 void InitialWeights(const LayerSpec& s, size_t layer, uint64_t seed, float* storage) {
-  const double stddev = InitialStddev(s, layer);
-  // Neuron i's weights are its stream's normals in input order, two at a time. kBlock
-  // neurons' streams advance side by side, so that an input-major layer's writes of one
-  // input land on one cache line.
+  // Uniform on [-h, h), h = sqrt(3) x the standard deviation (the uniform forms of Glorot's
+  // and He's rules, as PyTorch's nn.Linear starts): one 64-bit draw gives two weights of 24
+  // bits each, without the logarithm and square root a pair of normals costs (gcide8-
+  // skipgram's 53 M weights: 1.04 -> 0.2 CPU seconds, docs/user-guide.md "Initial weights").
+  const double half = std::sqrt(3.0) * InitialStddev(s, layer);
+  // Neuron i's weights come from its stream, two per draw, in input order. kBlock neurons'
+  // streams advance side by side, so that an input-major layer's writes of one input land
+  // on one cache line.
   constexpr int64_t kBlock = 16;
   const int64_t n_in = s.in_dim;
   ParallelFor((s.local() + kBlock - 1) / kBlock, [&](int64_t blk) {
@@ -41,9 +45,9 @@ void InitialWeights(const LayerSpec& s, size_t layer, uint64_t seed, float* stor
     for (int64_t j = 0; j < n_in; j += 2)
       for (int64_t k = 0; k < n; ++k) {
         double a, b;
-        rng[k].NormalPair(&a, &b);
-        storage[WeightAt(s, i0 + k, j)] = static_cast<float>(a * stddev);
-        if (j + 1 < n_in) storage[WeightAt(s, i0 + k, j + 1)] = static_cast<float>(b * stddev);
+        rng[k].SymmetricPair(&a, &b);
+        storage[WeightAt(s, i0 + k, j)] = static_cast<float>(a * half);
+        if (j + 1 < n_in) storage[WeightAt(s, i0 + k, j + 1)] = static_cast<float>(b * half);
       }
   });
 }

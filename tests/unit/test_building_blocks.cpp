@@ -154,14 +154,23 @@ TEST(InitialWeights, WideSampledLayersStartFromHeOthersFromGlorot) {
   // A sampled first layer reads the data, not a ReLU output: Glorot's.
   const ModelSpec first = ModelSpec::Make(5000, {2048}, 100, {0.1, 1.0}, 0, 1);
   EXPECT_DOUBLE_EQ(InitialStddev(first.layers[0], 0), std::sqrt(2.0 / (5000 + 2048)));
-  // The weights drawn: their standard deviation within 1 % of the stated one.
+  // The weights drawn: their standard deviation within 1 % of the stated one, uniform on
+  // [-h, h), h = sqrt(3) x it (the extremes reached, none beyond).
   const LayerSpec& s = wide.layers[1];
   std::vector<float> w(static_cast<size_t>(s.local()) * s.in_dim);
   InitialWeights(s, 1, 7, w.data());
-  double sq = 0;
-  for (float v : w) sq += static_cast<double>(v) * v;
-  EXPECT_NEAR(std::sqrt(sq / static_cast<double>(w.size())), std::sqrt(2.0 / 128),
-              0.01 * std::sqrt(2.0 / 128));
+  double sq = 0, lo = 0, hi = 0;
+  for (float v : w) {
+    sq += static_cast<double>(v) * v;
+    lo = std::min(lo, static_cast<double>(v));
+    hi = std::max(hi, static_cast<double>(v));
+  }
+  const double sd = std::sqrt(2.0 / 128), h = std::sqrt(3.0) * sd;
+  EXPECT_NEAR(std::sqrt(sq / static_cast<double>(w.size())), sd, 0.01 * sd);
+  EXPECT_GE(lo, -h * (1 + 1e-6));
+  EXPECT_LT(hi, h);
+  EXPECT_LT(lo, -0.999 * h);
+  EXPECT_GT(hi, 0.999 * h);
 }
 
 TEST(ParallelFor, VisitsEveryIndexOnceForAnyChunk) {
