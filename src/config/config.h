@@ -36,9 +36,9 @@ const char* ToString(LabelOrder v);
 /// "auto" | "spread" | "identity"; throws dslide::Error naming option --label-order otherwise.
 LabelOrder ParseLabelOrder(const std::string& name);
 
-/// LSH settings of a sparse layer (DESIGN.md section 2). Family, K, L and query may be left
-/// to ResolveAuto (kAuto, 0), which picks them from the layer's size; backends only ever
-/// see resolved settings.
+/// LSH settings of a sparse layer (docs/user-guide.md, "Defaults and how they were chosen").
+/// Family, K, L and query may be left to ResolveAuto (kAuto, 0), which picks them from the layer's
+/// size; backends only ever see resolved settings.
 struct LshConfig {
   HashFamily family = HashFamily::kAuto;
   int k = 0;  ///< hash functions concatenated per table (0: auto)

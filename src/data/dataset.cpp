@@ -1,4 +1,5 @@
-// XC format reader with strict validation (DESIGN.md section 7): nothing is skipped silently.
+// XC format reader with strict validation (docs/user-guide.md, "Data"): nothing is skipped
+// silently.
 #include "dataset.h"
 
 #include <unistd.h>

@@ -1,5 +1,6 @@
-// LSH hash families (SLIDE section 4.1, DESIGN.md section 2): signed random projections
-// (SimHash with sparse +-1 projections), WTA and densified WTA. K hashes make one bucket id.
+// LSH hash families (SLIDE section 4.1; docs/user-guide.md, "Sampling and the update"): signed
+// random projections (SimHash with sparse +-1 projections), WTA and densified WTA. K hashes make
+// one bucket id.
 #pragma once
 
 #include <cstdint>

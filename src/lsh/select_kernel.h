@@ -192,10 +192,10 @@ DSLIDE_HD inline void FillBucket(const int32_t* items, int64_t count, int capaci
 /// and arrays Cand() (room for every candidate, and for n ids when 2 * budget > n),
 /// Order() (num_tables()).
 
-/// How a sample's active set is chosen (DESIGN.md section 2): the query strategy (and its
-/// threshold), the fill, and the share of the slots beyond the forced ids that LSH
-/// candidates may take (the rest comes from the fill, which keeps uniform negatives in
-/// every active set).
+/// How a sample's active set is chosen (docs/user-guide.md, "Sampling and the update"): the query
+/// strategy (and its threshold), the fill, and the share of the slots beyond the forced ids that
+/// LSH candidates may take (the rest comes from the fill, which keeps uniform negatives in every
+/// active set).
 struct SelectPolicy {
   QueryStrategy query = QueryStrategy::kVanilla;
   int threshold = 2;

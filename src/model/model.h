@@ -1,4 +1,4 @@
-// The network's shape and its sharding over ranks (DESIGN.md sections 1 and 3).
+// The network's shape and its sharding over ranks (docs/architecture.md, "The protocol").
 #pragma once
 
 #include <cstdint>

@@ -1,6 +1,7 @@
 // --sparsity auto and the other "auto" settings: which layers are computed densely, the
-// budget of the others and their LSH settings, all chosen from the layers' sizes (DESIGN.md
-// section 2), and the per-layer summary a run prints at its start.
+// budget of the others and their LSH settings, all chosen from the layers' sizes
+// (docs/user-guide.md, "Defaults and how they were chosen"), and the per-layer summary a run
+// prints at its start.
 #pragma once
 
 #include <cstdint>

@@ -1,6 +1,6 @@
-// The exchange between the ranks that share a model, per hidden layer (DESIGN.md, protocol):
-// forward, every rank's active (id, value) pairs of each sample are all-gathered into the
-// next layer's input ("the snapshot"); backward, the input gradient of that snapshot is
+// The exchange between the ranks that share a model, per hidden layer (docs/architecture.md, "The
+// protocol"): forward, every rank's active (id, value) pairs of each sample are all-gathered into
+// the next layer's input ("the snapshot"); backward, the input gradient of that snapshot is
 // reduce-scattered back, each rank receiving the summed gradient of its own entries.
 #pragma once
 

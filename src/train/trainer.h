@@ -1,4 +1,4 @@
-// The trainer loop (DESIGN.md sections 1-3 and 5): layer-synchronous forward and backward
+// The trainer loop (docs/architecture.md): layer-synchronous forward and backward
 // over a rank's shards, with the per-layer exchanges through the Communicator. The same loop
 // runs on 1 rank (LocalCommunicator) and P ranks (MPI), on any LayerBackend. Trainer's
 // methods: the step in trainer.cpp, checkpoints in trainer_checkpoint.cpp, scoring and
