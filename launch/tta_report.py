@@ -19,6 +19,8 @@ def dslide_run(path):
     curve, base = [], None
     for line in open(path):
         r = json.loads(line)
+        if r.get("event") == "start":  # a file that holds several runs: the last one
+            curve, base = [], None
         if "p_at_1" in r and "train_wall_s" in r:
             curve.append((r["iter"], r["p_at_1"], r["train_wall_s"], r["train_cpu_s"]))
             base = r.get("most_popular_label_p_at_1", base)
