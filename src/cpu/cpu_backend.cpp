@@ -160,24 +160,22 @@ inline void DotBlock16(const float* w, const float* const* x, int64_t n, Acc16* 
 /// Transposes the 8 x 8 floats of r[0..8) in place (row i becomes column i): pairs of rows
 /// interleaved, then pairs of pairs, then the 128-bit halves swapped.
 inline void Transpose8(Vec8* r) {
-  typedef int32_t Vec8i __attribute__((vector_size(32)));
-  constexpr Vec8i kUnpackLo{0, 8, 1, 9, 4, 12, 5, 13}, kUnpackHi{2, 10, 3, 11, 6, 14, 7, 15};
-  constexpr Vec8i kPairLo{0, 1, 8, 9, 4, 5, 12, 13}, kPairHi{2, 3, 10, 11, 6, 7, 14, 15};
-  constexpr Vec8i kHalfLo{0, 1, 2, 3, 8, 9, 10, 11}, kHalfHi{4, 5, 6, 7, 12, 13, 14, 15};
+  // __builtin_shufflevector (GCC 12 and clang): lane k of the result is lane idx_k of the
+  // two operands side by side.
   Vec8 t[8], u[8];
   for (int i = 0; i < 8; i += 2) {
-    t[i] = __builtin_shuffle(r[i], r[i + 1], kUnpackLo);
-    t[i + 1] = __builtin_shuffle(r[i], r[i + 1], kUnpackHi);
+    t[i] = __builtin_shufflevector(r[i], r[i + 1], 0, 8, 1, 9, 4, 12, 5, 13);
+    t[i + 1] = __builtin_shufflevector(r[i], r[i + 1], 2, 10, 3, 11, 6, 14, 7, 15);
   }
   for (int b = 0; b < 8; b += 4) {  // u[b + c]: columns c and c + 4 of rows b..b+3
-    u[b] = __builtin_shuffle(t[b], t[b + 2], kPairLo);
-    u[b + 1] = __builtin_shuffle(t[b], t[b + 2], kPairHi);
-    u[b + 2] = __builtin_shuffle(t[b + 1], t[b + 3], kPairLo);
-    u[b + 3] = __builtin_shuffle(t[b + 1], t[b + 3], kPairHi);
+    u[b] = __builtin_shufflevector(t[b], t[b + 2], 0, 1, 8, 9, 4, 5, 12, 13);
+    u[b + 1] = __builtin_shufflevector(t[b], t[b + 2], 2, 3, 10, 11, 6, 7, 14, 15);
+    u[b + 2] = __builtin_shufflevector(t[b + 1], t[b + 3], 0, 1, 8, 9, 4, 5, 12, 13);
+    u[b + 3] = __builtin_shufflevector(t[b + 1], t[b + 3], 2, 3, 10, 11, 6, 7, 14, 15);
   }
   for (int c = 0; c < 4; ++c) {
-    r[c] = __builtin_shuffle(u[c], u[c + 4], kHalfLo);
-    r[c + 4] = __builtin_shuffle(u[c], u[c + 4], kHalfHi);
+    r[c] = __builtin_shufflevector(u[c], u[c + 4], 0, 1, 2, 3, 8, 9, 10, 11);
+    r[c + 4] = __builtin_shufflevector(u[c], u[c + 4], 4, 5, 6, 7, 12, 13, 14, 15);
   }
 }
 /// LaneSums for 16 entries in halves: entry d's sum of its 16 lanes in lane order from 0.0f,
