@@ -40,8 +40,9 @@ constexpr double kWideLayer = 8.0;
 /// differences, and the model predicts the same labels for every input for hundreds of steps
 /// (docs/user-guide.md, "Initial weights", has the measurements).
 double InitialStddev(const LayerSpec& s, size_t layer);
-/// Normal weights of layer `layer` (InitialStddev) in storage order (local * in_dim floats);
-/// a random stream per global neuron, so any number of ranks starts from the same model.
+/// Weights of layer `layer`, uniform with InitialStddev's standard deviation, in storage
+/// order (local() x in_dim floats); a random stream per global neuron, so any number of ranks
+/// starts from the same model.
 void InitialWeights(const LayerSpec& s, size_t layer, uint64_t seed, float* storage);
 
 }  // namespace dslide
