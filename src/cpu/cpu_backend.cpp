@@ -432,8 +432,7 @@ void CpuBackend::ForwardRows(int layer, const BatchRows& in, BatchRows* out) {
   const LayerSpec& s = L.spec;
   const int64_t B = in.samples();
   const bool relu = !s.is_output;
-  const bool full_width =
-      in.dense && std::all_of(in.n.begin(), in.n.end(), [&](int64_t c) { return c == s.in_dim; });
+  const bool full_width = in.FullRows(s.in_dim);
   if (!s.input_major && s.dense() && full_width && s.in_dim % 16 == 0) {
     // Every neuron active over dense inputs of a width LaneDots takes: kR rows at a time
     // against the samples in vector lanes (over the inputs transposed), the same dot
@@ -481,9 +480,7 @@ void CpuBackend::ForwardRows(int layer, const BatchRows& in, BatchRows* out) {
   // A sampled row-per-neuron layer over dense inputs goes neuron by neuron: each active row
   // is read once for all the samples that hold it (their inputs stay in cache), where a walk
   // sample by sample reads it once per sample. The same dot products, the same bits.
-  const bool index =
-      L.indexed && !s.dense() && in.dense &&
-      std::all_of(in.n.begin(), in.n.end(), [&](int64_t c) { return c == s.in_dim; });
+  const bool index = L.indexed && !s.dense() && full_width;
   L.active.valid = false;
   if (index) {
     L.active.Build(*out, s.begin, s.local());
@@ -1106,9 +1103,7 @@ void CpuBackend::DenseRows(Layer& L, const BatchRows& in, const BatchRows& delta
   // Over dense inputs of the full width (a multiple of the vector width), with an input
   // gradient: each row in registers over its non-zero deltas (RowEntriesGradients), the
   // same operations in the same order.
-  const bool in_registers =
-      in_grad != nullptr && L.cols % kLanesN == 0 && in.dense &&
-      std::all_of(in.n.begin(), in.n.end(), [&](int64_t c) { return c == L.cols; });
+  const bool in_registers = in_grad != nullptr && L.cols % kLanesN == 0 && in.FullRows(L.cols);
   ParallelFor((n + kRows - 1) / kRows, [&](int64_t blk) {
     ThreadScratch& ts = *scratch_[ThreadId()];
     const int64_t r0 = blk * kRows, r1 = std::min(n, r0 + kRows);

@@ -23,6 +23,10 @@ struct BatchRows {
   int64_t width = 0;
 
   int64_t samples() const { return static_cast<int64_t>(n.size()); }
+  /// Dense, and every row holds all `cols` entries (a full activation of that width).
+  bool FullRows(int64_t cols) const {
+    return dense && std::all_of(n.begin(), n.end(), [cols](int64_t c) { return c == cols; });
+  }
   SparseView Row(int64_t s) const { return {ids.data() + off[s], vals.data() + off[s], n[s]}; }
   float* Vals(int64_t s) { return vals.data() + off[s]; }
   int32_t* Ids(int64_t s) { return ids.data() + off[s]; }

@@ -31,8 +31,7 @@ void LabelSlots(const int32_t* id, int64_t n, const int32_t* lb, int64_t k,
       if (t > 0 && lb[t] == lb[t - 1]) continue;
       if (lb[t] >= id[0] && lb[t] - id[0] < n) out->push_back(lb[t] - id[0]);
     }
-    std::sort(out->begin(), out->end());
-    return;
+    return;  // ascending already: the labels are sorted
   }
   for (int64_t t = 0; t < k; ++t) {
     if (t > 0 && lb[t] == lb[t - 1]) continue;
