@@ -20,27 +20,26 @@
 namespace dslide {
 namespace {
 
-/// `dslide train --train DIR/train.txt --test DIR/test.txt ARGS...`: the final test score.
-EvalResult Train(const std::string& dir, std::vector<std::string> args) {
-  std::vector<std::string> argv = {"train",
-                                   "--train",
-                                   dir + "/train.txt",
-                                   "--test",
-                                   dir + "/test.txt",
-                                   "--valid-fraction",
-                                   "0.1",
-                                   "--threads",
-                                   "2",
-                                   "--log-every",
-                                   "1000"};
+/// `dslide train --train DIR/train.txt --test DIR/test.txt --threads 2 ARGS...`: the final
+/// test score.
+EvalResult TrainCli(const std::string& dir, const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {"train",  "--train",         dir + "/train.txt",
+                                   "--test", dir + "/test.txt", "--threads",
+                                   "2",      "--log-every",     "1000"};
   argv.insert(argv.end(), args.begin(), args.end());
   std::vector<const char*> ptrs;
   for (const auto& a : argv) ptrs.push_back(a.c_str());
   TrainConfig cfg;
   std::string help;
-  EXPECT_TRUE(ParseTrain(static_cast<int>(ptrs.size()), ptrs.data(), &cfg, &help));
+  EXPECT_TRUE(ParseTrain(static_cast<int>(ptrs.size()), ptrs.data(), &cfg, &help)) << help;
   LocalCommunicator comm;
   return RunTraining(cfg, &comm);
+}
+
+/// TrainCli with 10 % of the training points held back for validation.
+EvalResult Train(const std::string& dir, std::vector<std::string> args) {
+  args.insert(args.begin(), {"--valid-fraction", "0.1"});
+  return TrainCli(dir, args);
 }
 
 void Check(const std::string& name, const std::string& epochs, double margin, double to_dense) {
@@ -71,26 +70,7 @@ TEST(RealData, BibtexDefaultsLearn) { Check("bibtex", "20", 0.35, 0.03); }
 TEST(RealData, Gcide8DefaultsBeatTheBaselineAtOnce) {
   const std::string dir = testing::DataDir("gcide8-skipgram");
   if (dir.empty()) GTEST_SKIP() << "dataset 'gcide8-skipgram' not found (set DSLIDE_DATA_DIR)";
-  std::vector<std::string> argv = {"train",
-                                   "--train",
-                                   dir + "/train.txt",
-                                   "--test",
-                                   dir + "/test.txt",
-                                   "--iterations",
-                                   "250",
-                                   "--eval-points",
-                                   "5000",
-                                   "--threads",
-                                   "2",
-                                   "--log-every",
-                                   "1000"};
-  std::vector<const char*> ptrs;
-  for (const auto& a : argv) ptrs.push_back(a.c_str());
-  TrainConfig cfg;
-  std::string help;
-  ASSERT_TRUE(ParseTrain(static_cast<int>(ptrs.size()), ptrs.data(), &cfg, &help));
-  LocalCommunicator comm;
-  const EvalResult r = RunTraining(cfg, &comm);
+  const EvalResult r = TrainCli(dir, {"--iterations", "250", "--eval-points", "5000"});
   const double baseline =
       MostPopularLabelP1(ReadXc(dir + "/train.txt"), ReadXc(dir + "/test.txt"), 5000);
   std::printf("gcide8-skipgram, 250 iterations: test P@1 %.4f, most-popular-label %.4f\n", r.At(1),
