@@ -1088,7 +1088,8 @@ void CpuBackend::DenseRows(Layer& L, const BatchRows& in, const BatchRows& delta
                            BatchRows* in_grad, const AdamStep* step) {
   // Every neuron active: walk row blocks; each row gathers its deltas over the batch (a
   // cache line per sample for the block), forms its gradient, adds its input-gradient
-  // share from the old weights, then takes its Adam step (with `step`) or keeps the
+  // share from the old weights, then takes its Adam step (with `step`; a row whose deltas
+  // are all zero is not touched and does not step, as in the indexed path) or keeps the
   // gradient in dense_g (without).
   DSLIDE_ASSERT(!L.pending, "Backward called twice on a layer without an Update between");
   if (step == nullptr) {
@@ -1124,6 +1125,7 @@ void CpuBackend::DenseRows(Layer& L, const BatchRows& in, const BatchRows& delta
         ts.qids.push_back(static_cast<int32_t>(i));
       }
       const int64_t count = static_cast<int64_t>(ts.qids.size());
+      if (count == 0 && step) return true;  // no row touched: lazy Adam leaves them
       ts.qvals.resize(kR * count);
       const float* dk[kR];
       const float* wr[kR];
@@ -1156,6 +1158,7 @@ void CpuBackend::DenseRows(Layer& L, const BatchRows& in, const BatchRows& delta
       float* g = step ? ts.grad.data() : L.dense_g.data() + static_cast<size_t>(r) * L.cols;
       float gb = 0.0f;
       float* wr = L.Row(r);
+      int64_t touched = 0;  // samples with a non-zero delta for the row
       if (in_registers) {
         ts.qids.clear();
         ts.qvals.clear();
@@ -1165,15 +1168,17 @@ void CpuBackend::DenseRows(Layer& L, const BatchRows& in, const BatchRows& delta
           ts.qids.push_back(static_cast<int32_t>(i));
           ts.qvals.push_back(dk);
         }
-        RowEntriesGradients(wr, ts.qids.data(), ts.qvals.data(),
-                            static_cast<int64_t>(ts.qids.size()), L.cols, in, ts.gin.data(), g,
-                            &gb);
+        touched = static_cast<int64_t>(ts.qids.size());
+        if (touched == 0 && step) continue;
+        RowEntriesGradients(wr, ts.qids.data(), ts.qvals.data(), touched, L.cols, in, ts.gin.data(),
+                            g, &gb);
       } else {
         std::fill(g, g + L.cols, 0.0f);
         for (int64_t i = 0; i < B; ++i) {
           const float dk = delta.vals[delta.off[i] + r];
           if (dk == 0.0f) continue;
           const SparseView x = in.Row(i);
+          ++touched;
           gb += dk;
           Axpy(dk, x.vals, g, x.n);
           if (in_grad) Axpy(dk, wr, ts.gin.data() + in.off[i], x.n);
@@ -1183,6 +1188,7 @@ void CpuBackend::DenseRows(Layer& L, const BatchRows& in, const BatchRows& delta
         L.dense_gb[r] = gb;
         continue;
       }
+      if (touched == 0) continue;  // lazy Adam: only the rows the batch touched step
       const size_t o = static_cast<size_t>(r) * L.cols;
       AdamRow(L, *step, o, L.cols, g);
       AdamBias(L, *step, r, &gb);

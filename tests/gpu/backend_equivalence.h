@@ -290,7 +290,11 @@ TEST(GpuEquivalence, ForwardSharedMemoryLimits) {
 /// Adam, then the input gradients, weights and moments compared. Else Backward alone: the
 /// input gradients and pending gradients compared, then both take the same dense Adam step
 /// from the CPU's gradient (ApplyGradient).
-inline void CompareStep(Pair& s, int layer, bool fused, bool dense_adam, const char* what) {
+/// One backward step with Adam on both backends from the same random deltas (a quarter of
+/// them zero); with untouched_every > 0 the neurons whose id it divides get no non-zero
+/// delta in the batch: under lazy Adam those rows keep their weights and moments.
+inline void CompareStep(Pair& s, int layer, bool fused, bool dense_adam, const char* what,
+                        int untouched_every = 0) {
   SCOPED_TRACE(what);
   const BatchRows in = layer == 0 ? s.Inputs(21) : s.Hidden(22);
   const BatchLabels lab = s.Labels(23);
@@ -303,6 +307,16 @@ inline void CompareStep(Pair& s, int layer, bool fused, bool dense_adam, const c
   for (int64_t i = 0; i < act.samples(); ++i)
     for (int64_t k = 0; k < act.n[i]; ++k)
       delta.Vals(i)[k] = rng.Below(4) == 0 ? 0.0f : static_cast<float>(rng.Uniform() - 0.5);
+  int64_t untouched = 0;
+  if (untouched_every > 0)
+    for (int64_t i = 0; i < act.samples(); ++i)
+      for (int64_t k = 0; k < act.n[i]; ++k)
+        if (act.Ids(i)[k] % untouched_every == 0) {
+          delta.Vals(i)[k] = 0.0f;
+          ++untouched;
+        }
+  std::vector<float> w0, b0;
+  GetLayer(*s.cpu, layer, &w0, &b0);
   AdamStep step;
   step.lr = 1e-2f;
   step.t = 3;
@@ -331,6 +345,26 @@ inline void CompareStep(Pair& s, int layer, bool fused, bool dense_adam, const c
   }
   if (want_grad) EXPECT_LE(MaxRelDiff(gb.vals, ga.vals), kTol) << "input gradients";
   ExpectSameLayer(*s.cpu, *s.dev, layer, kTol, "after Adam");
+  if (untouched_every > 0 && fused && !dense_adam) {
+    ASSERT_GT(untouched, 0) << "the batch holds untouched neurons";
+    std::vector<float> w1, b1;
+    GetLayer(*s.cpu, layer, &w1, &b1);
+    const int64_t cols = static_cast<int64_t>(w0.size() / b0.size());
+    int64_t kept = 0, moved = 0;
+    for (int64_t r = 0; r < static_cast<int64_t>(b0.size()); ++r) {
+      const bool same =
+          std::equal(w0.begin() + r * cols, w0.begin() + (r + 1) * cols, w1.begin() + r * cols) &&
+          b0[r] == b1[r];
+      if (r % untouched_every == 0) {
+        EXPECT_TRUE(same) << "row " << r << " had no delta but stepped";
+        kept += same;
+      } else {
+        moved += !same;
+      }
+    }
+    EXPECT_GT(kept, 0);
+    EXPECT_GT(moved, 0) << "the touched rows step";
+  }
   LayerState sa, sb;
   s.cpu->SaveLayer(layer, kMoments, &sa);
   s.dev->SaveLayer(layer, kMoments, &sb);
@@ -352,6 +386,9 @@ TEST(GpuEquivalence, BackwardAndAdam) {
     }
   Pair dense(TrainConfig{}, {1.0, 1.0});
   CompareStep(dense, 1, true, false, "dense output layer");
+  // A second step, with moments to carry: rows without a delta do not step (lazy Adam),
+  // on the dense layer's own path too.
+  CompareStep(dense, 1, true, false, "dense output layer, untouched rows", 3);
   CompareStep(dense, 0, false, false, "dense first layer");
 }
 
