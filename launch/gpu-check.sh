@@ -1,21 +1,26 @@
 #!/usr/bin/env bash
 # One pass on a GPU machine, in the order that matters should time run out: build with the
-# GPU backend (sm_90 alone by default), the device tests (gpu_backend: the backend against
-# the CPU backend; mpi_gpu_np2/np4: 2 and 4 ranks sharing the GPU against as many CPU
-# ranks), `bench` on the 10^7-label shape in fp32 and bf16 state (step time, device memory),
-# then launch/bench-gpu.sh on SETS (the GPU backend beside the CPU backend on all cores and
-# the PyTorch peers on the same GPU). Each stage runs under a share of a deadline.
+# GPU backend (sm_90 alone by default), then the STAGES:
+#   tests     the device tests (gpu_backend: the backend against the CPU backend;
+#             mpi_gpu_np2/np4: 2 and 4 ranks sharing the GPU against as many CPU ranks)
+#   tta       launch/bench-tta with DEVICE=gpu on TTA_SETS: P@1 against training seconds for
+#             the GPU backend and the PyTorch peers on the same GPU (OUT/tta.md, plots)
+#   wide      `bench` on the 10^7-label shape in fp32 and bf16 state (step time, memory)
+#   bench-gpu launch/bench-gpu.sh on SETS (the GPU backend beside the CPU backend on all
+#             cores and the PyTorch peers on the same GPU)
+# Each stage runs under a share of a deadline.
 # Usage: launch/gpu-check.sh            (from the repository root or anywhere)
 # Environment: DEPS (a folder from ../shared/tools/device-deps, installed first where set),
 #   BUDGET_S (seconds for the whole pass; 540), ARCH (CMAKE_CUDA_ARCHITECTURES; 90-real),
-#   PREBUILT (a folder holding dslide and test_gpu built elsewhere, e.g. with
-#   -DDSLIDE_NATIVE=OFF -DCMAKE_CUDA_ARCHITECTURES=90-real: no build, and the stages that
-#   need test_mpi are skipped), WIDE_ITERS (200), WIDE_POINTS (20000), SETS (amazon
-#   delicious gcide8), ITERS (500, for bench-gpu.sh), DATA (for bench-gpu.sh), LOGS (a
-#   folder: every engine's output of bench-gpu.sh is appended to LOGS/bench-gpu.log, so that
-#   few files carry all of them).
+#   STAGES (tests wide bench-gpu), PREBUILT (a folder holding dslide, test_gpu and, for the
+#   MPI device tests, test_mpi built elsewhere, e.g. with -DDSLIDE_NATIVE=OFF
+#   -DCMAKE_CUDA_ARCHITECTURES=90-real: no build), WIDE_ITERS (200), WIDE_POINTS (20000),
+#   SETS (amazon delicious gcide8), ITERS (500, for bench-gpu.sh), DATA (for bench-gpu.sh
+#   and bench-tta), TTA_SETS (gcide8-skipgram amazon-670k delicious), TTA_OUT (a folder for
+#   bench-tta's runs and report; /tmp/bench-tta), LOGS (a folder: every engine's output of
+#   bench-gpu.sh is appended to LOGS/bench-gpu.log, so that few files carry all of them).
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 2
 start=$SECONDS
 budget=${BUDGET_S:-540}
 left() { echo $((budget - (SECONDS - start))); }
@@ -55,31 +60,56 @@ fi
 "$bin" --version | tail -1
 echo "ready at $((SECONDS - start)) s"
 
-stage device tests
-if [[ -n ${PREBUILT:-} ]]; then
-  bounded 120 150 "$PREBUILT/test_gpu" 2>&1 | grep -E '^\[ +(OK|FAILED|PASSED) |Failure|Which is|no CUDA device' | head -60
-else
-  (cd build-gpu && bounded 150 150 ctest -R '^(gpu_backend|mpi_gpu_np2|mpi_gpu_np4)$' \
-    --output-on-failure 2>&1 | tail -60)
+stages=" ${STAGES:-tests wide bench-gpu} "
+if [[ $stages == *" tests "* ]]; then
+  stage device tests
+  if [[ -n ${PREBUILT:-} ]]; then
+    bounded 120 150 "$PREBUILT/test_gpu" --gtest_color=no 2>&1 | grep -E '^\[ +(OK|FAILED|PASSED) |Failure|Which is|no CUDA device' | head -60
+    if [[ -x $PREBUILT/test_mpi ]]; then
+      root=()
+      ((EUID == 0)) && root=(--allow-run-as-root)
+      for np in 2 4; do
+        echo "-- mpi_gpu_np$np"
+        OMP_NUM_THREADS=1 DSLIDE_TEST_GPU_ONLY=1 bounded 60 150 mpiexec -n "$np" --oversubscribe \
+          --bind-to none "${root[@]}" "$PREBUILT/test_mpi" --gtest_color=no \
+          --gtest_filter=Distributed.GpuDenseEqualsCpu:Distributed.GpuSnapshotExchangeEqualsCpu 2>&1 |
+          grep -E '^\[ +(OK|FAILED|PASSED|SKIPPED) |Failure|Which is|staged|CUDA-aware' | sort | uniq -c | head -30
+      done
+    fi
+  else
+    (cd build-gpu && bounded 150 150 ctest -R '^(gpu_backend|mpi_gpu_np2|mpi_gpu_np4)$' \
+      --output-on-failure 2>&1 | tail -60)
+  fi
 fi
 
-for state in fp32 bf16; do
-  stage "bench, 10^7 labels, state $state"
-  bounded 90 90 "$bin" bench --shape amazon-670k --labels 10000000 \
-    --points "${WIDE_POINTS:-20000}" --device gpu --threads "$(nproc)" --state "$state" \
-    --iterations "${WIDE_ITERS:-200}" --eval-every "$(( ${WIDE_ITERS:-200} / 4 ))" \
-    --eval-points 500 2>&1 | tail -4
-done
+if [[ $stages == *" tta "* ]]; then
+  stage "bench-tta on the GPU: ${TTA_SETS:-gcide8-skipgram amazon-670k delicious}"
+  DEVICE=gpu DSLIDE_BIN=$bin SETS=${TTA_SETS:-gcide8-skipgram amazon-670k delicious} \
+    OUT=${TTA_OUT:-/tmp/bench-tta} PYTHONUNBUFFERED=1 \
+    bounded 600 5 launch/bench-tta "${DATA:-../shared/data}"
+fi
 
-stage "bench-gpu.sh ${SETS:-amazon delicious gcide8}"
-# shellcheck disable=SC2086
-OUT=/tmp/bench-gpu ITERS=${ITERS:-500} DSLIDE_BIN=$bin PYTHONUNBUFFERED=1 \
-  bounded 600 5 launch/bench-gpu.sh ${SETS:-amazon delicious gcide8}
-if [[ -n ${LOGS:-} ]]; then
-  mkdir -p "$LOGS"
-  for f in /tmp/bench-gpu/*.txt; do
-    case $f in *.train.txt | *.test.txt) continue ;; esac
-    { echo "== $f"; cat "$f"; } >>"$LOGS/bench-gpu.log"
+if [[ $stages == *" wide "* ]]; then
+  for state in fp32 bf16; do
+    stage "bench, 10^7 labels, state $state"
+    bounded 90 90 "$bin" bench --shape amazon-670k --labels 10000000 \
+      --points "${WIDE_POINTS:-20000}" --device gpu --threads "$(nproc)" --state "$state" \
+      --iterations "${WIDE_ITERS:-200}" --eval-every "$(( ${WIDE_ITERS:-200} / 4 ))" \
+      --eval-points 500 2>&1 | tail -4
   done
+fi
+
+if [[ $stages == *" bench-gpu "* ]]; then
+  stage "bench-gpu.sh ${SETS:-amazon delicious gcide8}"
+  # shellcheck disable=SC2086
+  OUT=/tmp/bench-gpu ITERS=${ITERS:-500} DSLIDE_BIN=$bin PYTHONUNBUFFERED=1 \
+    bounded 600 5 launch/bench-gpu.sh ${SETS:-amazon delicious gcide8}
+  if [[ -n ${LOGS:-} ]]; then
+    mkdir -p "$LOGS"
+    for f in /tmp/bench-gpu/*.txt; do
+      case $f in *.train.txt | *.test.txt) continue ;; esac
+      { echo "== $f"; cat "$f"; } >>"$LOGS/bench-gpu.log"
+    done
+  fi
 fi
 echo "gpu-check: done at $((SECONDS - start)) s"

@@ -70,7 +70,7 @@ def main():
     bases = {}
     for path in sorted(glob.glob(os.path.join(out, "runs", "*.t*.jsonl")) +
                        glob.glob(os.path.join(out, "runs", "*.t*.json"))):
-        m = re.match(r"(.+)\.(dslide-\w+|peer-\d+)\.t(\d+)\.jsonl?$", os.path.basename(path))
+        m = re.match(r"(.+)\.(dslide-\w+|peer-(?:\d+|tf32))\.t(\d+)\.jsonl?$", os.path.basename(path))
         if not m:
             continue
         name, engine, t = m.group(1), m.group(2), int(m.group(3))
@@ -85,7 +85,10 @@ def main():
 
     def label(engine):
         if engine.startswith("dslide"):
-            return "dslide, " + ("native build" if engine.endswith("native") else "AVX2 build")
+            return "dslide, " + {"native": "native build", "avx2": "AVX2 build",
+                                 "gpu": "GPU backend"}.get(engine.split("-")[1], engine)
+        if engine == "peer-tf32":
+            return "PyTorch dense softmax, TF32 and fused Adam"
         return f"PyTorch sampled softmax, {engine.split('-')[1]} negatives"
 
     md = [f"Machine: {cpu_name()}, {os.cpu_count()} cores, "
