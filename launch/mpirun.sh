@@ -4,13 +4,15 @@
 # OMP_NUM_THREADS exported (default: cores per node / ranks per node), and root allowed.
 # Usage: launch/mpirun.sh -np P [--hostfile FILE] PROGRAM ARGS...
 #
-# Stops: SIGTERM or SIGINT (a scheduler, `kill`, Ctrl-C) to this script reaches every rank
-# as SIGUSR1, which Open MPI's mpirun forwards without ending the job: every rank finishes
-# its step, the stop checkpoint is written, and the script exits with the job's code (75
-# when the checkpoint landed). mpirun itself answers SIGTERM by passing it to the ranks and
-# killing them odls_base_sigkill_timeout seconds later (1 s by default), often in the middle
-# of the checkpoint; so it runs in a session of its own, where a Ctrl-C in the terminal does
-# not reach it. A second SIGTERM or SIGINT is passed on as it is: mpirun ends the job at once.
+# Stops: SIGTERM, SIGINT or SIGHUP (a scheduler, `kill`, Ctrl-C, a closed terminal) to this
+# script reaches every rank as SIGUSR1, which Open MPI's mpirun forwards without ending the
+# job: every rank finishes its step, the stop checkpoint is written, and the script exits
+# with the job's code (75 when the checkpoint landed). mpirun itself answers SIGTERM by
+# passing it to the ranks and killing them odls_base_sigkill_timeout seconds later (1 s by
+# default), often in the middle of the checkpoint; so it runs in a session of its own,
+# where a Ctrl-C in the terminal does not reach it. A second signal is passed on as it is:
+# mpirun ends the job at once. Should the script be killed outright (SIGKILL), a watcher
+# sends the ranks SIGUSR1 within a second, so that they stop with their checkpoint.
 set -euo pipefail
 np=1
 args=()
@@ -43,10 +45,21 @@ forward() {
 }
 trap 'forward TERM' TERM
 trap 'forward INT' INT
+trap 'forward HUP' HUP
+# Should this script itself be killed (SIGKILL cannot be trapped), the ranks still stop
+# after their step with their checkpoint instead of training on, orphaned.
+launcher=$$
+(
+  trap '' HUP INT TERM
+  while kill -0 "$launcher" 2>/dev/null && kill -0 "$pid" 2>/dev/null; do sleep 1; done
+  kill -0 "$launcher" 2>/dev/null || kill -USR1 "$pid" 2>/dev/null || true
+) &
+watch=$!
 # `wait` returns early when a trapped signal arrives: wait again until mpirun has ended.
 rc=0
 while :; do
   wait "$pid" && rc=0 || rc=$?
   kill -0 "$pid" 2>/dev/null || break
 done
+kill "$watch" 2>/dev/null || true
 exit "$rc"

@@ -13,6 +13,7 @@
 #include "config.h"
 #include "error.h"
 #include "metrics.h"
+#include "output_path.h"
 #include "parallel.h"
 #include "peers.h"
 #include "predict.h"
@@ -71,6 +72,9 @@ int Train(int argc, const char* const* argv, Communicator* comm) {
     if (Root(comm)) std::printf("%s", help.c_str());
     return 0;
   }
+  CheckOutputPath(
+      "--metrics", cfg.metrics_file,
+      {{"--train", cfg.train_file}, {"--test", cfg.test_file}, {"--valid", cfg.valid_file}});
   InstallStopHandlers();
   // With P ranks a rank's SIGTERM may be the launcher ending a job whose other rank failed:
   // no rank promises anything at the signal; rank 0 says what happens once all agree.
@@ -139,6 +143,7 @@ int Predict(int argc, const char* const* argv, Communicator* comm) {
     if (Root(comm)) std::printf("%s", help.c_str());
     return 0;
   }
+  CheckOutputPath("--out", cfg.out, {{"--input", cfg.input}});
   const auto t0 = std::chrono::steady_clock::now();
   const int64_t rows = dslide::Predict(cfg, comm);
   if (Root(comm)) {
@@ -158,6 +163,7 @@ int Export(int argc, const char* const* argv, Communicator* comm) {
   }
   if (!Root(comm)) return 0;
   const std::string folder = ResolveCheckpoint(cfg.model_dir, "--model");
+  CheckOutputPath("--out", cfg.out, {});
   const int64_t params = ExportModel(folder, cfg.out);
   std::printf("export: %s -> %s (%lld parameters)\n", folder.c_str(), cfg.out.c_str(),
               (long long)params);
@@ -172,6 +178,7 @@ int Convert(int argc, const char* const* argv, Communicator* comm) {
     return 0;
   }
   if (!Root(comm)) return 0;
+  CheckOutputPath("--out", cfg.out, {{"--in", cfg.in}});
   // Best of three loads each, so that both sides are measured with a warm page cache.
   Dataset text, bin;
   double text_s = 1e30, bin_s = 1e30;

@@ -22,6 +22,8 @@ void Write(const char* s) {
 }
 
 extern "C" void OnStopSignal(int sig) {
+  // A closed output raises SIGPIPE at every later write: the stop it asked for is under way.
+  if (sig == SIGPIPE && g_signal != 0) return;
   if (g_signal != 0) {
     Write("dslide: second stop signal: exiting now, without a checkpoint\n");
     _exit(128 + sig);
@@ -38,7 +40,7 @@ void InstallStopHandlers() {
   sa.sa_handler = OnStopSignal;
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = SA_RESTART;  // blocking reads and MPI progress continue after the handler
-  for (int sig : {SIGTERM, SIGINT, SIGUSR1}) sigaction(sig, &sa, nullptr);
+  for (int sig : {SIGTERM, SIGINT, SIGUSR1, SIGHUP, SIGPIPE}) sigaction(sig, &sa, nullptr);
 }
 
 void SetStopNotice(const std::string& text) {
@@ -61,6 +63,10 @@ const char* SignalName(int sig) {
       return "SIGINT";
     case SIGUSR1:
       return "SIGUSR1";
+    case SIGHUP:
+      return "SIGHUP";
+    case SIGPIPE:
+      return "SIGPIPE";
     default:
       return "a signal";
   }

@@ -1,9 +1,11 @@
-// Preemption: SIGTERM (what Slurm sends at preemption and at the time limit), SIGINT and
-// SIGUSR1 (Slurm's --signal, and what mpirun forwards to every rank at once) ask a training
-// run to stop. The handler only records the signal; the training loop finishes the current
-// step, agrees with every rank that a stop was asked (one rank's signal stops them all),
-// writes a checkpoint when a checkpoint directory is set and exits with kExitStopped. A
-// second signal ends the process at once (exit 128 + signal).
+// Preemption: SIGTERM (what Slurm sends at preemption and at the time limit), SIGINT,
+// SIGUSR1 (Slurm's --signal, and what mpirun forwards to every rank at once), SIGHUP (a
+// closed terminal) and SIGPIPE (a closed output, such as `dslide train | head`) ask a
+// training run to stop. The handler only records the signal; the training loop finishes
+// the current step, agrees with every rank that a stop was asked (one rank's signal stops
+// them all), writes a checkpoint when a checkpoint directory is set and exits with
+// kExitStopped. A second signal ends the process at once (exit 128 + signal); a second
+// SIGPIPE, which a closed output raises at every write, does not.
 #pragma once
 
 #include <string>
@@ -16,7 +18,7 @@ constexpr int kExitStopped = 75;
 /// The exit code of a run stopped because its loss diverged.
 constexpr int kExitDiverged = 3;
 
-/// Installs the handlers for SIGTERM, SIGINT and SIGUSR1 (idempotent).
+/// Installs the handlers for SIGTERM, SIGINT, SIGUSR1, SIGHUP and SIGPIPE (idempotent).
 void InstallStopHandlers();
 /// What the handler writes to stderr on the first signal: a line saying what the run will
 /// do ("" writes nothing: a rank of a multi-rank job, whose rank 0 says it once the ranks
@@ -26,7 +28,7 @@ void SetStopNotice(const std::string& text);
 int StopSignal();
 /// Forgets a received signal (tests).
 void ClearStopSignal();
-/// "SIGTERM", "SIGINT", "SIGUSR1" or "signal N".
+/// "SIGTERM", "SIGINT", "SIGUSR1", "SIGHUP", "SIGPIPE" or "a signal".
 const char* SignalName(int sig);
 
 }  // namespace dslide

@@ -138,7 +138,14 @@ class OptionTable {
   }
   /// A file or folder name, or a string without default.
   void Path(const char* name, std::string* field, const char* help) {
-    d_->add_options()(name, po::value(field), help);
+    // Given, a path must name something: `--checkpoint-dir ""` (an unset variable in a job
+    // script, say) is refused rather than read as "no checkpoints".
+    const std::string option = name;
+    d_->add_options()(name, po::value(field)->notifier([option](const std::string& v) {
+      DSLIDE_CHECK(!v.empty(), "option --", option,
+                   ": an empty value (leave the option out to go without it)");
+    }),
+                      help);
     echo_.emplace_back(name, [field] { return JsonString(*field); });
   }
   /// A switch (absent: false).

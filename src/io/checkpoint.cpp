@@ -2,11 +2,14 @@
 // off, and failures become dslide::Error naming the file and what was being read or written.
 #include "checkpoint.h"
 
+#include <fcntl.h>
 #include <hdf5.h>
+#include <sys/file.h>
 
 #include <unistd.h>
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -396,6 +399,62 @@ void PruneCheckpoints(const std::string& dir, int keep) {
   }
 }
 
+CheckpointDirLock& CheckpointDirLock::operator=(CheckpointDirLock&& o) noexcept {
+  if (this != &o) {
+    if (fd_ >= 0) close(fd_);
+    fd_ = o.fd_;
+    o.fd_ = -1;
+  }
+  return *this;
+}
+
+CheckpointDirLock::~CheckpointDirLock() {
+  if (fd_ >= 0) close(fd_);
+}
+
+CheckpointDirLock CheckpointDirLock::Claim(const std::string& dir,
+                                           const std::string& resumed_from) {
+  const std::string path = dir + "/.dslide-lock";
+  CheckpointDirLock lock;
+  errno = 0;
+  lock.fd_ = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  DSLIDE_CHECK(lock.fd_ >= 0, "option --checkpoint-dir: cannot create ", path, OsReason(errno));
+  if (flock(lock.fd_, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    char holder[256] = {0};
+    const ssize_t n = pread(lock.fd_, holder, sizeof holder - 1, 0);
+    std::string who = n > 0 ? std::string(holder, static_cast<size_t>(n)) : std::string();
+    while (!who.empty() && (who.back() == '\n' || who.back() == ' ')) who.pop_back();
+    DSLIDE_CHECK(err != EWOULDBLOCK, "option --checkpoint-dir: ", dir,
+                 " is in use by another run (",
+                 who.empty() ? std::string("a process holds ") + path : who,
+                 "); two runs in one folder would prune each other's checkpoints: wait for it "
+                 "to end or choose another folder");
+    DSLIDE_CHECK(false, "option --checkpoint-dir: cannot lock ", path, OsReason(err));
+  }
+  // Checkpoints of another run: this run's first checkpoint would sort below theirs and be
+  // pruned at once, and eval or --resume of the folder would take theirs.
+  const std::vector<std::string> theirs = Complete(dir);
+  std::error_code ec;
+  const bool ours =
+      !resumed_from.empty() && fs::equivalent(fs::path(resumed_from).parent_path().empty()
+                                                  ? fs::path(".")
+                                                  : fs::path(resumed_from).parent_path(),
+                                              dir, ec);
+  DSLIDE_CHECK(theirs.empty() || ours, "option --checkpoint-dir: ", dir,
+               " holds checkpoints of another run (newest: ", theirs.empty() ? "" : theirs.back(),
+               "); continue that run with --resume ", dir,
+               ", or move them away, or choose another folder");
+  char host[256] = "host";
+  gethostname(host, sizeof host - 1);
+  const std::string me = "process " + std::to_string(getpid()) + " on " + host + "\n";
+  if (ftruncate(lock.fd_, 0) == 0) {
+    const ssize_t w = pwrite(lock.fd_, me.data(), me.size(), 0);
+    (void)w;  // the name is a courtesy for the message above; the lock is what counts
+  }
+  return lock;
+}
+
 CheckpointMeta MetaOf(const ModelSpec& spec, const TrainConfig& cfg, int ranks, int64_t iter,
                       int64_t epoch, int64_t pos, int64_t best_iter, double best_p_at_1) {
   CheckpointMeta m;
@@ -671,14 +730,26 @@ std::vector<LayerState> ReadLayers(const std::string& folder, const CheckpointMe
       const std::vector<Field> vectors =
           weights_only ? std::vector<Field>{{"b", &st.b}}
                        : std::vector<Field>{{"b", &st.b}, {"mb", &st.mb}, {"vb", &st.vb}};
+      // What a checksum cannot catch (a file written damaged): values no training writes,
+      // NaN or infinite weights and moments, negative second moments.
+      auto check_values = [&](const char* ds, int64_t width) {
+        const bool second_moment = ds[0] == 'v';
+        for (size_t i = 0; i < buf.size(); ++i)
+          DAMAGED_CHECK(std::isfinite(buf[i]) && !(second_moment && buf[i] < 0.0f), file, ": ",
+                        name, "/", ds, " holds ", buf[i], " at row ",
+                        first + static_cast<int64_t>(i) / std::max<int64_t>(width, 1),
+                        ": the checkpoint is damaged");
+      };
       for (const auto& [ds, dst] : matrices) {
         ReadRows(g.get(), file, ds, first, rows, &buf, &cols);
         DAMAGED_CHECK(cols == d, file, ": ", name, "/", ds, " has ", cols, " columns, expected ",
                       d);
+        check_values(ds, d);
         std::copy(buf.begin(), buf.end(), dst->begin() + at * d);
       }
       for (const auto& [ds, dst] : vectors) {
         ReadRows(g.get(), file, ds, first, rows, &buf);
+        check_values(ds, 1);
         std::copy(buf.begin(), buf.end(), dst->begin() + at);
       }
       st.hash_version = std::max(st.hash_version, ReadAttr<int64_t>(g.get(), file, "hash_version"));

@@ -94,6 +94,26 @@ void CheckWritableDir(const std::string& dir, int64_t bytes, const char* option)
 /// older than the newest complete one.
 void PruneCheckpoints(const std::string& dir, int keep);
 
+/// A run's hold on its checkpoint folder: an advisory lock (flock) on DIR/.dslide-lock,
+/// released when the object goes (or the process ends, however it ends).
+class CheckpointDirLock {
+ public:
+  CheckpointDirLock() = default;
+  CheckpointDirLock(const CheckpointDirLock&) = delete;
+  CheckpointDirLock& operator=(const CheckpointDirLock&) = delete;
+  CheckpointDirLock(CheckpointDirLock&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
+  CheckpointDirLock& operator=(CheckpointDirLock&& o) noexcept;
+  ~CheckpointDirLock();
+  /// Takes the lock of `dir` for this run, or throws dslide::Error where another process
+  /// holds it (naming that process and host) or where `dir` holds complete checkpoints
+  /// that this run did not resume from (`resumed_from`: the checkpoint folder it loaded,
+  /// "" for a fresh run): the new run's checkpoints would be pruned in favour of theirs.
+  static CheckpointDirLock Claim(const std::string& dir, const std::string& resumed_from);
+
+ private:
+  int fd_ = -1;
+};
+
 /// The one mapping between a run and its checkpoint metadata. What a checkpoint records of
 /// a run of `spec` and resolved `cfg` on `ranks` model ranks after `iter` iterations, at
 /// data position (epoch, pos), with its best validated iteration and P@1 (-1: none).

@@ -159,8 +159,10 @@ class Trainer {
   /// Collective: storage problems show before training, not at the first checkpoint: the
   /// folders of --checkpoint-dir and --save must take a checkpoint of every shard, and --save
   /// (its trailing slashes dropped) must replace no folder but a checkpoint. `total`: the
-  /// iterations of the run.
-  void CheckStorage(int64_t total);
+  /// iterations of the run. Rank 0 claims --checkpoint-dir (CheckpointDirLock: no run at the
+  /// same time, no other run's checkpoints unless `resumed_from`, the checkpoint loaded, is
+  /// one of them).
+  void CheckStorage(int64_t total, const std::string& resumed_from);
 
   /// Keeps (in host memory) the weights and biases of the model, or puts them back.
   void SnapshotWeights();
@@ -207,6 +209,7 @@ class Trainer {
   // This run's identity in its checkpoints (drawn by rank 0 at construction, the same on
   // every rank).
   uint64_t run_id_ = 0;
+  CheckpointDirLock checkpoint_lock_;       ///< rank 0's hold on --checkpoint-dir during Run
   FaultPlan fault_ = FaultPlan::FromEnv();  // DSLIDE_FAULT (failure tests)
 };
 

@@ -247,7 +247,7 @@ CheckpointMeta Trainer::ResumeRun(int64_t points, bool keep_best, std::string* f
   return m;
 }
 
-void Trainer::CheckStorage(int64_t total) {
+void Trainer::CheckStorage(int64_t total, const std::string& resumed_from) {
   if (cfg_.checkpoint_dir.empty() && cfg_.save_dir.empty()) return;
   // Every shard of a checkpoint, as the folder is shared (one shard: data parallelism): the
   // same figure on every rank.
@@ -273,6 +273,23 @@ void Trainer::CheckStorage(int64_t total) {
     }
     const std::filesystem::path parent = std::filesystem::path(cfg_.save_dir).parent_path();
     CheckWritableDir(parent.empty() ? "." : parent.string(), all, "--save");
+  }
+  if (!cfg_.checkpoint_dir.empty()) {
+    // The run owns its folder: no second run at the same time, no other run's checkpoints.
+    // Rank 0 claims it; every rank stops with its answer.
+    std::string refusal;
+    if (comm_->rank() == 0) {
+      try {
+        checkpoint_lock_ = CheckpointDirLock::Claim(cfg_.checkpoint_dir, resumed_from);
+      } catch (const Error& e) {
+        refusal = e.what();
+      }
+    }
+    int64_t n = static_cast<int64_t>(refusal.size());
+    comm_->Broadcast(&n, sizeof n, 0, Traffic::kControl);
+    refusal.resize(static_cast<size_t>(n));
+    if (n > 0) comm_->Broadcast(refusal.data(), n, 0, Traffic::kControl);
+    DSLIDE_CHECK(refusal.empty(), refusal);
   }
   if (comm_->rank() == 0 && cfg_.checkpoint_every > total - iter_ && total > iter_)
     std::printf(

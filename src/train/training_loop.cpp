@@ -55,6 +55,12 @@ constexpr uint64_t kEpochStream = 0x65706f6368;  // "epoch": the shuffled order 
 }  // namespace
 
 EvalResult Trainer::Run(const Dataset& train, const Dataset* valid, const Dataset* test) {
+  // The hold on --checkpoint-dir (CheckStorage) lasts as long as the run, however it ends:
+  // a later run in the same process (resuming this one, say) may claim the folder.
+  struct ReleaseFolder {
+    CheckpointDirLock* lock;
+    ~ReleaseFolder() { *lock = CheckpointDirLock(); }
+  } release{&checkpoint_lock_};
   const int64_t N = train.size();
   DSLIDE_CHECK(N > 0, "the training file has no points");
   const int64_t B = cfg_.batch;
@@ -129,8 +135,8 @@ EvalResult Trainer::Run(const Dataset& train, const Dataset* valid, const Datase
     Rng rng(StreamSeed(cfg_.seed, kEpochStream, e));
     for (int64_t i = N - 1; i > 0; --i) std::swap(order[i], order[rng.Below(i + 1)]);
   };
+  std::string resumed_from;  // the checkpoint folder loaded ("" for a fresh run)
   if (!cfg_.resume_dir.empty()) {
-    std::string resumed_from;
     const CheckpointMeta m = ResumeRun(N, keep_best, &resumed_from);
     epoch = m.epoch;
     pos = m.pos;
@@ -147,7 +153,7 @@ EvalResult Trainer::Run(const Dataset& train, const Dataset* valid, const Datase
     }
     report.Resumed(iter_, resumed_from);
   }
-  CheckStorage(total);
+  CheckStorage(total, resumed_from);
   // Divergence: a step's loss far above its running level (a finite blow-up: a NaN or
   // infinite loss is an error of its own, in Backpropagate). The level starts at the loss of
   // a model that knows nothing (log of the active slots per sample), so early steps cannot

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <limits>
 
 #include "../test_presets.h"
 #include "checkpoint.h"
@@ -282,6 +284,50 @@ TEST(Checkpoint, DamagedFilesAreRejected) {
     ADD_FAILURE() << "a checkpoint of another network was accepted";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("--hidden"), std::string::npos) << e.what();
+  }
+}
+
+// Values no training writes, in a checkpoint written so (its checksums match, as when a
+// file was damaged before it was summed): a NaN weight, an infinite bias, a negative second
+// moment are refused as damage naming the dataset and the row, which --resume skips.
+TEST(Checkpoint, ValuesNoTrainingWritesAreDamage) {
+  SetNumThreads(1);
+  Fixture s;
+  LocalCommunicator comm;
+  const std::string dir = Dir("ckpt_values");
+  struct Case {
+    const char* what;
+    const char* needle;
+    std::function<void(LayerState*)> spoil;
+  };
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<Case> cases = {
+      {"a NaN weight", "layer1/w holds nan at row 2",
+       [&](LayerState* st) { st->w[2 * 24 + 3] = nan; }},
+      {"an infinite bias", "layer1/b holds inf at row 7", [&](LayerState* st) { st->b[7] = inf; }},
+      {"a negative second moment", "layer0/v holds -1 at row",
+       [&](LayerState* st) { st->v[5] = -1.0f; }},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    auto a = s.Make(&comm);
+    a->Step(s.data, s.Batch(0));
+    const int layer = std::string(c.needle).find("layer0") == 0 ? 0 : 1;
+    LayerState st;
+    a->backend().SaveLayer(layer, kCheckpoint, &st);
+    c.spoil(&st);
+    a->backend().LoadLayer(layer, kWeights | kMoments, st);
+    std::filesystem::remove_all(dir);
+    a->SaveCheckpoint(dir, 0, 0, 1);
+    auto b = s.Make(&comm);
+    try {
+      b->LoadCheckpoint(LatestCheckpoint(dir));
+      ADD_FAILURE() << "accepted";
+    } catch (const DamagedCheckpoint& e) {
+      EXPECT_NE(std::string(e.what()).find(c.needle), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("rank-00000.h5"), std::string::npos) << e.what();
+    }
   }
 }
 

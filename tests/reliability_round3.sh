@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# The third round of fault cases (docs/user-guide.md: Reliability), through the command line:
+# a run owns its checkpoint folder, every signal that ends a run on a terminal or a
+# scheduler lands its checkpoint (also through launch/mpirun.sh, even when the launcher is
+# killed outright), no output path may name an input or a checkpoint file, and an empty path
+# is refused.
+# Usage: reliability_round3.sh DSLIDE MPIEXEC LAUNCHER WORKDIR [MPIEXEC FLAGS...]
+set -uo pipefail
+dslide=$1 launcher=$3 work=$4
+here=$(cd "$(dirname "$0")" && pwd)
+rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
+# shellcheck source=cli_lib.sh
+source "$here/cli_lib.sh"  # fail, expect_*, wait_iter; syn.* and ${train[@]}
+
+# 1. A fresh run into a folder holding another run's checkpoints is refused before its
+#    first step, the checkpoints untouched; --resume of that folder continues it.
+"$dslide" "${train[@]}" --iterations 20 --checkpoint-dir ck1 --checkpoint-every 10 >out_first.txt 2>&1 ||
+  fail "first run"
+"$dslide" "${train[@]}" --iterations 10 --checkpoint-dir ck1 >out_fresh.txt 2>&1
+expect_rc $? 1 "a fresh run into another run's checkpoints"
+expect_in out_fresh.txt "ck1 holds checkpoints of another run (newest: ck1/ckpt-000000000020); continue that run with --resume ck1" \
+  "a fresh run into another run's checkpoints"
+expect_not_in out_fresh.txt "^iter " "a fresh run into another run's checkpoints"
+[[ $(ls ck1) == $'ckpt-000000000010\nckpt-000000000020' ]] || fail "ck1 changed: $(ls ck1)"
+"$dslide" "${train[@]}" --iterations 30 --checkpoint-dir ck1 --resume ck1 >out_resume1.txt 2>&1 ||
+  fail "--resume of the folder"
+[[ -d ck1/ckpt-000000000030 ]] || fail "no checkpoint 30 after --resume"
+pass "a fresh run into another run's checkpoints: refused, nothing pruned; --resume continues"
+
+# 2. Two runs at once on one folder: the second is refused, naming the first.
+"$dslide" "${train[@]}" --iterations 100000 --log-every 1 --checkpoint-dir ck2 >out_long.txt 2>&1 &
+pid=$!
+wait_iter out_long.txt 2
+"$dslide" "${train[@]}" --iterations 10 --checkpoint-dir ck2 >out_second.txt 2>&1
+expect_rc $? 1 "a second run on a folder in use"
+expect_in out_second.txt "ck2 is in use by another run (process $pid on " "a second run on a folder in use"
+
+# 3. SIGHUP (a closed terminal) lands the checkpoint and exits 75, as SIGTERM does.
+kill -HUP $pid
+wait $pid
+expect_rc $? 75 "SIGHUP"
+expect_in out_long.txt "stopped by SIGHUP at iteration [0-9]* of 100000; checkpoint written to ck2/ckpt-" "SIGHUP"
+pass "a second run on a folder in use: refused; SIGHUP: checkpoint, exit 75"
+
+# 4. A closed output (`dslide train | head`): SIGPIPE stops the run with its checkpoint.
+"$dslide" "${train[@]}" --iterations 100000 --log-every 1 --checkpoint-dir ck4 2>out_pipe.txt | head -1 >/dev/null
+rcs=("${PIPESTATUS[@]}")
+expect_rc "${rcs[0]}" 75 "a closed output"
+expect_in out_pipe.txt "stop requested" "a closed output"
+[[ -n $(ls -d ck4/ckpt-* 2>/dev/null) ]] || fail "a closed output: no checkpoint in ck4"
+pass "a closed output: checkpoint, exit 75"
+
+# 5. SIGKILL to launch/mpirun.sh: the ranks still stop after their step with their
+#    checkpoint instead of training on, orphaned.
+ck5=$PWD/ck5  # an absolute path: the ranks' command lines name this test's folder alone
+OMP_NUM_THREADS=1 bash "$launcher" -np 2 "$dslide" "${train[@]}" --iterations 100000 --log-every 1 \
+  --checkpoint-dir "$ck5" >out_killed.txt 2>&1 &
+lpid=$!
+wait_iter out_killed.txt 2
+{ kill -KILL $lpid && wait $lpid; } 2>/dev/null
+for _ in $(seq 300); do [[ -n $(ls -d "$ck5"/ckpt-* 2>/dev/null) ]] && break; sleep 0.1; done
+[[ -n $(ls -d "$ck5"/ckpt-* 2>/dev/null) ]] || { pkill -KILL -f -- "$ck5"; fail "SIGKILL to the launcher: no checkpoint within 30 s"; }
+for _ in $(seq 300); do pgrep -f -- "$ck5" >/dev/null || break; sleep 0.1; done
+! pgrep -f -- "$ck5" >/dev/null || { pkill -KILL -f -- "$ck5"; fail "SIGKILL to the launcher: ranks still running 30 s later"; }
+ck=$(find "$ck5" -maxdepth 1 -name 'ckpt-*' | sort | tail -1)
+[[ -f $ck/rank-00000.h5 && -f $ck/rank-00001.h5 && -f $ck/meta.h5 ]] || fail "SIGKILL to the launcher: incomplete $ck"
+pass "SIGKILL to launch/mpirun.sh: the ranks stopped with $(basename "$ck")"
+
+# 6. No output over an input or into a checkpoint: each refused, the file intact.
+cp syn.test.txt in.txt
+ck=ck1/ckpt-000000000030
+expect_refused() {  # WHAT PATTERN COMMAND...
+  local what=$1 pattern=$2
+  shift 2
+  "$@" >out_refused.txt 2>&1
+  expect_rc $? 1 "$what"
+  expect_in out_refused.txt "$pattern" "$what"
+}
+expect_refused "predict --out = --input" "option --out: ./in.txt is --input's file (in.txt)" \
+  "$dslide" predict --model ck1 --input in.txt --out ./in.txt
+cmp -s in.txt syn.test.txt || fail "predict --out = --input: the input changed"
+ln -s in.txt link.txt
+expect_refused "convert through a link" "option --out: in.txt is --in's file (link.txt)" \
+  "$dslide" convert --in link.txt --out in.txt
+cmp -s in.txt syn.test.txt || fail "convert: the input changed"
+sum=$(md5sum "$ck/meta.h5" "$ck/rank-00000.h5")
+expect_refused "predict --out a checkpoint's meta.h5" "lies in the checkpoint folder .*$ck" \
+  "$dslide" predict --model ck1 --input in.txt --out "$ck/meta.h5"
+expect_refused "export --out the newest shard" "lies in the checkpoint folder .*$ck" \
+  "$dslide" export --model ck1 --out "$ck/rank-00000.h5"
+expect_refused "export --out a checkpoint folder" "is a checkpoint folder" \
+  "$dslide" export --model ck1 --out "$ck"
+[[ $(md5sum "$ck/meta.h5" "$ck/rank-00000.h5") == "$sum" ]] || fail "the checkpoint changed"
+expect_refused "--metrics = --train" "option --metrics: syn.train.txt is --train's file" \
+  "$dslide" "${train[@]}" --iterations 5 --metrics syn.train.txt
+"$dslide" eval --model ck1 --test syn.test.txt >out_eval.txt 2>&1 || fail "eval after the refusals"
+pass "outputs over inputs or checkpoints: refused, inputs and checkpoint intact"
+
+# 7. An empty path (an unset variable in a job script) is refused, not read as "none".
+"$dslide" "${train[@]}" --iterations 5 --checkpoint-dir "" >out_empty.txt 2>&1
+expect_rc $? 1 "--checkpoint-dir ''"
+expect_in out_empty.txt "option --checkpoint-dir: an empty value (leave the option out to go without it)" \
+  "--checkpoint-dir ''"
+"$dslide" predict --model ck1 --input in.txt --out "" >out_empty2.txt 2>&1
+expect_rc $? 1 "predict --out ''"
+expect_in out_empty2.txt "option --out: an empty value" "predict --out ''"
+pass "empty paths: refused naming the option"
