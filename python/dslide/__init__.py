@@ -23,6 +23,7 @@ import tempfile
 import threading
 
 import numpy as np
+import scipy.sparse as sp
 
 # Idle OpenMP threads sleep instead of spinning (as the dslide executable does), unless the
 # user chose: on a machine shared with other work spinning threads take the CPU their
@@ -34,7 +35,8 @@ if "GOMP_SPINCOUNT" not in os.environ:
 from . import _core  # noqa: E402
 from ._data import Pending, fspath, input_data, is_path  # noqa: E402
 
-__all__ = ["train", "load", "Model", "Interrupted", "Diverged", "options_help", "__version__"]
+__all__ = ["train", "load", "read_xc", "Model", "Interrupted", "Diverged", "options_help",
+           "__version__"]
 
 __version__ = _core.version
 #: The backends this build has ("cpu" or "cpu, gpu"), as ``dslide --version`` says.
@@ -65,9 +67,38 @@ class Diverged(RuntimeError):
 # --- ranks -------------------------------------------------------------------------------
 
 _mpi_initialized_here = False
+_abort_hook_installed = False
+
+
+def _abort_on_uncaught_exception(comm):
+    """With several ranks, an exception that nothing catches on one rank ends every rank
+    (MPI_Abort) after its traceback: the others would otherwise wait in their next
+    collective, and this one in MPI_Finalize, for ever."""
+    global _abort_hook_installed
+    if _abort_hook_installed or comm.size < 2:
+        return comm
+    _abort_hook_installed = True
+    previous = sys.excepthook
+    rank = comm.rank
+
+    def hook(kind, value, tb):
+        try:
+            previous(kind, value, tb)
+            sys.stderr.write(f"dslide: rank {rank} ended with an uncaught {kind.__name__}: "
+                             f"ending every rank of the job (MPI_Abort)\n")
+            sys.stderr.flush()
+        finally:
+            _core.mpi_abort(130 if issubclass(kind, KeyboardInterrupt) else 1)
+
+    sys.excepthook = hook
+    return comm
 
 
 def _communicator(comm):
+    return _abort_on_uncaught_exception(_communicator_of(comm))
+
+
+def _communicator_of(comm):
     """The core's communicator for `comm` (an mpi4py communicator, or None: MPI's world when
     started by an MPI launcher, else the in-process one)."""
     global _mpi_initialized_here
@@ -455,6 +486,20 @@ def train(train, test=None, valid=None, *, comm=None, callback=None, verbose: bo
         raise Interrupted(f"stopped by {out['signal']} after training ended at iteration "
                           f"{model.iteration}: the model is complete", model, out["signal"])
     return model
+
+
+def read_xc(path):
+    """(X, Y) of a data file in XC format (text, plain or gzip, or the binary `.dsb` of
+    `dslide convert`), read by the C++ reader that training uses (its errors name the file
+    and line): X a SciPy CSR matrix of float32, points x features; Y a SciPy CSR matrix of
+    float32 ones, points x labels, a stored entry per label. Both are what `train`,
+    `predict` and `evaluate` take."""
+    d = _core.read_data(fspath(path))
+    indptr, indices, values, label_ptr, labels = d.arrays()
+    X = sp.csr_matrix((values, indices, indptr), shape=(d.rows, d.features))
+    Y = sp.csr_matrix((np.ones(len(labels), dtype=np.float32), labels, label_ptr),
+                      shape=(d.rows, d.labels))
+    return X, Y
 
 
 def _shape_of(sets: dict, pending: dict):

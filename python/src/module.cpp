@@ -174,6 +174,15 @@ nb::ndarray<nb::numpy, T, nb::ndim<2>> Matrix(std::vector<T> v, size_t rows, siz
   return nb::ndarray<nb::numpy, T, nb::ndim<2>>(owned->data(), {rows, cols}, owner);
 }
 
+template <class T>
+nb::ndarray<nb::numpy, T, nb::ndim<1>> Vector(std::vector<T> v) {
+  auto* owned = new std::vector<T>(std::move(v));
+  const size_t n = owned->size();
+  owned->reserve(1);  // a data pointer also when empty
+  nb::capsule owner(owned, [](void* p) noexcept { delete static_cast<std::vector<T>*>(p); });
+  return nb::ndarray<nb::numpy, T, nb::ndim<1>>(owned->data(), {n}, owner);
+}
+
 /// A trained or loaded network and the ranks it is spread over.
 class Model {
  public:
@@ -381,13 +390,21 @@ NB_MODULE(_core, m) {
     return Checked([] { return dist::EnsureMpiInitialized(); });
   });
   m.def("mpi_finalize", &dist::FinalizeMpi);
+  m.def(
+      "mpi_abort", [](int code) { dist::MpiSession::Abort(code); }, "code"_a);
 
   nb::class_<Data>(m, "Data")
       .def_prop_ro("rows", &Data::rows)
       .def_prop_ro("features", [](const Data& d) { return d.data.num_features; })
       .def_prop_ro("labels", [](const Data& d) { return d.data.num_labels; })
       .def_ro("name", &Data::name)
-      .def("digest", &Data::Digest);
+      .def("digest", &Data::Digest)
+      .def("arrays", [](const Data& d) {
+        // CSR of the features and of the labels: (indptr, indices, values, label_ptr, labels).
+        return nb::make_tuple(Vector(d.data.feat_off), Vector(d.data.feat_ids),
+                              Vector(d.data.feat_vals), Vector(d.data.label_off),
+                              Vector(d.data.labels));
+      });
   m.def(
       "data_from_csr",
       [](const std::string& name, int64_t rows, int64_t features, int64_t labels,

@@ -1,11 +1,14 @@
 """Run under mpirun by test_mpi.py: trains on every rank (model-parallel), predicts and
 evaluates (collective), saves the model, and writes what each rank got to OUT/rank-R.npz.
 
-Usage: mpi_train.py OUT TRAIN_FILE TEST_FILE mpi4py|world|mismatch
+Usage: mpi_train.py OUT TRAIN_FILE TEST_FILE mpi4py|world|mismatch|raise|raise-mpi4py
   mpi4py:   comm=MPI.COMM_WORLD from mpi4py (which initialises MPI)
   world:    no mpi4py; the package's default (MPI's world, initialised by the extension)
   mismatch: arguments that differ between the ranks, or fail on one rank only, raise on every
             rank (no rank waits for ever); writes OUT/mismatch-rank-R.json
+  raise:    after training, rank 1's own code raises and nothing catches it, while rank 0
+            trains on (a collective): the job must end, not wait for ever (raise-mpi4py:
+            the same with mpi4py's communicator)
 """
 
 import json
@@ -13,7 +16,7 @@ import os
 import sys
 
 out, train_file, test_file, how = sys.argv[1:5]
-if how == "mpi4py":
+if how in ("mpi4py", "raise-mpi4py"):
     from mpi4py import MPI
 
     comm = MPI.COMM_WORLD
@@ -53,6 +56,12 @@ if how == "mismatch":
     attempt("after", lambda: model.predict(Xt[:10]))
     with open(os.path.join(out, f"mismatch-rank-{model.rank}.json"), "w") as f:
         json.dump(seen, f)
+    sys.exit(0)
+if how.startswith("raise"):
+    model = dslide.train((X, Y), iterations=2, hidden=8, threads=1, verbose=False, comm=comm)
+    if model.rank == 1:
+        raise RuntimeError("user code failed on rank 1")
+    dslide.train((X, Y), iterations=100000, hidden=8, threads=1, verbose=False, comm=comm)
     sys.exit(0)
 model = dslide.train((X, Y), test=(Xt, Yt), iterations=20, hidden=32, seed=5, threads=1,
                      verbose=False, comm=comm)

@@ -23,6 +23,26 @@ def model(task):
     return dslide.train((task.X, task.Y), test=(task.Xt, task.Yt), verbose=False, **OPTS)
 
 
+def test_read_xc_gives_a_files_arrays(task, model, tmp_path):
+    """dslide.read_xc: the file's points as (X, Y) SciPy CSR matrices, which train the model
+    that the file trains; a malformed file raises naming the file and line."""
+    X, Y = dslide.read_xc(task.train_file)
+    Xr, Yr, _ = tasks.read_xc(task.train_file)
+    assert X.dtype == np.float32 and X.shape == Xr.shape == (task.X.shape[0], 400)
+    assert (X != Xr).nnz == 0
+    assert Y.shape == (X.shape[0], 1200)
+    assert [sorted(Y.indices[Y.indptr[i]:Y.indptr[i + 1]].tolist()) for i in range(Y.shape[0])] \
+        == [sorted(y) for y in Yr]
+    Xt, Yt = dslide.read_xc(task.test_file)
+    again = dslide.train((X, Y), test=(Xt, Yt), verbose=False, **OPTS)
+    for p in ("p_at_1", "p_at_5", "loss"):
+        assert again.result[p] == model.result[p]
+    bad = tmp_path / "bad.txt"
+    bad.write_text("2 5 3\n0 1:1.0\n1 7:1.0\n")
+    with pytest.raises(ValueError, match="bad.txt:3"):
+        dslide.read_xc(bad)
+
+
 def test_arrays_and_files_train_the_same_model(task, model):
     from_files = dslide.train(task.train_file, test=task.test_file, verbose=False, **OPTS)
     assert (model.features, model.labels, model.iteration) == (400, 1200, 24)

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -35,6 +36,25 @@ def cli_model(task, tmp_path_factory):
            task.test_file, "--iterations", 20, "--hidden", 32, "--seed", 5, "--threads", 1,
            "--save", folder)
     return folder
+
+
+@pytest.mark.parametrize("how", ["raise", "raise-mpi4py"])
+def test_an_uncaught_exception_on_one_rank_ends_the_job(task, tmp_path, how):
+    """Rank 1's own code raises while rank 0 waits in training's collectives: the job ends
+    within seconds with a non-zero code and the traceback, never hangs."""
+    if how == "raise-mpi4py" and importlib.util.find_spec("mpi4py") is None:
+        pytest.skip("mpi4py is not installed")
+    cmd = mpirun_command(2)
+    if cmd is None:
+        pytest.skip("no mpirun")
+    cmd += [sys.executable, os.path.join(HERE, "mpi_train.py"), str(tmp_path),
+            task.train_file, task.test_file, how]
+    t0 = time.monotonic()
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert r.returncode != 0, r.stdout + r.stderr
+    assert "RuntimeError: user code failed on rank 1" in r.stderr, r.stderr
+    assert "ending every rank of the job (MPI_Abort)" in r.stderr, r.stderr
+    assert time.monotonic() - t0 < 60
 
 
 @pytest.mark.parametrize("how", ["mpi4py", "world"])
