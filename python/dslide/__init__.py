@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import difflib
 import hashlib
 import json
 import math
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -172,6 +174,16 @@ def _text(key: str, value) -> str:
     raise TypeError(f"option {key}: unsupported value {value!r} ({type(value).__name__})")
 
 
+_option_names = None
+
+
+def _known_option(key: str) -> bool:
+    global _option_names
+    if _option_names is None:
+        _option_names = set(re.findall(r"^\s+--([a-z0-9-]+)", _core.train_help(), re.M))
+    return key.replace("_", "-") in _option_names
+
+
 def _pairs(options: dict) -> list:
     pairs = []
     for key, value in options.items():
@@ -180,7 +192,18 @@ def _pairs(options: dict) -> list:
                              "the text of dslide train --help")
         if value is None:
             continue
-        pairs.append((key.replace("_", "-"), _text(key, value)))
+        try:
+            text = _text(key, value)
+        except TypeError:
+            if _known_option(key):
+                raise
+            # A data set under a misspelt name (validation=(X, Y)): say so, not its value's.
+            near = difflib.get_close_matches(key, ["train", "test", "valid"], n=1)
+            raise TypeError(f"train() got an unknown keyword {key}=: no option of dslide train "
+                            f"(dslide.options_help() lists them), and the data sets are train, "
+                            f"test and valid" + (f"; did you mean {near[0]}=?" if near else "")
+                            ) from None
+        pairs.append((key.replace("_", "-"), text))
     return pairs
 
 
@@ -394,11 +417,12 @@ def _count(name: str, value) -> int:
 
 
 def _threads(threads) -> int:
+    """0 (or None): the default, as train's threads=0 and the executable's --threads 0."""
     if threads is None:
         return 0
     threads = _count("threads", threads)
-    if not 1 <= threads <= 4096:
-        raise ValueError(f"threads: must be in [1, 4096], got {threads}")
+    if not 0 <= threads <= 4096:
+        raise ValueError(f"threads: must be in [0, 4096] (0: the default), got {threads}")
     return threads
 
 
@@ -514,6 +538,9 @@ def _shape_of(sets: dict, pending: dict):
         raise ValueError(f"the sparse Y matrices have different label counts: {sorted(columns)}")
     if columns:
         return features, columns.pop()
+    if pending["train"].has_labels and pending["train"].max_id < 0:
+        raise ValueError("train: Y holds no labels (every row's list is empty): nothing to "
+                         "learn; give each point its labels, or a sparse Y of the label count")
     return features, max([p.max_id for p in pending.values()] + [0]) + 1
 
 

@@ -163,6 +163,12 @@ def test_options_are_the_executables(task):
         dslide.train((task.X, task.Y), help=True)
     with pytest.raises(TypeError, match="option hidden"):
         dslide.train((task.X, task.Y), hidden={"a": 1})
+    # A data set under a misspelt keyword names the keyword, not the value's type.
+    with pytest.raises(TypeError, match=r"unknown keyword validation=.*did you mean valid=\?"):
+        dslide.train((task.X, task.Y), validation=(task.Xt, task.Yt))
+    # A Y without any label: nothing to learn, refused rather than a 1-label model.
+    with pytest.raises(ValueError, match="train: Y holds no labels"):
+        dslide.train((task.X, [[] for _ in range(task.X.shape[0])]), iterations=2)
     assert "--valid-fraction" in dslide.options_help()
 
 
@@ -236,8 +242,11 @@ def test_threads_option(task):
     assert one.settings["threads"] == 1 and two.settings["threads"] == 2
     ids, _ = two.predict(task.Xt, threads=2)
     assert ids.shape == (task.Xt.shape[0], 5)
+    # 0 is the default for predict as for train (threads=0, --threads 0).
+    ids0, _ = two.predict(task.Xt, threads=0)
+    np.testing.assert_array_equal(ids0, ids)
     with pytest.raises(ValueError, match="threads"):
-        two.predict(task.Xt, threads=0)
+        two.predict(task.Xt, threads=-1)
 
 
 def test_version_and_backends():
