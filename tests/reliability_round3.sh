@@ -58,11 +58,13 @@ OMP_NUM_THREADS=1 bash "$launcher" -np 2 "$dslide" "${train[@]}" --iterations 10
 lpid=$!
 wait_iter out_killed.txt 2
 { kill -KILL $lpid && wait $lpid; } 2>/dev/null
-for _ in $(seq 300); do [[ -n $(ls -d "$ck5"/ckpt-* 2>/dev/null) ]] && break; sleep 0.1; done
-[[ -n $(ls -d "$ck5"/ckpt-* 2>/dev/null) ]] || { pkill -KILL -f -- "$ck5"; fail "SIGKILL to the launcher: no checkpoint within 30 s"; }
+# A complete checkpoint (renamed from its .tmp folder when every shard is written).
+complete() { find "$ck5" -maxdepth 1 -name 'ckpt-*' ! -name '*.tmp' 2>/dev/null | sort | tail -1; }
+for _ in $(seq 300); do [[ -n $(complete) ]] && break; sleep 0.1; done
 for _ in $(seq 300); do pgrep -f -- "$ck5" >/dev/null || break; sleep 0.1; done
 ! pgrep -f -- "$ck5" >/dev/null || { pkill -KILL -f -- "$ck5"; fail "SIGKILL to the launcher: ranks still running 30 s later"; }
-ck=$(find "$ck5" -maxdepth 1 -name 'ckpt-*' | sort | tail -1)
+ck=$(complete)
+[[ -n $ck ]] || fail "SIGKILL to the launcher: no checkpoint"
 [[ -f $ck/rank-00000.h5 && -f $ck/rank-00001.h5 && -f $ck/meta.h5 ]] || fail "SIGKILL to the launcher: incomplete $ck"
 pass "SIGKILL to launch/mpirun.sh: the ranks stopped with $(basename "$ck")"
 
@@ -105,3 +107,15 @@ expect_in out_empty.txt "option --checkpoint-dir: an empty value (leave the opti
 expect_rc $? 1 "predict --out ''"
 expect_in out_empty2.txt "option --out: an empty value" "predict --out ''"
 pass "empty paths: refused naming the option"
+
+# 8. bench trains as train does: a stop signal lands its checkpoint too.
+"$dslide" bench --train syn.train.txt --test syn.test.txt --threads 1 --iterations 100000 \
+  --log-every 1 --checkpoint-dir ck8 >out_bench.txt 2>&1 &
+pid=$!
+wait_iter out_bench.txt 2
+kill -TERM $pid
+wait $pid
+expect_rc $? 75 "SIGTERM to bench"
+expect_in out_bench.txt "stopped by SIGTERM at iteration [0-9]* of 100000; checkpoint written to ck8/ckpt-" \
+  "SIGTERM to bench"
+pass "SIGTERM to bench: checkpoint, exit 75"

@@ -210,6 +210,12 @@ int Bench(int argc, const char* const* argv, Communicator* comm) {
     return 0;
   }
   SetNumThreads(cfg.train.threads);
+  CheckOutputPath("--metrics", cfg.train.metrics_file,
+                  {{"--train", cfg.train.train_file}, {"--test", cfg.train.test_file}});
+  // bench trains as train does (checkpoints too, with --checkpoint-dir): a stop signal ends it
+  // after its step, with its checkpoint, as it ends a training run.
+  InstallStopHandlers();
+  if (comm->size() > 1) SetStopNotice("");
   const bool files = cfg.train.train_file != "(generated)";
   Dataset train, test;
   double baseline = 0;
