@@ -359,7 +359,7 @@ int Bench(int argc, const char* const* argv, Communicator* comm) {
         .Add("cores_used", train_cpu / wall)
         .Add("comm_ms_per_iter", comm_ms)
         .Add("comm_network_ms_per_iter", net_ms)
-        .Add("comm_wait_ms_per_iter", comm_ms - net_ms)
+        .Add("comm_wait_ms_per_iter", std::max(0.0, comm_ms - net_ms))  // rounding: never < 0
         .Add("comm_share", comm_ms / wall_ms)
         .Add("network_share", net_ms / wall_ms)
         .AddRaw("comm_by_kind", by_kind.str())

@@ -3,6 +3,7 @@
 // of the progress window between two progress lines, which every rank keeps alike.
 #include "run_report.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -224,7 +225,7 @@ void RunReport::Progress(int64_t iter, int64_t total, const std::vector<double>&
         .Add("bytes_sent_per_iter", bytes)
         .Add("comm_ms_per_iter", comm_ms)
         .Add("comm_network_ms_per_iter", net_ms)
-        .Add("comm_wait_ms_per_iter", comm_ms - net_ms)
+        .Add("comm_wait_ms_per_iter", std::max(0.0, comm_ms - net_ms))  // rounding: never < 0
         .Add("peak_rss_mb", rss);
     Base(o);
     metrics_.Write(o);
