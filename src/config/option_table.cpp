@@ -102,7 +102,7 @@ std::string AutoOr(int v) { return v == 0 ? "auto" : std::to_string(v); }
 /// Returns false when --help was asked for.
 bool Parse(int argc, const char* const* argv, const po::options_description& desc,
            const std::string& usage, po::variables_map* vm, std::string* help) {
-  po::options_description all(usage);
+  po::options_description all;  // the usage line is printed above it, without Boost's ':'
   all.add_options()("help,h", "show this help")("config", po::value<std::string>(),
                                                 "read options from an INI file (key = value)");
   all.add(desc);
@@ -125,7 +125,7 @@ bool Parse(int argc, const char* const* argv, const po::options_description& des
     po::store(parsed, *vm);
     if (vm->count("help")) {
       std::ostringstream os;
-      os << all;
+      os << usage << "\n" << all;
       *help = os.str();
       return false;
     }
