@@ -17,7 +17,8 @@ commands=(train eval predict bench gen convert export)
   echo "option table by \`launch/options-doc.sh\` (the \`options_doc\` test checks that this page"
   echo "matches the parser). An INI file given with \`--config FILE\` takes the same keys without"
   echo "the dashes (\`lr = 0.001\`); keys under a \`[COMMAND]\` header apply to that command only,"
-  echo "keys before any header to every command, and the command line wins over the file."
+  echo "keys before any header to every command (a command's own header wins over them), and"
+  echo "the command line wins over the file."
   echo
   for c in "${commands[@]}"; do echo "- [\`dslide $c\`](#dslide-$c)"; done
   for c in "${commands[@]}"; do

@@ -39,8 +39,19 @@ std::string UnknownOptionMessage(const po::unknown_option& e, const po::options_
 std::string IniForCommand(std::istream& in, const std::string& path, const std::string& command) {
   static const char* const kCommands[] = {"gen",   "train",  "eval",   "predict",
                                           "bench", "export", "convert"};
-  std::string out, line;
-  bool keep = true;
+  // The key of a "key = value" line ("" for blank lines and comments).
+  auto key_of = [](const std::string& line) {
+    const size_t a = line.find_first_not_of(" \t\r");
+    if (a == std::string::npos || line[a] == '#' || line[a] == ';') return std::string();
+    const size_t eq = line.find('=', a);
+    if (eq == std::string::npos) return std::string();
+    const size_t b = line.find_last_not_of(" \t", eq == 0 ? 0 : eq - 1);
+    return b == std::string::npos || b < a ? std::string() : line.substr(a, b - a + 1);
+  };
+  std::vector<std::string> lines;
+  std::vector<int> where;  // per line: 0 before any section, 1 in this command's, 2 another's
+  int section = 0;
+  std::string line;
   for (int64_t ln = 1; std::getline(in, line); ++ln) {
     const size_t a = line.find_first_not_of(" \t\r");
     if (a != std::string::npos && line[a] == '[') {
@@ -53,11 +64,23 @@ std::string IniForCommand(std::istream& in, const std::string& path, const std::
                    "config file '", path, "' line ", ln, ": section '", line.substr(a),
                    "' is not one of [gen], [train], [eval], [predict], [bench], [export], "
                    "[convert] (keys before any section apply to every command)");
-      keep = name == command;
-      out += '\n';  // line numbers stay those of the file
+      section = name == command ? 1 : 2;
+      lines.emplace_back();  // line numbers stay those of the file
+      where.push_back(2);
       continue;
     }
-    out += keep ? line + '\n' : std::string("\n");
+    lines.push_back(line);
+    where.push_back(section);
+  }
+  // A key of the command's section overrides the same key before any section.
+  std::set<std::string> own;
+  for (size_t i = 0; i < lines.size(); ++i)
+    if (where[i] == 1) own.insert(key_of(lines[i]));
+  own.erase("");
+  std::string out;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    const bool keep = where[i] == 1 || (where[i] == 0 && own.count(key_of(lines[i])) == 0);
+    out += keep ? lines[i] + '\n' : std::string("\n");
   }
   return out;
 }

@@ -226,6 +226,25 @@ TEST(Config, IniFileAndCommandLinePrecedence) {
   EXPECT_EQ(c.lsh.k, 4);
 }
 
+TEST(Config, IniSectionKeyOverridesTheSameKeyBeforeAnySection) {
+  // Keys before any section apply to every command; the command's own section wins over
+  // them (it is not a second occurrence of the option); another command's is ignored; a key
+  // twice in one place is still an error.
+  const auto ini = testing::WriteFile(
+      "cfg_sections.ini",
+      "train = a.txt\nbatch = 64\nK = 4\n[train]\nbatch = 128  # this run's\n[eval]\nbatch = 8\n");
+  const char* argv[] = {"train", "--config", ini.c_str()};
+  TrainConfig c;
+  std::string help;
+  ASSERT_TRUE(ParseTrain(3, argv, &c, &help));
+  EXPECT_EQ(c.batch, 128);
+  EXPECT_EQ(c.lsh.k, 4);
+  EXPECT_EQ(c.train_file, "a.txt");
+  const auto twice = testing::WriteFile("cfg_twice.ini", "train = a.txt\n[train]\nK = 4\nK = 5\n");
+  const std::string msg = TrainError({"--config", twice.c_str()});
+  EXPECT_NE(msg.find("more than once"), std::string::npos) << msg;
+}
+
 TEST(Config, IniUnknownKeyIsError) {
   const auto ini = testing::WriteFile("cfg_bad.ini", "train = a\nbatchsize = 64\n");
   const std::string msg = TrainError({"--config", ini.c_str()});
