@@ -119,3 +119,13 @@ expect_rc $? 75 "SIGTERM to bench"
 expect_in out_bench.txt "stopped by SIGTERM at iteration [0-9]* of 100000; checkpoint written to ck8/ckpt-" \
   "SIGTERM to bench"
 pass "SIGTERM to bench: checkpoint, exit 75"
+
+# 9. Divergence on data with a huge feature value under a large --lr: the advice names both
+#    causes (it said a smaller --lr would not help).
+awk 'NR == 40 { sub(/:[^ ]*$/, ":1e20") } { print }' syn.train.txt >huge.txt
+"$dslide" "${train[@]/syn.train.txt/huge.txt}" --iterations 20 --lr 100 >out_huge.txt 2>&1
+rc=$?
+[[ $rc == 1 || $rc == 3 ]] || fail "1e20 in the data and --lr 100: exit $rc"
+expect_in out_huge.txt "huge.txt:40.*scale or clip the features, and try a smaller --lr (now 100)" \
+  "1e20 in the data and --lr 100"
+pass "divergence on a huge feature value under --lr 100: both causes named"

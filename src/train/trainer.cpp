@@ -164,11 +164,12 @@ void Trainer::CheckStep(const StepLoss& s) {
 
 std::string DivergenceHint(const Dataset& train, double lr) {
   if (train.max_abs_value > kLargeFeatureValue)
-    return detail::Concat("The training data holds a feature value of ", train.max_abs_value, " (",
-                          train.max_abs_at.empty() ? "in memory" : train.max_abs_at,
-                          "), far beyond what the network's float arithmetic tolerates: scale "
-                          "or clip the features (a smaller --lr, now ",
-                          lr, ", will not help)");
+    return detail::Concat(
+        "The training data holds a feature value of ", train.max_abs_value, " (",
+        train.max_abs_at.empty() ? "in memory" : train.max_abs_at,
+        "), far beyond what the network's float arithmetic tolerates: scale or clip the features",
+        lr > kLargeLearningRate ? ", and try a smaller --lr (now " : " (a smaller --lr, now ", lr,
+        lr > kLargeLearningRate ? ")" : ", will not help on its own)");
   return detail::Concat("Try a smaller --lr (now ", lr, ")");
 }
 

@@ -216,8 +216,11 @@ class Trainer {
 /// Feature values above this magnitude are far outside what float arithmetic in a network
 /// tolerates: a divergence on such data is blamed on the data, and loading warns.
 constexpr float kLargeFeatureValue = 1e6f;
+/// Learning rates above this (ten times the default) can diverge on any data.
+constexpr double kLargeLearningRate = 1e-2;
 /// The advice after a divergence: the file and line of the largest feature value when it is
-/// above kLargeFeatureValue, else a smaller learning rate than `lr`.
+/// above kLargeFeatureValue (and a smaller learning rate too when `lr` is above
+/// kLargeLearningRate), else a smaller learning rate than `lr`.
 std::string DivergenceHint(const Dataset& train, double lr);
 
 /// Reads the training/test files, trains as configured, returns the final evaluation.
