@@ -151,14 +151,15 @@ void Trainer::CheckStep(const StepLoss& s) {
           }
     }
     const std::string where =
-        bad >= 0 ? " (layer " + std::to_string(bad) + " has NaN or infinite activations)"
+        // Layers numbered from 1, as the start lines number them.
+        bad >= 0 ? " (layer " + std::to_string(bad + 1) + " has NaN or infinite activations)"
         : bad_weights >= 0
-            ? " (layer " + std::to_string(bad_weights) + "'s weights became NaN or infinite)"
+            ? " (layer " + std::to_string(bad_weights + 1) + "'s weights became NaN or infinite)"
             : std::string();
     DSLIDE_CHECK(false, "training diverged: non-finite loss at iteration ", iter, where, ". ",
                  divergence_hint_);
   }
-  DSLIDE_CHECK(bad_weights < 0, "training diverged: layer ", bad_weights,
+  DSLIDE_CHECK(bad_weights < 0, "training diverged: layer ", bad_weights + 1,
                " has NaN or infinite weights after iteration ", iter, ". ", divergence_hint_);
 }
 
