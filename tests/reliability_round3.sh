@@ -129,3 +129,14 @@ rc=$?
 expect_in out_huge.txt "huge.txt:40.*scale or clip the features, and try a smaller --lr (now 100)" \
   "1e20 in the data and --lr 100"
 pass "divergence on a huge feature value under --lr 100: both causes named"
+
+# 10. Resuming on other training data of the same dimensions says so (it resumed silently).
+"$dslide" "${train[@]}" --iterations 10 --checkpoint-dir ck10 >out_data1.txt 2>&1 || fail "ck10"
+"$dslide" "${train[@]/syn.train.txt/huge.txt}" --iterations 12 --checkpoint-dir ck10 --resume ck10 \
+  --lr 1e-9 >out_data2.txt 2>&1
+expect_in out_data2.txt "note: the training data differs from the data ck10/ckpt-000000000010 was trained on (3000 points then, 3000 now, the same count but other contents or order)" \
+  "resume on other data"
+"$dslide" "${train[@]}" --iterations 14 --checkpoint-dir ck10 --resume ck10/ckpt-000000000010 >out_data3.txt 2>&1 ||
+  fail "resume on the original data"
+expect_not_in out_data3.txt "training data differs" "resume on the same data"
+pass "resuming on other training data: a note naming the checkpoint"

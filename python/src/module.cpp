@@ -109,18 +109,7 @@ std::pair<bool, bool> Comm::Agree(bool ok, uint64_t digest) {
   });
 }
 
-uint64_t Data::Digest() const {
-  Checksum c;
-  auto add = [&c](const auto& v) { c.Add(v.data(), v.size() * sizeof(v[0])); };
-  const int64_t sizes[2] = {data.num_features, data.num_labels};
-  c.Add(sizes, sizeof sizes);
-  add(data.feat_off);
-  add(data.feat_ids);
-  add(data.feat_vals);
-  add(data.label_off);
-  add(data.labels);
-  return c.Final();
-}
+uint64_t Data::Digest() const { return data.Digest(); }
 
 /// The stop signals of the executable (SIGTERM, SIGINT, SIGUSR1: the run ends after its
 /// current step) while training runs, and the process's own handlers (Python's) again after.

@@ -50,6 +50,19 @@ Dataset Dataset::Head(int64_t n) const {
   return d;
 }
 
+uint64_t Dataset::Digest() const {
+  Checksum c;
+  auto add = [&c](const auto& v) { c.Add(v.data(), v.size() * sizeof(v[0])); };
+  const int64_t sizes[2] = {num_features, num_labels};
+  c.Add(sizes, sizeof sizes);
+  add(feat_off);
+  add(feat_ids);
+  add(feat_vals);
+  add(label_off);
+  add(labels);
+  return c.Final();
+}
+
 Dataset Dataset::Subset(const std::vector<int64_t>& idx) const {
   Dataset d;
   d.num_features = num_features;

@@ -42,6 +42,9 @@ struct Dataset {
            const std::vector<int32_t>& lbls);
   /// The first n points (or all if n <= 0 or n >= size()).
   Dataset Head(int64_t n) const;
+  /// A checksum of the sizes and every array (features and labels): two sets with the same
+  /// digest hold the same points in the same order.
+  uint64_t Digest() const;
   /// The points `idx` (in that order).
   Dataset Subset(const std::vector<int64_t>& idx) const;
   /// Same sizes and the same arrays.

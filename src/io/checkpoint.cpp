@@ -580,6 +580,10 @@ void WriteMeta(const std::string& folder, const CheckpointMeta& m) {
     WriteAttr(g, file, "lsh_share", m.lsh_share);
     WriteAttr(g, file, "min_negatives", m.min_negatives);
     WriteString(g, file, "settings", m.settings);
+    if (m.data_digest != 0) {
+      WriteAttr(g, file, "data_digest", m.data_digest);
+      WriteAttr(g, file, "data_points", m.data_points);
+    }
     // Absent where unknown (""), as in the checkpoints of earlier versions.
     if (!m.label_order.empty()) WriteString(g, file, "label_order", m.label_order);
     errno = 0;
@@ -621,6 +625,10 @@ CheckpointMeta ReadMeta(const std::string& folder) {
     m.min_negatives = ReadAttr<int64_t>(g, file, "min_negatives");
   }
   if (H5Aexists(g, "settings") > 0) m.settings = ReadString(g, file, "settings");
+  if (H5Aexists(g, "data_digest") > 0) {
+    m.data_digest = ReadAttr<uint64_t>(g, file, "data_digest");
+    m.data_points = ReadAttr<int64_t>(g, file, "data_points");
+  }
   if (H5Aexists(g, "label_order") > 0) {
     m.label_order = ReadString(g, file, "label_order");
     DAMAGED_CHECK(m.label_order == "spread" || m.label_order == "identity", file,

@@ -65,6 +65,10 @@ struct CheckpointMeta {
   /// earlier versions. The fields above are the resolved values a checkpoint is checked
   /// and scored with.
   std::string settings;
+  /// The training data's Dataset::Digest and point count (0: unknown, as in checkpoints of
+  /// earlier versions): a resumed run says when its data differs.
+  uint64_t data_digest = 0;
+  int64_t data_points = 0;
 
   /// The LSH settings as one line of text (DescribeLsh).
   std::string LshText() const {

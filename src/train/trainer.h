@@ -209,6 +209,8 @@ class Trainer {
   // This run's identity in its checkpoints (drawn by rank 0 at construction, the same on
   // every rank).
   uint64_t run_id_ = 0;
+  uint64_t data_digest_ = 0;  ///< the training data of Run (Dataset::Digest; 0: none yet)
+  int64_t data_points_ = 0;
   CheckpointDirLock checkpoint_lock_;       ///< rank 0's hold on --checkpoint-dir during Run
   FaultPlan fault_ = FaultPlan::FromEnv();  // DSLIDE_FAULT (failure tests)
 };

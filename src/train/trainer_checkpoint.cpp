@@ -113,6 +113,8 @@ CheckpointMeta Trainer::MetaNow(int64_t epoch, int64_t pos) const {
   m.settings = SettingsJson(asked_);  // every option as given, from the option table
   m.best_loss = best_loss_;
   m.run_id = run_id_;
+  m.data_digest = data_digest_;
+  m.data_points = data_points_;
   return m;
 }
 
@@ -188,6 +190,14 @@ CheckpointMeta Trainer::ResumeRun(int64_t points, bool keep_best, std::string* f
   if (comm_->rank() == 0) {
     std::printf("resumed from %s at iteration %lld (epoch %lld, point %lld), read in %.2fs\n",
                 from->c_str(), (long long)iter_, (long long)m.epoch, (long long)m.pos, load_s);
+    if (m.data_digest != 0 && data_digest_ != 0 && m.data_digest != data_digest_)
+      std::printf(
+          "note: the training data differs from the data %s was trained on (%lld points then, "
+          "%lld now%s): training continues from its position (epoch %lld, point %lld) over "
+          "this data\n",
+          from->c_str(), (long long)m.data_points, (long long)points,
+          m.data_points == points ? ", the same count but other contents or order" : "",
+          (long long)m.epoch, (long long)m.pos);
     std::fflush(stdout);
   }
   // The best model before the interruption competes on: its weights from

@@ -63,6 +63,11 @@ EvalResult Trainer::Run(const Dataset& train, const Dataset* valid, const Datase
   } release{&checkpoint_lock_};
   const int64_t N = train.size();
   DSLIDE_CHECK(N > 0, "the training file has no points");
+  // Checkpoints record which data they were trained on: a resumed run says when it differs.
+  if (!cfg_.checkpoint_dir.empty() || !cfg_.save_dir.empty() || !cfg_.resume_dir.empty()) {
+    data_digest_ = train.Digest();
+    data_points_ = N;
+  }
   const int64_t B = cfg_.batch;
   const int64_t per_epoch = (N + B - 1) / B;
   const int64_t total =
