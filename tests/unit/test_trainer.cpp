@@ -343,7 +343,8 @@ TEST(Trainer, NonFiniteWeightsStopTrainingNamingLayerAndIteration) {
     ADD_FAILURE() << "training went on with NaN weights";
   } catch (const Error& e) {
     const std::string msg = e.what();
-    EXPECT_NE(msg.find("layer 1"), std::string::npos) << msg;
+    // The output layer (backend layer 1), numbered from 1 as the start lines number it.
+    EXPECT_NE(msg.find("layer 2"), std::string::npos) << msg;
     EXPECT_NE(msg.find("iteration 2"), std::string::npos) << msg;
   }
 }
