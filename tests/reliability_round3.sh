@@ -6,7 +6,9 @@
 # is refused.
 # Usage: reliability_round3.sh DSLIDE MPIEXEC LAUNCHER WORKDIR [MPIEXEC FLAGS...]
 set -uo pipefail
-dslide=$1 launcher=$3 work=$4
+dslide=$1 mpiexec=$2 launcher=$3 work=$4
+shift 4
+mpiflags=("$@")
 here=$(cd "$(dirname "$0")" && pwd)
 rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
 # shellcheck source=cli_lib.sh
@@ -140,3 +142,21 @@ expect_in out_data2.txt "note: the training data differs from the data ck10/ckpt
   fail "resume on the original data"
 expect_not_in out_data3.txt "training data differs" "resume on the same data"
 pass "resuming on other training data: a note naming the checkpoint"
+
+# 11. A --checkpoint-dir that is not one folder for every rank (each node's own disk; here
+#     each rank in a working folder of its own): refused before training, not at the first
+#     checkpoint after it.
+mkdir -p node_a node_b
+one_rank() {  # WDIR: one rank's part of the MPMD command line, in the array `rank`
+  rank=(-n 1 --wdir "$PWD/$1" "$dslide" train --train "$PWD/syn.train.txt" --test "$PWD/syn.test.txt"
+        --threads 1 --iterations 10 --checkpoint-dir ck11)
+}
+one_rank node_a
+rank_a=("${rank[@]}")
+one_rank node_b
+"$mpiexec" "${mpiflags[@]}" -x OMP_NUM_THREADS=1 "${rank_a[@]}" : "${rank[@]}" >out_local.txt 2>&1
+expect_rc $? 1 "a node-local --checkpoint-dir"
+expect_in out_local.txt "option --checkpoint-dir: ck11 is not one folder that every rank shares (1 of 2 ranks" \
+  "a node-local --checkpoint-dir"
+expect_not_in out_local.txt "^iter " "a node-local --checkpoint-dir"
+pass "a --checkpoint-dir that the ranks do not share: refused before training"

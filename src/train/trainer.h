@@ -163,6 +163,8 @@ class Trainer {
   /// same time, no other run's checkpoints unless `resumed_from`, the checkpoint loaded, is
   /// one of them).
   void CheckStorage(int64_t total, const std::string& resumed_from);
+  /// Collective, with P > 1 ranks: throws unless every rank sees rank 0's files in `dir`.
+  void CheckSharedDir(const std::string& dir, const char* option);
 
   /// Keeps (in host memory) the weights and biases of the model, or puts them back.
   void SnapshotWeights();

@@ -7,8 +7,10 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <limits>
+#include <thread>
 #include <utility>
 
 #include "error.h"
@@ -257,13 +259,46 @@ CheckpointMeta Trainer::ResumeRun(int64_t points, bool keep_best, std::string* f
   return m;
 }
 
+void Trainer::CheckSharedDir(const std::string& dir, const char* option) {
+  // With P ranks, every shard of a checkpoint and its metadata meet in one folder: a folder
+  // of each node's own disk would fail at the first checkpoint. Rank 0 leaves a file there;
+  // every rank must see it (a few tries: a network file system may be slow to show it).
+  if (comm_->size() < 2) return;
+  namespace fs = std::filesystem;
+  const fs::path probe = fs::path(dir) / (".dslide-shared-" + CheckpointIdentity(run_id_, 0));
+  std::error_code ec;
+  if (comm_->rank() == 0) std::ofstream(probe) << "dslide\n";
+  int64_t ok = 0;
+  comm_->Allreduce(&ok, 1, ReduceOp::kMin, Traffic::kControl);  // written before any looks
+  for (int attempt = 0; attempt < 20; ++attempt) {
+    ok = fs::exists(probe, ec) ? 1 : 0;
+    int64_t all_ok = ok;
+    comm_->Allreduce(&all_ok, 1, ReduceOp::kMin, Traffic::kControl);
+    if (all_ok == 1) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  }
+  int64_t missing = ok ? 0 : 1;  // the ranks that do not see it
+  comm_->Allreduce(&missing, 1, ReduceOp::kSum, Traffic::kControl);
+  if (comm_->rank() == 0) fs::remove(probe, ec);
+  DSLIDE_CHECK(missing == 0, "option ", option, ": ", dir,
+               " is not one folder that every rank "
+               "shares (",
+               missing, " of ", comm_->size(),
+               " ranks do not see rank 0's files "
+               "there): a checkpoint's shards and metadata must meet in one folder; give a path "
+               "on a file system that every node mounts");
+}
+
 void Trainer::CheckStorage(int64_t total, const std::string& resumed_from) {
   if (cfg_.checkpoint_dir.empty() && cfg_.save_dir.empty()) return;
   // Every shard of a checkpoint, as the folder is shared (one shard: data parallelism): the
   // same figure on every rank.
   int64_t all = CheckpointBytes();
   model_comm_->Allreduce(&all, 1, ReduceOp::kSum, Traffic::kControl);
-  if (!cfg_.checkpoint_dir.empty()) CheckWritableDir(cfg_.checkpoint_dir, all, "--checkpoint-dir");
+  if (!cfg_.checkpoint_dir.empty()) {
+    CheckWritableDir(cfg_.checkpoint_dir, all, "--checkpoint-dir");
+    CheckSharedDir(cfg_.checkpoint_dir, "--checkpoint-dir");
+  }
   if (!cfg_.save_dir.empty()) {
     // --save replaces its folder: never one that is not a checkpoint, nor the checkpoints.
     namespace fs = std::filesystem;
@@ -283,6 +318,7 @@ void Trainer::CheckStorage(int64_t total, const std::string& resumed_from) {
     }
     const std::filesystem::path parent = std::filesystem::path(cfg_.save_dir).parent_path();
     CheckWritableDir(parent.empty() ? "." : parent.string(), all, "--save");
+    CheckSharedDir(parent.empty() ? "." : parent.string(), "--save");
   }
   if (!cfg_.checkpoint_dir.empty()) {
     // The run owns its folder: no second run at the same time, no other run's checkpoints.
