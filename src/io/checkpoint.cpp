@@ -710,10 +710,15 @@ std::vector<LayerState> ReadLayers(const std::string& folder, const CheckpointMe
       if (lo >= hi) continue;
       if (!f) {
         f = std::make_unique<Handle>(OpenFile(file));
-        if (meta.run_id != 0) {  // checkpoints of earlier versions carry no identity
-          const bool marked = H5Aexists(f->get(), "run_id") > 0 && H5Aexists(f->get(), "iter") > 0;
-          const uint64_t run = marked ? ReadAttr<uint64_t>(f->get(), file, "run_id") : 0;
-          const int64_t at = marked ? ReadAttr<int64_t>(f->get(), file, "iter") : -1;
+        const bool marked = H5Aexists(f->get(), "run_id") > 0 && H5Aexists(f->get(), "iter") > 0;
+        const uint64_t run = marked ? ReadAttr<uint64_t>(f->get(), file, "run_id") : 0;
+        const int64_t at = marked ? ReadAttr<int64_t>(f->get(), file, "iter") : -1;
+        // Checkpoints of earlier versions carry no identity, in meta.h5 or in a shard; a
+        // shard with one beside a meta.h5 without is a damaged (or foreign) meta.h5.
+        DAMAGED_CHECK(meta.run_id != 0 || run == 0, file, " is a shard of the checkpoint of ",
+                      CheckpointIdentity(run, at), ", but its folder's meta.h5 names no run: ",
+                      "meta.h5 is damaged or from another checkpoint");
+        if (meta.run_id != 0) {
           DAMAGED_CHECK(run == meta.run_id && at == meta.iter, file, " is a shard of ",
                         marked ? "the checkpoint of " + CheckpointIdentity(run, at)
                                : std::string("a checkpoint of unknown identity"),

@@ -382,10 +382,19 @@ TEST(Checkpoint, ShardsOfAnotherCheckpointAreRefused) {
   ASSERT_NE(mo.run_id, m2.run_id) << "each run draws its own id";
   copy_shard(CheckpointFolder(dir2, 2) + "/rank-00000.h5", shard);
   expect_refused("is a shard of the checkpoint of " + CheckpointIdentity(mo.run_id, 2));
-  // A checkpoint of an earlier version (no identity in its meta) is read as before.
+  // A meta.h5 that names no run beside shards that do: damaged (a flipped bit, say).
+  copy_shard(dir + "/keep.h5", shard);
   CheckpointMeta legacy = ReadMeta(two);
   legacy.run_id = 0;
   WriteMeta(two, legacy);
+  expect_refused("rank-00000.h5 is a shard of the checkpoint of " +
+                 CheckpointIdentity(m2.run_id, 2) + ", but its folder's meta.h5 names no run");
+  // A checkpoint of an earlier version (no identity in meta.h5 or the shard) is read as
+  // before.
+  std::vector<LayerState> layers(b->spec().layers.size());
+  for (size_t l = 0; l < layers.size(); ++l)
+    b->backend().SaveLayer(static_cast<int>(l), kCheckpoint, &layers[l]);
+  WriteShard(two, 0, b->spec(), layers, /*run_id=*/0, 2);
   b->LoadCheckpoint(two);
 }
 
