@@ -20,6 +20,7 @@ import math
 import os
 import re
 import shutil
+import signal as _signal
 import sys
 import tempfile
 import threading
@@ -57,6 +58,24 @@ class Interrupted(KeyboardInterrupt):
         self.signal = signal
 
 
+def _die_by_uncaught_interrupt(previous):
+    """sys.excepthook: an Interrupted that nothing catches ends the process as Python ends it
+    on an uncaught KeyboardInterrupt (by the signal itself: exit status 130 for SIGINT, as
+    shells and schedulers read it), which Python does for KeyboardInterrupt alone, not for
+    its subclasses (they would exit 1)."""
+
+    def hook(kind, value, tb):
+        previous(kind, value, tb)
+        if issubclass(kind, Interrupted):
+            sig = getattr(_signal, str(getattr(value, "signal", "")), _signal.SIGINT)
+            sys.stderr.flush()
+            sys.stdout.flush()
+            _signal.signal(sig, _signal.SIG_DFL)
+            os.kill(os.getpid(), sig)
+
+    return hook
+
+
 class Diverged(RuntimeError):
     """Training stopped because the loss diverged (the executable's exit 3), with its message
     (the iteration, the loss and advice). ``model`` holds the state of the last step."""
@@ -64,6 +83,9 @@ class Diverged(RuntimeError):
     def __init__(self, message: str, model: "Model | None"):
         super().__init__(message)
         self.model = model
+
+
+sys.excepthook = _die_by_uncaught_interrupt(sys.excepthook)
 
 
 # --- ranks -------------------------------------------------------------------------------

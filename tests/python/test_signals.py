@@ -82,6 +82,30 @@ def test_ctrl_c_in_a_script(task, tmp_path):
     assert dslide.load(tmp_path / "m").iteration == iteration
 
 
+def test_an_uncaught_interrupt_ends_the_process_by_the_signal(task, tmp_path):
+    """Ctrl-C to a script that does not catch it: the traceback, then the process ends by
+    SIGINT (status 130 in a shell), as Python ends on an uncaught KeyboardInterrupt; before,
+    dslide.Interrupted, a subclass, exited 1."""
+    script = tmp_path / "script.py"
+    script.write_text(textwrap.dedent(f"""
+        import dslide
+        dslide.train({task.train_file!r}, iterations=10**6, log_every=1, hidden=16, threads=1)
+    """))
+    p = subprocess.Popen([sys.executable, str(script)], text=True, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    err = ""
+    while "iter 3/" not in err:
+        line = p.stderr.readline()
+        assert line, f"the run ended early: {err}"
+        err += line
+    p.send_signal(signal.SIGINT)
+    _, rest = p.communicate(timeout=120)
+    err += rest
+    assert p.returncode == -signal.SIGINT, err
+    assert "dslide.Interrupted: stopped by SIGINT" in err
+
+
 def test_the_gil_is_released(task):
     """While one thread trains (and then predicts), another keeps running Python."""
     done = threading.Event()
