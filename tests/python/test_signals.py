@@ -50,6 +50,22 @@ def interrupt_and_check(task):
         time.sleep(1)
 
 
+def interrupt_script(script, *args):
+    """Runs `script` (with SIGINT's default action), sends it SIGINT once its run has
+    printed iteration 3, and returns (the process, its stdout, its stderr)."""
+    p = subprocess.Popen([sys.executable, str(script), *map(str, args)], text=True,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    err = ""
+    while "iter 3/" not in err:
+        line = p.stderr.readline()
+        assert line, f"the run ended early: {err}"
+        err += line
+    p.send_signal(signal.SIGINT)
+    out, rest = p.communicate(timeout=120)
+    return p, out, err + rest
+
+
 def test_ctrl_c_in_a_script(task, tmp_path):
     """A script training for ever gets SIGINT from outside: it catches KeyboardInterrupt,
     saves the model, and the executable reads it."""
@@ -64,17 +80,7 @@ def test_ctrl_c_in_a_script(task, tmp_path):
             e.model.save(sys.argv[1])
             print("saved", e.model.iteration, flush=True)
     """))
-    p = subprocess.Popen([sys.executable, str(script), str(tmp_path / "m")], text=True,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    err = ""
-    while "iter 3/" not in err:
-        line = p.stderr.readline()
-        assert line, f"the run ended early: {err}"
-        err += line
-    p.send_signal(signal.SIGINT)
-    out, rest = p.communicate(timeout=120)
-    err += rest
+    p, out, err = interrupt_script(script, tmp_path / "m")
     assert p.returncode == 0, err
     assert "stop requested" in err
     iteration = int(out.split()[-1])
@@ -91,17 +97,7 @@ def test_an_uncaught_interrupt_ends_the_process_by_the_signal(task, tmp_path):
         import dslide
         dslide.train({task.train_file!r}, iterations=10**6, log_every=1, hidden=16, threads=1)
     """))
-    p = subprocess.Popen([sys.executable, str(script)], text=True, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE,
-                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    err = ""
-    while "iter 3/" not in err:
-        line = p.stderr.readline()
-        assert line, f"the run ended early: {err}"
-        err += line
-    p.send_signal(signal.SIGINT)
-    _, rest = p.communicate(timeout=120)
-    err += rest
+    p, _, err = interrupt_script(script)
     assert p.returncode == -signal.SIGINT, err
     assert "dslide.Interrupted: stopped by SIGINT" in err
 
