@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <initializer_list>
 #include <memory>
 #include <mutex>
 #include <new>
@@ -155,21 +156,25 @@ nb::dict EvalDict(const EvalResult& r) {
   return d;
 }
 
+/// A NumPy array of `shape` that owns `v` (moved in; freed with the array).
+template <size_t N, class T>
+nb::ndarray<nb::numpy, T, nb::ndim<N>> Owned(std::vector<T> v,
+                                             std::initializer_list<size_t> shape) {
+  auto* owned = new std::vector<T>(std::move(v));
+  owned->reserve(1);  // a data pointer also for 0 elements
+  nb::capsule owner(owned, [](void* p) noexcept { delete static_cast<std::vector<T>*>(p); });
+  return nb::ndarray<nb::numpy, T, nb::ndim<N>>(owned->data(), shape, owner);
+}
+
 template <class T>
 nb::ndarray<nb::numpy, T, nb::ndim<2>> Matrix(std::vector<T> v, size_t rows, size_t cols) {
-  auto* owned = new std::vector<T>(std::move(v));
-  owned->reserve(1);  // a data pointer also for 0 rows
-  nb::capsule owner(owned, [](void* p) noexcept { delete static_cast<std::vector<T>*>(p); });
-  return nb::ndarray<nb::numpy, T, nb::ndim<2>>(owned->data(), {rows, cols}, owner);
+  return Owned<2>(std::move(v), {rows, cols});
 }
 
 template <class T>
 nb::ndarray<nb::numpy, T, nb::ndim<1>> Vector(std::vector<T> v) {
-  auto* owned = new std::vector<T>(std::move(v));
-  const size_t n = owned->size();
-  owned->reserve(1);  // a data pointer also when empty
-  nb::capsule owner(owned, [](void* p) noexcept { delete static_cast<std::vector<T>*>(p); });
-  return nb::ndarray<nb::numpy, T, nb::ndim<1>>(owned->data(), {n}, owner);
+  const size_t n = v.size();
+  return Owned<1>(std::move(v), {n});
 }
 
 /// A trained or loaded network and the ranks it is spread over.
