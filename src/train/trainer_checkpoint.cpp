@@ -281,12 +281,9 @@ void Trainer::CheckSharedDir(const std::string& dir, const char* option) {
   comm_->Allreduce(&missing, 1, ReduceOp::kSum, Traffic::kControl);
   if (comm_->rank() == 0) fs::remove(probe, ec);
   DSLIDE_CHECK(missing == 0, "option ", option, ": ", dir,
-               " is not one folder that every rank "
-               "shares (",
-               missing, " of ", comm_->size(),
-               " ranks do not see rank 0's files "
-               "there): a checkpoint's shards and metadata must meet in one folder; give a path "
-               "on a file system that every node mounts");
+               " is not one folder that every rank shares (", missing, " of ", comm_->size(),
+               " ranks do not see rank 0's files there): a checkpoint's shards and metadata "
+               "must meet in one folder; give a path on a file system that every node mounts");
 }
 
 void Trainer::CheckStorage(int64_t total, const std::string& resumed_from) {
