@@ -2,10 +2,37 @@
 // layer, row per neuron elsewhere), gradients formed per touched row inside the lazy Adam
 // pass (per feature in the first layer, per neuron elsewhere). Its batch
 // buffers are host rows, so HostRows and CommitRows copy nothing.
-//   cpu_backend.cpp  the kernels on host rows: selection, forward, backward and Adam,
-//                    table rebuilds, exact top-k
-//   cpu_batch.cpp    the seam's step on the batch buffers (Select ... TopK, Chain, status)
-//   cpu_state.cpp    layer state and gradients in and out (checkpoints, data parallelism)
+//
+// The input-major first layer's training step sorts the batch's entries by feature and forms
+// each touched row's gradient in a scratch row right before its Adam step (InputMajorStep);
+// a gradient left pending (for an exchange) is accumulated HOGWILD over the samples (SLIDE
+// section 3.2). Row-per-neuron layers (the wide output layer) do not keep a
+// gradient matrix at all: the batch's (neuron, sample) entries are sorted by neuron (by
+// Forward, or by Backward from the deltas' ids), and one pass over the touched neurons (fused with
+// Adam by BackwardUpdate) reads each row once: its share of the input gradient from the old
+// weights, then its gradient from the saved layer input and its Adam step while the row is in
+// cache. That halves the memory traffic of the output layer (no gradient row is written, re-read
+// and zeroed). Weight gradients there have no races and do not depend on the thread count; input
+// gradients are summed from per-thread partials. Rows that every sample of the batch holds
+// (the batch's shared fill) go eight at a time against the samples in vector lanes in the
+// forward pass (LaneDots) and four at a time in the backward one, so that each input load
+// serves several rows. Layers with every neuron active walk row blocks instead (DenseRows).
+// With one thread every result is deterministic.
+//
+// Files, by phase (the members of this class; kernels/ holds the free SIMD kernels they use,
+// cpu_tuning.h their constants):
+//   cpu_backend.cpp       construction (Init)
+//   cpu_select.cpp        selection: labels, LSH candidates, the batch fill
+//   cpu_forward.cpp       forward: dense layers in lanes or blocks, sampled ones by neuron
+//   cpu_active_index.cpp  the batch's entries by neuron, the non-zero deltas
+//   cpu_backward.cpp      backward of row-per-neuron layers over the touched rows
+//   cpu_dense.cpp         layers with every neuron active (DenseRows, InputMajorStep)
+//   cpu_adam.cpp          Adam steps
+//   cpu_rebuild.cpp       hash functions and table rebuilds
+//   cpu_topk.cpp          exact top-k
+//   cpu_batch.cpp         the seam's step on the batch buffers (Select ... TopK, Chain, status)
+//   cpu_state.cpp         layer state and gradients in and out (checkpoints, data parallelism)
+//   cpu_layer.h           a layer's state and the per-thread scratch
 #pragma once
 
 #include <memory>
@@ -57,10 +84,19 @@ class CpuBackend : public LayerBackend {
   Buffers& At(int layer);
   BatchRows& Of(int layer, Rows which);
 
-  // The kernels on host rows (cpu_backend.cpp).
+  // The kernels on host rows (cpu_*.cpp by phase).
   void SelectRows(int layer, const BatchRows& in, const BatchLabels* labels, int64_t iter,
                   BatchRows* out);
   void ForwardRows(int layer, const BatchRows& in, BatchRows* out);
+  // ForwardRows by the layer's kind (cpu_forward.cpp): every neuron of a dense layer over
+  // dense inputs (in vector lanes, or by row blocks); a sampled layer's active rows by neuron
+  // (L.active: the rows every sample holds in lanes, then the walk of the others); sample by
+  // sample.
+  void ForwardAllInLanes(Layer& L, const BatchRows& in, BatchRows* out);
+  void ForwardAllByBlocks(Layer& L, const BatchRows& in, BatchRows* out);
+  void ForwardActive(Layer& L, const BatchRows& in, BatchRows* out);
+  void ForwardWalk(Layer& L, const BatchRows& in, BatchRows* out);
+  void ForwardBySample(Layer& L, const BatchRows& in, BatchRows* out);
   /// The gradients of the active neurons from `delta`, kept pending; with in_grad, adds
   /// this shard's input gradient into it.
   void BackwardRows(int layer, const BatchRows& in, const BatchRows& delta, BatchRows* in_grad);
@@ -73,7 +109,7 @@ class CpuBackend : public LayerBackend {
                 std::vector<float>* scores, const BatchLabels* labels, SoftmaxStats* st);
   /// Draws the hash functions of version L.hash_version and empties the tables.
   void MakeHash(int layer);
-  // Row-per-neuron layers (see cpu_backend.cpp). Input gradients go to per-thread buffers
+  // Row-per-neuron layers (see the top of this file). Input gradients go to per-thread buffers
   // (ClearInputGrads), summed into the caller's rows at the end (AddInputGrads).
   void ClearInputGrads(size_t width);
   void AddInputGrads(BatchRows* in_grad) const;
@@ -107,6 +143,10 @@ class CpuBackend : public LayerBackend {
   void ApplyGradient(Layer& L, const float* gw, const float* gb, const AdamStep& step);
   void DenseRows(Layer& L, const BatchRows& in, const BatchRows& delta, BatchRows* in_grad,
                  const AdamStep* step);
+  /// DenseRows for the kRowsAtOnce rows from r together, where their non-zero deltas are the
+  /// same samples; false (nothing done) where they are not.
+  bool DenseRowsAtOnce(Layer& L, int64_t r, const BatchRows& in, const BatchRows& delta,
+                       const AdamStep* step, ThreadScratch* scratch);
   void GradientRow(const Layer& L, int64_t q, float* g, float* gb) const;
   /// The pending gradient in row-per-neuron layout (SaveLayer's kGradient).
   void GradientAsRows(int layer, std::vector<float>* gw, std::vector<float>* gb) const;

@@ -1,5 +1,5 @@
 // The CPU backend's step on its batch buffers (host rows): each seam call runs the host-row
-// kernel of cpu_backend.cpp on the layer's buffers.
+// kernel of cpu_*.cpp on the layer's buffers.
 #include <cstdint>
 #include <vector>
 

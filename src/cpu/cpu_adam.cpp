@@ -1,0 +1,86 @@
+// The CPU backend's Adam steps: lazy (the rows a batch touched) or dense, on fp32 or bfloat16
+// moments.
+#include "cpu_backend.h"
+
+#include <algorithm>
+#include <atomic>
+
+#include "adam.h"
+#include "cpu_layer.h"
+#include "parallel.h"
+
+namespace dslide::cpu {
+
+void CpuBackend::ApplyRow(Layer& L, int64_t r, int64_t q, const AdamStep& step) {
+  ThreadScratch& ts = *scratch_[ThreadId()];
+  ts.grad.resize(L.cols);
+  float gb = 0.0f;
+  if (q >= 0) {
+    GradientRow(L, q, ts.grad.data(), &gb);
+  } else {
+    std::fill(ts.grad.begin(), ts.grad.end(), 0.0f);
+  }
+  const size_t o = static_cast<size_t>(r) * L.cols;
+  AdamRow(L, step, o, L.cols, ts.grad.data());
+  AdamBias(L, step, r, &gb);
+}
+
+void CpuBackend::Update(int layer, const AdamStep& step, bool dense) {
+  Layer& L = *layers_[layer];
+  if (L.indexed) {
+    UpdateIndexed(L, step, dense);
+    return;
+  }
+  ParallelFor(L.rows, 256, [&](int64_t r) {
+    if (!dense && !L.touched[r]) return;
+    const size_t o = static_cast<size_t>(r) * L.cols;
+    AdamRow(L, step, o, L.cols, L.g.data() + o);
+    L.touched[r] = 0;
+  });
+  for (int64_t i = 0; i < L.spec.local(); ++i) {
+    if (!dense && !L.btouched[i]) continue;
+    AdamBias(L, step, i, &L.gb[i]);
+    L.btouched[i] = 0;
+  }
+}
+
+void CpuBackend::UpdateIndexed(Layer& L, const AdamStep& step, bool dense) {
+  if (L.dense_pending) {
+    ApplyGradient(L, L.dense_g.data(), L.dense_gb.data(), step);
+    L.pending = L.dense_pending = false;
+    return;
+  }
+  if (!dense) {
+    if (L.pending) TouchedRows(L, nullptr, nullptr, &step);
+  } else {
+    ParallelFor(L.spec.local(), 256, [&](int64_t r) {
+      int64_t q = -1;
+      if (L.pending) {
+        auto it = std::lower_bound(L.grad_rows.begin(), L.grad_rows.end(), static_cast<int32_t>(r));
+        if (it != L.grad_rows.end() && *it == r) q = it - L.grad_rows.begin();
+      }
+      ApplyRow(L, r, q, step);
+    });
+  }
+  L.pending = false;
+}
+
+void CpuBackend::AdamRow(Layer& L, const AdamStep& step, size_t o, int64_t n, float* g) {
+  const bool ok = L.bf16 ? AdamUpdateBf16(step, n, L.w.data() + o, g, L.m16.data() + o,
+                                          L.v16.data() + o, o, static_cast<uint32_t>(L.index))
+                         : AdamUpdate(step, n, L.w.data() + o, g, L.m.data() + o, L.v.data() + o);
+  if (!ok) L.nonfinite.store(true, std::memory_order_relaxed);
+  if (!L.moved.empty()) L.moved[o / L.cols] = 1;  // a row per neuron: its buckets may change
+}
+
+void CpuBackend::AdamBias(Layer& L, const AdamStep& step, int64_t c, float* g) {
+  // Bias c's noise stream follows the weights' (positions past rows x cols).
+  const bool ok = L.bf16 ? AdamUpdateBf16(step, 1, &L.b[c], g, &L.mb16[c], &L.vb16[c],
+                                          static_cast<uint64_t>(L.rows * L.cols + c),
+                                          static_cast<uint32_t>(L.index))
+                         : AdamUpdate(step, 1, &L.b[c], g, &L.mb[c], &L.vb[c]);
+  if (!ok) L.nonfinite.store(true, std::memory_order_relaxed);
+  if (!L.moved.empty()) L.moved[c] = 1;
+}
+
+}  // namespace dslide::cpu

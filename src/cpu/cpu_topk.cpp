@@ -1,0 +1,119 @@
+// The CPU backend's exact top-k: every neuron of the output layer scored for a batch, with
+// the softmax normaliser when asked.
+#include "cpu_backend.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "cpu_layer.h"
+#include "cpu_tuning.h"
+#include "error.h"
+#include "kernels/simd.h"
+#include "parallel.h"
+#include "softmax.h"
+#include "topk.h"
+
+namespace dslide::cpu {
+
+void CpuBackend::TopKRows(int layer, const BatchRows& in, int k, std::vector<int32_t>* ids,
+                          std::vector<float>* scores, const BatchLabels* labels, SoftmaxStats* st) {
+  Layer& L = *layers_[layer];
+  const LayerSpec& s = L.spec;
+  DSLIDE_ASSERT(!s.input_major, "exact top-k needs a row-per-neuron output layer");
+  const int64_t B = in.samples();
+  ids->assign(B * k, -1);
+  scores->assign(B * k, -std::numeric_limits<float>::infinity());
+  // Dense copies of the inputs so a block of samples stays in cache while rows stream by.
+  constexpr int64_t kBlock = CpuTuning::kTopKBlock;
+  const int threads = NumThreads();
+  std::vector<float> xs(B * s.in_dim, 0.0f);
+  for (int64_t i = 0; i < B; ++i) {
+    const SparseView x = in.Row(i);
+    for (int64_t e = 0; e < x.n; ++e) xs[i * s.in_dim + x.ids[e]] = x.vals[e];
+  }
+  std::vector<int32_t> tids(static_cast<size_t>(threads) * B * k, -1);
+  std::vector<float> tsc(static_cast<size_t>(threads) * B * k,
+                         -std::numeric_limits<float>::infinity());
+  // Per thread and sample, the running max of the logits and the sum of exp(z - max).
+  const bool norm = st != nullptr;
+  std::vector<float> tmx(norm ? static_cast<size_t>(threads) * B : 0,
+                         -std::numeric_limits<float>::infinity());
+  std::vector<double> tsum(norm ? static_cast<size_t>(threads) * B : 0, 0.0);
+  const int64_t n = s.local();
+  ParallelFor(threads, [&](int64_t t) {
+    const int64_t r0 = n * t / threads, r1 = n * (t + 1) / threads;
+    int32_t* my_ids = tids.data() + t * B * k;
+    float* my_sc = tsc.data() + t * B * k;
+    float* my_mx = norm ? tmx.data() + t * B : nullptr;
+    double* my_sum = norm ? tsum.data() + t * B : nullptr;
+    // Groups of rows: their logits for one sample at a time, so that the normaliser takes
+    // one rescale per group and a vectorised exp over it.
+    constexpr int64_t kGroup = CpuTuning::kTopKGroup;
+    float z[kGroup];
+    for (int64_t b0 = 0; b0 < B; b0 += kBlock) {
+      const int64_t b1 = std::min(B, b0 + kBlock);
+      for (int64_t g0 = r0; g0 < r1; g0 += kGroup) {
+        const int64_t g1 = std::min(r1, g0 + kGroup), ng = g1 - g0;
+        for (int64_t i = b0; i < b1; ++i) {
+          const float* x = xs.data() + i * s.in_dim;
+          float gmax = -std::numeric_limits<float>::infinity();
+          for (int64_t r = 0; r < ng; ++r) {
+            z[r] = Dot(L.Row(g0 + r), x, s.in_dim) + L.b[g0 + r];
+            gmax = std::max(gmax, z[r]);
+          }
+          if (norm && ng > 0) {
+            if (gmax > my_mx[i]) {
+              my_sum[i] *= static_cast<double>(ExpNonPositive(my_mx[i] - gmax));
+              my_mx[i] = gmax;
+            }
+            const float m = my_mx[i];
+            float acc = 0.0f;
+#pragma omp simd reduction(+ : acc)
+            for (int64_t r = 0; r < ng; ++r) acc += ExpNonPositive(z[r] - m);
+            my_sum[i] += acc;
+          }
+          float* sc = my_sc + i * k;
+          int32_t* id = my_ids + i * k;
+          for (int64_t r = 0; r < ng; ++r) {
+            if (z[r] <= sc[k - 1]) continue;
+            int p = k - 1;
+            while (p > 0 && sc[p - 1] < z[r]) {
+              sc[p] = sc[p - 1];
+              id[p] = id[p - 1];
+              --p;
+            }
+            sc[p] = z[r];
+            id[p] = static_cast<int32_t>(s.begin + g0 + r);
+          }
+        }
+      }
+    }
+  });
+  if (norm) {
+    st->Resize(B);
+    ParallelFor(B, 8, [&](int64_t i) {
+      float m = -std::numeric_limits<float>::infinity();
+      for (int t = 0; t < threads; ++t) m = std::max(m, tmx[t * B + i]);
+      double sum = 0;
+      for (int t = 0; t < threads; ++t)
+        if (tsum[t * B + i] > 0)
+          sum += tsum[t * B + i] * std::exp(static_cast<double>(tmx[t * B + i]) - m);
+      double lab = 0;
+      if (labels != nullptr) {
+        const int32_t* lb = labels->Of(i);
+        for (int64_t j = 0; j < labels->Count(i); ++j)
+          if (lb[j] >= s.begin && lb[j] < s.end)
+            lab += Dot(L.Row(lb[j] - s.begin), xs.data() + i * s.in_dim, s.in_dim) +
+                   L.b[lb[j] - s.begin];
+      }
+      st->mx[i] = m;
+      st->red[i] = static_cast<float>(sum);
+      st->red[B + i] = static_cast<float>(lab);
+    });
+  }
+  // Merge the threads' lists.
+  MergeTopKLists(tids.data(), tsc.data(), threads, B, k, ids->data(), scores->data());
+}
+
+}  // namespace dslide::cpu
