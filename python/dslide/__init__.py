@@ -539,8 +539,12 @@ def read_xc(path):
     `dslide convert`), read by the C++ reader that training uses (its errors name the file
     and line): X a SciPy CSR matrix of float32, points x features; Y a SciPy CSR matrix of
     float32 ones, points x labels, a stored entry per label. Both are what `train`,
-    `predict` and `evaluate` take."""
-    d = _core.read_data(fspath(path))
+    `predict` and `evaluate` take. A missing file raises FileNotFoundError, a malformed one
+    ValueError."""
+    path = fspath(path)
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"read_xc: no such file: {path}")
+    d = _core.read_data(path)
     indptr, indices, values, label_ptr, labels = d.arrays()
     X = sp.csr_matrix((values, indices, indptr), shape=(d.rows, d.features))
     Y = sp.csr_matrix((np.ones(len(labels), dtype=np.float32), labels, label_ptr),

@@ -31,6 +31,7 @@
 #include "error.h"
 #include "layer_backend.h"
 #include "mpi_communicator.h"
+#include "output_path.h"
 #include "parallel.h"
 #include "predict.h"
 #include "run_training.h"
@@ -95,6 +96,21 @@ auto Checked(F&& f) {
     nb::gil_scoped_release release;
     return f();
   } catch (const Error& e) {
+    throw nb::value_error(e.what());
+  }
+}
+
+/// Runs `f` inside a collective call (Collective) where dslide's errors are about the call's
+/// inputs (files, checkpoints) up to where `inputs_checked()` says so: with one rank they
+/// become ValueError, as Checked's do. With P > 1 ranks such an error may be one rank's alone
+/// (each rank reads its part of a checkpoint), so it goes on to Collective, which ends the
+/// job.
+template <class F, class G>
+auto InputsChecked(const Communicator& comm, G&& inputs_checked, F&& f) {
+  try {
+    return f();
+  } catch (const Error& e) {
+    if (comm.size() > 1 || inputs_checked()) throw;
     throw nb::value_error(e.what());
   }
 }
@@ -287,6 +303,12 @@ nb::dict Train(const nb::list& options, Comm& comm, Data* train, Data* valid, Da
   const auto pairs = Pairs(options);
   Checked([&] {
     ParseTrainOptions(pairs, &cfg);
+    // As `dslide train` does: the metrics lines must not go into an input file (a set in
+    // memory has no file).
+    CheckOutputPath("--metrics", cfg.metrics_file,
+                    {{"--train", train ? std::string() : cfg.train_file},
+                     {"--test", test ? std::string() : cfg.test_file},
+                     {"--valid", valid ? std::string() : cfg.valid_file}});
     return 0;
   });
   RunData data{train ? &train->data : nullptr, valid ? &valid->data : nullptr,
@@ -302,7 +324,12 @@ nb::dict Train(const nb::list& options, Comm& comm, Data* train, Data* valid, Da
     try {
       result = Collective(comm.comm.get(), [&] {
         try {
-          return RunTraining(cfg, comm.comm.get(), data, &run);
+          // With one rank, the run's checks after the start of its collectives (the
+          // --resume checkpoint, the folders, --device) are ValueError too; from the first
+          // step on an error is a failure of training.
+          return InputsChecked(
+              *comm.comm, [&] { return run.trainer && run.trainer->training(); },
+              [&] { return RunTraining(cfg, comm.comm.get(), data, &run); });
         } catch (const Error& e) {
           if (run.collective) throw;
           throw nb::value_error(e.what());  // before any collective: alike on every rank
@@ -343,7 +370,9 @@ std::unique_ptr<Model> Load(const std::string& path, Comm& comm) {
   });
   std::unique_ptr<Trainer> trainer = Collective(comm.comm.get(), [&] {
     CheckpointMeta m;
-    return LoadModel(folder, comm.comm.get(), &m);
+    // A damaged shard, or a checkpoint that does not fit: with one rank, a ValueError.
+    return InputsChecked(*comm.comm, [] { return false; },
+                         [&] { return LoadModel(folder, comm.comm.get(), &m); });
   });
   auto model = std::make_unique<Model>(comm.comm, std::move(trainer));
   model->SetPosition(meta.epoch, meta.pos);

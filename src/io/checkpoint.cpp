@@ -502,10 +502,10 @@ void CheckMetaFits(const CheckpointMeta& m, const std::string& file, const Model
                " layers) does not match this one (", spec.layers[0].in_dim, " inputs, ",
                spec.layers.size(), " layers)");
   for (size_t l = 0; l < spec.layers.size(); ++l) {
-    DSLIDE_CHECK(m.out_dims[l] == spec.layers[l].out_dim, file, ": layer ", l, " has ",
+    DSLIDE_CHECK(m.out_dims[l] == spec.layers[l].out_dim, file, ": layer ", l + 1, " has ",
                  m.out_dims[l], " neurons in the checkpoint, ", spec.layers[l].out_dim,
                  " here (--hidden, data)");
-    DSLIDE_CHECK(m.sparsity[l] == spec.layers[l].sparsity, file, ": layer ", l, " sparsity ",
+    DSLIDE_CHECK(m.sparsity[l] == spec.layers[l].sparsity, file, ": layer ", l + 1, " sparsity ",
                  m.sparsity[l], " in the checkpoint, ", spec.layers[l].sparsity,
                  " here (--sparsity)");
   }
