@@ -411,7 +411,8 @@ class Model:
         """Writes the model as a checkpoint folder (meta.h5 and a shard per rank), which
         ``dslide eval/predict/export --model FOLDER``, ``dslide train --resume FOLDER`` and
         load() read. Like --save, it replaces a checkpoint folder but refuses a folder
-        holding anything else. Collective with P ranks."""
+        holding anything else (FileExistsError), and a path below a file (ValueError); missing
+        folders above it are made. Collective with P ranks."""
         error = None
         try:
             folder = fspath(folder)
@@ -422,6 +423,13 @@ class Model:
                 raise FileExistsError(
                     f"save: {folder} exists and is not a checkpoint folder; give a new or "
                     f"empty folder (a checkpoint folder is replaced)")
+            # The folders above it are made; the nearest that exists must be a folder.
+            above = os.path.dirname(os.path.abspath(folder))
+            while not os.path.exists(above) and os.path.dirname(above) != above:
+                above = os.path.dirname(above)
+            if not os.path.isdir(above):
+                raise ValueError(f"save: cannot create {folder}: {above} is a file, not a "
+                                 f"folder")
         except Exception as e:  # noqa: BLE001: raised by _agree, on every rank
             error = e
         _agree(self._comm, error, [folder], "save")

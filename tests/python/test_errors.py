@@ -108,3 +108,16 @@ def test_a_failure_while_training_stays_a_runtime_error(small):
     # The model and the process keep working after each of these errors.
     ids, _ = dslide.train((X, Y), **FEW).predict(X[:3])
     assert ids.shape == (3, 5)
+
+
+def test_save_to_a_folder_that_cannot_be_made_is_a_value_error(small, tmp_path):
+    X, Y, _, _ = small
+    model = dslide.train((X, Y), **FEW)
+    a_file = tmp_path / "a_file"
+    a_file.write_text("mine")
+    with pytest.raises(ValueError, match=r"save: cannot create .*a_file/model: .*a_file is a "
+                                         r"file, not a folder"):
+        model.save(a_file / "model")
+    assert a_file.read_text() == "mine"
+    model.save(tmp_path / "new" / "model")  # missing folders above it are made
+    assert (tmp_path / "new" / "model" / "meta.h5").exists()
