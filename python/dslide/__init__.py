@@ -407,6 +407,20 @@ class Model:
             out.setdefault(f"p_at_{k}", math.nan)
         return out
 
+    def weights(self) -> dict:
+        """The model's parameters as NumPy arrays (copies), one entry per layer, named as
+        training prints the layers: layer1 is the first hidden layer, the last is the output
+        layer::
+
+            {"layer1": {"weights": W1, "biases": b1}, ..., "layerN": {...}}
+
+        weights: float32 of shape (out, in), a row per neuron (layer l computes
+        relu(W @ x + b), the output layer softmax(W @ x + b)); biases: float32 of shape
+        (out,). The output layer's row i is label i's, whatever label_order trained it in.
+        Collective with P ranks: every rank gets the whole arrays."""
+        return {f"layer{l + 1}": {"weights": w, "biases": b}
+                for l, (w, b) in enumerate(self._m.weights())}
+
     def save(self, folder) -> None:
         """Writes the model as a checkpoint folder (meta.h5 and a shard per rank), which
         ``dslide eval/predict/export --model FOLDER``, ``dslide train --resume FOLDER`` and

@@ -119,6 +119,39 @@ def test_save_and_load_round_trip(task, model, tmp_path):
     assert (tmp_path / "model.h5").stat().st_size > 0
 
 
+def test_weights_are_the_layers_as_training_numbers_them(task, model, tmp_path):
+    """Model.weights(): {"layer1": {...}, "layer2": {...}} (numbered from 1, as training's
+    start lines print the layers), weights (out, in) a row per neuron, the output layer's row
+    i label i's: the forward pass in NumPy gives predict's labels and scores."""
+    w = model.weights()
+    assert list(w) == ["layer1", "layer2"]
+    assert all(set(layer) == {"weights", "biases"} for layer in w.values())
+    W1, b1 = w["layer1"]["weights"], w["layer1"]["biases"]
+    W2, b2 = w["layer2"]["weights"], w["layer2"]["biases"]
+    assert W1.shape == (32, 400) and b1.shape == (32,)
+    assert W2.shape == (1200, 32) and b2.shape == (1200,)
+    assert {a.dtype for a in (W1, b1, W2, b2)} == {np.dtype(np.float32)}
+    X = task.Xt.toarray().astype(np.float64)
+    z = np.maximum(X @ W1.T + b1, 0) @ W2.T + b2
+    p = np.exp(z - z.max(axis=1, keepdims=True))
+    p /= p.sum(axis=1, keepdims=True)
+    ids, scores = model.predict(task.Xt, k=5)
+    # predict's labels have predict's probabilities, and they are the 5 largest.
+    np.testing.assert_allclose(np.take_along_axis(p, ids.astype(np.int64), axis=1), scores,
+                               rtol=1e-4)
+    np.testing.assert_allclose(-np.sort(-p, axis=1)[:, :5], scores, rtol=1e-4)
+    # Copies: changing them leaves the model as it was.
+    W2[:] = 0
+    np.testing.assert_array_equal(model.predict(task.Xt, k=5)[0], ids)
+    # A saved and loaded model holds the same arrays.
+    model.save(tmp_path / "model")
+    again, loaded = model.weights(), dslide.load(tmp_path / "model").weights()
+    assert list(loaded) == list(again)
+    for name, layer in loaded.items():
+        for key, value in layer.items():
+            np.testing.assert_array_equal(value, again[name][key])
+
+
 def test_load_reads_what_the_executable_trained(task, model, tmp_path):
     """The executable and train() run the same trainer: equal options, equal models."""
     folder = tmp_path / "cli_model"
