@@ -409,8 +409,8 @@ class Model:
 
     def weights(self) -> dict:
         """The model's parameters as NumPy arrays (copies), one entry per layer, named as
-        training prints the layers: layer1 is the first hidden layer, the last is the output
-        layer::
+        training prints the layers and as ``dslide export`` names its groups: layer1 is the
+        first hidden layer, the last is the output layer::
 
             {"layer1": {"weights": W1, "biases": b1}, ..., "layerN": {...}}
 

@@ -819,7 +819,9 @@ int64_t ExportModel(const std::string& folder, const std::string& final_file) {
     WriteVector(g, out_file, "sparsity", meta.sparsity);
     for (int l = 0; l < n; ++l) {
       const LayerSpec& s = specs[l];
-      const std::string name = "layer" + std::to_string(l);
+      // Numbered from 1, as training prints the layers (a checkpoint's shards keep their
+      // own layer0, ... groups).
+      const std::string name = "layer" + std::to_string(l + 1);
       Handle grp(H5Gcreate2(g, name.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
       DSLIDE_CHECK(grp.ok(), out_file, ": cannot create group ", name);
       WriteArray(grp.get(), out_file, "weights", states[l].w.data(), s.out_dim, s.in_dim);

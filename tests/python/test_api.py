@@ -3,6 +3,8 @@
 import json
 import os
 import re
+import shutil
+import subprocess
 
 import numpy as np
 import pytest
@@ -150,6 +152,37 @@ def test_weights_are_the_layers_as_training_numbers_them(task, model, tmp_path):
     for name, layer in loaded.items():
         for key, value in layer.items():
             np.testing.assert_array_equal(value, again[name][key])
+
+
+def h5_dataset(path, name):
+    """A float32 dataset of an HDF5 file, read with h5dump (hdf5-tools) as another tool
+    would, in the shape h5dump's header gives."""
+    raw = f"{path}.{name.strip('/').replace('/', '_')}.bin"
+    subprocess.run(["h5dump", "-b", "LE", "-d", name, "-o", raw, str(path)], check=True,
+                   capture_output=True)
+    header = subprocess.run(["h5dump", "-H", "-d", name, str(path)], check=True,
+                            capture_output=True, text=True).stdout
+    dims = re.search(r"DATASPACE\s+SIMPLE\s+\{\s*\(([0-9, ]+)\)", header).group(1)
+    return np.fromfile(raw, dtype="<f4").reshape([int(d) for d in dims.split(",")])
+
+
+@pytest.mark.skipif(shutil.which("h5dump") is None or shutil.which("h5ls") is None,
+                    reason="h5dump and h5ls (hdf5-tools) are not installed")
+def test_export_names_layers_as_training_and_weights_do(task, model, tmp_path):
+    """dslide export writes /layer1 ... /layerN (numbered from 1, as training prints the
+    layers), each with the arrays Model.weights() gives under the same name."""
+    folder = tmp_path / "model"
+    model.save(folder)
+    out = tmp_path / "model.h5"
+    run_cli("export", "--model", folder, "--out", out)
+    listing = subprocess.run(["h5ls", str(out)], check=True, capture_output=True,
+                             text=True).stdout
+    groups = re.findall(r"^(\S+)\s+Group", listing, re.M)
+    assert groups == ["layer1", "layer2"]
+    w = model.weights()
+    for name in groups:
+        np.testing.assert_array_equal(h5_dataset(out, f"/{name}/weights"), w[name]["weights"])
+        np.testing.assert_array_equal(h5_dataset(out, f"/{name}/biases"), w[name]["biases"])
 
 
 def test_load_reads_what_the_executable_trained(task, model, tmp_path):
