@@ -5,7 +5,6 @@ raises RuntimeError."""
 
 import os
 
-import numpy as np
 import pytest
 
 import dslide
@@ -50,7 +49,7 @@ def test_a_resumed_checkpoint_that_does_not_fit_is_a_value_error(small):
 
 
 def test_unusable_output_paths_are_value_errors(small, tmp_path):
-    X, Y, path, _ = small
+    X, Y, _, _ = small
     a_file = tmp_path / "a_file"
     a_file.write_text("mine")
     with pytest.raises(ValueError, match=r"option --checkpoint-dir: cannot create .*a_file"):
