@@ -407,11 +407,26 @@ class Model:
             out.setdefault(f"p_at_{k}", math.nan)
         return out
 
+    def weights(self) -> dict:
+        """The model's parameters as NumPy arrays (copies), one entry per layer, named as
+        training prints the layers and as ``dslide export`` names its groups: layer1 is the
+        first hidden layer, the last is the output layer::
+
+            {"layer1": {"weights": W1, "biases": b1}, ..., "layerN": {...}}
+
+        weights: float32 of shape (out, in), a row per neuron (layer l computes
+        relu(W @ x + b), the output layer softmax(W @ x + b)); biases: float32 of shape
+        (out,). The output layer's row i is label i's, whatever label_order trained it in.
+        Collective with P ranks: every rank gets the whole arrays."""
+        return {f"layer{l + 1}": {"weights": w, "biases": b}
+                for l, (w, b) in enumerate(self._m.weights())}
+
     def save(self, folder) -> None:
         """Writes the model as a checkpoint folder (meta.h5 and a shard per rank), which
         ``dslide eval/predict/export --model FOLDER``, ``dslide train --resume FOLDER`` and
         load() read. Like --save, it replaces a checkpoint folder but refuses a folder
-        holding anything else. Collective with P ranks."""
+        holding anything else (FileExistsError), and a path below a file (ValueError); missing
+        folders above it are made. Collective with P ranks."""
         error = None
         try:
             folder = fspath(folder)
@@ -422,6 +437,13 @@ class Model:
                 raise FileExistsError(
                     f"save: {folder} exists and is not a checkpoint folder; give a new or "
                     f"empty folder (a checkpoint folder is replaced)")
+            # The folders above it are made; the nearest that exists must be a folder.
+            above = os.path.dirname(os.path.abspath(folder))
+            while not os.path.exists(above) and os.path.dirname(above) != above:
+                above = os.path.dirname(above)
+            if not os.path.isdir(above):
+                raise ValueError(f"save: cannot create {folder}: {above} is a file, not a "
+                                 f"folder")
         except Exception as e:  # noqa: BLE001: raised by _agree, on every rank
             error = e
         _agree(self._comm, error, [folder], "save")
@@ -539,8 +561,12 @@ def read_xc(path):
     `dslide convert`), read by the C++ reader that training uses (its errors name the file
     and line): X a SciPy CSR matrix of float32, points x features; Y a SciPy CSR matrix of
     float32 ones, points x labels, a stored entry per label. Both are what `train`,
-    `predict` and `evaluate` take."""
-    d = _core.read_data(fspath(path))
+    `predict` and `evaluate` take. A missing file raises FileNotFoundError, a malformed one
+    ValueError."""
+    path = fspath(path)
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"read_xc: no such file: {path}")
+    d = _core.read_data(path)
     indptr, indices, values, label_ptr, labels = d.arrays()
     X = sp.csr_matrix((values, indices, indptr), shape=(d.rows, d.features))
     Y = sp.csr_matrix((np.ones(len(labels), dtype=np.float32), labels, label_ptr),

@@ -12,6 +12,7 @@
 #include <nanobind/stl/unique_ptr.h>
 #include <nanobind/stl/vector.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
@@ -31,6 +32,7 @@
 #include "error.h"
 #include "layer_backend.h"
 #include "mpi_communicator.h"
+#include "output_path.h"
 #include "parallel.h"
 #include "predict.h"
 #include "run_training.h"
@@ -95,6 +97,21 @@ auto Checked(F&& f) {
     nb::gil_scoped_release release;
     return f();
   } catch (const Error& e) {
+    throw nb::value_error(e.what());
+  }
+}
+
+/// Runs `f` inside a collective call (Collective) where dslide's errors are about the call's
+/// inputs (files, checkpoints) up to where `inputs_checked()` says so: with one rank they
+/// become ValueError, as Checked's do. With P > 1 ranks such an error may be one rank's alone
+/// (each rank reads its part of a checkpoint), so it goes on to Collective, which ends the
+/// job.
+template <class F, class G>
+auto InputsChecked(const Communicator& comm, G&& inputs_checked, F&& f) {
+  try {
+    return f();
+  } catch (const Error& e) {
+    if (comm.size() > 1 || inputs_checked()) throw;
     throw nb::value_error(e.what());
   }
 }
@@ -241,6 +258,55 @@ class Model {
     return EvalDict(r);
   }
 
+  /// Collective: every layer's weights (out x in, a row per neuron) and biases, whole on every
+  /// rank (the ranks' blocks gathered); the output layer's row i is label i's, whatever order
+  /// its neurons were trained in (as ExportModel writes them).
+  nb::list Weights() {
+    const ModelSpec& spec = trainer_->spec();
+    const size_t n = spec.layers.size();
+    std::vector<std::vector<float>> w(n), b(n);
+    Collective(comm_.get(), [&] {
+      for (size_t l = 0; l < n; ++l) {
+        const LayerSpec& s = spec.layers[l];
+        LayerState st;
+        trainer_->backend().SaveLayer(static_cast<int>(l), kWeights, &st);
+        if (s.begin == 0 && s.end == s.out_dim) {  // one rank, or a replica of the model
+          w[l] = std::move(st.w);
+          b[l] = std::move(st.b);
+        } else {  // blocks of neurons in rank order
+          const std::vector<int64_t> rows = comm_->AllgatherOne(s.local(), Traffic::kControl);
+          std::vector<int64_t> cells(rows.size());
+          for (size_t r = 0; r < rows.size(); ++r) cells[r] = rows[r] * s.in_dim;
+          w[l].resize(static_cast<size_t>(s.out_dim * s.in_dim));
+          b[l].resize(static_cast<size_t>(s.out_dim));
+          comm_->Allgatherv(st.w.data(), cells, w[l].data(), Traffic::kControl);
+          comm_->Allgatherv(st.b.data(), rows, b[l].data(), Traffic::kControl);
+        }
+        if (s.is_output && !spec.labels.identity()) {  // rows in label order
+          const int64_t d = s.in_dim;
+          std::vector<float> wl(w[l].size()), bl(b[l].size());
+          for (int64_t label = 0; label < s.out_dim; ++label) {
+            const int64_t neuron = spec.labels.Neuron(static_cast<int32_t>(label));
+            std::copy(w[l].begin() + neuron * d, w[l].begin() + (neuron + 1) * d,
+                      wl.begin() + label * d);
+            bl[label] = b[l][neuron];
+          }
+          w[l].swap(wl);
+          b[l].swap(bl);
+        }
+      }
+      return 0;
+    });
+    nb::list out;
+    for (size_t l = 0; l < n; ++l) {
+      const LayerSpec& s = spec.layers[l];
+      out.append(nb::make_tuple(Matrix(std::move(w[l]), static_cast<size_t>(s.out_dim),
+                                       static_cast<size_t>(s.in_dim)),
+                                Vector(std::move(b[l]))));
+    }
+    return out;
+  }
+
   void Save(const std::string& folder) {
     int64_t epoch = epoch_, pos = pos_;
     if (points_ > 0) DataPosition(iteration(), points_, trainer_->config().batch, &epoch, &pos);
@@ -287,6 +353,12 @@ nb::dict Train(const nb::list& options, Comm& comm, Data* train, Data* valid, Da
   const auto pairs = Pairs(options);
   Checked([&] {
     ParseTrainOptions(pairs, &cfg);
+    // As `dslide train` does: the metrics lines must not go into an input file (a set in
+    // memory has no file).
+    CheckOutputPath("--metrics", cfg.metrics_file,
+                    {{"--train", train ? std::string() : cfg.train_file},
+                     {"--test", test ? std::string() : cfg.test_file},
+                     {"--valid", valid ? std::string() : cfg.valid_file}});
     return 0;
   });
   RunData data{train ? &train->data : nullptr, valid ? &valid->data : nullptr,
@@ -302,7 +374,12 @@ nb::dict Train(const nb::list& options, Comm& comm, Data* train, Data* valid, Da
     try {
       result = Collective(comm.comm.get(), [&] {
         try {
-          return RunTraining(cfg, comm.comm.get(), data, &run);
+          // With one rank, the run's checks after the start of its collectives (the
+          // --resume checkpoint, the folders, --device) are ValueError too; from the first
+          // step on an error is a failure of training.
+          return InputsChecked(
+              *comm.comm, [&] { return run.trainer && run.trainer->training(); },
+              [&] { return RunTraining(cfg, comm.comm.get(), data, &run); });
         } catch (const Error& e) {
           if (run.collective) throw;
           throw nb::value_error(e.what());  // before any collective: alike on every rank
@@ -343,7 +420,9 @@ std::unique_ptr<Model> Load(const std::string& path, Comm& comm) {
   });
   std::unique_ptr<Trainer> trainer = Collective(comm.comm.get(), [&] {
     CheckpointMeta m;
-    return LoadModel(folder, comm.comm.get(), &m);
+    // A damaged shard, or a checkpoint that does not fit: with one rank, a ValueError.
+    return InputsChecked(*comm.comm, [] { return false; },
+                         [&] { return LoadModel(folder, comm.comm.get(), &m); });
   });
   auto model = std::make_unique<Model>(comm.comm, std::move(trainer));
   model->SetPosition(meta.epoch, meta.pos);
@@ -446,7 +525,8 @@ NB_MODULE(_core, m) {
       .def_prop_ro("evals", &Model::evals)
       .def("predict", &Model::Predict, "data"_a, "k"_a, "threads"_a)
       .def("evaluate", &Model::Evaluate, "data"_a, "ks"_a, "threads"_a)
-      .def("save", &Model::Save, "folder"_a);
+      .def("save", &Model::Save, "folder"_a)
+      .def("weights", &Model::Weights);
 
   m.def("train", &Train, "options"_a, "comm"_a, "train"_a.none(), "valid"_a.none(),
         "test"_a.none());

@@ -48,8 +48,8 @@ struct LayerState {
   std::vector<int64_t> table_sizes;
 };
 
-/// Throws dslide::Error (naming the layer) when the arrays of `parts` (LayerPart bits) in a
-/// checkpoint's state do not fit the shard.
+/// Throws dslide::Error (naming the layer, from 1 as training prints them) when the arrays of
+/// `parts` (LayerPart bits) in a checkpoint's state do not fit the shard.
 inline void CheckLayerState(const LayerSpec& s, int layer, const LayerState& st,
                             unsigned parts = kCheckpoint) {
   const size_t n = static_cast<size_t>(s.local()) * s.in_dim;
@@ -57,7 +57,7 @@ inline void CheckLayerState(const LayerSpec& s, int layer, const LayerState& st,
   const bool weights = !(parts & kWeights) || (st.w.size() == n && st.b.size() == local);
   const bool moments = !(parts & kMoments) || (st.m.size() == n && st.v.size() == n &&
                                                st.mb.size() == local && st.vb.size() == local);
-  DSLIDE_CHECK(weights && moments, "layer ", layer,
+  DSLIDE_CHECK(weights && moments, "layer ", layer + 1,
                ": the checkpoint's arrays do not match the shard (", s.local(), " x ", s.in_dim,
                ")");
 }

@@ -502,10 +502,10 @@ void CheckMetaFits(const CheckpointMeta& m, const std::string& file, const Model
                " layers) does not match this one (", spec.layers[0].in_dim, " inputs, ",
                spec.layers.size(), " layers)");
   for (size_t l = 0; l < spec.layers.size(); ++l) {
-    DSLIDE_CHECK(m.out_dims[l] == spec.layers[l].out_dim, file, ": layer ", l, " has ",
+    DSLIDE_CHECK(m.out_dims[l] == spec.layers[l].out_dim, file, ": layer ", l + 1, " has ",
                  m.out_dims[l], " neurons in the checkpoint, ", spec.layers[l].out_dim,
                  " here (--hidden, data)");
-    DSLIDE_CHECK(m.sparsity[l] == spec.layers[l].sparsity, file, ": layer ", l, " sparsity ",
+    DSLIDE_CHECK(m.sparsity[l] == spec.layers[l].sparsity, file, ": layer ", l + 1, " sparsity ",
                  m.sparsity[l], " in the checkpoint, ", spec.layers[l].sparsity,
                  " here (--sparsity)");
   }
@@ -819,7 +819,9 @@ int64_t ExportModel(const std::string& folder, const std::string& final_file) {
     WriteVector(g, out_file, "sparsity", meta.sparsity);
     for (int l = 0; l < n; ++l) {
       const LayerSpec& s = specs[l];
-      const std::string name = "layer" + std::to_string(l);
+      // Numbered from 1, as training prints the layers (a checkpoint's shards keep their
+      // own layer0, ... groups).
+      const std::string name = "layer" + std::to_string(l + 1);
       Handle grp(H5Gcreate2(g, name.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
       DSLIDE_CHECK(grp.ok(), out_file, ": cannot create group ", name);
       WriteArray(grp.get(), out_file, "weights", states[l].w.data(), s.out_dim, s.in_dim);

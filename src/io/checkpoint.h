@@ -158,7 +158,8 @@ std::vector<LayerState> ReadLayers(const std::string& folder, const CheckpointMe
 
 /// Writes the model of a checkpoint (any number of ranks) as plain HDF5 for other tools:
 /// /layer<l>/weights (out x in, row per neuron; the output layer's row i is label i, whatever
-/// --label-order trained it in), /layer<l>/biases (out), and on the root
+/// --label-order trained it in), /layer<l>/biases (out), l = 1 ... layers numbered as
+/// training prints them (the output layer last), and on the root
 /// group the attributes input_dim, layers, iteration, activation ("relu, ..., softmax")
 /// and the LSH settings. Returns the number of parameters written. The file is written as
 /// OUT.tmp and renamed when complete (a failure leaves an existing OUT as it was).

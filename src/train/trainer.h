@@ -89,6 +89,11 @@ class Trainer {
   /// score of `test`. Returns the final evaluation (of test when given).
   EvalResult Run(const Dataset& train, const Dataset* valid, const Dataset* test);
 
+  /// Whether Run has passed its checks (the --resume checkpoint fits, the --metrics file and
+  /// the folders of checkpoints and --save are usable) and begun to train: an error thrown
+  /// before is about the run's inputs, after it a failure of training.
+  bool training() const { return training_; }
+
   /// The configuration with every "auto" resolved (ResolveAuto).
   const TrainConfig& config() const { return cfg_; }
 
@@ -181,6 +186,7 @@ class Trainer {
   ModelSpec spec_;
   RebuildSchedule schedule_;
   int64_t iter_ = 0;
+  bool training_ = false;  // Run has passed its checks (training())
   PhaseTimes phases_;
   std::vector<double> step_ms_;
   DeviceTraffic step_traffic_;

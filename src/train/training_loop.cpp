@@ -159,6 +159,7 @@ EvalResult Trainer::Run(const Dataset& train, const Dataset* valid, const Datase
     report.Resumed(iter_, resumed_from);
   }
   CheckStorage(total, resumed_from);
+  training_ = true;
   // Divergence: a step's loss far above its running level (a finite blow-up: a NaN or
   // infinite loss is an error of its own, in Backpropagate). The level starts at the loss of
   // a model that knows nothing (log of the active slots per sample), so early steps cannot

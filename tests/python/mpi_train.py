@@ -1,5 +1,6 @@
 """Run under mpirun by test_mpi.py: trains on every rank (model-parallel), predicts and
-evaluates (collective), saves the model, and writes what each rank got to OUT/rank-R.npz.
+evaluates (collective), saves the model, and writes what each rank got (predictions, the
+whole weights) to OUT/HOW-rank-R.npz.
 
 Usage: mpi_train.py OUT TRAIN_FILE TEST_FILE mpi4py|world|mismatch|raise|raise-mpi4py
   mpi4py:   comm=MPI.COMM_WORLD from mpi4py (which initialises MPI)
@@ -68,7 +69,9 @@ model = dslide.train((X, Y), test=(Xt, Yt), iterations=20, hidden=32, seed=5, th
 ids, scores = model.predict(Xt, k=5)
 result = model.evaluate(Xt, Yt)
 model.save(os.path.join(out, f"py_model_{how}"))
+weights = {f"{name}.{key}": value for name, layer in model.weights().items()
+           for key, value in layer.items()}
 np.savez(os.path.join(out, f"{how}-rank-{model.rank}.npz"), ids=ids, scores=scores,
-         ranks=model.ranks, iteration=model.iteration)
+         ranks=model.ranks, iteration=model.iteration, **weights)
 with open(os.path.join(out, f"{how}-rank-{model.rank}.json"), "w") as f:
     json.dump(result, f)

@@ -3,6 +3,8 @@
 import json
 import os
 import re
+import shutil
+import subprocess
 
 import numpy as np
 import pytest
@@ -117,6 +119,70 @@ def test_save_and_load_round_trip(task, model, tmp_path):
     assert (other / "notes.txt").read_text() == "mine"
     run_cli("export", "--model", folder, "--out", tmp_path / "model.h5")
     assert (tmp_path / "model.h5").stat().st_size > 0
+
+
+def test_weights_are_the_layers_as_training_numbers_them(task, model, tmp_path):
+    """Model.weights(): {"layer1": {...}, "layer2": {...}} (numbered from 1, as training's
+    start lines print the layers), weights (out, in) a row per neuron, the output layer's row
+    i label i's: the forward pass in NumPy gives predict's labels and scores."""
+    w = model.weights()
+    assert list(w) == ["layer1", "layer2"]
+    assert all(set(layer) == {"weights", "biases"} for layer in w.values())
+    W1, b1 = w["layer1"]["weights"], w["layer1"]["biases"]
+    W2, b2 = w["layer2"]["weights"], w["layer2"]["biases"]
+    assert W1.shape == (32, 400) and b1.shape == (32,)
+    assert W2.shape == (1200, 32) and b2.shape == (1200,)
+    assert {a.dtype for a in (W1, b1, W2, b2)} == {np.dtype(np.float32)}
+    X = task.Xt.toarray().astype(np.float64)
+    z = np.maximum(X @ W1.T + b1, 0) @ W2.T + b2
+    p = np.exp(z - z.max(axis=1, keepdims=True))
+    p /= p.sum(axis=1, keepdims=True)
+    ids, scores = model.predict(task.Xt, k=5)
+    # predict's labels have predict's probabilities, and they are the 5 largest.
+    np.testing.assert_allclose(np.take_along_axis(p, ids.astype(np.int64), axis=1), scores,
+                               rtol=1e-4)
+    np.testing.assert_allclose(-np.sort(-p, axis=1)[:, :5], scores, rtol=1e-4)
+    # Copies: changing them leaves the model as it was.
+    W2[:] = 0
+    np.testing.assert_array_equal(model.predict(task.Xt, k=5)[0], ids)
+    # A saved and loaded model holds the same arrays.
+    model.save(tmp_path / "model")
+    again, loaded = model.weights(), dslide.load(tmp_path / "model").weights()
+    assert list(loaded) == list(again)
+    for name, layer in loaded.items():
+        for key, value in layer.items():
+            np.testing.assert_array_equal(value, again[name][key])
+
+
+def h5_dataset(path, name):
+    """A float32 dataset of an HDF5 file, read with h5dump (hdf5-tools) as another tool
+    would, in the shape h5dump's header gives."""
+    raw = f"{path}.{name.strip('/').replace('/', '_')}.bin"
+    subprocess.run(["h5dump", "-b", "LE", "-d", name, "-o", raw, str(path)], check=True,
+                   capture_output=True)
+    header = subprocess.run(["h5dump", "-H", "-d", name, str(path)], check=True,
+                            capture_output=True, text=True).stdout
+    dims = re.search(r"DATASPACE\s+SIMPLE\s+\{\s*\(([0-9, ]+)\)", header).group(1)
+    return np.fromfile(raw, dtype="<f4").reshape([int(d) for d in dims.split(",")])
+
+
+@pytest.mark.skipif(shutil.which("h5dump") is None or shutil.which("h5ls") is None,
+                    reason="h5dump and h5ls (hdf5-tools) are not installed")
+def test_export_names_layers_as_training_and_weights_do(task, model, tmp_path):
+    """dslide export writes /layer1 ... /layerN (numbered from 1, as training prints the
+    layers), each with the arrays Model.weights() gives under the same name."""
+    folder = tmp_path / "model"
+    model.save(folder)
+    out = tmp_path / "model.h5"
+    run_cli("export", "--model", folder, "--out", out)
+    listing = subprocess.run(["h5ls", str(out)], check=True, capture_output=True,
+                             text=True).stdout
+    groups = re.findall(r"^(\S+)\s+Group", listing, re.M)
+    assert groups == ["layer1", "layer2"]
+    w = model.weights()
+    for name in groups:
+        np.testing.assert_array_equal(h5_dataset(out, f"/{name}/weights"), w[name]["weights"])
+        np.testing.assert_array_equal(h5_dataset(out, f"/{name}/biases"), w[name]["biases"])
 
 
 def test_load_reads_what_the_executable_trained(task, model, tmp_path):

@@ -62,6 +62,31 @@ def test_float64_is_converted(small, model):
         dslide.train((big, Y), **FEW)
 
 
+def test_float16_is_converted(small):
+    """float16 X, sparse (CSR, COO) or dense, trains, predicts and evaluates as its float32
+    values (float16 to float32 is exact); a non-finite float16 value is refused by row."""
+    X, Y = small
+    X16 = X.astype(np.float16)
+    X32 = X16.astype(np.float32)
+    ref = dslide.train((X32, Y), **FEW)
+    expected = ref.predict(X32)
+    # (SciPy's toarray() refuses float16: the dense array is made from float32.)
+    dense16 = X32.toarray().astype(np.float16)
+    for given in (X16, X16.tocoo(), dense16):
+        m = dslide.train((given, Y), **FEW)
+        for a, b in zip(m.predict(X32), expected):
+            np.testing.assert_array_equal(a, b)
+        for a, b in zip(ref.predict(given), expected):
+            np.testing.assert_array_equal(a, b)
+        scores = [{k: v for k, v in ref.evaluate(x, Y).items() if k != "seconds"}
+                  for x in (given, X32)]
+        assert scores[0] == scores[1]
+    dense = dense16.copy()
+    dense[3, 4] = np.inf
+    with pytest.raises(ValueError, match=r"X: X row 3: feature 4 has the value inf"):
+        ref.predict(dense)
+
+
 def test_shape_mismatch(small, model):
     X, Y = small
     with pytest.raises(ValueError, match="train: Y has 39 rows, X has 40"):

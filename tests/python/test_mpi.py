@@ -82,8 +82,15 @@ def test_two_ranks_train_as_the_executable(task, cli_model, tmp_path, how):
     cli_ids, cli_scores = tasks.read_predictions(out)
     np.testing.assert_array_equal(ranks[0]["ids"], cli_ids)
     np.testing.assert_allclose(ranks[0]["scores"], cli_scores, rtol=1e-5)
-    # The folder the 2 ranks saved loads on one rank (its shards re-cut) with equal weights.
+    # The folder the 2 ranks saved loads on one rank (its shards re-cut) with equal weights,
+    # which are those Model.weights() gathered on each of the 2 ranks.
     loaded = dslide.load(tmp_path / f"py_model_{how}")
+    whole = loaded.weights()
+    assert list(whole) == ["layer1", "layer2"]
+    for name, layer in whole.items():
+        for key, value in layer.items():
+            for r in ranks:
+                np.testing.assert_array_equal(r[f"{name}.{key}"], value)
     ids, scores = loaded.predict(task.Xt, k=5)
     np.testing.assert_array_equal(ids, cli_ids)
     np.testing.assert_allclose(scores, cli_scores, rtol=1e-5)

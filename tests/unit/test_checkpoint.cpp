@@ -429,14 +429,26 @@ TEST(Checkpoint, ExportIsPlainHdf5WithEveryLayer) {
   const std::string out = testing::TmpPath("exported.h5");
   const int64_t params = ExportModel(LatestCheckpoint(dir), out);
   EXPECT_EQ(params, a->spec().NumParameters());
+  // The groups are numbered from 1, as training prints the layers: layer1 (hidden), layer2
+  // (output).
+  {
+    const hid_t f = H5Fopen(out.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+    ASSERT_GE(f, 0) << out;
+    EXPECT_EQ(H5Lexists(f, "layer0", H5P_DEFAULT), 0) << "no layer0";
+    EXPECT_GT(H5Lexists(f, "layer1", H5P_DEFAULT), 0);
+    EXPECT_GT(H5Lexists(f, "layer2", H5P_DEFAULT), 0);
+    EXPECT_EQ(H5Lexists(f, "layer3", H5P_DEFAULT), 0) << "no layer3";
+    H5Fclose(f);
+  }
   for (int l = 0; l < 2; ++l) {
     std::vector<float> w, b;
     testing::GetLayer(a->backend(), l, &w, &b);
     hsize_t rows = 0, cols = 0;
-    const auto ew = ReadPlain(out, "layer" + std::to_string(l) + "/weights", &rows, &cols);
+    const std::string group = "layer" + std::to_string(l + 1);
+    const auto ew = ReadPlain(out, group + "/weights", &rows, &cols);
     EXPECT_EQ(rows, static_cast<hsize_t>(a->spec().layers[l].out_dim));
     EXPECT_EQ(cols, static_cast<hsize_t>(a->spec().layers[l].in_dim));
-    const auto eb = ReadPlain(out, "layer" + std::to_string(l) + "/biases", &rows, &cols);
+    const auto eb = ReadPlain(out, group + "/biases", &rows, &cols);
     // The output layer's rows in label order, whatever order its neurons were trained in.
     const LayerSpec& s = a->spec().layers[l];
     const LabelMap& map = s.is_output ? a->spec().labels : LabelMap();
@@ -446,8 +458,8 @@ TEST(Checkpoint, ExportIsPlainHdf5WithEveryLayer) {
     for (int64_t r = 0; r < s.out_dim; ++r) {
       const int64_t n = map.Neuron(static_cast<int32_t>(r));
       for (int64_t j = 0; j < s.in_dim; ++j)
-        ASSERT_EQ(ew[r * s.in_dim + j], w[n * s.in_dim + j]) << "layer " << l << " row " << r;
-      ASSERT_EQ(eb[r], b[n]) << "layer " << l << " row " << r;
+        ASSERT_EQ(ew[r * s.in_dim + j], w[n * s.in_dim + j]) << group << " row " << r;
+      ASSERT_EQ(eb[r], b[n]) << group << " row " << r;
     }
   }
 }
