@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "layer_backend.h"
-#include "rng.h"
+#include "backend/layer_backend.h"
+#include "common/rng.h"
 
 namespace dslide::testing {
 

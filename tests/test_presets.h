@@ -8,11 +8,11 @@
 #include <cstdint>
 #include <vector>
 
+#include "backend/layer_backend.h"
 #include "backend_driver.h"
-#include "config.h"
-#include "dataset.h"
-#include "layer_backend.h"
-#include "trainer.h"
+#include "config/config.h"
+#include "data/dataset.h"
+#include "train/trainer.h"
 
 namespace dslide::testing {
 

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <vector>
 
-#include "error.h"
+#include "common/error.h"
 
 namespace dslide::py {
 

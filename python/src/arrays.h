@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <string>
 
-#include "dataset.h"
+#include "data/dataset.h"
 
 namespace dslide::py {
 

@@ -26,17 +26,18 @@
 #include <vector>
 
 #include "arrays.h"
-#include "checkpoint.h"
-#include "checksum.h"
-#include "config.h"
-#include "error.h"
-#include "layer_backend.h"
-#include "mpi_communicator.h"
-#include "output_path.h"
-#include "parallel.h"
-#include "predict.h"
-#include "run_training.h"
-#include "stop_signal.h"
+#include "backend/layer_backend.h"
+#include "common/checksum.h"
+#include "common/error.h"
+#include "common/parallel.h"
+#include "common/stop_signal.h"
+#include "config/config.h"
+#include "devices/backend_factory.h"
+#include "dist/mpi_communicator.h"
+#include "io/checkpoint.h"
+#include "io/output_path.h"
+#include "train/predict.h"
+#include "train/run_training.h"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -300,9 +301,9 @@ class Model {
     nb::list out;
     for (size_t l = 0; l < n; ++l) {
       const LayerSpec& s = spec.layers[l];
-      out.append(nb::make_tuple(Matrix(std::move(w[l]), static_cast<size_t>(s.out_dim),
-                                       static_cast<size_t>(s.in_dim)),
-                                Vector(std::move(b[l]))));
+      out.append(nb::make_tuple(
+          Matrix(std::move(w[l]), static_cast<size_t>(s.out_dim), static_cast<size_t>(s.in_dim)),
+          Vector(std::move(b[l]))));
     }
     return out;
   }
@@ -421,8 +422,8 @@ std::unique_ptr<Model> Load(const std::string& path, Comm& comm) {
   std::unique_ptr<Trainer> trainer = Collective(comm.comm.get(), [&] {
     CheckpointMeta m;
     // A damaged shard, or a checkpoint that does not fit: with one rank, a ValueError.
-    return InputsChecked(*comm.comm, [] { return false; },
-                         [&] { return LoadModel(folder, comm.comm.get(), &m); });
+    return InputsChecked(
+        *comm.comm, [] { return false; }, [&] { return LoadModel(folder, comm.comm.get(), &m); });
   });
   auto model = std::make_unique<Model>(comm.comm, std::move(trainer));
   model->SetPosition(meta.epoch, meta.pos);

@@ -1,5 +1,5 @@
 // gen, train, eval and bench: option parsing, data, and the trainer, for any communicator.
-#include "commands.h"
+#include "app/commands.h"
 
 #include <algorithm>
 #include <chrono>
@@ -8,19 +8,20 @@
 #include <exception>
 #include <new>
 
-#include "auto_settings.h"
-#include "checkpoint.h"
-#include "config.h"
-#include "error.h"
-#include "metrics.h"
-#include "output_path.h"
-#include "parallel.h"
-#include "peers.h"
-#include "predict.h"
-#include "process_clock.h"
-#include "stop_signal.h"
-#include "synthetic.h"
-#include "trainer.h"
+#include "app/peers.h"
+#include "common/error.h"
+#include "common/parallel.h"
+#include "common/process_clock.h"
+#include "common/stop_signal.h"
+#include "config/config.h"
+#include "data/synthetic.h"
+#include "devices/backend_factory.h"
+#include "io/checkpoint.h"
+#include "io/output_path.h"
+#include "train/auto_settings.h"
+#include "train/metrics.h"
+#include "train/predict.h"
+#include "train/trainer.h"
 
 namespace dslide::app {
 

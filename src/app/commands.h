@@ -1,7 +1,7 @@
 // The subcommands of the dslide executable.
 #pragma once
 
-#include "communicator.h"
+#include "dist/communicator.h"
 
 namespace dslide::app {
 

@@ -8,11 +8,12 @@
 #include <new>
 #include <string>
 
-#include "commands.h"
-#include "error.h"
-#include "layer_backend.h"
-#include "mpi_communicator.h"
-#include "parallel.h"
+#include "app/commands.h"
+#include "backend/layer_backend.h"
+#include "common/error.h"
+#include "common/parallel.h"
+#include "devices/backend_factory.h"
+#include "dist/mpi_communicator.h"
 
 namespace {
 

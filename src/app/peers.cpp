@@ -1,9 +1,9 @@
-#include "peers.h"
+#include "app/peers.h"
 
 #include <cstdlib>
 #include <sstream>
 
-#include "error.h"
+#include "common/error.h"
 
 namespace dslide {
 

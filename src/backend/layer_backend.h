@@ -8,14 +8,14 @@
 #include <memory>
 #include <vector>
 
-#include "adam.h"
-#include "batch_rows.h"
-#include "config.h"
-#include "device_traffic.h"
-#include "error.h"
-#include "model.h"
-#include "select_kernel.h"
-#include "softmax.h"
+#include "backend/device_traffic.h"
+#include "common/error.h"
+#include "config/config.h"
+#include "data/batch_rows.h"
+#include "lsh/select_kernel.h"
+#include "model/adam.h"
+#include "model/model.h"
+#include "model/softmax.h"
 
 namespace dslide {
 
@@ -242,13 +242,5 @@ class LayerBackend {
   /// regroup), or nullptr (the trainer exchanges host views, HostRows).
   virtual RowExchange* InPlaceExchange() = 0;
 };
-
-/// The backend for cfg.device: "cpu", or "gpu" where built with CUDA and a device exists,
-/// on the GPU of this rank's local rank (gpu::ChooseDevice; `rank` when the launcher does
-/// not say). Throws dslide::Error with the reason otherwise. The only place that branches
-/// on CUDA.
-std::unique_ptr<LayerBackend> MakeBackend(Device device, int rank, int gpus_per_node = 0);
-/// The backends this build has: "cpu" or "cpu gpu" (`dslide --version`).
-const char* BuiltBackends();
 
 }  // namespace dslide

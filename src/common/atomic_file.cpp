@@ -1,10 +1,10 @@
-#include "atomic_file.h"
+#include "common/atomic_file.h"
 
 #include <unistd.h>
 #include <cerrno>
 #include <cstring>
 
-#include "error.h"
+#include "common/error.h"
 
 namespace dslide {
 

@@ -1,11 +1,11 @@
-#include "checksum.h"
+#include "common/checksum.h"
 
 #include <cerrno>
 #include <cstdio>
 #include <memory>
 #include <vector>
 
-#include "error.h"
+#include "common/error.h"
 
 namespace dslide {
 

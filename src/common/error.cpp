@@ -1,5 +1,5 @@
 // Out-of-line failure path of DSLIDE_ASSERT.
-#include "error.h"
+#include "common/error.h"
 
 #include <cstdio>
 #include <cstdlib>

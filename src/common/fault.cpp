@@ -1,4 +1,4 @@
-#include "fault.h"
+#include "common/fault.h"
 
 #include <unistd.h>
 #include <cerrno>
@@ -8,7 +8,7 @@
 #include <new>
 #include <vector>
 
-#include "error.h"
+#include "common/error.h"
 
 namespace dslide {
 

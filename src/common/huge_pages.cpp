@@ -1,11 +1,11 @@
-#include "huge_pages.h"
+#include "common/huge_pages.h"
 
 #include <sys/mman.h>
 
 #include <cstdint>
 #include <new>
 
-#include "parallel.h"
+#include "common/parallel.h"
 
 namespace dslide {
 

@@ -1,5 +1,5 @@
 // OpenMP-backed ParallelFor with exception forwarding.
-#include "parallel.h"
+#include "common/parallel.h"
 
 #include <omp.h>
 #include <unistd.h>

@@ -1,4 +1,4 @@
-#include "process_clock.h"
+#include "common/process_clock.h"
 
 #include <time.h>
 

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "hd.h"
+#include "common/hd.h"
 
 namespace dslide {
 

@@ -1,4 +1,4 @@
-#include "stop_signal.h"
+#include "common/stop_signal.h"
 
 #include <unistd.h>
 #include <algorithm>

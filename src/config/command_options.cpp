@@ -2,9 +2,9 @@
 // convert, each a table over its config struct (config.h) and its checks.
 #include <string>
 
-#include "config.h"
-#include "error.h"
-#include "option_table.h"
+#include "common/error.h"
+#include "config/config.h"
+#include "config/option_table.h"
 
 namespace dslide {
 

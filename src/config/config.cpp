@@ -1,6 +1,6 @@
 // The options of `dslide train` (and of bench, which trains): the table, what is parsed
 // from text, the rules they must meet, and the settings echo; the enums' names.
-#include "config.h"
+#include "config/config.h"
 
 #include <algorithm>
 #include <boost/program_options.hpp>
@@ -14,8 +14,8 @@
 #include <limits>
 #include <sstream>
 
-#include "error.h"
-#include "option_table.h"
+#include "common/error.h"
+#include "config/option_table.h"
 
 namespace po = boost::program_options;
 

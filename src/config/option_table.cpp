@@ -1,6 +1,6 @@
 // The option machinery shared by every command: parsing the command line and the INI file,
 // strict numbers, the text and JSON forms of values.
-#include "option_table.h"
+#include "config/option_table.h"
 
 #include <algorithm>
 #include <cmath>

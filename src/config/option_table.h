@@ -12,8 +12,8 @@
 #include <utility>
 #include <vector>
 
-#include "config.h"
-#include "error.h"
+#include "common/error.h"
+#include "config/config.h"
 
 namespace dslide::options {
 

@@ -1,17 +1,17 @@
 // The CPU backend's active index: a batch's (neuron, sample) entries sorted by neuron, and
 // the entries with a non-zero delta that a backward pass walks.
-#include "cpu_backend.h"
+#include "cpu/cpu_backend.h"
 
 #include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <limits>
 
-#include "cpu_layer.h"
-#include "cpu_tuning.h"
-#include "error.h"
-#include "kernels/simd.h"
-#include "parallel.h"
+#include "common/error.h"
+#include "common/parallel.h"
+#include "cpu/cpu_layer.h"
+#include "cpu/cpu_tuning.h"
+#include "cpu/kernels/simd.h"
 
 namespace dslide::cpu {
 

@@ -1,13 +1,13 @@
 // The CPU backend's Adam steps: lazy (the rows a batch touched) or dense, on fp32 or bfloat16
 // moments.
-#include "cpu_backend.h"
+#include "cpu/cpu_backend.h"
 
 #include <algorithm>
 #include <atomic>
 
-#include "adam.h"
-#include "cpu_layer.h"
-#include "parallel.h"
+#include "common/parallel.h"
+#include "cpu/cpu_layer.h"
+#include "model/adam.h"
 
 namespace dslide::cpu {
 

@@ -1,9 +1,9 @@
 // The CPU backend's construction: each layer's state, its initial weights and first tables.
-#include "cpu_backend.h"
+#include "cpu/cpu_backend.h"
 
-#include "cpu_layer.h"
-#include "layer_layout.h"
-#include "parallel.h"
+#include "common/parallel.h"
+#include "cpu/cpu_layer.h"
+#include "model/layer_layout.h"
 
 namespace dslide::cpu {
 

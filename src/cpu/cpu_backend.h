@@ -38,10 +38,10 @@
 #include <memory>
 #include <vector>
 
-#include "budget_sampler.h"
-#include "layer_backend.h"
-#include "lsh_hash.h"
-#include "lsh_table.h"
+#include "backend/layer_backend.h"
+#include "lsh/budget_sampler.h"
+#include "lsh/lsh_hash.h"
+#include "lsh/lsh_table.h"
 
 namespace dslide::cpu {
 

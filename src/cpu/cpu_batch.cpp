@@ -3,9 +3,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "activation.h"
-#include "cpu_backend.h"
-#include "cpu_layer.h"
+#include "cpu/cpu_backend.h"
+#include "cpu/cpu_layer.h"
+#include "model/activation.h"
 
 namespace dslide::cpu {
 

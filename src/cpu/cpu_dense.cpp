@@ -1,15 +1,15 @@
 // The CPU backend's steps of layers with every neuron active: row blocks of a dense layer
 // (DenseRows) and the input-major first layer (InputMajorStep).
-#include "cpu_backend.h"
+#include "cpu/cpu_backend.h"
 
 #include <algorithm>
 
-#include "cpu_layer.h"
-#include "cpu_tuning.h"
-#include "error.h"
-#include "kernels/row_gradients.h"
-#include "kernels/simd.h"
-#include "parallel.h"
+#include "common/error.h"
+#include "common/parallel.h"
+#include "cpu/cpu_layer.h"
+#include "cpu/cpu_tuning.h"
+#include "cpu/kernels/row_gradients.h"
+#include "cpu/kernels/simd.h"
 
 namespace dslide::cpu {
 

@@ -2,16 +2,16 @@
 // layer's kind: every neuron of a dense layer (in lanes, or row blocks), the active rows of a
 // sampled layer by neuron (the rows every sample holds in lanes, the others walked), or
 // sample by sample (sparse inputs, the input-major first layer).
-#include "cpu_backend.h"
+#include "cpu/cpu_backend.h"
 
 #include <algorithm>
 #include <cstring>
 #include <type_traits>
 
-#include "cpu_layer.h"
-#include "cpu_tuning.h"
-#include "kernels/simd.h"
-#include "parallel.h"
+#include "common/parallel.h"
+#include "cpu/cpu_layer.h"
+#include "cpu/cpu_tuning.h"
+#include "cpu/kernels/simd.h"
 
 namespace dslide::cpu {
 

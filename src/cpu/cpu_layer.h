@@ -6,9 +6,9 @@
 #include <memory>
 #include <vector>
 
-#include "cpu_backend.h"
-#include "huge_pages.h"
-#include "layer_layout.h"
+#include "common/huge_pages.h"
+#include "cpu/cpu_backend.h"
+#include "model/layer_layout.h"
 
 namespace dslide::cpu {
 

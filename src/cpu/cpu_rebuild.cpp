@@ -1,15 +1,15 @@
 // The CPU backend's LSH tables: hash functions drawn, neurons hashed (only those moved since
 // the last rebuild where the hash allows), tables built.
-#include "cpu_backend.h"
+#include "cpu/cpu_backend.h"
 
 #include <algorithm>
 #include <cmath>
 
-#include "backend_streams.h"
-#include "cpu_layer.h"
-#include "cpu_tuning.h"
-#include "parallel.h"
-#include "rng.h"
+#include "common/parallel.h"
+#include "common/rng.h"
+#include "cpu/cpu_layer.h"
+#include "cpu/cpu_tuning.h"
+#include "model/backend_streams.h"
 
 namespace dslide::cpu {
 

@@ -1,14 +1,14 @@
 // The CPU backend's selection: each sample's active neurons of a sampled layer (its labels,
 // LSH candidates, the batch's shared fill).
-#include "cpu_backend.h"
+#include "cpu/cpu_backend.h"
 
 #include <algorithm>
 
-#include "backend_streams.h"
-#include "cpu_layer.h"
-#include "cpu_tuning.h"
-#include "parallel.h"
-#include "rng.h"
+#include "common/parallel.h"
+#include "common/rng.h"
+#include "cpu/cpu_layer.h"
+#include "cpu/cpu_tuning.h"
+#include "model/backend_streams.h"
 
 namespace dslide::cpu {
 

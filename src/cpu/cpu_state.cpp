@@ -3,10 +3,10 @@
 // (Info).
 #include <algorithm>
 
-#include "cpu_backend.h"
-#include "cpu_layer.h"
-#include "error.h"
-#include "parallel.h"
+#include "common/error.h"
+#include "common/parallel.h"
+#include "cpu/cpu_backend.h"
+#include "cpu/cpu_layer.h"
 
 namespace dslide::cpu {
 

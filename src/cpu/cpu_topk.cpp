@@ -1,18 +1,18 @@
 // The CPU backend's exact top-k: every neuron of the output layer scored for a batch, with
 // the softmax normaliser when asked.
-#include "cpu_backend.h"
+#include "cpu/cpu_backend.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
-#include "cpu_layer.h"
-#include "cpu_tuning.h"
-#include "error.h"
-#include "kernels/simd.h"
-#include "parallel.h"
-#include "softmax.h"
-#include "topk.h"
+#include "common/error.h"
+#include "common/parallel.h"
+#include "cpu/cpu_layer.h"
+#include "cpu/cpu_tuning.h"
+#include "cpu/kernels/simd.h"
+#include "model/softmax.h"
+#include "model/topk.h"
 
 namespace dslide::cpu {
 

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "dataset.h"
+#include "data/dataset.h"
 
 namespace dslide {
 

@@ -1,6 +1,6 @@
 // XC format reader with strict validation (docs/user-guide.md, "Data"): nothing is skipped
 // silently.
-#include "dataset.h"
+#include "data/dataset.h"
 
 #include <unistd.h>
 #include <zlib.h>
@@ -19,10 +19,10 @@
 #include <new>
 #include <string>
 
-#include "atomic_file.h"
-#include "checksum.h"
-#include "error.h"
-#include "rng.h"
+#include "common/atomic_file.h"
+#include "common/checksum.h"
+#include "common/error.h"
+#include "common/rng.h"
 
 namespace dslide {
 

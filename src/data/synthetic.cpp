@@ -1,13 +1,13 @@
 // Synthetic data generator: each label owns a random sparse prototype; a point mixes the
 // prototypes of its 1..M Zipf-drawn labels with noise, so labels are predictable from features.
-#include "synthetic.h"
+#include "data/synthetic.h"
 
 #include <algorithm>
 #include <cmath>
 #include <unordered_map>
 
-#include "error.h"
-#include "rng.h"
+#include "common/error.h"
+#include "common/rng.h"
 
 namespace dslide {
 

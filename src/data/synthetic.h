@@ -2,8 +2,8 @@
 // prototype per label, uniform noise features.
 #pragma once
 
-#include "config.h"
-#include "dataset.h"
+#include "config/config.h"
+#include "data/dataset.h"
 
 namespace dslide {
 

@@ -1,11 +1,11 @@
 // Traffic accounting shared by every communicator, and the single-process communicator.
-#include "communicator.h"
+#include "dist/communicator.h"
 
 #include <cstring>
 #include <numeric>
 #include <utility>
 
-#include "error.h"
+#include "common/error.h"
 
 namespace dslide {
 

@@ -1,5 +1,5 @@
 // MPI collectives with byte/time accounting done by the Communicator base class.
-#include "mpi_communicator.h"
+#include "dist/mpi_communicator.h"
 
 #include <mpi.h>
 
@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "error.h"
+#include "common/error.h"
 
 #define DSLIDE_MPI_CHECK(expr)                                                                \
   do {                                                                                        \

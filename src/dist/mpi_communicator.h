@@ -3,7 +3,7 @@
 
 #include <memory>
 
-#include "communicator.h"
+#include "dist/communicator.h"
 
 namespace dslide::dist {
 

@@ -1,6 +1,6 @@
 // The GPU backend's backward pass and Adam: the input gradient from the old weights, the
 // batch's (neuron, sample, delta) index, and the lazy (or dense) update of the touched rows.
-#include "gpu_backend_instantiate.h"
+#include "gpu/gpu_backend_instantiate.h"
 
 namespace dslide::gpu {
 

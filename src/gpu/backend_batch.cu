@@ -1,6 +1,6 @@
 // The GPU backend's batch buffers: host rows up into the padded device layout and back
 // (HostRows, CommitRows), the labels, and the one-rank chain between layers.
-#include "gpu_backend_instantiate.h"
+#include "gpu/gpu_backend_instantiate.h"
 
 namespace dslide::gpu {
 

@@ -3,7 +3,7 @@
 // send from and receive into device buffers and only the per-sample counts come to the
 // host; otherwise the packed entries are staged through host memory (they come down, the
 // gathered ones go up), never the padded rows.
-#include "gpu_backend_instantiate.h"
+#include "gpu/gpu_backend_instantiate.h"
 
 namespace dslide::gpu {
 

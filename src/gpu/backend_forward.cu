@@ -1,5 +1,5 @@
 // The GPU backend's forward pass: the activations of each sample's active neurons.
-#include "gpu_backend_instantiate.h"
+#include "gpu/gpu_backend_instantiate.h"
 
 namespace dslide::gpu {
 

@@ -1,6 +1,6 @@
 // The GPU backend's LSH tables: hash functions, and the rebuild of a shard's tables from its
 // weights on the device.
-#include "gpu_backend_instantiate.h"
+#include "gpu/gpu_backend_instantiate.h"
 
 namespace dslide::gpu {
 

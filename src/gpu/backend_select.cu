@@ -1,7 +1,7 @@
 // The GPU backend's selection: the query hashes of a batch, each sample's candidates from
 // the LSH tables, and the active set of the per-rank budget (labels first, then the batch's
 // shared fill), all on the device.
-#include "gpu_backend_instantiate.h"
+#include "gpu/gpu_backend_instantiate.h"
 
 namespace dslide::gpu {
 

@@ -1,6 +1,6 @@
 // The GPU backend's softmax cross-entropy phases and the queued step status (loss and
 // non-finite flags) that the host reads at its own cadence.
-#include "gpu_backend_instantiate.h"
+#include "gpu/gpu_backend_instantiate.h"
 
 namespace dslide::gpu {
 

@@ -1,7 +1,7 @@
 // The GPU backend's state: initialisation, checkpoints in and out (SaveLayer, LoadLayer),
 // the gradient of data parallelism, and what it holds (Info).
-#include "gpu_backend_instantiate.h"
-#include "parallel.h"
+#include "common/parallel.h"
+#include "gpu/gpu_backend_instantiate.h"
 
 namespace dslide::gpu {
 

@@ -1,6 +1,6 @@
 // The GPU backend's exact top-k and full-softmax statistics of the output layer (evaluation
 // and predict).
-#include "gpu_backend_instantiate.h"
+#include "gpu/gpu_backend_instantiate.h"
 
 namespace dslide::gpu {
 

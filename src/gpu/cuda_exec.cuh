@@ -16,9 +16,9 @@
 #include <cstdint>
 #include <cstring>
 
-#include "device_traffic.h"
-#include "error.h"
-#include "kernels/cuda_check.cuh"
+#include "backend/device_traffic.h"
+#include "common/error.h"
+#include "gpu/kernels/cuda_check.cuh"
 
 namespace dslide::gpu {
 

@@ -1,11 +1,11 @@
-#include "device_choice.h"
+#include "gpu/device_choice.h"
 
 #include <dlfcn.h>
 
 #include <cstdlib>
 #include <cstring>
 
-#include "error.h"
+#include "common/error.h"
 
 namespace dslide::gpu {
 

@@ -1,7 +1,7 @@
 // The GPU backend instantiated on the CUDA executor.
-#include "cuda_exec.cuh"
-#include "gpu_backend.h"
-#include "gpu_backend_impl.h"
+#include "gpu/cuda_exec.cuh"
+#include "gpu/gpu_backend.h"
+#include "gpu/gpu_backend_impl.h"
 
 namespace dslide::gpu {
 

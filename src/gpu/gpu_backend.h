@@ -3,8 +3,8 @@
 
 #include <memory>
 
-#include "gpu_tuning.h"
-#include "layer_backend.h"
+#include "backend/layer_backend.h"
+#include "gpu/gpu_tuning.h"
 
 namespace dslide::gpu {
 

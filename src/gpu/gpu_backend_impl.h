@@ -59,19 +59,19 @@
 #include <memory>
 #include <vector>
 
-#include "backend_streams.h"
-#include "budget_sampler.h"
-#include "device_choice.h"
-#include "error.h"
-#include "gpu_tuning.h"
-#include "hd.h"
-#include "kernels/kernels.h"
-#include "layer_backend.h"
-#include "layer_layout.h"
-#include "lsh_hash.h"
-#include "lsh_kernels.h"
-#include "select_kernel.h"
-#include "topk.h"
+#include "backend/layer_backend.h"
+#include "common/error.h"
+#include "common/hd.h"
+#include "gpu/device_choice.h"
+#include "gpu/gpu_tuning.h"
+#include "gpu/kernels/kernels.h"
+#include "lsh/budget_sampler.h"
+#include "lsh/lsh_hash.h"
+#include "lsh/lsh_kernels.h"
+#include "lsh/select_kernel.h"
+#include "model/backend_streams.h"
+#include "model/layer_layout.h"
+#include "model/topk.h"
 
 namespace dslide::gpu {
 

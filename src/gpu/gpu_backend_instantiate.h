@@ -4,12 +4,12 @@
 // from the same files). DSLIDE_GPU_INSTANTIATE(M) expands M(executor).
 #pragma once
 
-#include "gpu_backend_impl.h"
+#include "gpu/gpu_backend_impl.h"
 
 #if defined(__CUDACC__)
-#include "cuda_exec.cuh"
+#include "gpu/cuda_exec.cuh"
 #define DSLIDE_GPU_INSTANTIATE(MEMBERS) MEMBERS(CudaExec)
 #else
-#include "host_exec.h"
+#include "gpu/host_exec.h"
 #define DSLIDE_GPU_INSTANTIATE(MEMBERS) MEMBERS(HostExec)
 #endif

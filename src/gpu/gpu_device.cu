@@ -1,7 +1,7 @@
 // CUDA device discovery.
 #include <cuda_runtime.h>
 
-#include "gpu_device.h"
+#include "gpu/gpu_device.h"
 
 namespace dslide::gpu {
 

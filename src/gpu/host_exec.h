@@ -14,8 +14,8 @@
 #include <numeric>
 #include <vector>
 
-#include "device_traffic.h"
-#include "kernels/host_order.h"
+#include "backend/device_traffic.h"
+#include "gpu/kernels/host_order.h"
 
 namespace dslide::gpu {
 

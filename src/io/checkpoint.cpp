@@ -1,6 +1,6 @@
 // HDF5 checkpoint files (C API). Every call is checked; the library's own error printing is
 // off, and failures become dslide::Error naming the file and what was being read or written.
-#include "checkpoint.h"
+#include "io/checkpoint.h"
 
 #include <fcntl.h>
 #include <hdf5.h>
@@ -15,10 +15,10 @@
 #include <filesystem>
 #include <memory>
 
-#include "atomic_file.h"
-#include "checksum.h"
-#include "error.h"
-#include "fault.h"
+#include "common/atomic_file.h"
+#include "common/checksum.h"
+#include "common/error.h"
+#include "common/fault.h"
 
 namespace dslide {
 

@@ -11,10 +11,10 @@
 #include <string>
 #include <vector>
 
-#include "config.h"
-#include "error.h"
-#include "layer_backend.h"
-#include "model.h"
+#include "backend/layer_backend.h"
+#include "common/error.h"
+#include "config/config.h"
+#include "model/model.h"
 
 namespace dslide {
 

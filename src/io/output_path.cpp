@@ -1,9 +1,9 @@
-#include "output_path.h"
+#include "io/output_path.h"
 
 #include <filesystem>
 #include <system_error>
 
-#include "error.h"
+#include "common/error.h"
 
 namespace dslide {
 

@@ -1,12 +1,12 @@
 // Budget selection: vanilla, top-k by collision count, hard threshold; then uniform
 // sampling down to the budget or uniform random filling up to it.
-#include "budget_sampler.h"
+#include "lsh/budget_sampler.h"
 
 #include <algorithm>
 #include <numeric>
 
-#include "error.h"
-#include "select_kernel.h"
+#include "common/error.h"
+#include "lsh/select_kernel.h"
 
 namespace dslide {
 

@@ -6,10 +6,10 @@
 #include <cstdint>
 #include <vector>
 
-#include "config.h"
-#include "lsh_table.h"
-#include "rng.h"
-#include "select_kernel.h"
+#include "common/rng.h"
+#include "config/config.h"
+#include "lsh/lsh_table.h"
+#include "lsh/select_kernel.h"
 
 namespace dslide {
 

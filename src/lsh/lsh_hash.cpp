@@ -1,7 +1,7 @@
 // Hash families. DWTA follows Chen & Shrivastava (2018): per-bin argmax over the non-zeros
 // of a sparse input through an inverse index, then densification of empty bins by probing
 // other hashes with a universal hash sequence.
-#include "lsh_hash.h"
+#include "lsh/lsh_hash.h"
 
 #include <algorithm>
 #include <cmath>
@@ -9,8 +9,8 @@
 #include <limits>
 #include <numeric>
 
-#include "error.h"
-#include "rng.h"
+#include "common/error.h"
+#include "common/rng.h"
 
 namespace dslide {
 

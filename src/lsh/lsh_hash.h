@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "config.h"
-#include "lsh_kernels.h"
+#include "config/config.h"
+#include "lsh/lsh_kernels.h"
 
 namespace dslide {
 

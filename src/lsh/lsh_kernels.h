@@ -5,8 +5,8 @@
 #include <cmath>
 #include <cstdint>
 
-#include "hd.h"
-#include "rng.h"
+#include "common/hd.h"
+#include "common/rng.h"
 
 namespace dslide {
 

@@ -1,5 +1,5 @@
 // Table build with capacity-limited buckets: reservoir (k/n replacement) or FIFO.
-#include "lsh_table.h"
+#include "lsh/lsh_table.h"
 
 #include <algorithm>
 
@@ -7,9 +7,9 @@
 #include <immintrin.h>
 #endif
 
-#include "error.h"
-#include "rng.h"
-#include "select_kernel.h"
+#include "common/error.h"
+#include "common/rng.h"
+#include "lsh/select_kernel.h"
 
 namespace dslide {
 

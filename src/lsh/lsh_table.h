@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "config.h"
+#include "config/config.h"
 
 namespace dslide {
 

@@ -1,5 +1,5 @@
 // Exponentially decaying rebuild frequency.
-#include "rebuild_schedule.h"
+#include "lsh/rebuild_schedule.h"
 
 #include <cmath>
 

@@ -8,9 +8,9 @@
 #include <cmath>
 #include <cstdint>
 
-#include "config.h"
-#include "hd.h"
-#include "rng.h"
+#include "common/hd.h"
+#include "common/rng.h"
+#include "config/config.h"
 
 namespace dslide {
 

@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include "batch_rows.h"
+#include "data/batch_rows.h"
 
 namespace dslide {
 

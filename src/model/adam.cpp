@@ -1,5 +1,5 @@
 // The Adam row update; vectorises over the row.
-#include "adam.h"
+#include "model/adam.h"
 
 namespace dslide {
 

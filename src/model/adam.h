@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "hd.h"
+#include "common/hd.h"
 
 namespace dslide {
 

@@ -1,9 +1,9 @@
-#include "label_map.h"
+#include "model/label_map.h"
 
 #include <cmath>
 #include <numeric>
 
-#include "error.h"
+#include "common/error.h"
 
 namespace dslide {
 

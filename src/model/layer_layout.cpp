@@ -1,11 +1,11 @@
-#include "layer_layout.h"
+#include "model/layer_layout.h"
 
 #include <algorithm>
 #include <cmath>
 
-#include "backend_streams.h"
-#include "parallel.h"
-#include "rng.h"
+#include "common/parallel.h"
+#include "common/rng.h"
+#include "model/backend_streams.h"
 
 namespace dslide {
 

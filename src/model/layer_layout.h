@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "model.h"
+#include "model/model.h"
 
 namespace dslide {
 

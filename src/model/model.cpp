@@ -1,10 +1,10 @@
 // Shapes, shard boundaries and per-rank budgets.
-#include "model.h"
+#include "model/model.h"
 
 #include <algorithm>
 #include <cmath>
 
-#include "error.h"
+#include "common/error.h"
 
 namespace dslide {
 

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "label_map.h"
+#include "model/label_map.h"
 
 namespace dslide {
 

@@ -1,11 +1,11 @@
-#include "softmax.h"
+#include "model/softmax.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
-#include "error.h"
-#include "parallel.h"
+#include "common/error.h"
+#include "common/parallel.h"
 
 namespace dslide {
 

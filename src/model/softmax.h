@@ -18,7 +18,7 @@
 #include <cstring>
 #include <vector>
 
-#include "batch_rows.h"
+#include "data/batch_rows.h"
 
 namespace dslide {
 

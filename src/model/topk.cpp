@@ -1,4 +1,4 @@
-#include "topk.h"
+#include "model/topk.h"
 
 #include <algorithm>
 #include <limits>

@@ -1,13 +1,13 @@
 // The rules behind "auto"; docs/user-guide.md ("Defaults and how they were chosen") has the
 // measurements.
-#include "auto_settings.h"
+#include "train/auto_settings.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <sstream>
 
-#include "error.h"
+#include "common/error.h"
 
 namespace dslide {
 

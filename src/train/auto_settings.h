@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "config.h"
-#include "dataset.h"
-#include "model.h"
+#include "config/config.h"
+#include "data/dataset.h"
+#include "model/model.h"
 
 namespace dslide {
 

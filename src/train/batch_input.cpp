@@ -1,6 +1,6 @@
 // A batch of a dataset as the backend takes it: the points' feature rows and their labels
 // as output neurons.
-#include "batch_input.h"
+#include "train/batch_input.h"
 
 #include <algorithm>
 

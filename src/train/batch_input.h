@@ -5,9 +5,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "batch_rows.h"
-#include "dataset.h"
-#include "label_map.h"
+#include "data/batch_rows.h"
+#include "data/dataset.h"
+#include "model/label_map.h"
 
 namespace dslide {
 

@@ -1,5 +1,5 @@
 // P@k bookkeeping (XC convention: P@k = hits in the top k / k, averaged over all points).
-#include "evaluator.h"
+#include "train/evaluator.h"
 
 #include <algorithm>
 #include <cmath>

@@ -5,7 +5,7 @@
 #include <limits>
 #include <vector>
 
-#include "dataset.h"
+#include "data/dataset.h"
 
 namespace dslide {
 

@@ -1,5 +1,5 @@
 // JSON rendering and process statistics.
-#include "metrics.h"
+#include "train/metrics.h"
 
 #include <sys/resource.h>
 
@@ -8,7 +8,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "error.h"
+#include "common/error.h"
 
 namespace dslide {
 

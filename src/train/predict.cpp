@@ -1,16 +1,17 @@
 // dslide predict (and the model loading `dslide eval` shares with it).
-#include "predict.h"
+#include "train/predict.h"
 
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 
-#include "atomic_file.h"
-#include "dataset.h"
-#include "error.h"
-#include "layer_backend.h"
-#include "parallel.h"
+#include "backend/layer_backend.h"
+#include "common/atomic_file.h"
+#include "common/error.h"
+#include "common/parallel.h"
+#include "data/dataset.h"
+#include "devices/backend_factory.h"
 
 namespace dslide {
 

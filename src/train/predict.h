@@ -7,10 +7,10 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint.h"
-#include "communicator.h"
-#include "dataset.h"
-#include "trainer.h"
+#include "data/dataset.h"
+#include "dist/communicator.h"
+#include "io/checkpoint.h"
+#include "train/trainer.h"
 
 namespace dslide {
 

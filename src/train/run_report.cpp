@@ -1,15 +1,15 @@
 // What a training run (Trainer::Run) reports: its lines on rank 0's standard output (the
 // start, progress, evaluations, checkpoints) and the JSON lines of --metrics, and the figures
 // of the progress window between two progress lines, which every rank keeps alike.
-#include "run_report.h"
+#include "train/run_report.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 
-#include "checkpoint.h"
-#include "parallel.h"
+#include "common/parallel.h"
+#include "io/checkpoint.h"
 
 namespace dslide {
 

@@ -9,13 +9,13 @@
 #include <string>
 #include <vector>
 
-#include "auto_settings.h"
-#include "communicator.h"
-#include "config.h"
-#include "dataset.h"
-#include "evaluator.h"
-#include "metrics.h"
-#include "model.h"
+#include "config/config.h"
+#include "data/dataset.h"
+#include "dist/communicator.h"
+#include "model/model.h"
+#include "train/auto_settings.h"
+#include "train/evaluator.h"
+#include "train/metrics.h"
 
 namespace dslide {
 

@@ -2,7 +2,7 @@
 // data (or holds back part of the training data for validation), checks and warns of what
 // they hold, adopts a resumed checkpoint's settings, builds the trainer and runs it. The same
 // on data held in memory (run_training.h), keeping the trainer.
-#include "run_training.h"
+#include "train/run_training.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -10,8 +10,9 @@
 #include <new>
 #include <string>
 
-#include "error.h"
-#include "parallel.h"
+#include "common/error.h"
+#include "common/parallel.h"
+#include "devices/backend_factory.h"
 
 namespace dslide {
 

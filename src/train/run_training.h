@@ -5,11 +5,11 @@
 #include <cstdint>
 #include <memory>
 
-#include "communicator.h"
-#include "config.h"
-#include "dataset.h"
-#include "evaluator.h"
-#include "trainer.h"
+#include "config/config.h"
+#include "data/dataset.h"
+#include "dist/communicator.h"
+#include "train/evaluator.h"
+#include "train/trainer.h"
 
 namespace dslide {
 

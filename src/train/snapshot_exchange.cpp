@@ -1,9 +1,9 @@
-#include "snapshot_exchange.h"
+#include "train/snapshot_exchange.h"
 
 #include <algorithm>
 #include <numeric>
 
-#include "activation.h"
+#include "model/activation.h"
 
 namespace dslide {
 

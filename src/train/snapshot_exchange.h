@@ -7,10 +7,10 @@
 #include <cstdint>
 #include <vector>
 
-#include "batch_rows.h"
-#include "communicator.h"
-#include "layer_backend.h"
-#include "model.h"
+#include "backend/layer_backend.h"
+#include "data/batch_rows.h"
+#include "dist/communicator.h"
+#include "model/model.h"
 
 namespace dslide {
 

@@ -1,9 +1,9 @@
-#include "step_strategy.h"
+#include "train/step_strategy.h"
 
 #include <algorithm>
 #include <chrono>
 
-#include "trainer.h"
+#include "train/trainer.h"
 
 namespace dslide {
 

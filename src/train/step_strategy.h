@@ -14,9 +14,9 @@
 #include <optional>
 #include <vector>
 
-#include "adam.h"
-#include "config.h"
-#include "dataset.h"
+#include "config/config.h"
+#include "data/dataset.h"
+#include "model/adam.h"
 
 namespace dslide {
 

@@ -4,7 +4,7 @@
 // around the strategy's update (step_strategy.h), table rebuilds, and the reading and checking
 // of the steps' losses. Checkpoints are in trainer_checkpoint.cpp, scoring and evaluation in
 // trainer_scoring.cpp, the training loop in training_loop.cpp.
-#include "trainer.h"
+#include "train/trainer.h"
 
 #include <algorithm>
 #include <chrono>
@@ -12,9 +12,9 @@
 #include <limits>
 #include <random>
 
-#include "auto_settings.h"
-#include "batch_input.h"
-#include "error.h"
+#include "common/error.h"
+#include "train/auto_settings.h"
+#include "train/batch_input.h"
 
 namespace dslide {
 

@@ -15,17 +15,17 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint.h"
-#include "communicator.h"
-#include "config.h"
-#include "dataset.h"
-#include "evaluator.h"
-#include "fault.h"
-#include "layer_backend.h"
-#include "model.h"
-#include "rebuild_schedule.h"
-#include "snapshot_exchange.h"
-#include "step_strategy.h"
+#include "backend/layer_backend.h"
+#include "common/fault.h"
+#include "config/config.h"
+#include "data/dataset.h"
+#include "dist/communicator.h"
+#include "io/checkpoint.h"
+#include "lsh/rebuild_schedule.h"
+#include "model/model.h"
+#include "train/evaluator.h"
+#include "train/snapshot_exchange.h"
+#include "train/step_strategy.h"
 
 namespace dslide {
 

@@ -2,7 +2,7 @@
 // .tmp folder) and pruning the older, loading one, resuming from the newest intact one of
 // --resume with the best model before the interruption, checking before training that the
 // folders can take them, and the host copies of the best validated model (--keep-best).
-#include "trainer.h"
+#include "train/trainer.h"
 
 #include <chrono>
 #include <cstdio>
@@ -13,7 +13,7 @@
 #include <thread>
 #include <utility>
 
-#include "error.h"
+#include "common/error.h"
 
 namespace dslide {
 

@@ -1,7 +1,7 @@
 // The trainer's exact scoring and its evaluation: every output neuron of a block of points
 // scored on each rank, the normaliser and the k best merged over the ranks (Score), and P@k
 // (and the full-softmax loss) over a dataset, exact or LSH-sampled (Evaluate).
-#include "trainer.h"
+#include "train/trainer.h"
 
 #include <algorithm>
 #include <chrono>
@@ -9,8 +9,8 @@
 #include <limits>
 #include <numeric>
 
-#include "batch_input.h"
-#include "topk.h"
+#include "model/topk.h"
+#include "train/batch_input.h"
 
 namespace dslide {
 

@@ -3,7 +3,7 @@
 // final checkpoints, stop signals and divergence, the final test score. What it prints and
 // records is run_report.cpp's; checkpoints and resume are in trainer_checkpoint.cpp, the step
 // in trainer.cpp, RunTraining in run_training.cpp.
-#include "trainer.h"
+#include "train/trainer.h"
 
 #include <algorithm>
 #include <chrono>
@@ -11,14 +11,14 @@
 #include <cstdio>
 #include <numeric>
 
-#include "auto_settings.h"
-#include "error.h"
-#include "metrics.h"
-#include "process_clock.h"
-#include "rng.h"
-#include "run_report.h"
-#include "stop_signal.h"
-#include "synthetic.h"
+#include "common/error.h"
+#include "common/process_clock.h"
+#include "common/rng.h"
+#include "common/stop_signal.h"
+#include "data/synthetic.h"
+#include "train/auto_settings.h"
+#include "train/metrics.h"
+#include "train/run_report.h"
 
 namespace dslide {
 

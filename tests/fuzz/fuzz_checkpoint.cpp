@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint.h"
-#include "error.h"
+#include "common/error.h"
+#include "io/checkpoint.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;

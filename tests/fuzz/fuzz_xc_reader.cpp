@@ -6,8 +6,8 @@
 #include <cstdio>
 #include <string>
 
-#include "dataset.h"
-#include "error.h"
+#include "common/error.h"
+#include "data/dataset.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const std::string path = "/tmp/dslide-fuzz-xc-" + std::to_string(getpid());

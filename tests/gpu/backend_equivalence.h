@@ -13,17 +13,17 @@
 #include <set>
 #include <vector>
 
-#include "activation.h"
-#include "auto_settings.h"
-#include "communicator.h"
-#include "cpu_backend.h"
-#include "gpu_tuning.h"
-#include "layer_backend.h"
-#include "parallel.h"
-#include "rng.h"
-#include "snapshot_exchange.h"
-#include "synthetic.h"
-#include "trainer.h"
+#include "backend/layer_backend.h"
+#include "common/parallel.h"
+#include "common/rng.h"
+#include "cpu/cpu_backend.h"
+#include "data/synthetic.h"
+#include "dist/communicator.h"
+#include "gpu/gpu_tuning.h"
+#include "model/activation.h"
+#include "train/auto_settings.h"
+#include "train/snapshot_exchange.h"
+#include "train/trainer.h"
 
 #include "../backend_driver.h"
 #include "../test_presets.h"

@@ -2,10 +2,11 @@
 // skipped by ctest) where no device is visible.
 #include <cstdio>
 
-#include "gpu_backend.h"
-#include "gpu_device.h"
+#include "gpu/gpu_backend.h"
+#include "gpu/gpu_device.h"
 
 #include "backend_equivalence.h"
+#include "devices/backend_factory.h"
 
 namespace dslide::testing {
 

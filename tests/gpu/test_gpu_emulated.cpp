@@ -1,7 +1,7 @@
 // The GPU backend's kernels, layouts and bookkeeping on the host executor, against the CPU
 // backend: runs everywhere, so the GPU code's logic is tested on machines without a GPU.
-#include "gpu_backend_impl.h"
-#include "host_exec.h"
+#include "gpu/gpu_backend_impl.h"
+#include "gpu/host_exec.h"
 
 #include "backend_equivalence.h"
 

@@ -14,18 +14,19 @@
 #include <thread>
 
 #include "../test_presets.h"
-#include "gpu_backend_impl.h"
-#include "host_exec.h"
-#include "mpi_communicator.h"
+#include "dist/mpi_communicator.h"
+#include "gpu/gpu_backend_impl.h"
+#include "gpu/host_exec.h"
 #ifdef DSLIDE_WITH_CUDA
-#include "gpu_device.h"
+#include "gpu/gpu_device.h"
 #endif
-#include "parallel.h"
-#include "predict.h"
-#include "snapshot_exchange.h"
-#include "stop_signal.h"
-#include "synthetic.h"
-#include "trainer.h"
+#include "common/parallel.h"
+#include "common/stop_signal.h"
+#include "data/synthetic.h"
+#include "devices/backend_factory.h"
+#include "train/predict.h"
+#include "train/snapshot_exchange.h"
+#include "train/trainer.h"
 
 namespace dslide {
 namespace {

@@ -7,8 +7,8 @@
 #include <limits>
 #include <vector>
 
-#include "adam.h"
-#include "rng.h"
+#include "common/rng.h"
+#include "model/adam.h"
 
 namespace dslide {
 namespace {

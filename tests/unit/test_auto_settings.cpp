@@ -7,11 +7,12 @@
 #include <set>
 
 #include "../backend_driver.h"
-#include "auto_settings.h"
-#include "budget_sampler.h"
-#include "layer_backend.h"
-#include "parallel.h"
-#include "rng.h"
+#include "backend/layer_backend.h"
+#include "common/parallel.h"
+#include "common/rng.h"
+#include "devices/backend_factory.h"
+#include "lsh/budget_sampler.h"
+#include "train/auto_settings.h"
 
 namespace dslide {
 namespace {

@@ -6,8 +6,8 @@
 #include <set>
 #include <vector>
 
-#include "budget_sampler.h"
-#include "rng.h"
+#include "common/rng.h"
+#include "lsh/budget_sampler.h"
 
 namespace dslide {
 namespace {

@@ -17,16 +17,16 @@
 #include <string>
 #include <vector>
 
-#include "error.h"
-#include "evaluator.h"
-#include "huge_pages.h"
-#include "label_map.h"
-#include "layer_layout.h"
-#include "model.h"
-#include "parallel.h"
-#include "peers.h"
-#include "rebuild_schedule.h"
-#include "topk.h"
+#include "app/peers.h"
+#include "common/error.h"
+#include "common/huge_pages.h"
+#include "common/parallel.h"
+#include "lsh/rebuild_schedule.h"
+#include "model/label_map.h"
+#include "model/layer_layout.h"
+#include "model/model.h"
+#include "model/topk.h"
+#include "train/evaluator.h"
 
 namespace dslide {
 namespace {

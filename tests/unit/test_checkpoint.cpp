@@ -10,13 +10,14 @@
 #include <limits>
 
 #include "../test_presets.h"
-#include "checkpoint.h"
-#include "communicator.h"
-#include "error.h"
-#include "parallel.h"
-#include "synthetic.h"
+#include "common/error.h"
+#include "common/parallel.h"
+#include "data/synthetic.h"
+#include "devices/backend_factory.h"
+#include "dist/communicator.h"
+#include "io/checkpoint.h"
 #include "test_util.h"
-#include "trainer.h"
+#include "train/trainer.h"
 
 namespace dslide {
 namespace {

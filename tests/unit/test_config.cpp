@@ -10,12 +10,12 @@
 #include <string>
 #include <vector>
 
-#include "config.h"
-#include "device_choice.h"
-#include "error.h"
-#include "metrics.h"
-#include "predict.h"
+#include "common/error.h"
+#include "config/config.h"
+#include "gpu/device_choice.h"
 #include "test_util.h"
+#include "train/metrics.h"
+#include "train/predict.h"
 
 namespace dslide {
 namespace {

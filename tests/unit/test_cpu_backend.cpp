@@ -8,10 +8,10 @@
 #include <cstring>
 #include <vector>
 
-#include "auto_settings.h"
-#include "cpu_backend.h"
-#include "parallel.h"
-#include "rng.h"
+#include "common/parallel.h"
+#include "common/rng.h"
+#include "cpu/cpu_backend.h"
+#include "train/auto_settings.h"
 
 #include "../backend_driver.h"
 

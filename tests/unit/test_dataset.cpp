@@ -12,8 +12,8 @@
 #include <iterator>
 #include <string>
 
-#include "dataset.h"
-#include "error.h"
+#include "common/error.h"
+#include "data/dataset.h"
 #include "test_util.h"
 
 namespace dslide {

@@ -6,10 +6,11 @@
 #include <numeric>
 
 #include "../test_presets.h"
-#include "communicator.h"
-#include "parallel.h"
-#include "synthetic.h"
-#include "trainer.h"
+#include "common/parallel.h"
+#include "data/synthetic.h"
+#include "devices/backend_factory.h"
+#include "dist/communicator.h"
+#include "train/trainer.h"
 
 namespace dslide {
 namespace {

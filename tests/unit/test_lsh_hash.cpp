@@ -4,8 +4,8 @@
 #include <cmath>
 #include <vector>
 
-#include "lsh_hash.h"
-#include "rng.h"
+#include "common/rng.h"
+#include "lsh/lsh_hash.h"
 
 namespace dslide {
 namespace {

@@ -4,9 +4,9 @@
 #include <algorithm>
 #include <vector>
 
-#include "lsh_table.h"
-#include "rng.h"
-#include "select_kernel.h"
+#include "common/rng.h"
+#include "lsh/lsh_table.h"
+#include "lsh/select_kernel.h"
 
 namespace dslide {
 namespace {

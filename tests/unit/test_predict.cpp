@@ -9,14 +9,15 @@
 #include <sstream>
 
 #include "../test_presets.h"
-#include "checkpoint.h"
-#include "communicator.h"
-#include "error.h"
-#include "evaluator.h"
-#include "parallel.h"
-#include "predict.h"
-#include "synthetic.h"
+#include "common/error.h"
+#include "common/parallel.h"
+#include "data/synthetic.h"
+#include "devices/backend_factory.h"
+#include "dist/communicator.h"
+#include "io/checkpoint.h"
 #include "test_util.h"
+#include "train/evaluator.h"
+#include "train/predict.h"
 
 namespace dslide {
 namespace {

@@ -11,11 +11,11 @@
 #include <string>
 #include <vector>
 
-#include "communicator.h"
-#include "config.h"
-#include "synthetic.h"
+#include "config/config.h"
+#include "data/synthetic.h"
+#include "dist/communicator.h"
 #include "test_util.h"
-#include "trainer.h"
+#include "train/trainer.h"
 
 namespace dslide {
 namespace {

@@ -12,14 +12,15 @@
 #include <fstream>
 
 #include "../test_presets.h"
-#include "checkpoint.h"
-#include "communicator.h"
-#include "error.h"
-#include "parallel.h"
-#include "stop_signal.h"
-#include "synthetic.h"
+#include "common/error.h"
+#include "common/parallel.h"
+#include "common/stop_signal.h"
+#include "data/synthetic.h"
+#include "devices/backend_factory.h"
+#include "dist/communicator.h"
+#include "io/checkpoint.h"
 #include "test_util.h"
-#include "trainer.h"
+#include "train/trainer.h"
 
 namespace dslide {
 namespace {

@@ -13,16 +13,17 @@
 #include <string>
 
 #include "../test_presets.h"
-#include "activation.h"
-#include "adam.h"
-#include "auto_settings.h"
-#include "communicator.h"
-#include "error.h"
-#include "layer_backend.h"
-#include "parallel.h"
-#include "rng.h"
-#include "synthetic.h"
-#include "trainer.h"
+#include "backend/layer_backend.h"
+#include "common/error.h"
+#include "common/parallel.h"
+#include "common/rng.h"
+#include "data/synthetic.h"
+#include "devices/backend_factory.h"
+#include "dist/communicator.h"
+#include "model/activation.h"
+#include "model/adam.h"
+#include "train/auto_settings.h"
+#include "train/trainer.h"
 
 namespace dslide {
 namespace {

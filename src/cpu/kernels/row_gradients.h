@@ -6,9 +6,9 @@
 #include <cstdint>
 #include <cstring>
 
-#include "batch_rows.h"
-#include "cpu_tuning.h"
-#include "kernels/simd.h"
+#include "cpu/cpu_tuning.h"
+#include "cpu/kernels/simd.h"
+#include "data/batch_rows.h"
 
 namespace dslide::cpu {
 

@@ -1,6 +1,6 @@
 // The backward and update kernels (backward.h) on the device.
-#include "backward.h"
-#include "grid.cuh"
+#include "gpu/kernels/backward.h"
+#include "gpu/kernels/grid.cuh"
 
 namespace dslide::gpu {
 

@@ -5,8 +5,8 @@
 #include <cmath>
 #include <cstdint>
 
-#include "adam.h"
-#include "common.h"
+#include "gpu/kernels/common.h"
+#include "model/adam.h"
 
 namespace dslide::gpu {
 

@@ -12,8 +12,8 @@
 #include <cmath>
 #include <cstdint>
 
-#include "hd.h"
-#include "host_order.h"
+#include "common/hd.h"
+#include "gpu/kernels/host_order.h"
 
 struct CUstream_st;
 

@@ -3,7 +3,7 @@
 
 #include <cuda_runtime.h>
 
-#include "error.h"
+#include "common/error.h"
 
 #define DSLIDE_CUDA_CHECK(call)                                                               \
   do {                                                                                        \

@@ -1,6 +1,6 @@
 // The forward kernels (forward.h) on the device.
-#include "forward.h"
-#include "grid.cuh"
+#include "gpu/kernels/forward.h"
+#include "gpu/kernels/grid.cuh"
 
 namespace dslide::gpu {
 

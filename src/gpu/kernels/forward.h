@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "common.h"
+#include "gpu/kernels/common.h"
 
 namespace dslide::gpu {
 

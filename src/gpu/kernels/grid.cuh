@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "cuda_check.cuh"
+#include "gpu/kernels/cuda_check.cuh"
 
 namespace dslide::gpu {
 

@@ -9,9 +9,9 @@
 //   topk.h      TopKSegments, LabelLogits
 #pragma once
 
-#include "backward.h"
-#include "forward.h"
-#include "query.h"
-#include "rebuild.h"
-#include "softmax.h"
-#include "topk.h"
+#include "gpu/kernels/backward.h"
+#include "gpu/kernels/forward.h"
+#include "gpu/kernels/query.h"
+#include "gpu/kernels/rebuild.h"
+#include "gpu/kernels/softmax_kernels.h"
+#include "gpu/kernels/topk_kernels.h"

@@ -1,8 +1,8 @@
 // The query kernels (query.h) on the device.
 #include <cub/block/block_scan.cuh>
 
-#include "grid.cuh"
-#include "query.h"
+#include "gpu/kernels/grid.cuh"
+#include "gpu/kernels/query.h"
 
 namespace dslide::gpu {
 

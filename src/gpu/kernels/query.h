@@ -6,11 +6,11 @@
 #include <cstdint>
 #include <vector>
 
-#include "backend_streams.h"
-#include "common.h"
-#include "lsh_kernels.h"
-#include "rng.h"
-#include "select_kernel.h"
+#include "common/rng.h"
+#include "gpu/kernels/common.h"
+#include "lsh/lsh_kernels.h"
+#include "lsh/select_kernel.h"
+#include "model/backend_streams.h"
 
 namespace dslide::gpu {
 

@@ -1,6 +1,6 @@
 // The rebuild kernels (rebuild.h) on the device.
-#include "grid.cuh"
-#include "rebuild.h"
+#include "gpu/kernels/grid.cuh"
+#include "gpu/kernels/rebuild.h"
 
 namespace dslide::gpu {
 

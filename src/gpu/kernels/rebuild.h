@@ -5,9 +5,9 @@
 #include <cmath>
 #include <cstdint>
 
-#include "common.h"
-#include "lsh_kernels.h"
-#include "select_kernel.h"
+#include "gpu/kernels/common.h"
+#include "lsh/lsh_kernels.h"
+#include "lsh/select_kernel.h"
 
 namespace dslide::gpu {
 

@@ -1,8 +1,8 @@
 // The softmax kernels (softmax.h) on the device, their block reductions by CUB.
 #include <cub/block/block_reduce.cuh>
 
-#include "grid.cuh"
-#include "softmax.h"
+#include "gpu/kernels/grid.cuh"
+#include "gpu/kernels/softmax_kernels.h"
 
 namespace dslide::gpu {
 

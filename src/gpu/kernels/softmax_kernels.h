@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "common.h"
-#include "select_kernel.h"
+#include "gpu/kernels/common.h"
+#include "lsh/select_kernel.h"
 
 namespace dslide::gpu {
 

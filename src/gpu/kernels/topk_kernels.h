@@ -5,7 +5,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "common.h"
+#include "gpu/kernels/common.h"
 
 namespace dslide::gpu {
 

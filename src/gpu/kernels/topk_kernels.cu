@@ -1,6 +1,6 @@
 // The top-k kernels (topk.h) on the device.
-#include "grid.cuh"
-#include "topk.h"
+#include "gpu/kernels/grid.cuh"
+#include "gpu/kernels/topk_kernels.h"
 
 namespace dslide::gpu {
 

@@ -1,11 +1,13 @@
-// The one place that knows which backends were built (CUDA or not).
-#include "cpu_backend.h"
-#include "device_choice.h"
-#include "error.h"
-#include "layer_backend.h"
+// The backend of a device (backend_factory.h).
+#include "devices/backend_factory.h"
+
+#include "backend/layer_backend.h"
+#include "common/error.h"
+#include "cpu/cpu_backend.h"
+#include "gpu/device_choice.h"
 #ifdef DSLIDE_WITH_CUDA
-#include "gpu_backend.h"
-#include "gpu_device.h"
+#include "gpu/gpu_backend.h"
+#include "gpu/gpu_device.h"
 #endif
 
 namespace dslide {
