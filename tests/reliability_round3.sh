@@ -160,3 +160,29 @@ expect_in out_local.txt "option --checkpoint-dir: ck11 is not one folder that ev
   "a node-local --checkpoint-dir"
 expect_not_in out_local.txt "^iter " "a node-local --checkpoint-dir"
 pass "a --checkpoint-dir that the ranks do not share: refused before training"
+
+# 12. One point with 200,000 labels (of 400,000): its softmax finds its labels' slots in
+#     n log k, not n k (6 s a step here, over 15 minutes with 2 million labels, deaf to
+#     signals meanwhile), so 60 steps end well within the limit and a stop signal ends the
+#     run after its step.
+awk 'BEGIN { n = 64; srand(7); print n, 1000, 400000
+  for (i = 0; i < n; ++i) {
+    if (i == 1) { printf "0"; for (l = 1; l < 200000; ++l) printf ",%d", 2 * l }
+    else printf "%d,%d", int(rand() * 400000), int(rand() * 400000)
+    for (f = 0; f < 10; ++f) printf " %d:1", (i * 10 + f) % 1000
+    printf "\n" } }' >many.txt
+many=(train --train many.txt --test many.txt --threads 1 --hidden 16 --batch 64)
+timeout 120 "$dslide" "${many[@]}" --iterations 60 --log-every 10 >out_many.txt 2>&1
+expect_rc $? 0 "60 steps on a point with 200,000 labels within 120 s"
+expect_in out_many.txt "^iter 60/60" "a point with 200,000 labels"
+"$dslide" "${many[@]}" --iterations 100000 --log-every 1 --checkpoint-dir ck12 >out_many_stop.txt 2>&1 &
+pid=$!
+wait_iter out_many_stop.txt 3
+kill -TERM $pid
+for _ in $(seq 300); do kill -0 $pid 2>/dev/null || break; sleep 0.1; done
+kill -0 $pid 2>/dev/null && { kill -KILL $pid; fail "a point with 200,000 labels: running 30 s after SIGTERM"; }
+wait $pid
+expect_rc $? 75 "SIGTERM on a point with 200,000 labels"
+expect_in out_many_stop.txt "stopped by SIGTERM at iteration [0-9]* of 100000; checkpoint written to ck12/ckpt-" \
+  "SIGTERM on a point with 200,000 labels"
+pass "a point with 200,000 labels: 60 steps within 120 s; SIGTERM: checkpoint, exit 75"
