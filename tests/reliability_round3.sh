@@ -186,3 +186,33 @@ expect_rc $? 75 "SIGTERM on a point with 200,000 labels"
 expect_in out_many_stop.txt "stopped by SIGTERM at iteration [0-9]* of 100000; checkpoint written to ck12/ckpt-" \
   "SIGTERM on a point with 200,000 labels"
 pass "a point with 200,000 labels: 60 steps within 120 s; SIGTERM: checkpoint, exit 75"
+
+# 13. A stop signal that comes before the handlers could be installed (here: sent to the
+#     process before it starts, held blocked through its exec) is answered once they are:
+#     exit 75 with a line, before the first step, writing nothing (it was held for ever, and
+#     the run trained to its end; one arriving in the first fraction of a second ended the
+#     process by the signal, exit 143 or 138, without a word).
+perl -MPOSIX -e 'sigprocmask(SIG_BLOCK, POSIX::SigSet->new(SIGTERM)); kill "TERM", $$; exec @ARGV or die' \
+  "$dslide" "${train[@]}" --iterations 20 --checkpoint-dir ck13 >out_early.txt 2>&1
+expect_rc $? 75 "SIGTERM at the start"
+expect_in out_early.txt "stopped by SIGTERM before the first step (iteration 0 of 20): nothing was trained, nothing was saved" \
+  "SIGTERM at the start"
+[[ -z $(ls -d ck13/ckpt-* 2>/dev/null) ]] || fail "SIGTERM at the start: a checkpoint in ck13"
+pass "SIGTERM at the start: exit 75 before the first step, with a line"
+
+# 14. A second signal to every rank of a job says so once (each rank said it). Both signals
+#     reach each rank at once: the ranks are paused while they are sent.
+"$mpiexec" "${mpiflags[@]}" -n 2 -x OMP_NUM_THREADS=1 "$dslide" "${train[@]}" --iterations 100000 \
+  --log-every 1 >out_second_signal.txt 2>&1 &
+pid=$!
+wait_iter out_second_signal.txt 2
+mapfile -t ranks < <(pgrep -P $pid)
+((${#ranks[@]} == 2)) || { kill -KILL $pid; fail "a second signal: ${#ranks[@]} ranks under mpiexec, expected 2"; }
+kill -STOP "${ranks[@]}"
+kill -USR1 "${ranks[@]}"
+kill -TERM "${ranks[@]}"
+kill -CONT "${ranks[@]}"
+wait $pid
+[[ $(grep -c "second stop signal: exiting now" out_second_signal.txt) == 1 ]] ||
+  fail "a second signal to 2 ranks: $(grep -c "second stop signal" out_second_signal.txt) lines, expected 1"
+pass "a second signal to 2 ranks: one line"

@@ -75,10 +75,14 @@ int Train(int argc, const char* const* argv, Communicator* comm) {
   CheckOutputPath(
       "--metrics", cfg.metrics_file,
       {{"--train", cfg.train_file}, {"--test", cfg.test_file}, {"--valid", cfg.valid_file}});
-  InstallStopHandlers();
+  InstallStopHandlers();  // main's, again after MPI's start
   // With P ranks a rank's SIGTERM may be the launcher ending a job whose other rank failed:
-  // no rank promises anything at the signal; rank 0 says what happens once all agree.
-  if (comm->size() > 1) SetStopNotice("");
+  // no rank promises anything at the signal; rank 0 says what happens once all agree, and
+  // alone says that a second signal ends the job.
+  if (comm->size() > 1) {
+    SetStopNotice("");
+    SetSecondSignalNotice(Root(comm));
+  }
   try {
     RunTraining(cfg, comm);
   } catch (const Stop&) {
@@ -215,7 +219,10 @@ int Bench(int argc, const char* const* argv, Communicator* comm) {
   // bench trains as train does (checkpoints too, with --checkpoint-dir): a stop signal ends it
   // after its step, with its checkpoint, as it ends a training run.
   InstallStopHandlers();
-  if (comm->size() > 1) SetStopNotice("");
+  if (comm->size() > 1) {
+    SetStopNotice("");
+    SetSecondSignalNotice(Root(comm));
+  }
   const bool files = cfg.train.train_file != "(generated)";
   Dataset train, test;
   double baseline = 0;

@@ -13,6 +13,7 @@
 #include "layer_backend.h"
 #include "mpi_communicator.h"
 #include "parallel.h"
+#include "stop_signal.h"
 
 namespace {
 
@@ -33,7 +34,15 @@ constexpr const char* kUsage =
 
 int main(int argc, char** argv) {
   using namespace dslide;
+  // A stop signal at any time from here is answered: held through the restart below (a
+  // blocked signal stays pending across exec), then delivered to the handlers. train and
+  // bench finish their step and stop with their checkpoint (or before their first step);
+  // the other commands end at once, saying so.
+  HoldStopSignals();
   PreferSleepingIdleThreads(argv);
+  const bool trains =
+      argc >= 2 && (!std::strcmp(argv[1], "train") || !std::strcmp(argv[1], "bench"));
+  InstallStopHandlers(trains ? StopMode::kAfterStep : StopMode::kNow);
   if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
     std::printf("%s", kUsage);
     return argc < 2 ? 2 : 0;
