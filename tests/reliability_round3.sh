@@ -216,3 +216,19 @@ wait $pid
 [[ $(grep -c "second stop signal: exiting now" out_second_signal.txt) == 1 ]] ||
   fail "a second signal to 2 ranks: $(grep -c "second stop signal" out_second_signal.txt) lines, expected 1"
 pass "a second signal to 2 ranks: one line"
+
+# 15. Sizes that cannot fit are refused before anything is allocated, naming the option and
+#     the sizes (here under a 4 GB address-space limit; the model took 20 s of filling
+#     arrays to fail, the generated data minutes to say "out of memory").
+(
+  ulimit -v 4000000
+  "$dslide" "${train[@]}" --iterations 5 --hidden 1000000 >out_huge_model.txt 2>&1
+  expect_rc $? 1 "--hidden 1000000 under ulimit -v"
+  "$dslide" bench --points 2000000000 --threads 1 >out_huge_data.txt 2>&1
+  expect_rc $? 1 "bench --points 2000000000 under ulimit -v"
+) || exit 1
+expect_in out_huge_model.txt "cannot allocate the model of --hidden 1000000 and syn.train.txt's 2000 features and 3000 labels: its weights and Adam moments (5001003000 parameters) need 56 GB; this process can have .* (the address-space limit RLIMIT_AS (ulimit -v)" \
+  "--hidden 1000000 under ulimit -v"
+expect_in out_huge_data.txt "option --points: 2000000000 points and 1000 test points, generated in memory, need at least 52 GB; this process can have .* RLIMIT_AS" \
+  "bench --points 2000000000 under ulimit -v"
+pass "a model or generated data beyond the memory limit: refused before allocating, naming the option"

@@ -18,6 +18,7 @@
 #include "peers.h"
 #include "predict.h"
 #include "process_clock.h"
+#include "run_training.h"
 #include "stop_signal.h"
 #include "synthetic.h"
 #include "trainer.h"
@@ -49,6 +50,7 @@ int Gen(int argc, const char* const* argv, Communicator* comm) {
   }
   if (!Root(comm)) return 0;  // one writer
   const auto t0 = std::chrono::steady_clock::now();
+  CheckGeneratedDataFits(cfg, cfg.points, cfg.test_points);
   const Dataset train = GenerateSynthetic(cfg, 0, cfg.points);
   const Dataset test = GenerateSynthetic(cfg, cfg.points, cfg.test_points);
   WriteXc(train, cfg.out + ".train.txt");
@@ -247,6 +249,7 @@ int Bench(int argc, const char* const* argv, Communicator* comm) {
         std::min<int64_t>(gen.test_points, std::max<int64_t>(cfg.train.eval_points, 1));
     gen.out = "(memory)";
     gen.Validate();
+    CheckGeneratedDataFits(gen, gen.points, gen.test_points);
     train = GenerateSynthetic(gen, 0, gen.points);
     test = GenerateSynthetic(gen, gen.points, gen.test_points);
   }
@@ -262,8 +265,9 @@ int Bench(int argc, const char* const* argv, Communicator* comm) {
     std::fflush(stdout);
   }
   TrainConfig tc = cfg.train;
-  Trainer trainer(tc, comm, MakeBackend(tc.device, comm->rank(), tc.gpus_per_node),
-                  train.num_features, train.num_labels);
+  const std::unique_ptr<Trainer> model =
+      BuildTrainer(tc, comm, train.num_features, train.num_labels, data_name);
+  Trainer& trainer = *model;
   const double init_rss = PeakRssMb();
   const EvalResult before = trainer.Evaluate(test, tc.eval_points, tc.eval_sampled);
   comm->ResetStats();
