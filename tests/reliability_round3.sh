@@ -232,3 +232,17 @@ expect_in out_huge_model.txt "cannot allocate the model of --hidden 1000000 and 
 expect_in out_huge_data.txt "option --points: 2000000000 points and 1000 test points, generated in memory, need at least 52 GB; this process can have .* RLIMIT_AS" \
   "bench --points 2000000000 under ulimit -v"
 pass "a model or generated data beyond the memory limit: refused before allocating, naming the option"
+
+# 16. gen onto a full disk (its temporary file a link to /dev/full, where every write fails
+#     with ENOSPC) stops at the first write that fails, naming the file and the line, and
+#     leaves nothing (it formatted every line and failed only at the close).
+ln -s /dev/full full.train.txt.tmp
+"$dslide" gen --points 200000 --test-points 100 --features 2000 --labels 3000 --nnz 20 --out full \
+  >out_full.txt 2>&1
+expect_rc $? 1 "gen onto a full disk"
+expect_in out_full.txt "full.train.txt: write failed at line [0-9]* of 200001 (No space left on device)" \
+  "gen onto a full disk"
+line=$(sed -n 's/.*write failed at line \([0-9]*\) of.*/\1/p' out_full.txt)
+((line < 200001)) || fail "gen onto a full disk: stopped at line $line of 200001"
+[[ -z $(ls full.* 2>/dev/null) ]] || fail "gen onto a full disk: left $(ls full.*)"
+pass "gen onto a full disk: stopped at line $line of 200001, nothing left"
