@@ -2,8 +2,10 @@
 # The third round of fault cases (docs/user-guide.md: Reliability), through the command line:
 # a run owns its checkpoint folder, every signal that ends a run on a terminal or a
 # scheduler lands its checkpoint (also through launch/mpirun.sh, even when the launcher is
-# killed outright), no output path may name an input or a checkpoint file, and an empty path
-# is refused.
+# killed outright), no output path may name an input or a checkpoint file, an empty path
+# is refused; a point with 200,000 labels trains at the pace of its size, a signal is
+# answered from the start and a second one said once, sizes that cannot fit are refused
+# before anything is allocated, and gen stops at the first write to a full disk.
 # Usage: reliability_round3.sh DSLIDE MPIEXEC LAUNCHER WORKDIR [MPIEXEC FLAGS...]
 set -uo pipefail
 dslide=$1 mpiexec=$2 launcher=$3 work=$4
