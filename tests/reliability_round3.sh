@@ -2,8 +2,10 @@
 # The third round of fault cases (docs/user-guide.md: Reliability), through the command line:
 # a run owns its checkpoint folder, every signal that ends a run on a terminal or a
 # scheduler lands its checkpoint (also through launch/mpirun.sh, even when the launcher is
-# killed outright), no output path may name an input or a checkpoint file, and an empty path
-# is refused.
+# killed outright), no output path may name an input or a checkpoint file, an empty path
+# is refused; a point with 200,000 labels trains at the pace of its size, a signal is
+# answered from the start and a second one said once, sizes that cannot fit are refused
+# before anything is allocated, and gen stops at the first write to a full disk.
 # Usage: reliability_round3.sh DSLIDE MPIEXEC LAUNCHER WORKDIR [MPIEXEC FLAGS...]
 set -uo pipefail
 dslide=$1 mpiexec=$2 launcher=$3 work=$4
@@ -160,3 +162,89 @@ expect_in out_local.txt "option --checkpoint-dir: ck11 is not one folder that ev
   "a node-local --checkpoint-dir"
 expect_not_in out_local.txt "^iter " "a node-local --checkpoint-dir"
 pass "a --checkpoint-dir that the ranks do not share: refused before training"
+
+# 12. One point with 200,000 labels (of 400,000): its softmax finds its labels' slots in
+#     n log k, not n k (6 s a step here, over 15 minutes with 2 million labels, deaf to
+#     signals meanwhile), so 60 steps end well within the limit and a stop signal ends the
+#     run after its step.
+awk 'BEGIN { n = 64; srand(7); print n, 1000, 400000
+  for (i = 0; i < n; ++i) {
+    if (i == 1) { printf "0"; for (l = 1; l < 200000; ++l) printf ",%d", 2 * l }
+    else printf "%d,%d", int(rand() * 400000), int(rand() * 400000)
+    for (f = 0; f < 10; ++f) printf " %d:1", (i * 10 + f) % 1000
+    printf "\n" } }' >many.txt
+many=(train --train many.txt --test many.txt --threads 1 --hidden 16 --batch 64)
+timeout 120 "$dslide" "${many[@]}" --iterations 60 --log-every 10 >out_many.txt 2>&1
+expect_rc $? 0 "60 steps on a point with 200,000 labels within 120 s"
+expect_in out_many.txt "^iter 60/60" "a point with 200,000 labels"
+"$dslide" "${many[@]}" --iterations 100000 --log-every 1 --checkpoint-dir ck12 >out_many_stop.txt 2>&1 &
+pid=$!
+wait_iter out_many_stop.txt 3
+kill -TERM $pid
+for _ in $(seq 300); do kill -0 $pid 2>/dev/null || break; sleep 0.1; done
+kill -0 $pid 2>/dev/null && { kill -KILL $pid; fail "a point with 200,000 labels: running 30 s after SIGTERM"; }
+wait $pid
+expect_rc $? 75 "SIGTERM on a point with 200,000 labels"
+expect_in out_many_stop.txt "stopped by SIGTERM at iteration [0-9]* of 100000; checkpoint written to ck12/ckpt-" \
+  "SIGTERM on a point with 200,000 labels"
+pass "a point with 200,000 labels: 60 steps within 120 s; SIGTERM: checkpoint, exit 75"
+
+# 13. A stop signal that comes before the handlers could be installed (here: sent to the
+#     process before it starts, held blocked through its exec) is answered once they are:
+#     exit 75 with a line, before the first step, writing nothing (it was held for ever, and
+#     the run trained to its end; one arriving in the first fraction of a second ended the
+#     process by the signal, exit 143 or 138, without a word).
+perl -MPOSIX -e 'sigprocmask(SIG_BLOCK, POSIX::SigSet->new(SIGTERM)); kill "TERM", $$; exec @ARGV or die' \
+  "$dslide" "${train[@]}" --iterations 20 --checkpoint-dir ck13 >out_early.txt 2>&1
+expect_rc $? 75 "SIGTERM at the start"
+expect_in out_early.txt "stopped by SIGTERM before the first step (iteration 0 of 20): nothing was trained, nothing was saved" \
+  "SIGTERM at the start"
+[[ -z $(ls -d ck13/ckpt-* 2>/dev/null) ]] || fail "SIGTERM at the start: a checkpoint in ck13"
+pass "SIGTERM at the start: exit 75 before the first step, with a line"
+
+# 14. A second signal to every rank of a job says so once (each rank said it). Both signals
+#     reach each rank at once: the ranks are paused while they are sent.
+"$mpiexec" "${mpiflags[@]}" -n 2 -x OMP_NUM_THREADS=1 "$dslide" "${train[@]}" --iterations 100000 \
+  --log-every 1 >out_second_signal.txt 2>&1 &
+pid=$!
+wait_iter out_second_signal.txt 2
+mapfile -t ranks < <(pgrep -P $pid)
+((${#ranks[@]} == 2)) || { kill -KILL $pid; fail "a second signal: ${#ranks[@]} ranks under mpiexec, expected 2"; }
+kill -STOP "${ranks[@]}"
+kill -USR1 "${ranks[@]}"
+kill -TERM "${ranks[@]}"
+kill -CONT "${ranks[@]}"
+wait $pid
+[[ $(grep -c "second stop signal: exiting now" out_second_signal.txt) == 1 ]] ||
+  fail "a second signal to 2 ranks: $(grep -c "second stop signal" out_second_signal.txt) lines, expected 1"
+pass "a second signal to 2 ranks: one line"
+
+# 15. Sizes that cannot fit are refused before anything is allocated, naming the option and
+#     the sizes (here under a 4 GB address-space limit; the model took 20 s of filling
+#     arrays to fail, the generated data minutes to say "out of memory").
+(
+  ulimit -v 4000000
+  "$dslide" "${train[@]}" --iterations 5 --hidden 1000000 >out_huge_model.txt 2>&1
+  expect_rc $? 1 "--hidden 1000000 under ulimit -v"
+  "$dslide" bench --points 2000000000 --threads 1 >out_huge_data.txt 2>&1
+  expect_rc $? 1 "bench --points 2000000000 under ulimit -v"
+) || exit 1
+expect_in out_huge_model.txt "cannot allocate the model of --hidden 1000000 and syn.train.txt's 2000 features and 3000 labels: its weights and Adam moments (5001003000 parameters) need 56 GB; this process can have .* (the address-space limit RLIMIT_AS (ulimit -v)" \
+  "--hidden 1000000 under ulimit -v"
+expect_in out_huge_data.txt "option --points: 2000000000 points and 1000 test points, generated in memory, need at least 52 GB; this process can have .* RLIMIT_AS" \
+  "bench --points 2000000000 under ulimit -v"
+pass "a model or generated data beyond the memory limit: refused before allocating, naming the option"
+
+# 16. gen onto a full disk (its temporary file a link to /dev/full, where every write fails
+#     with ENOSPC) stops at the first write that fails, naming the file and the line, and
+#     leaves nothing (it formatted every line and failed only at the close).
+ln -s /dev/full full.train.txt.tmp
+"$dslide" gen --points 200000 --test-points 100 --features 2000 --labels 3000 --nnz 20 --out full \
+  >out_full.txt 2>&1
+expect_rc $? 1 "gen onto a full disk"
+expect_in out_full.txt "full.train.txt: write failed at line [0-9]* of 200001 (No space left on device)" \
+  "gen onto a full disk"
+line=$(sed -n 's/.*write failed at line \([0-9]*\) of.*/\1/p' out_full.txt)
+((line < 200001)) || fail "gen onto a full disk: stopped at line $line of 200001"
+[[ -z $(ls full.* 2>/dev/null) ]] || fail "gen onto a full disk: left $(ls full.*)"
+pass "gen onto a full disk: stopped at line $line of 200001, nothing left"

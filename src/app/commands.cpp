@@ -21,6 +21,7 @@
 #include "train/auto_settings.h"
 #include "train/metrics.h"
 #include "train/predict.h"
+#include "train/run_training.h"
 #include "train/trainer.h"
 
 namespace dslide::app {
@@ -50,6 +51,7 @@ int Gen(int argc, const char* const* argv, Communicator* comm) {
   }
   if (!Root(comm)) return 0;  // one writer
   const auto t0 = std::chrono::steady_clock::now();
+  CheckGeneratedDataFits(cfg, cfg.points, cfg.test_points);
   const Dataset train = GenerateSynthetic(cfg, 0, cfg.points);
   const Dataset test = GenerateSynthetic(cfg, cfg.points, cfg.test_points);
   WriteXc(train, cfg.out + ".train.txt");
@@ -76,10 +78,14 @@ int Train(int argc, const char* const* argv, Communicator* comm) {
   CheckOutputPath(
       "--metrics", cfg.metrics_file,
       {{"--train", cfg.train_file}, {"--test", cfg.test_file}, {"--valid", cfg.valid_file}});
-  InstallStopHandlers();
+  InstallStopHandlers();  // main's, again after MPI's start
   // With P ranks a rank's SIGTERM may be the launcher ending a job whose other rank failed:
-  // no rank promises anything at the signal; rank 0 says what happens once all agree.
-  if (comm->size() > 1) SetStopNotice("");
+  // no rank promises anything at the signal; rank 0 says what happens once all agree, and
+  // alone says that a second signal ends the job.
+  if (comm->size() > 1) {
+    SetStopNotice("");
+    SetSecondSignalNotice(Root(comm));
+  }
   try {
     RunTraining(cfg, comm);
   } catch (const Stop&) {
@@ -216,7 +222,10 @@ int Bench(int argc, const char* const* argv, Communicator* comm) {
   // bench trains as train does (checkpoints too, with --checkpoint-dir): a stop signal ends it
   // after its step, with its checkpoint, as it ends a training run.
   InstallStopHandlers();
-  if (comm->size() > 1) SetStopNotice("");
+  if (comm->size() > 1) {
+    SetStopNotice("");
+    SetSecondSignalNotice(Root(comm));
+  }
   const bool files = cfg.train.train_file != "(generated)";
   Dataset train, test;
   double baseline = 0;
@@ -241,6 +250,7 @@ int Bench(int argc, const char* const* argv, Communicator* comm) {
         std::min<int64_t>(gen.test_points, std::max<int64_t>(cfg.train.eval_points, 1));
     gen.out = "(memory)";
     gen.Validate();
+    CheckGeneratedDataFits(gen, gen.points, gen.test_points);
     train = GenerateSynthetic(gen, 0, gen.points);
     test = GenerateSynthetic(gen, gen.points, gen.test_points);
   }
@@ -256,8 +266,9 @@ int Bench(int argc, const char* const* argv, Communicator* comm) {
     std::fflush(stdout);
   }
   TrainConfig tc = cfg.train;
-  Trainer trainer(tc, comm, MakeBackend(tc.device, comm->rank(), tc.gpus_per_node),
-                  train.num_features, train.num_labels);
+  const std::unique_ptr<Trainer> model =
+      BuildTrainer(tc, comm, train.num_features, train.num_labels, data_name);
+  Trainer& trainer = *model;
   const double init_rss = PeakRssMb();
   const EvalResult before = trainer.Evaluate(test, tc.eval_points, tc.eval_sampled);
   comm->ResetStats();

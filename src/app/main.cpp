@@ -12,6 +12,7 @@
 #include "backend/layer_backend.h"
 #include "common/error.h"
 #include "common/parallel.h"
+#include "common/stop_signal.h"
 #include "devices/backend_factory.h"
 #include "dist/mpi_communicator.h"
 
@@ -34,7 +35,15 @@ constexpr const char* kUsage =
 
 int main(int argc, char** argv) {
   using namespace dslide;
+  // A stop signal at any time from here is answered: held through the restart below (a
+  // blocked signal stays pending across exec), then delivered to the handlers. train and
+  // bench finish their step and stop with their checkpoint (or before their first step);
+  // the other commands end at once, saying so.
+  HoldStopSignals();
   PreferSleepingIdleThreads(argv);
+  const bool trains =
+      argc >= 2 && (!std::strcmp(argv[1], "train") || !std::strcmp(argv[1], "bench"));
+  InstallStopHandlers(trains ? StopMode::kAfterStep : StopMode::kNow);
   if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
     std::printf("%s", kUsage);
     return argc < 2 ? 2 : 0;

@@ -1,7 +1,9 @@
 #include "common/stop_signal.h"
 
+#include <pthread.h>
 #include <unistd.h>
 #include <algorithm>
+#include <atomic>
 #include <csignal>
 #include <cstring>
 #include <initializer_list>
@@ -10,11 +12,17 @@ namespace dslide {
 
 namespace {
 
-volatile std::sig_atomic_t g_signal = 0;
+// The first signal received (0: none): set once, by a compare-and-swap, so that two signals
+// handled at once on two threads cannot both take themselves for the first.
+std::atomic<int> g_signal{0};
+static_assert(std::atomic<int>::is_always_lock_free, "the signal handler needs a lock-free int");
+volatile std::sig_atomic_t g_second_notice = 1;
 // What the handler prints on the first signal ("" prints nothing); set before training.
 char g_notice[512] =
-    "dslide: stop requested: the run stops after its current step (a second signal exits at "
-    "once)\n";
+    "dslide: stop requested: the run stops after its current step, or before its first (a "
+    "second signal exits at once)\n";
+
+constexpr int kStopSignals[] = {SIGTERM, SIGINT, SIGUSR1, SIGHUP, SIGPIPE};
 
 void Write(const char* s) {
   const ssize_t n = write(STDERR_FILENO, s, std::strlen(s));
@@ -22,25 +30,55 @@ void Write(const char* s) {
 }
 
 extern "C" void OnStopSignal(int sig) {
-  // A closed output raises SIGPIPE at every later write: the stop it asked for is under way.
-  if (sig == SIGPIPE && g_signal != 0) return;
-  if (g_signal != 0) {
-    Write("dslide: second stop signal: exiting now, without a checkpoint\n");
-    _exit(128 + sig);
+  int none = 0;
+  if (g_signal.compare_exchange_strong(none, sig)) {
+    Write(g_notice);
+    return;
   }
-  g_signal = sig;
-  Write(g_notice);
+  // A closed output raises SIGPIPE at every later write: the stop it asked for is under way.
+  if (sig == SIGPIPE) return;
+  if (g_second_notice) Write("dslide: second stop signal: exiting now, without a checkpoint\n");
+  _exit(128 + sig);
+}
+
+// kNow: a line naming the signal, then the signal's default action (the handler is reset on
+// entry, SA_RESETHAND, and the signal not blocked in it, SA_NODEFER).
+extern "C" void OnSignalNow(int sig) {
+  Write("dslide: stopped by ");
+  Write(SignalName(sig));
+  Write("\n");
+  raise(sig);
+}
+
+sigset_t StopSet() {
+  sigset_t set;
+  sigemptyset(&set);
+  for (int sig : kStopSignals) sigaddset(&set, sig);
+  return set;
 }
 
 }  // namespace
 
-void InstallStopHandlers() {
+void HoldStopSignals() {
+  const sigset_t set = StopSet();
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+}
+
+void InstallStopHandlers(StopMode mode) {
   struct sigaction sa;
   std::memset(&sa, 0, sizeof sa);
-  sa.sa_handler = OnStopSignal;
   sigemptyset(&sa.sa_mask);
-  sa.sa_flags = SA_RESTART;  // blocking reads and MPI progress continue after the handler
-  for (int sig : {SIGTERM, SIGINT, SIGUSR1, SIGHUP, SIGPIPE}) sigaction(sig, &sa, nullptr);
+  if (mode == StopMode::kAfterStep) {
+    sa.sa_handler = OnStopSignal;
+    sa.sa_flags = SA_RESTART;  // blocking reads and MPI progress continue after the handler
+  } else {
+    sa.sa_handler = OnSignalNow;
+    sa.sa_flags = SA_RESETHAND | SA_NODEFER;
+  }
+  for (int sig : kStopSignals)
+    if (mode == StopMode::kAfterStep || sig != SIGPIPE) sigaction(sig, &sa, nullptr);
+  const sigset_t set = StopSet();
+  pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
 }
 
 void SetStopNotice(const std::string& text) {
@@ -51,9 +89,11 @@ void SetStopNotice(const std::string& text) {
   if (n > 0) g_notice[0] = text[0];
 }
 
-int StopSignal() { return g_signal; }
+void SetSecondSignalNotice(bool on) { g_second_notice = on ? 1 : 0; }
 
-void ClearStopSignal() { g_signal = 0; }
+int StopSignal() { return g_signal.load(); }
+
+void ClearStopSignal() { g_signal.store(0); }
 
 const char* SignalName(int sig) {
   switch (sig) {

@@ -6,6 +6,11 @@
 // them all), writes a checkpoint when a checkpoint directory is set and exits with
 // kExitStopped. A second signal ends the process at once (exit 128 + signal); a second
 // SIGPIPE, which a closed output raises at every write, does not.
+//
+// main installs the handlers first thing, so that a signal at any time from the start is
+// answered: the stop signals are held (blocked) through the process's restart
+// (PreferSleepingIdleThreads) and delivered once the handlers are in place. Commands that
+// do not train end at once on a signal, with a line naming it.
 #pragma once
 
 #include <string>
@@ -18,12 +23,25 @@ constexpr int kExitStopped = 75;
 /// The exit code of a run stopped because its loss diverged.
 constexpr int kExitDiverged = 3;
 
-/// Installs the handlers for SIGTERM, SIGINT, SIGUSR1, SIGHUP and SIGPIPE (idempotent).
-void InstallStopHandlers();
+/// What a stop signal does: kAfterStep records it for the training loop (train, bench);
+/// kNow ends the process at once with a line naming it, by the signal's own default action
+/// (exit 128 + signal; commands with no step to finish).
+enum class StopMode { kAfterStep, kNow };
+
+/// Blocks the stop signals (SIGTERM, SIGINT, SIGUSR1, SIGHUP, SIGPIPE): one that comes now
+/// waits, also across an exec, for InstallStopHandlers.
+void HoldStopSignals();
+/// Installs the handlers for SIGTERM, SIGINT, SIGUSR1, SIGHUP and SIGPIPE (kNow: not
+/// SIGPIPE, which keeps its default action) and unblocks them, so that a signal held since
+/// the start (HoldStopSignals, or blocked by the parent process) arrives now (idempotent).
+void InstallStopHandlers(StopMode mode = StopMode::kAfterStep);
 /// What the handler writes to stderr on the first signal: a line saying what the run will
 /// do ("" writes nothing: a rank of a multi-rank job, whose rank 0 says it once the ranks
 /// agree, and which may be a rank that the launcher is ending because another one failed).
 void SetStopNotice(const std::string& text);
+/// Whether a second signal says so before it ends the process (the default); with P ranks
+/// only rank 0 does, so that a second signal forwarded to every rank prints one line.
+void SetSecondSignalNotice(bool on);
 /// The first stop signal received since the handlers were installed (0: none).
 int StopSignal();
 /// Forgets a received signal (tests).

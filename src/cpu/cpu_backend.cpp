@@ -1,6 +1,7 @@
 // The CPU backend's construction: each layer's state, its initial weights and first tables.
 #include "cpu/cpu_backend.h"
 
+#include "common/memory_limit.h"
 #include "common/parallel.h"
 #include "cpu/cpu_layer.h"
 #include "model/layer_layout.h"
@@ -12,6 +13,18 @@ CpuBackend::~CpuBackend() = default;
 
 void CpuBackend::Init(const ModelSpec& spec, const BackendOptions& options) {
   CheckLshResolved(spec, options.lsh);
+  {
+    // The least the layers hold, each layer's shard: its weights, biases and both Adam
+    // moments. Refused before anything is allocated where that cannot fit.
+    int64_t params = 0;
+    for (const LayerSpec& s : spec.layers) params += s.local() * (s.in_dim + 1);
+    const int64_t moment = options.bf16_moments ? 2 : 4;
+    CheckMemoryFits(
+        params * (4 + 2 * moment),
+        detail::Concat(
+            "its weights and Adam moments (", params, " parameters",
+            spec.layers.back().local() < spec.layers.back().out_dim ? " on this rank" : "", ")"));
+  }
   spec_ = spec;
   opt_ = options;
   layers_.clear();

@@ -664,9 +664,18 @@ void WriteXc(const Dataset& data, const std::string& final_path) {
     std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "w"), &std::fclose);
     DSLIDE_CHECK(f != nullptr, path, ": cannot write: ", std::strerror(errno));
     std::setvbuf(f.get(), buf.data(), _IOFBF, buf.size());
+    // Each line is checked once written: the first write that fails (a full disk) ends the
+    // file there, not after the rest of it has been formatted in vain.
+    auto check = [&](int64_t line) {
+      if (!std::ferror(f.get())) return;
+      const int err = errno;
+      throw Error(detail::Concat(final_path, ": write failed at line ", line, " of ",
+                                 data.size() + 1, " (", std::strerror(err), ")"));
+    };
     std::fprintf(f.get(), "%lld %lld %lld\n", static_cast<long long>(data.size()),
                  static_cast<long long>(data.num_features),
                  static_cast<long long>(data.num_labels));
+    check(1);
     for (int64_t i = 0; i < data.size(); ++i) {
       const int32_t* l = data.Labels(i);
       for (int64_t j = 0; j < data.NumLabels(i); ++j) std::fprintf(f.get(), j ? ",%d" : "%d", l[j]);
@@ -675,8 +684,9 @@ void WriteXc(const Dataset& data, const std::string& final_path) {
       // A point without labels and features is a single space: an empty line is an error.
       if (data.NumLabels(i) == 0 && x.n == 0) std::fputc(' ', f.get());
       std::fputc('\n', f.get());
+      check(i + 2);
     }
-    CloseWritten(&f, path);
+    CloseWritten(&f, final_path);
   });
 }
 

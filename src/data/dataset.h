@@ -102,6 +102,8 @@ bool IsBinaryDataset(const std::string& path);
 void SplitHoldout(const Dataset& all, double fraction, uint64_t seed, Dataset* kept, Dataset* held);
 
 /// Writes an XC text file (plain); a point without labels or features as a single space.
+/// Written as PATH.tmp and renamed when complete; the first write that fails (a full disk)
+/// ends it, throwing dslide::Error naming PATH and the line.
 void WriteXc(const Dataset& data, const std::string& path);
 
 }  // namespace dslide

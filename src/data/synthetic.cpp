@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <new>
 #include <unordered_map>
 
 #include "common/error.h"
+#include "common/memory_limit.h"
 #include "common/rng.h"
 
 namespace dslide {
@@ -46,46 +48,66 @@ Dataset GenerateSynthetic(const GenConfig& cfg, int64_t first_index, int64_t n) 
   std::vector<int32_t> lbls, fids;
   std::vector<float> fvals;
   std::unordered_map<int32_t, float> acc_feat;
-  for (int64_t i = 0; i < n; ++i) {
-    Rng rng(StreamSeed(cfg.seed, kPointStream, first_index + i));
-    const int m = 1 + static_cast<int>(rng.Below(cfg.labels_per_point));
-    lbls.clear();
-    for (int tries = 0; static_cast<int>(lbls.size()) < m && tries < 8 * m; ++tries) {
-      const double u = rng.Uniform();
-      const int64_t r = std::lower_bound(cdf.begin(), cdf.end(), u) - cdf.begin();
-      const int32_t l = rank_to_label(std::min(r, C - 1));
-      if (std::find(lbls.begin(), lbls.end(), l) == lbls.end()) lbls.push_back(l);
-    }
-    std::sort(lbls.begin(), lbls.end());
-    acc_feat.clear();
-    const int per_label = std::max(1, signal / static_cast<int>(lbls.size()));
-    for (int32_t l : lbls) {
-      // The label's prototype: proto_size features with weights in [0.5, 1.5), fixed by seed.
-      const uint64_t proto_seed = StreamSeed(cfg.seed, kProtoStream, l);
-      for (int j = 0; j < per_label; ++j) {
-        const int slot = static_cast<int>(rng.Below(proto_size));
-        Rng pr(StreamSeed(proto_seed, slot));
-        const int32_t f = static_cast<int32_t>(pr.Below(D));
-        const float w = static_cast<float>(0.5 + pr.Uniform());
-        acc_feat[f] += w * static_cast<float>(0.8 + 0.4 * rng.Uniform());
+  int64_t i = 0;
+  try {
+    for (; i < n; ++i) {
+      Rng rng(StreamSeed(cfg.seed, kPointStream, first_index + i));
+      const int m = 1 + static_cast<int>(rng.Below(cfg.labels_per_point));
+      lbls.clear();
+      for (int tries = 0; static_cast<int>(lbls.size()) < m && tries < 8 * m; ++tries) {
+        const double u = rng.Uniform();
+        const int64_t r = std::lower_bound(cdf.begin(), cdf.end(), u) - cdf.begin();
+        const int32_t l = rank_to_label(std::min(r, C - 1));
+        if (std::find(lbls.begin(), lbls.end(), l) == lbls.end()) lbls.push_back(l);
       }
+      std::sort(lbls.begin(), lbls.end());
+      acc_feat.clear();
+      const int per_label = std::max(1, signal / static_cast<int>(lbls.size()));
+      for (int32_t l : lbls) {
+        // The label's prototype: proto_size features with weights in [0.5, 1.5), fixed by seed.
+        const uint64_t proto_seed = StreamSeed(cfg.seed, kProtoStream, l);
+        for (int j = 0; j < per_label; ++j) {
+          const int slot = static_cast<int>(rng.Below(proto_size));
+          Rng pr(StreamSeed(proto_seed, slot));
+          const int32_t f = static_cast<int32_t>(pr.Below(D));
+          const float w = static_cast<float>(0.5 + pr.Uniform());
+          acc_feat[f] += w * static_cast<float>(0.8 + 0.4 * rng.Uniform());
+        }
+      }
+      for (int j = 0; j < noise; ++j)
+        acc_feat[static_cast<int32_t>(rng.Below(D))] += static_cast<float>(rng.Uniform());
+      fids.clear();
+      for (const auto& kv : acc_feat) fids.push_back(kv.first);
+      std::sort(fids.begin(), fids.end());
+      fvals.resize(fids.size());
+      double norm = 0;
+      for (size_t j = 0; j < fids.size(); ++j) {
+        fvals[j] = acc_feat[fids[j]];
+        norm += static_cast<double>(fvals[j]) * fvals[j];
+      }
+      const float inv = norm > 0 ? static_cast<float>(1.0 / std::sqrt(norm)) : 1.0f;
+      for (auto& v : fvals) v *= inv;
+      d.Add(fids, fvals, lbls);
     }
-    for (int j = 0; j < noise; ++j)
-      acc_feat[static_cast<int32_t>(rng.Below(D))] += static_cast<float>(rng.Uniform());
-    fids.clear();
-    for (const auto& kv : acc_feat) fids.push_back(kv.first);
-    std::sort(fids.begin(), fids.end());
-    fvals.resize(fids.size());
-    double norm = 0;
-    for (size_t j = 0; j < fids.size(); ++j) {
-      fvals[j] = acc_feat[fids[j]];
-      norm += static_cast<double>(fvals[j]) * fvals[j];
-    }
-    const float inv = norm > 0 ? static_cast<float>(1.0 / std::sqrt(norm)) : 1.0f;
-    for (auto& v : fvals) v *= inv;
-    d.Add(fids, fvals, lbls);
+  } catch (const std::bad_alloc&) {
+    throw Error(detail::Concat("out of memory after generating ", i, " of the ", n,
+                               " points asked for (--points, --test-points)"));
   }
   return d;
+}
+
+void CheckGeneratedDataFits(const GenConfig& cfg, int64_t points, int64_t test_points) {
+  // The label popularity table (a double per label), then per point two offsets, at least
+  // one label and at least one feature (its id and value).
+  const int64_t bytes = cfg.labels * 8 + (points + test_points) * (8 + 8 + 4 + 8);
+  try {
+    CheckMemoryFits(bytes,
+                    detail::Concat("option --points: ", points, " points and ", test_points,
+                                   " test points, generated in memory,"),
+                    "need at least");
+  } catch (const OutOfMemory& e) {
+    throw Error(e.what());
+  }
 }
 
 double MostPopularLabelP1(const Dataset& train, const Dataset& test, int64_t max_points) {

@@ -19,6 +19,7 @@
 #include "common/checksum.h"
 #include "common/error.h"
 #include "common/fault.h"
+#include "config/option_table.h"
 
 namespace dslide {
 
@@ -592,6 +593,68 @@ void WriteMeta(const std::string& folder, const CheckpointMeta& m) {
   WriteSidecar(file);
 }
 
+namespace {
+
+/// What a checksum cannot catch in meta.h5 (a file written damaged, its checksum matching):
+/// values no run writes. Each is refused as damage naming the file, the attribute and its
+/// range.
+void CheckMetaValues(const CheckpointMeta& m, const std::string& file) {
+  using namespace options;  // the options' ranges (option_table.h)
+  auto check = [&](bool ok, const auto&... what) {
+    DAMAGED_CHECK(ok, file, ": ", what..., ": a value no run writes, so the checkpoint is damaged");
+  };
+  const size_t layers = m.out_dims.size();
+  check(m.input_dim <= kMaxDim, "input_dim is ", m.input_dim, " (not in [1, 2^31 - 1])");
+  for (size_t l = 0; l < layers; ++l) {
+    const bool hidden = l + 1 < layers;
+    check(m.out_dims[l] >= 1 && m.out_dims[l] <= (hidden ? kMaxLayerSize : kMaxDim), "layer ",
+          l + 1, " has ", m.out_dims[l], " neurons (out_dims; not in [1, ",
+          hidden ? "2^24 - 1" : "2^31 - 1", "])");
+    check(m.sparsity[l] > 0 && m.sparsity[l] <= 1, "layer ", l + 1, "'s sparsity is ",
+          m.sparsity[l], " (not in (0, 1])");
+  }
+  check(m.ranks <= (1 << 20), "ranks is ", m.ranks, " (more than 2^20)");
+  check(m.iter <= kMaxIterations, "iter is ", m.iter, " (beyond 2^40)");
+  check(m.epoch >= -1 && m.epoch <= kMaxIterations, "epoch is ", m.epoch, " (not in [-1, 2^40])");
+  check(m.data_points >= 0, "data_points is ", m.data_points, " (negative)");
+  check(m.data_points == 0 || m.pos <= m.data_points, "pos is ", m.pos, ", beyond data_points ",
+        m.data_points);
+  check(m.best_iter >= -1 && m.best_iter <= m.iter, "best_iter is ", m.best_iter,
+        " (not in [-1, iter ", m.iter, "])");
+  check(m.best_p_at_1 == -1 || (m.best_p_at_1 >= 0 && m.best_p_at_1 <= 1), "best_p_at_1 is ",
+        m.best_p_at_1, " (neither -1 nor in [0, 1])");
+  check(!(m.best_loss < 0), "best_loss is ", m.best_loss, " (negative)");
+  check(m.batch >= 1 && m.batch <= kMaxBatch, "batch is ", m.batch, " (not in [1, 2^20])");
+  bool family = true;
+  try {
+    ParseHashFamily(m.hash_family, /*allow_auto=*/true);
+  } catch (const Error&) {
+    family = false;
+  }
+  check(family, "hash_family is '", m.hash_family, "' (not srp, wta, dwta or auto)");
+  check(m.hash_k >= 0 && m.hash_k <= 32, "hash_k is ", m.hash_k, " (not in [0, 32])");
+  check(m.hash_l >= 0 && m.hash_l <= 1024, "hash_l is ", m.hash_l, " (not in [0, 1024])");
+  check(m.hash_bin >= 0 && m.hash_bin <= 256, "hash_bin is ", m.hash_bin, " (not in [0, 256])");
+  check(m.hash_bucket >= 1 && m.hash_bucket <= kMaxBucketSize, "hash_bucket is ", m.hash_bucket,
+        " (not in [1, 2^20])");
+  bool strategy = false;
+  for (Strategy v : {Strategy::kSparse, Strategy::kDenseModelParallel, Strategy::kDataParallel})
+    strategy = strategy || m.strategy == ToString(v);
+  check(strategy, "strategy is '", m.strategy, "' (not one of dslide's)");
+  bool query = true;
+  try {
+    if (!m.query.empty()) ParseQueryStrategy(m.query);  // "": a checkpoint of an earlier version
+  } catch (const Error&) {
+    query = false;
+  }
+  check(query, "query is '", m.query, "' (not one of dslide's)");
+  check(m.lsh_share >= 0 && m.lsh_share <= 1, "lsh_share is ", m.lsh_share, " (not in [0, 1])");
+  check(m.min_negatives >= 0 && m.min_negatives <= kMaxDim, "min_negatives is ", m.min_negatives,
+        " (not in [0, 2^31 - 1])");
+}
+
+}  // namespace
+
 CheckpointMeta ReadMeta(const std::string& folder) {
   const std::string file = folder + "/meta.h5";
   Handle f = OpenFile(file);
@@ -637,6 +700,7 @@ CheckpointMeta ReadMeta(const std::string& folder) {
   DAMAGED_CHECK(m.ranks >= 1 && m.iter >= 0 && m.pos >= 0 && m.input_dim > 0 &&
                     !m.out_dims.empty() && m.sparsity.size() == m.out_dims.size(),
                 file, ": inconsistent metadata");
+  CheckMetaValues(m, file);
   return m;
 }
 

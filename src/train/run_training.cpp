@@ -11,6 +11,7 @@
 #include <string>
 
 #include "common/error.h"
+#include "common/memory_limit.h"
 #include "common/parallel.h"
 #include "devices/backend_factory.h"
 
@@ -47,6 +48,34 @@ void WarnOfData(const Dataset& d, const std::string& file, bool in_memory) {
 }
 
 }  // namespace
+
+std::unique_ptr<Trainer> BuildTrainer(const TrainConfig& cfg, Communicator* comm, int64_t features,
+                                      int64_t labels, const std::string& data_name) {
+  // What the model is, for the messages: its parameters and the options that set them.
+  int64_t params = 0, in = features;
+  std::string hidden;
+  for (int64_t h : cfg.hidden) {
+    params += (in + 1) * h;
+    in = h;
+    hidden += (hidden.empty() ? "" : ",") + std::to_string(h);
+  }
+  params += (in + 1) * labels;
+  const std::string model =
+      detail::Concat(hidden.empty() ? std::string("no hidden layer") : "--hidden " + hidden,
+                     " and ", data_name, "'s ", features, " features and ", labels, " labels");
+  try {
+    return std::make_unique<Trainer>(
+        cfg, comm, MakeBackend(cfg.device, comm->rank(), cfg.gpus_per_node), features, labels);
+  } catch (const OutOfMemory& e) {
+    throw Error(detail::Concat("cannot allocate the model of ", model, ": ", e.what()));
+  } catch (const std::bad_alloc&) {
+    // Weights, biases and both Adam moments of this rank's shard.
+    throw Error(detail::Concat("cannot allocate the model: ", params, " parameters (about ",
+                               params * 12 / comm->size() / (1 << 20),
+                               " MB of weights and Adam moments per rank over ", comm->size(),
+                               " rank(s)) for ", model));
+  }
+}
 
 EvalResult RunTraining(const TrainConfig& cfg, Communicator* comm) {
   TrainingRun run;
@@ -127,26 +156,7 @@ EvalResult RunTraining(const TrainConfig& asked, Communicator* comm, RunData dat
   std::unique_ptr<Trainer>& trainer = run->trainer;
   run->train_points = train.size();
   run->collective = true;
-  try {
-    trainer = std::make_unique<Trainer>(cfg, comm,
-                                        MakeBackend(cfg.device, comm->rank(), cfg.gpus_per_node),
-                                        train.num_features, train.num_labels);
-  } catch (const std::bad_alloc&) {
-    // Weights, biases and both Adam moments of this rank's shard.
-    int64_t params = 0, in = train.num_features;
-    std::string hidden;
-    for (int64_t h : cfg.hidden) {
-      params += (in + 1) * h;
-      in = h;
-      hidden += (hidden.empty() ? "" : ",") + std::to_string(h);
-    }
-    params += (in + 1) * train.num_labels;
-    throw Error(detail::Concat("cannot allocate the model: ", params, " parameters (about ",
-                               params * 12 / comm->size() / (1 << 20),
-                               " MB of weights and Adam moments per rank over ", comm->size(),
-                               " rank(s)) for --hidden ", hidden, " and ", cfg.train_file, "'s ",
-                               train.num_features, " features and ", train.num_labels, " labels"));
-  }
+  trainer = BuildTrainer(cfg, comm, train.num_features, train.num_labels, cfg.train_file);
   return trainer->Run(train, cfg.validating() ? &valid : nullptr,
                       cfg.test_file.empty() ? nullptr : &test);
 }

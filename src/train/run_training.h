@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "config/config.h"
 #include "data/dataset.h"
@@ -38,6 +39,13 @@ struct TrainingRun {
 /// RunTraining with the sets of `data` in memory (the others read from cfg's files); fills
 /// `run` as it goes. Returns the final evaluation.
 EvalResult RunTraining(const TrainConfig& cfg, Communicator* comm, RunData data, TrainingRun* run);
+
+/// The trainer of `cfg` for data of `features` and `labels` (named `data_name` in messages),
+/// its backend made as cfg says. A model that cannot fit in memory (refused before it is
+/// allocated, or an allocation that failed) throws dslide::Error naming --hidden, the data
+/// and the sizes.
+std::unique_ptr<Trainer> BuildTrainer(const TrainConfig& cfg, Communicator* comm, int64_t features,
+                                      int64_t labels, const std::string& data_name);
 
 /// The data position (epoch, next point) of a run of `points` training points in batches of
 /// `batch` after `iteration` iterations from the start (epoch -1, position `points`, before

@@ -238,6 +238,26 @@ EvalResult Trainer::Run(const Dataset& train, const Dataset* valid, const Datase
   SetStopNotice(comm_->size() > 1 ? std::string()
                                   : "dslide: stop requested: ending after this step, " +
                                         StopPlanOf(cfg_) + " (a second signal exits at once)\n");
+  {
+    // A stop signal that came before the first step (while the data loaded, or the
+    // checkpoint was read): nothing has been trained since the start or the checkpoint
+    // resumed, so the run stops now, writing nothing (the ranks agree, as after a step).
+    int64_t sig = StopSignal();
+    if (comm_->size() > 1) {
+      CallRecordScope pause(comm_, false);
+      comm_->Allreduce(&sig, 1, ReduceOp::kMax, Traffic::kControl);
+    }
+    if (sig != 0 && iter_ < total) {
+      const std::string text = detail::Concat(
+          "stopped by ", SignalName(static_cast<int>(sig)), " before the first step (iteration ",
+          iter_, " of ", total, "): ",
+          resumed_from.empty() ? std::string("nothing was trained, nothing was saved")
+                               : "nothing was trained since " + resumed_from +
+                                     ": continue with --resume " + cfg_.resume_dir);
+      report.StopRecord("stopped", iter_, text, resumed_from);
+      throw Stop(kExitStopped, text);
+    }
+  }
   while (iter_ < total) {
     fault_.MaybeFire(comm_->rank(), iter_ + 1);
     if (pos >= N) {

@@ -399,6 +399,87 @@ TEST(Checkpoint, ShardsOfAnotherCheckpointAreRefused) {
   b->LoadCheckpoint(two);
 }
 
+// A meta.h5 written damaged (its checksum matching, as when it was damaged before it was
+// summed): values no run writes are refused as damage naming the file and the attribute,
+// before anything is built from them (they were accepted: a layer of 0 neurons or K = 1000
+// reached the model that eval builds from the metadata), and --resume skips such a
+// checkpoint for the next older one.
+TEST(Checkpoint, MetadataNoRunWritesIsDamage) {
+  SetNumThreads(1);
+  Fixture s;
+  LocalCommunicator comm;
+  auto a = s.Make(&comm);
+  const std::string dir = Dir("ckpt_meta_values");
+  a->Step(s.data, s.Batch(0));
+  a->SaveCheckpoint(dir, 0, 32, 5);
+  a->Step(s.data, s.Batch(1));
+  a->SaveCheckpoint(dir, 0, 64, 5);
+  const std::string two = CheckpointFolder(dir, 2);
+  const CheckpointMeta good = ReadMeta(two);
+  ASSERT_EQ(good.out_dims.size(), 2u);
+  struct Case {
+    const char* what;
+    std::function<void(CheckpointMeta*)> spoil;
+    const char* needle;
+  };
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const std::vector<Case> cases = {
+      {"a hidden layer of 0 neurons", [](CheckpointMeta* m) { m->out_dims[0] = 0; },
+       "layer 1 has 0 neurons (out_dims; not in [1, 2^24 - 1])"},
+      {"an output layer beyond int32 ids",
+       [](CheckpointMeta* m) { m->out_dims[1] = int64_t{1} << 33; },
+       "layer 2 has 8589934592 neurons (out_dims; not in [1, 2^31 - 1])"},
+      {"a sparsity of 1.5", [](CheckpointMeta* m) { m->sparsity[1] = 1.5; },
+       "layer 2's sparsity is 1.5 (not in (0, 1])"},
+      {"a NaN sparsity", [&](CheckpointMeta* m) { m->sparsity[0] = nan; },
+       "layer 1's sparsity is nan"},
+      {"an epoch below -1", [](CheckpointMeta* m) { m->epoch = -5; }, "epoch is -5"},
+      {"a data position beyond the data",
+       [](CheckpointMeta* m) {
+         m->data_digest = 7;
+         m->data_points = 40;
+         m->pos = 41;
+       },
+       "pos is 41, beyond data_points 40"},
+      {"a best iteration after the checkpoint's", [](CheckpointMeta* m) { m->best_iter = 5; },
+       "best_iter is 5 (not in [-1, iter 2])"},
+      {"a P@1 of 3", [](CheckpointMeta* m) { m->best_p_at_1 = 3; }, "best_p_at_1 is 3"},
+      {"a negative validation loss", [](CheckpointMeta* m) { m->best_loss = -1; },
+       "best_loss is -1 (negative)"},
+      {"a batch of 0", [](CheckpointMeta* m) { m->batch = 0; }, "batch is 0 (not in [1, 2^20])"},
+      {"an unknown LSH family", [](CheckpointMeta* m) { m->hash_family = "srq"; },
+       "hash_family is 'srq'"},
+      {"K = 1000", [](CheckpointMeta* m) { m->hash_k = 1000; }, "hash_k is 1000 (not in [0, 32])"},
+      {"a bucket size of 0", [](CheckpointMeta* m) { m->hash_bucket = 0; }, "hash_bucket is 0"},
+      {"an unknown strategy", [](CheckpointMeta* m) { m->strategy = "sparsely"; },
+       "strategy is 'sparsely'"},
+      {"an unknown query", [](CheckpointMeta* m) { m->query = "top"; }, "query is 'top'"},
+      {"an LSH share of 2", [](CheckpointMeta* m) { m->lsh_share = 2; }, "lsh_share is 2"},
+      {"a negative floor of negatives", [](CheckpointMeta* m) { m->min_negatives = -3; },
+       "min_negatives is -3"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    CheckpointMeta m = good;
+    c.spoil(&m);
+    WriteMeta(two, m);  // with a matching checksum
+    try {
+      ReadMeta(two);
+      ADD_FAILURE() << "accepted";
+    } catch (const DamagedCheckpoint& e) {
+      EXPECT_NE(std::string(e.what()).find(two + "/meta.h5: " + c.needle), std::string::npos)
+          << e.what();
+      EXPECT_NE(std::string(e.what()).find("the checkpoint is damaged"), std::string::npos)
+          << e.what();
+    }
+    // --resume skips it: the newest intact metadata is checkpoint 1's.
+    EXPECT_EQ(ReadResumeMeta(dir).iter, 1);
+  }
+  WriteMeta(two, good);
+  auto b = s.Make(&comm);
+  EXPECT_EQ(b->LoadCheckpoint(two).iter, 2) << "intact again";
+}
+
 /// A float dataset of an exported file, read with the plain HDF5 API as other tools would.
 std::vector<float> ReadPlain(const std::string& file, const std::string& name, hsize_t* rows,
                              hsize_t* cols) {
