@@ -9,7 +9,7 @@ if [[ ${1:-} == --fix ]]; then
   find src tests \( -name '*.cpp' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' \) -print0 |
     xargs -0 clang-format -i
 fi
-bash tests/format_check.sh
+bash tests/system/format_check.sh
 [[ -f build/compile_commands.json ]] || { echo "lint: build first (launch/build.sh)" >&2; exit 2; }
 mapfile -t tus < <(sed -n 's/.*"file": "\(.*\/src\/.*\.cpp\)".*/\1/p' build/compile_commands.json | sort -u)
 echo "clang-tidy: ${#tus[@]} translation units" >&2

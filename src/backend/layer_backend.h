@@ -157,7 +157,7 @@ class RowExchange {
 /// trainer drives a step through it on the backend's own batch buffers, named by (layer,
 /// Rows); it sees host views only of what crosses ranks (HostRows) and hands in only what
 /// arrived (HostRows for writing, then CommitRows). This interface is all a backend
-/// implements; the tests drive it the same way (tests/backend_driver.h).
+/// implements; the tests drive it the same way (tests/common/backend_driver.h).
 class LayerBackend {
  public:
   virtual ~LayerBackend() = default;

@@ -25,8 +25,8 @@
 #include "train/snapshot_exchange.h"
 #include "train/trainer.h"
 
-#include "../backend_driver.h"
-#include "../test_presets.h"
+#include "../common/backend_driver.h"
+#include "../common/test_presets.h"
 
 namespace dslide::testing {
 

@@ -13,7 +13,7 @@
 #include <sstream>
 #include <thread>
 
-#include "../test_presets.h"
+#include "../common/test_presets.h"
 #include "dist/mpi_communicator.h"
 #include "gpu/gpu_backend_impl.h"
 #include "gpu/host_exec.h"

@@ -6,7 +6,7 @@
 
 #include <set>
 
-#include "../backend_driver.h"
+#include "../common/backend_driver.h"
 #include "backend/layer_backend.h"
 #include "common/parallel.h"
 #include "common/rng.h"

@@ -9,7 +9,7 @@
 #include <functional>
 #include <limits>
 
-#include "../test_presets.h"
+#include "../common/test_presets.h"
 #include "common/error.h"
 #include "common/parallel.h"
 #include "data/synthetic.h"

@@ -13,7 +13,7 @@
 #include "cpu/cpu_backend.h"
 #include "train/auto_settings.h"
 
-#include "../backend_driver.h"
+#include "../common/backend_driver.h"
 
 namespace dslide {
 namespace {

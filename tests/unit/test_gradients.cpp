@@ -5,7 +5,7 @@
 #include <cmath>
 #include <numeric>
 
-#include "../test_presets.h"
+#include "../common/test_presets.h"
 #include "common/parallel.h"
 #include "data/synthetic.h"
 #include "devices/backend_factory.h"

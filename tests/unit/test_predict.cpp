@@ -8,7 +8,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "../test_presets.h"
+#include "../common/test_presets.h"
 #include "common/error.h"
 #include "common/parallel.h"
 #include "data/synthetic.h"

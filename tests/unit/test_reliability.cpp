@@ -11,7 +11,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "../test_presets.h"
+#include "../common/test_presets.h"
 #include "common/error.h"
 #include "common/parallel.h"
 #include "common/stop_signal.h"

@@ -12,7 +12,7 @@
 #include <set>
 #include <string>
 
-#include "../test_presets.h"
+#include "../common/test_presets.h"
 #include "backend/layer_backend.h"
 #include "common/error.h"
 #include "common/parallel.h"

@@ -1,5 +1,5 @@
 """One Adam step of the dense network in PyTorch from dslide's state of step t, against
-dslide's state of step t + 1 (tests/dense_step_test.sh). Usage: dense_step.py DATA STATE_T
+dslide's state of step t + 1 (tests/system/dense_step_test.sh). Usage: dense_step.py DATA STATE_T
 STATE_T1 T HIDDEN. Exits 1 when any parameter or moment differs by more than the tolerance,
 or when the step did not move the weights (nothing compared)."""
 import os
@@ -8,7 +8,7 @@ import sys
 import numpy as np
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "launch"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "launch"))
 from xc_text import parse, read_lines  # noqa: E402
 
 data, dir0, dir1, t0, hidden = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])

@@ -4,7 +4,7 @@
 # tree follows (other versions format some constructs differently). launch/lint.sh --fix
 # formats the tree.
 set -uo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
+root=$(cd "$(dirname "$0")/../.." && pwd)
 cf=${CLANG_FORMAT:-clang-format}
 if ! command -v "$cf" >/dev/null; then
   echo "skipped: $cf is not installed (launch/install-deps.sh --test installs it)"

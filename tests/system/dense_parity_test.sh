@@ -9,7 +9,7 @@
 # PyTorch is missing.
 set -uo pipefail
 dslide=$1 work=$2 data=$3
-here=$(cd "$(dirname "$0")/.." && pwd)
+here=$(cd "$(dirname "$0")/../.." && pwd)
 skip() { echo "skipped: $*"; exit 77; }
 [[ -f $data/bibtex/train.txt ]] || skip "no $data/bibtex/train.txt"
 py=

@@ -6,7 +6,7 @@
 # (DSLIDE_HOROVOD_VENV, default ~/.cache/dslide/horovod-venv), then /usr/bin/python3.
 set -uo pipefail
 dslide=$1 work=$2
-here=$(cd "$(dirname "$0")/.." && pwd)
+here=$(cd "$(dirname "$0")/../.." && pwd)
 venv=${DSLIDE_HOROVOD_VENV:-$HOME/.cache/dslide/horovod-venv}
 py=
 for cand in "$venv/bin/python" /usr/bin/python3; do

@@ -7,7 +7,7 @@
 # PyTorch (PYTHON, then python3, then /usr/bin/python3, which Debian's python3-torch serves).
 set -uo pipefail
 dslide=$1 work=$2
-here=$(cd "$(dirname "$0")/.." && pwd)
+here=$(cd "$(dirname "$0")/../.." && pwd)
 py=
 for cand in ${PYTHON:-} python3 /usr/bin/python3; do
   if command -v "$cand" >/dev/null && "$cand" -c 'import torch' 2>/dev/null; then py=$cand; break; fi

@@ -2,7 +2,7 @@
 # Dense parity, step by step: dslide --sparsity 1 and torch.optim.Adam take the same step.
 # On the first 256 points of bibtex (a small real set) with batch 256, every step sees the
 # whole set, so batch order cannot differ; dslide writes a checkpoint after each step, and
-# tests/dense_step.py loads the weights and Adam moments of step t into PyTorch, takes one
+# tests/system/dense_step.py loads the weights and Adam moments of step t into PyTorch, takes one
 # step and compares it with dslide's step t + 1: weights, biases and both moments.
 # Usage: dense_step_test.sh DSLIDE WORKDIR DATADIR. Exits 77 (skipped) where bibtex, PyTorch
 # or h5dump (hdf5-tools) is missing.

@@ -7,7 +7,7 @@
 # repository) or the Horovod environment of launch/setup-horovod.sh.
 set -uo pipefail
 dslide=$1 work=$2
-root=$(cd "$(dirname "$0")/.." && pwd)
+root=$(cd "$(dirname "$0")/../.." && pwd)
 tool=${NETNS_CLUSTER:-$root/../shared/tools/netns-cluster/netns-cluster}
 venv=${DSLIDE_HOROVOD_VENV:-$HOME/.cache/dslide/horovod-venv}
 [[ $(id -u) -eq 0 ]] || { echo "skipped: the simulated nodes need root"; exit 77; }
