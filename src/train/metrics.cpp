@@ -88,8 +88,16 @@ MetricsFile::~MetricsFile() {
 void MetricsFile::Write(const JsonObject& obj) {
   if (!f_) return;
   const std::string line = obj.str() + "\n";
-  DSLIDE_CHECK(std::fwrite(line.data(), 1, line.size(), f_) == line.size() && std::fflush(f_) == 0,
-               path_, ": write failed: ", std::strerror(errno));
+  errno = 0;
+  if (std::fwrite(line.data(), 1, line.size(), f_) == line.size() && std::fflush(f_) == 0) return;
+  lost_ = errno != 0 ? std::strerror(errno) : "an unknown error";
+  std::fclose(f_);
+  f_ = nullptr;
+  std::fprintf(stderr,
+               "dslide: warning: --metrics %s: write failed (%s): no more metrics are recorded "
+               "there; training goes on (its checkpoints and model are written as asked)\n",
+               path_.c_str(), lost_.c_str());
+  std::fflush(stderr);
 }
 
 std::string FormatDuration(double s) {

@@ -39,13 +39,20 @@ class JsonObject {
 /// file first to start a fresh one.
 class MetricsFile {
  public:
+  /// Throws Error naming --metrics where the file cannot be opened for appending.
   explicit MetricsFile(const std::string& path);
   ~MetricsFile();
+  /// Appends obj as one line. A write that fails (a full disk) does not end the run whose
+  /// record it is: the file is closed, one warning on standard error names it and the
+  /// reason, and later records are dropped (Lost() says why).
   void Write(const JsonObject& obj);
+  /// Why writes to the file failed ("" while they succeed).
+  const std::string& Lost() const { return lost_; }
 
  private:
   FILE* f_ = nullptr;
   std::string path_;
+  std::string lost_;
 };
 
 /// "1h02m", "3m05s", "12s".

@@ -5,7 +5,8 @@
 # killed outright), no output path may name an input or a checkpoint file, an empty path
 # is refused; a point with 200,000 labels trains at the pace of its size, a signal is
 # answered from the start and a second one said once, sizes that cannot fit are refused
-# before anything is allocated, and gen stops at the first write to a full disk.
+# before anything is allocated, gen stops at the first write to a full disk, and --metrics
+# on a full disk costs the metrics alone.
 # Usage: reliability_round3.sh DSLIDE MPIEXEC LAUNCHER WORKDIR [MPIEXEC FLAGS...]
 set -uo pipefail
 dslide=$1 mpiexec=$2 launcher=$3 work=$4
@@ -248,3 +249,16 @@ line=$(sed -n 's/.*write failed at line \([0-9]*\) of.*/\1/p' out_full.txt)
 ((line < 200001)) || fail "gen onto a full disk: stopped at line $line of 200001"
 [[ -z $(ls full.* 2>/dev/null) ]] || fail "gen onto a full disk: left $(ls full.*)"
 pass "gen onto a full disk: stopped at line $line of 200001, nothing left"
+
+# 17. --metrics on a full disk (a link to /dev/full) does not end training: one warning names
+#     the file and the reason, the run trains to the end and writes its checkpoints (it ended
+#     with exit 1 at the first record, and no checkpoint).
+ln -s /dev/full full.jsonl
+"$dslide" "${train[@]}" --iterations 20 --checkpoint-dir ck_full --checkpoint-every 10 \
+  --metrics full.jsonl >out_mfull.txt 2>&1
+expect_rc $? 0 "--metrics on a full disk"
+expect_in out_mfull.txt "warning: --metrics full.jsonl: write failed (No space left on device): no more metrics are recorded there; training goes on" \
+  "--metrics on a full disk"
+[[ $(grep -c "warning: --metrics" out_mfull.txt) == 1 ]] || fail "--metrics on a full disk: the warning more than once"
+[[ -d ck_full/ckpt-000000000020 ]] || fail "--metrics on a full disk: no checkpoint of iteration 20"
+pass "--metrics on a full disk: a warning, training and checkpoints go on"
