@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 #include <type_traits>
+#include <vector>
 
 #include "common/parallel.h"
 #include "cpu/cpu_layer.h"
@@ -16,6 +17,21 @@
 namespace dslide::cpu {
 
 namespace {
+
+/// The layer input transposed for LaneDots: coordinate j of sample i at lanes[j * stride + i]
+/// (stride: the batch rounded up to 16, the lanes past it zero).
+void InputInLanes(const BatchRows& in, int64_t width, int64_t stride, std::vector<float>* lanes) {
+  lanes->assign(static_cast<size_t>(width * stride), 0.0f);
+  for (int64_t i = 0; i < in.samples(); ++i)
+    for (int64_t j = 0; j < width; ++j) (*lanes)[j * stride + i] = in.vals[in.off[i] + j];
+}
+
+/// Stores v (ReLU'd on a hidden layer) at out->vals[at]: the store of the active rows' values.
+struct PutValue {
+  BatchRows* out;
+  bool relu;
+  void operator()(int64_t at, float v) const { out->vals[at] = relu ? (v > 0.0f ? v : 0.0f) : v; }
+};
 
 /// Sums of the walk awaiting the addition of their lanes (16 at once, LaneSums16), and the
 /// output value and bias each belongs to.
@@ -141,9 +157,7 @@ void CpuBackend::ForwardAllInLanes(Layer& L, const BatchRows& in, BatchRows* out
   const int64_t B = in.samples();
   const bool relu = !s.is_output;
   const int64_t width = s.in_dim, stride = (B + 15) / 16 * 16;
-  L.lane_in.assign(static_cast<size_t>(width * stride), 0.0f);
-  for (int64_t i = 0; i < B; ++i)
-    for (int64_t j = 0; j < width; ++j) L.lane_in[j * stride + i] = in.vals[in.off[i] + j];
+  InputInLanes(in, width, stride, &L.lane_in);
   constexpr int kR = kLanesN == 16 ? 8 : 4;
   const int64_t n = s.local();
   ParallelFor((n + kR - 1) / kR, [&](int64_t grp) {
@@ -186,11 +200,10 @@ void CpuBackend::ForwardAllByBlocks(Layer& L, const BatchRows& in, BatchRows* ou
 void CpuBackend::ForwardActive(Layer& L, const BatchRows& in, BatchRows* out) {
   const LayerSpec& s = L.spec;
   const int64_t B = in.samples();
-  const bool relu = !s.is_output;
   const Layer::ActiveIndex& a = L.active;
   const int64_t nrows = static_cast<int64_t>(a.rows.size());
   const int64_t width = s.in_dim;  // every input row holds all of them (checked by the caller)
-  auto put = [&](int64_t at, float v) { out->vals[at] = relu ? (v > 0.0f ? v : 0.0f) : v; };
+  const PutValue put{out, !L.spec.is_output};
   // Rows that every sample holds (their entries are samples 0..B-1; the batch's shared
   // fill) go against the samples in lanes (LaneDots, over the inputs transposed), kR at a
   // time, in the order of their slots in sample 0: the fill puts them in the same order in
@@ -207,9 +220,7 @@ void CpuBackend::ForwardActive(Layer& L, const BatchRows& in, BatchRows* out) {
       return a.entry[a.off[p]].slot < a.entry[a.off[q]].slot;
     });
     const int64_t stride = (B + 15) / 16 * 16, nfull = static_cast<int64_t>(full.size());
-    L.lane_in.assign(static_cast<size_t>(width * stride), 0.0f);
-    for (int64_t i = 0; i < B; ++i)
-      for (int64_t j = 0; j < width; ++j) L.lane_in[j * stride + i] = in.vals[in.off[i] + j];
+    InputInLanes(in, width, stride, &L.lane_in);
     // Rows per group: their sums and partial sums in 2 kR of the 32 (AVX-512) or 16 (AVX2)
     // vector registers.
     constexpr int kR = kLanesN == 16 ? 8 : 4;
@@ -242,11 +253,10 @@ void CpuBackend::ForwardActive(Layer& L, const BatchRows& in, BatchRows* out) {
 void CpuBackend::ForwardWalk(Layer& L, const BatchRows& in, BatchRows* out) {
   // The active rows that not every sample holds (L.walk_rows), a chunk of rows per task, each
   // row's entries through lanes of pending sums.
-  const bool relu = !L.spec.is_output;
   const Layer::ActiveIndex& a = L.active;
   const std::vector<int64_t>& walk = L.walk_rows;
   const int64_t width = L.spec.in_dim;
-  auto put = [&](int64_t at, float v) { out->vals[at] = relu ? (v > 0.0f ? v : 0.0f) : v; };
+  const PutValue put{out, !L.spec.is_output};
   const int64_t nwalk = static_cast<int64_t>(walk.size());
   constexpr int64_t kChunk = CpuTuning::kForwardWalkChunk;
   constexpr int64_t kNear = CpuTuning::kPrefetchNear, kFar = CpuTuning::kPrefetchFar;
