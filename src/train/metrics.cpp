@@ -90,13 +90,13 @@ void MetricsFile::Write(const JsonObject& obj) {
   const std::string line = obj.str() + "\n";
   errno = 0;
   if (std::fwrite(line.data(), 1, line.size(), f_) == line.size() && std::fflush(f_) == 0) return;
-  lost_ = errno != 0 ? std::strerror(errno) : "an unknown error";
-  std::fclose(f_);
-  f_ = nullptr;
+  const char* why = errno != 0 ? std::strerror(errno) : "an unknown error";
   std::fprintf(stderr,
                "dslide: warning: --metrics %s: write failed (%s): no more metrics are recorded "
                "there; training goes on (its checkpoints and model are written as asked)\n",
-               path_.c_str(), lost_.c_str());
+               path_.c_str(), why);
+  std::fclose(f_);
+  f_ = nullptr;
   std::fflush(stderr);
 }
 

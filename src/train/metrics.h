@@ -44,15 +44,12 @@ class MetricsFile {
   ~MetricsFile();
   /// Appends obj as one line. A write that fails (a full disk) does not end the run whose
   /// record it is: the file is closed, one warning on standard error names it and the
-  /// reason, and later records are dropped (Lost() says why).
+  /// reason, and later records are dropped.
   void Write(const JsonObject& obj);
-  /// Why writes to the file failed ("" while they succeed).
-  const std::string& Lost() const { return lost_; }
 
  private:
   FILE* f_ = nullptr;
   std::string path_;
-  std::string lost_;
 };
 
 /// "1h02m", "3m05s", "12s".
