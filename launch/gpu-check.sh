@@ -6,6 +6,8 @@
 #   tta       launch/bench-tta with DEVICE=gpu on TTA_SETS: P@1 against training seconds for
 #             the GPU backend and the PyTorch peers on the same GPU (OUT/tta.md, plots)
 #   wide      `bench` on the 10^7-label shape in fp32 and bf16 state (step time, memory)
+#   rebuild   `bench` on the 10^7-label and Amazon-670K shapes with the default rebuild
+#             schedule and with none, for BASELINE's dslide (where set) and this one
 #   bench-gpu launch/bench-gpu.sh on SETS (the GPU backend beside the CPU backend on all
 #             cores and the PyTorch peers on the same GPU)
 # Each stage runs under a share of a deadline.
@@ -18,7 +20,8 @@
 #   SETS (amazon delicious gcide8), ITERS (500, for bench-gpu.sh), DATA (for bench-gpu.sh
 #   and bench-tta), TTA_SETS (gcide8-skipgram amazon-670k delicious), TTA_OUT (a folder for
 #   bench-tta's runs and report; /tmp/bench-tta), LOGS (a folder: every engine's output of
-#   bench-gpu.sh is appended to LOGS/bench-gpu.log, so that few files carry all of them).
+#   bench-gpu.sh is appended to LOGS/bench-gpu.log, so that few files carry all of them),
+#   BASELINE (a folder holding another dslide, for the rebuild stage's before/after).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 start=$SECONDS
@@ -96,6 +99,40 @@ if [[ $stages == *" wide "* ]]; then
       --points "${WIDE_POINTS:-20000}" --device gpu --threads "$(nproc)" --state "$state" \
       --iterations "${WIDE_ITERS:-200}" --eval-every "$(( ${WIDE_ITERS:-200} / 4 ))" \
       --eval-points 500 2>&1 | tail -4
+  done
+fi
+
+if [[ $stages == *" rebuild "* ]]; then
+  # The table rebuilds' cost: `bench` with the default rebuild schedule and with none, on the
+  # 10^7-label shape and the Amazon-670K shape, BASELINE's binary (where set) beside this one.
+  summary() {
+    python3 -c 'import json, sys
+lines = sys.stdin.readlines()
+runs = [l for l in lines if l.startswith("{")]
+if not runs:
+    sys.exit("  no result: " + "".join(lines[-4:]))
+r = json.loads(runs[-1])
+print("  ms/iter mean %.3f median %.3f, rebuild phase %.3f ms/iter, P@1 %.3f, device peak %d MB"
+      % (r["ms_per_iter_mean"], r["ms_per_iter"], r["phase_ms"]["rebuild"], r["p_at_1"],
+         r["device_peak_mb"]))'
+  }
+  for shape in wide amazon; do
+    if [[ $shape == wide ]]; then
+      args=(--labels 10000000 --points "${WIDE_POINTS:-20000}" --iterations "${WIDE_ITERS:-200}"
+        --eval-points 500)
+    else
+      args=(--points 100000 --iterations 1500 --eval-points 1000)
+    fi
+    for b in ${BASELINE:+"$BASELINE/dslide"} "$bin"; do
+      for schedule in default none; do
+        [[ $schedule == none && $b != "$bin" ]] && continue
+        stage "rebuild: $shape, $b, rebuilds $schedule"
+        more=()
+        [[ $schedule == none ]] && more=(--rebuild-n0 100000000)
+        bounded 90 60 "$b" bench --shape amazon-670k "${args[@]}" --device gpu \
+          --threads "$(nproc)" --eval-every 0 "${more[@]}" 2>&1 | summary
+      done
+    done
   done
 fi
 

@@ -48,10 +48,11 @@ void GpuBackendT<X>::RebuildTables(int layer, bool new_hashes) {
   DSLIDE_CHECK(static_cast<uint64_t>(nt) * static_cast<uint64_t>(n) < (uint64_t{1} << 32),
                "the GPU backend needs L * (neurons of a shard) < 2^32 (L=", nt, ", neurons=", n,
                "): use more ranks or fewer tables");
-  // Hash the rows [w, b] (MIPS-transformed), a chunk of neurons at a time.
+  // Hash the rows [w, b] (MIPS-transformed), a chunk of neurons at a time (their raw
+  // hashes in at most 64 MB, and never fewer than 65,536 neurons).
   L.keys.Resize(static_cast<size_t>(nt) * n);
   uint64_t* keys = L.keys.data();
-  const int64_t chunk = std::min<int64_t>(n, 65536);
+  const int64_t chunk = std::min<int64_t>(n, std::max<int64_t>(65536, (int64_t{16} << 20) / nh));
   arg_.Resize(chunk * nh);
   int32_t* arg = arg_.data();
   for (int64_t c0 = 0; c0 < n; c0 += chunk) {

@@ -163,17 +163,13 @@ DSLIDE_HD inline void FillBucket(const int32_t* items, int64_t count, int capaci
     for (int64_t k = 0; k < count; ++k) slots[k % capacity] = items[k];
     return;
   }
+  // Reservoir: an item is read only when it takes a slot (about capacity * ln(count /
+  // capacity) times), so the loop carries the random stream alone.
+  for (int64_t k = 0; k < capacity; ++k) slots[k] = items[k];
   Rng rng(seed);  // seeded only for buckets that overflow
-  for (int64_t k = 0; k < count; ++k) {
-    const int32_t i = items[k];
-    if (k < capacity) {
-      slots[k] = i;
-    } else if (fifo) {
-      slots[k % capacity] = i;  // overwrite the oldest
-    } else {
-      const uint64_t j = rng.Below(static_cast<uint64_t>(k) + 1);
-      if (j < static_cast<uint64_t>(capacity)) slots[j] = i;
-    }
+  for (int64_t k = capacity; k < count; ++k) {
+    const uint64_t j = rng.Below(static_cast<uint64_t>(k) + 1);
+    if (j < static_cast<uint64_t>(capacity)) slots[j] = items[k];
   }
 }
 
