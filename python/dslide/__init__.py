@@ -19,11 +19,8 @@ import json
 import math
 import os
 import re
-import shutil
 import signal as _signal
 import sys
-import tempfile
-import threading
 
 import numpy as np
 import scipy.sparse as sp
@@ -237,83 +234,35 @@ def options_help() -> str:
 
 # --- progress ----------------------------------------------------------------------------
 
-@contextlib.contextmanager
-def _cli_output(verbose: bool):
-    """The executable's progress lines (C's standard output) to standard error, or nowhere;
-    Python's sys.stdout keeps writing where it did."""
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(Exception):
-            stream.flush()
-    _core.flush_stdout()
-    try:
-        os.fstat(1)
-    except OSError:
-        yield
-        return
-    saved = os.dup(1)
-    target = os.dup(2) if verbose else os.open(os.devnull, os.O_WRONLY)
-    swapped = None
-    try:
-        with contextlib.suppress(Exception):
-            if sys.stdout.fileno() == 1:
-                swapped = sys.stdout
-                sys.stdout = open(saved, "w", buffering=1, closefd=False,
-                                  encoding=swapped.encoding, errors=swapped.errors)
-        os.dup2(target, 1)
-        yield
-    finally:
-        _core.flush_stdout()
-        if swapped is not None:
-            with contextlib.suppress(Exception):
-                sys.stdout.flush()
-            sys.stdout = swapped
-        os.dup2(saved, 1)
-        os.close(saved)
-        os.close(target)
+class _Events:
+    """A run's events as _core.train hands them over, on the thread that trains, with the GIL
+    held: its lines to standard error (when verbose), its records to the callback (as dicts),
+    its warnings to standard error. A callback that raises stops the run after its current
+    step; train() raises the exception."""
 
-
-class _MetricsTail(threading.Thread):
-    """Calls `callback` with each JSON object the run appends to its --metrics file (rank 0
-    writes it), from a thread of its own while training runs without the GIL. A callback
-    that raises stops the run after its current step; train() raises the exception."""
-
-    def __init__(self, path: str, callback):
-        super().__init__(name="dslide-metrics", daemon=True)
-        self.path = path
+    def __init__(self, verbose: bool, callback):
+        self.verbose = verbose
         self.callback = callback
-        self.offset = os.path.getsize(path) if os.path.exists(path) else 0
-        self.done = threading.Event()
         self.error = None
 
-    def run(self):
-        while not self.done.wait(0.1):
-            self.read()
-        self.read()
+    def line(self, text: str):
+        if self.verbose:
+            self.warning(text)
 
-    def read(self):
-        if self.error is not None:
+    @staticmethod
+    def warning(text: str):
+        with contextlib.suppress(Exception):
+            sys.stderr.write(text)
+            sys.stderr.flush()
+
+    def record(self, text: str):
+        if self.callback is None or self.error is not None:
             return
         try:
-            with open(self.path, "rb") as f:
-                f.seek(self.offset)
-                chunk = f.read()
-        except FileNotFoundError:
-            return
-        end = chunk.rfind(b"\n")
-        if end < 0:
-            return
-        self.offset += end + 1
-        for line in chunk[:end + 1].splitlines():
-            try:
-                self.callback(json.loads(line))
-            except BaseException as e:  # noqa: BLE001: handed to the caller
-                self.error = e
-                _core.request_stop()
-                return
-
-    def finish(self):
-        self.done.set()
-        self.join()
+            self.callback(json.loads(text))
+        except BaseException as e:  # noqa: BLE001: handed to the caller
+            self.error = e
+            _core.request_stop()
 
 
 # --- the model ---------------------------------------------------------------------------
@@ -487,8 +436,8 @@ def train(train, test=None, valid=None, *, comm=None, callback=None, verbose: bo
 
     comm: an mpi4py communicator; None: MPI's world under an MPI launcher, else one rank.
     callback: called with each metrics object (the JSON lines of --metrics, as dicts) on
-    rank 0, from another thread; an exception in it stops the run after its step and is
-    raised. verbose: the executable's lines on standard error (False: none).
+    rank 0 as the run reports it, between its steps; an exception in it stops the run after
+    its step and is raised. verbose: the executable's lines on standard error (False: none).
 
     Ctrl-C (SIGINT, also SIGTERM, SIGUSR1) stops the run after its current step and raises
     Interrupted, a KeyboardInterrupt whose ``model`` attribute holds the model; a second
@@ -523,27 +472,12 @@ def train(train, test=None, valid=None, *, comm=None, callback=None, verbose: bo
     alike = sorted(p for p in pairs if p[0] != "metrics")
     _agree(core_comm, error, [alike, *(data[n] for n in sorted(data))], "train")
 
-    tail, tmp = None, None
-    if callback is not None and core_comm.rank == 0:
-        path = options.get("metrics")
-        if path is None:
-            tmp = tempfile.mkdtemp(prefix="dslide-")
-            path = os.path.join(tmp, "metrics.jsonl")
-            pairs.append(("metrics", path))
-        tail = _MetricsTail(fspath(path), callback)
-        tail.start()
-    try:
-        with _cli_output(verbose):
-            out = _core.train(pairs, core_comm, data.get("train"), data.get("valid"),
-                              data.get("test"))
-    finally:
-        if tail is not None:
-            tail.finish()
-        if tmp is not None:
-            shutil.rmtree(tmp, ignore_errors=True)
+    events = _Events(verbose, callback)
+    out = _core.train(pairs, core_comm, data.get("train"), data.get("valid"), data.get("test"),
+                      events.line, events.record, events.warning)
     model = Model(out["model"], core_comm, out["result"]) if out["model"] is not None else None
-    if tail is not None and tail.error is not None:
-        raise tail.error
+    if events.error is not None:
+        raise events.error
     if out["stopped"] == 75:
         raise Interrupted(out["message"], model, out["signal"])
     if out["stopped"] == 3:

@@ -37,6 +37,7 @@
 #include "io/checkpoint.h"
 #include "io/output_path.h"
 #include "train/predict.h"
+#include "train/run_events.h"
 #include "train/run_training.h"
 
 namespace nb = nanobind;
@@ -339,6 +340,36 @@ class Model {
   int64_t epoch_ = -1, pos_ = 0;
 };
 
+/// A run's events handed to Python callables, each called with the GIL held: lines to
+/// `on_line(text)`, records to `on_record(json)`, warnings to `on_warning(text)` (None: lines
+/// and records dropped, warnings on standard error). An exception a callable raises is
+/// reported as unraisable and the run goes on: the package's callables catch their own.
+class PyEvents final : public RunEvents {
+ public:
+  PyEvents(nb::object on_line, nb::object on_record, nb::object on_warning)
+      : line_(std::move(on_line)), record_(std::move(on_record)), warning_(std::move(on_warning)) {}
+  void Line(const std::string& text) override { Call(line_, text); }
+  void Record(const std::string& json) override { Call(record_, json); }
+  void Warning(const std::string& text) override {
+    if (warning_.is_none())
+      WarnOnStderr(text);
+    else
+      Call(warning_, text);
+  }
+
+ private:
+  static void Call(const nb::object& f, const std::string& text) {
+    if (f.is_none()) return;
+    nb::gil_scoped_acquire gil;
+    try {
+      f(text);
+    } catch (nb::python_error& e) {
+      e.discard_as_unraisable("dslide's run events");
+    }
+  }
+  nb::object line_, record_, warning_;
+};
+
 std::vector<std::pair<std::string, std::string>> Pairs(const nb::list& options) {
   std::vector<std::pair<std::string, std::string>> out;
   for (nb::handle h : options) out.push_back(nb::cast<std::pair<std::string, std::string>>(h));
@@ -346,10 +377,13 @@ std::vector<std::pair<std::string, std::string>> Pairs(const nb::list& options) 
 }
 
 /// Training: options as (name, value) pairs; `train`, `valid`, `test`: sets in memory (None:
-/// the file its option names). Returns {"model", "result", "stopped", "message", "signal"}:
-/// a run stopped by a signal or by divergence returns its model with the exit code the
-/// executable would give (75, 3) and its message.
-nb::dict Train(const nb::list& options, Comm& comm, Data* train, Data* valid, Data* test) {
+/// the file its option names); the run's events to `on_line`, `on_record` and `on_warning`
+/// (PyEvents). Returns {"model", "result", "stopped", "message", "signal"}: a run stopped by
+/// a signal or by divergence returns its model with the exit code the executable would give
+/// (75, 3) and its message.
+nb::dict Train(const nb::list& options, Comm& comm, Data* train, Data* valid, Data* test,
+               nb::object on_line, nb::object on_record, nb::object on_warning) {
+  PyEvents events(std::move(on_line), std::move(on_record), std::move(on_warning));
   TrainConfig cfg;
   const auto pairs = Pairs(options);
   Checked([&] {
@@ -380,7 +414,7 @@ nb::dict Train(const nb::list& options, Comm& comm, Data* train, Data* valid, Da
           // step on an error is a failure of training.
           return InputsChecked(
               *comm.comm, [&] { return run.trainer && run.trainer->training(); },
-              [&] { return RunTraining(cfg, comm.comm.get(), data, &run); });
+              [&] { return RunTraining(cfg, comm.comm.get(), data, &run, &events); });
         } catch (const Error& e) {
           if (run.collective) throw;
           throw nb::value_error(e.what());  // before any collective: alike on every rank
@@ -529,8 +563,8 @@ NB_MODULE(_core, m) {
       .def("save", &Model::Save, "folder"_a)
       .def("weights", &Model::Weights);
 
-  m.def("train", &Train, "options"_a, "comm"_a, "train"_a.none(), "valid"_a.none(),
-        "test"_a.none());
+  m.def("train", &Train, "options"_a, "comm"_a, "train"_a.none(), "valid"_a.none(), "test"_a.none(),
+        "on_line"_a.none(), "on_record"_a.none(), "on_warning"_a.none());
   m.def("load", &Load, "path"_a, "comm"_a);
   m.def("parse_train_options", [](const nb::list& options) {
     TrainConfig cfg;
@@ -542,5 +576,4 @@ NB_MODULE(_core, m) {
   });
   m.def("train_help", &TrainHelp);
   m.def("request_stop", &StopSignals::Request);
-  m.def("flush_stdout", [] { std::fflush(stdout); });
 }

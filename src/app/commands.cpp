@@ -8,6 +8,7 @@
 #include <exception>
 #include <new>
 
+#include "app/console_events.h"
 #include "app/peers.h"
 #include "common/error.h"
 #include "common/parallel.h"
@@ -86,15 +87,16 @@ int Train(int argc, const char* const* argv, Communicator* comm) {
     SetStopNotice("");
     SetSecondSignalNotice(Root(comm));
   }
+  ConsoleEvents console;
   try {
-    RunTraining(cfg, comm);
+    RunTraining(cfg, comm, &console);
   } catch (const Stop&) {
     throw;  // a stop (signal, divergence) has written its own record
   } catch (const std::exception& e) {
     // The run's metrics end with why it failed (this rank's error; rank 0 keeps the file).
     if (Root(comm) && !cfg.metrics_file.empty()) {
       try {
-        MetricsFile metrics(cfg.metrics_file);
+        MetricsFile metrics(cfg.metrics_file, &console);
         JsonObject o;
         o.Add("event", "error")
             .Add("rank", comm->rank())
@@ -274,7 +276,8 @@ int Bench(int argc, const char* const* argv, Communicator* comm) {
   comm->ResetStats();
   const auto t_train = std::chrono::steady_clock::now();
   const double cpu0 = ProcessCpuSeconds();
-  const EvalResult after = trainer.Run(train, nullptr, &test);
+  ConsoleEvents console;
+  const EvalResult after = trainer.Run(train, nullptr, &test, &console);
   const double train_cpu = ProcessCpuSeconds() - cpu0 - trainer.eval_cpu_seconds();
   double eval_s = 0;
   for (const auto& e : trainer.evals()) eval_s += e.second.seconds;

@@ -1,10 +1,17 @@
-// Out-of-line failure path of DSLIDE_ASSERT.
+// Out-of-line failure path of DSLIDE_ASSERT, and warnings on standard error.
 #include "common/error.h"
 
 #include <cstdio>
 #include <cstdlib>
 
-namespace dslide::detail {
+namespace dslide {
+
+void WarnOnStderr(const std::string& text) {
+  std::fputs(text.c_str(), stderr);
+  std::fflush(stderr);
+}
+
+namespace detail {
 
 void AssertFail(const char* expr, const char* file, int line, const std::string& msg) {
   std::fprintf(stderr, "dslide internal error: %s:%d: assertion '%s' failed %s\n", file, line, expr,
@@ -13,4 +20,6 @@ void AssertFail(const char* expr, const char* file, int line, const std::string&
   std::abort();
 }
 
-}  // namespace dslide::detail
+}  // namespace detail
+
+}  // namespace dslide

@@ -25,6 +25,10 @@ class Stop : public std::runtime_error {
   int code_;
 };
 
+/// Writes `text` (whole lines) to standard error and flushes it: the warnings of a library
+/// call whose caller takes none (RunEvents).
+void WarnOnStderr(const std::string& text);
+
 namespace detail {
 inline void Append(std::ostringstream&) {}
 template <class T, class... Rest>

@@ -73,7 +73,8 @@ JsonObject& JsonObject::AddRaw(const std::string& key, const std::string& json) 
   return *this;
 }
 
-MetricsFile::MetricsFile(const std::string& path) : path_(path) {
+MetricsFile::MetricsFile(const std::string& path, RunEvents* warnings)
+    : path_(path), warnings_(warnings) {
   if (path.empty()) return;
   // Append: a resumed run, or one that failed early, keeps the history written before.
   f_ = std::fopen(path.c_str(), "a");
@@ -85,19 +86,19 @@ MetricsFile::~MetricsFile() {
   if (f_) std::fclose(f_);
 }
 
-void MetricsFile::Write(const JsonObject& obj) {
+void MetricsFile::Record(const std::string& json) {
   if (!f_) return;
-  const std::string line = obj.str() + "\n";
+  const std::string line = json + "\n";
   errno = 0;
   if (std::fwrite(line.data(), 1, line.size(), f_) == line.size() && std::fflush(f_) == 0) return;
   const char* why = errno != 0 ? std::strerror(errno) : "an unknown error";
-  std::fprintf(stderr,
-               "dslide: warning: --metrics %s: write failed (%s): no more metrics are recorded "
-               "there; training goes on (its checkpoints and model are written as asked)\n",
-               path_.c_str(), why);
+  if (warnings_ != nullptr)
+    warnings_->Warning(Format(
+        "dslide: warning: --metrics %s: write failed (%s): no more metrics are recorded there; "
+        "training goes on (its checkpoints and model are written as asked)\n",
+        path_.c_str(), why));
   std::fclose(f_);
   f_ = nullptr;
-  std::fflush(stderr);
 }
 
 std::string FormatDuration(double s) {

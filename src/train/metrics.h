@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "train/run_events.h"
+
 namespace dslide {
 
 /// Peak resident set size of this process in MiB.
@@ -32,24 +34,27 @@ class JsonObject {
   std::string body_;
 };
 
-/// Appends JSON lines to a file, one object per line; a no-op when constructed with an
-/// empty path. An existing file is kept and appended to (opened with "a", never
-/// truncated): a resumed run, or a second run given the same --metrics, adds its lines after
-/// the earlier ones, and a run that fails early leaves the earlier history intact. Remove the
-/// file first to start a fresh one.
-class MetricsFile {
+/// Appends JSON lines to a file, one object per line (the records of a run: RunEvents); a
+/// no-op when constructed with an empty path. An existing file is kept and appended to
+/// (opened with "a", never truncated): a resumed run, or a second run given the same
+/// --metrics, adds its lines after the earlier ones, and a run that fails early leaves the
+/// earlier history intact. Remove the file first to start a fresh one.
+class MetricsFile final : public RunEvents {
  public:
   /// Throws Error naming --metrics where the file cannot be opened for appending.
-  explicit MetricsFile(const std::string& path);
-  ~MetricsFile();
+  /// `warnings` (may be null: none said) receives the warning of a failed write.
+  explicit MetricsFile(const std::string& path, RunEvents* warnings = nullptr);
+  ~MetricsFile() override;
   /// Appends obj as one line. A write that fails (a full disk) does not end the run whose
-  /// record it is: the file is closed, one warning on standard error names it and the
-  /// reason, and later records are dropped.
-  void Write(const JsonObject& obj);
+  /// record it is: the file is closed, one warning names it and the reason, and later
+  /// records are dropped.
+  void Write(const JsonObject& obj) { Record(obj.str()); }
+  void Record(const std::string& json) override;
 
  private:
   FILE* f_ = nullptr;
   std::string path_;
+  RunEvents* warnings_;
 };
 
 /// "1h02m", "3m05s", "12s".

@@ -1,6 +1,6 @@
-// What a training run (Trainer::Run) reports: its lines on rank 0's standard output (the
-// start, progress, evaluations, checkpoints) and the JSON lines of --metrics, and the figures
-// of the progress window between two progress lines, which every rank keeps alike.
+// What a training run (Trainer::Run) reports: rank 0's lines (the start, progress,
+// evaluations, checkpoints) and records (to --metrics and the caller's RunEvents), and the
+// figures of the progress window between two progress lines, which every rank keeps alike.
 #include "train/run_report.h"
 
 #include <algorithm>
@@ -22,14 +22,21 @@ double Seconds(std::chrono::steady_clock::time_point a) {
 }  // namespace
 
 RunReport::RunReport(const TrainConfig& cfg, const TrainConfig& asked, const ModelSpec& spec,
-                     Communicator* comm, int64_t per_epoch)
+                     Communicator* comm, int64_t per_epoch, RunEvents* events)
     : cfg_(cfg),
       asked_(asked),
       spec_(spec),
       comm_(comm),
       per_epoch_(per_epoch),
       root_(comm->rank() == 0),
-      metrics_(root_ ? cfg.metrics_file : "") {}
+      events_(events),
+      metrics_(root_ ? cfg.metrics_file : "", events) {}
+
+void RunReport::Emit(const JsonObject& o) {
+  const std::string json = o.str();
+  metrics_.Record(json);
+  events_->Record(json);
+}
 
 void RunReport::Base(JsonObject& o) const {
   o.Add("ranks", comm_->size())
@@ -42,26 +49,27 @@ void RunReport::Start(const LayerSlots& slots, int64_t points, int64_t total, co
                       int64_t eval_every, bool keep_best) {
   if (!root_) return;
   const int64_t B = cfg_.batch;
-  std::printf(
+  // One block, written at once.
+  std::string text = Format(
       "dslide: %lld training points, %lld features, %lld labels | %lld parameters | "
       "%d rank(s) x %d thread(s) | %lld iterations (%.2f epochs) of batch %lld, lr %g\n",
       (long long)points, (long long)spec_.layers[0].in_dim, (long long)spec_.layers.back().out_dim,
       (long long)spec_.NumParameters(), comm_->size(), NumThreads(), (long long)total,
       static_cast<double>(total) / per_epoch_, (long long)B, cfg_.lr);
-  std::printf("%s", DescribeLayers(spec_, cfg_, asked_, slots).c_str());
+  text += DescribeLayers(spec_, cfg_, asked_, slots);
   if (!asked_.sparsity_auto() && !asked_.settings_from_checkpoint && slots.raised > 0 &&
       !spec_.layers.back().dense())
-    std::printf(
+    text += Format(
         "warning: --sparsity %g gives the output layer a budget of %lld per sample, which "
         "leaves fewer than %lld negatives beyond the labels of %lld of the %lld training "
         "points; their active sets are raised to their labels + %lld (--min-negatives)\n",
         spec_.layers.back().sparsity, (long long)slots.budget, (long long)cfg_.min_negatives,
         (long long)slots.raised, (long long)points, (long long)cfg_.min_negatives);
   if (valid != nullptr)
-    std::printf("validation: %lld points, evaluated every %lld iterations%s\n",
-                (long long)valid->size(), (long long)eval_every,
-                keep_best ? "; the best P@1 is kept (--keep-best)" : "");
-  std::fflush(stdout);
+    text += Format("validation: %lld points, evaluated every %lld iterations%s\n",
+                   (long long)valid->size(), (long long)eval_every,
+                   keep_best ? "; the best P@1 is kept (--keep-best)" : "");
+  events_->Line(text);
   JsonObject o;
   o.Add("event", "start")
       .Add("points", points)
@@ -97,7 +105,7 @@ void RunReport::Start(const LayerSlots& slots, int64_t points, int64_t total, co
   if (valid != nullptr) o.Add("valid_points", valid->size()).Add("eval_every", eval_every);
   o.AddRaw("settings", SettingsJson(asked_));  // every option as given (auto where left to it)
   Base(o);
-  metrics_.Write(o);
+  Emit(o);
 }
 
 void RunReport::Resumed(int64_t iter, const std::string& from) {
@@ -105,19 +113,18 @@ void RunReport::Resumed(int64_t iter, const std::string& from) {
   JsonObject o;
   o.Add("event", "resume").Add("iter", iter).Add("from", from);
   Base(o);
-  metrics_.Write(o);
+  Emit(o);
 }
 
 void RunReport::EvalLine(const char* name, int64_t at, const EvalResult& e, double baseline,
                          const char* note) {
   if (!root_) return;
-  std::printf(
-      "%s iter %lld | P@1 %.4f P@3 %.4f P@5 %.4f | loss %s | most-popular-label P@1 %.4f | "
-      "%lld points in %.1fs%s%s\n",
-      name, (long long)at, e.At(1), e.At(3), e.At(5),
-      std::isnan(e.loss) ? "-" : std::to_string(e.loss).substr(0, 6).c_str(), baseline,
-      (long long)e.points, e.seconds, cfg_.eval_sampled ? " (LSH-sampled)" : "", note);
-  std::fflush(stdout);
+  events_->Line(
+      Format("%s iter %lld | P@1 %.4f P@3 %.4f P@5 %.4f | loss %s | most-popular-label P@1 %.4f | "
+             "%lld points in %.1fs%s%s\n",
+             name, (long long)at, e.At(1), e.At(3), e.At(5),
+             std::isnan(e.loss) ? "-" : std::to_string(e.loss).substr(0, 6).c_str(), baseline,
+             (long long)e.points, e.seconds, cfg_.eval_sampled ? " (LSH-sampled)" : "", note));
 }
 
 void RunReport::EvalRecord(const char* set, int64_t iter, const EvalResult& e, double baseline,
@@ -137,7 +144,7 @@ void RunReport::EvalRecord(const char* set, int64_t iter, const EvalResult& e, d
   if (model_iter >= 0) o.Add("model_iter", model_iter);
   if (at.wall_s >= 0) o.Add("train_wall_s", at.wall_s).Add("train_cpu_s", at.cpu_s);
   Base(o);
-  metrics_.Write(o);
+  Emit(o);
 }
 
 void RunReport::Checkpoint(int64_t iter, double seconds) {
@@ -147,8 +154,8 @@ void RunReport::Checkpoint(int64_t iter, double seconds) {
   double bytes = 0;
   for (const auto& e : std::filesystem::directory_iterator(folder, ec))
     bytes += static_cast<double>(std::filesystem::file_size(e.path(), ec));
-  std::printf("checkpoint %s: %.1f MB in %.2fs\n", folder.c_str(), bytes / (1 << 20), seconds);
-  std::fflush(stdout);
+  events_->Line(
+      Format("checkpoint %s: %.1f MB in %.2fs\n", folder.c_str(), bytes / (1 << 20), seconds));
   JsonObject o;
   o.Add("event", "checkpoint")
       .Add("iter", iter)
@@ -156,7 +163,7 @@ void RunReport::Checkpoint(int64_t iter, double seconds) {
       .Add("bytes", bytes)
       .Add("seconds", seconds);
   Base(o);
-  metrics_.Write(o);
+  Emit(o);
 }
 
 void RunReport::StopRecord(const char* event, int64_t at, const std::string& text,
@@ -166,7 +173,7 @@ void RunReport::StopRecord(const char* event, int64_t at, const std::string& tex
   o.Add("event", event).Add("iter", at).Add("message", text);
   if (!checkpoint.empty()) o.Add("checkpoint", checkpoint);
   Base(o);
-  metrics_.Write(o);
+  Emit(o);
 }
 
 void RunReport::OpenWindow(size_t steps_timed) {
@@ -209,13 +216,12 @@ void RunReport::Progress(int64_t iter, int64_t total, const std::vector<double>&
     char comm[64] = "";
     if (comm_->size() > 1)
       std::snprintf(comm, sizeof comm, " | comm %.1f ms (network %.1f)", comm_ms, net_ms);
-    std::printf(
-        "iter %lld/%lld | epoch %.2f | %.0f samples/s | sampled loss %.4f | last P@1 %s | "
-        "%.1f ms/iter | %.0f KB sent/iter%s | RSS %.0f MB | ETA %s\n",
-        (long long)iter, (long long)total, static_cast<double>(iter) / per_epoch_, sps, loss,
-        last_eval.points ? std::to_string(last_eval.At(1)).substr(0, 6).c_str() : "-", Median(ms),
-        bytes / 1024, comm, rss, FormatDuration(eta).c_str());
-    std::fflush(stdout);
+    events_->Line(
+        Format("iter %lld/%lld | epoch %.2f | %.0f samples/s | sampled loss %.4f | last P@1 %s | "
+               "%.1f ms/iter | %.0f KB sent/iter%s | RSS %.0f MB | ETA %s\n",
+               (long long)iter, (long long)total, static_cast<double>(iter) / per_epoch_, sps, loss,
+               last_eval.points ? std::to_string(last_eval.At(1)).substr(0, 6).c_str() : "-",
+               Median(ms), bytes / 1024, comm, rss, FormatDuration(eta).c_str()));
     JsonObject o;
     o.Add("iter", iter)
         .Add("epoch", static_cast<double>(iter) / per_epoch_)
@@ -228,7 +234,7 @@ void RunReport::Progress(int64_t iter, int64_t total, const std::vector<double>&
         .Add("comm_wait_ms_per_iter", std::max(0.0, comm_ms - net_ms))  // rounding: never < 0
         .Add("peak_rss_mb", rss);
     Base(o);
-    metrics_.Write(o);
+    Emit(o);
   }
   t_last_ = Clock::now();
   iter_last_ = iter;

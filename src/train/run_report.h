@@ -1,6 +1,6 @@
-// What a training run (Trainer::Run) reports: its lines on rank 0's standard output (the
-// start, progress, evaluations, checkpoints) and the JSON lines of --metrics, and the figures
-// of the progress window between two progress lines, which every rank keeps alike.
+// What a training run (Trainer::Run) reports: rank 0's lines (the start, progress,
+// evaluations, checkpoints) and records, to the caller's RunEvents and --metrics, and the
+// figures of the progress window between two progress lines, which every rank keeps alike.
 #pragma once
 
 #include <chrono>
@@ -16,6 +16,7 @@
 #include "train/auto_settings.h"
 #include "train/evaluator.h"
 #include "train/metrics.h"
+#include "train/run_events.h"
 
 namespace dslide {
 
@@ -27,10 +28,11 @@ struct TrainTime {
 
 class RunReport {
  public:
-  /// `cfg` (resolved), `asked` (as given), `spec` and `comm` must outlive the report; only
-  /// rank 0 prints and writes --metrics. `per_epoch`: the iterations of one epoch.
+  /// `cfg` (resolved), `asked` (as given), `spec`, `comm` and `events` must outlive the
+  /// report; only rank 0 reports lines and records (to `events`, and to --metrics' file).
+  /// `per_epoch`: the iterations of one epoch.
   RunReport(const TrainConfig& cfg, const TrainConfig& asked, const ModelSpec& spec,
-            Communicator* comm, int64_t per_epoch);
+            Communicator* comm, int64_t per_epoch, RunEvents* events);
 
   /// The run's first lines (points, model, ranks, iterations; the layers; the warning of an
   /// output budget raised by --min-negatives; validation) and the "start" record.
@@ -74,6 +76,8 @@ class RunReport {
   using Clock = std::chrono::steady_clock;
   /// The fields every record ends with: ranks, threads, device, strategy.
   void Base(JsonObject& o) const;
+  /// A record to --metrics and the events.
+  void Emit(const JsonObject& o);
 
   const TrainConfig& cfg_;
   const TrainConfig& asked_;
@@ -81,6 +85,7 @@ class RunReport {
   Communicator* comm_;
   int64_t per_epoch_;
   bool root_;
+  RunEvents* events_;
   MetricsFile metrics_;
   // The progress window: since the run's start, and since the last progress line.
   Clock::time_point t_run_, t_last_;

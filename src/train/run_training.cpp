@@ -5,7 +5,6 @@
 #include "train/run_training.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <memory>
 #include <new>
 #include <string>
@@ -23,13 +22,14 @@ namespace {
 /// (the network sees only its biases for them) and feature values far beyond float's
 /// comfortable range.
 /// `in_memory`: `file` names a set given in memory, whose points are rows counted from 0.
-void WarnOfData(const Dataset& d, const std::string& file, bool in_memory) {
+void WarnOfData(const Dataset& d, const std::string& file, bool in_memory, RunEvents* events) {
   int64_t empty = 0, first = -1;
   for (int64_t i = 0; i < d.size(); ++i)
     if (d.feat_off[i + 1] == d.feat_off[i] && empty++ == 0) first = i;
   const bool binary = !in_memory && IsBinaryDataset(file);
+  std::string text;  // one block, written at once
   if (empty > 0)
-    std::printf(
+    text += Format(
         "warning: %s: %lld of %lld points have no features (the first at %s %lld); the network "
         "sees only its biases for them\n",
         file.c_str(), (long long)empty, (long long)d.size(),
@@ -40,11 +40,11 @@ void WarnOfData(const Dataset& d, const std::string& file, bool in_memory) {
                     : binary  ? first + 1
                               : first + 2));
   if (d.max_abs_value > kLargeFeatureValue)
-    std::printf(
+    text += Format(
         "warning: %s: a feature value of %g, far beyond %g: scale or clip the features, or "
         "training may overflow and diverge\n",
         d.max_abs_at.c_str(), d.max_abs_value, kLargeFeatureValue);
-  std::fflush(stdout);
+  if (!text.empty()) events->Line(text);
 }
 
 }  // namespace
@@ -77,9 +77,9 @@ std::unique_ptr<Trainer> BuildTrainer(const TrainConfig& cfg, Communicator* comm
   }
 }
 
-EvalResult RunTraining(const TrainConfig& cfg, Communicator* comm) {
+EvalResult RunTraining(const TrainConfig& cfg, Communicator* comm, RunEvents* events) {
   TrainingRun run;
-  return RunTraining(cfg, comm, RunData{}, &run);
+  return RunTraining(cfg, comm, RunData{}, &run, events);
 }
 
 void DataPosition(int64_t iteration, int64_t points, int64_t batch, int64_t* epoch, int64_t* pos) {
@@ -94,8 +94,9 @@ void DataPosition(int64_t iteration, int64_t points, int64_t batch, int64_t* epo
   *pos = std::min(points, (iteration - *epoch * per_epoch) * batch);
 }
 
-EvalResult RunTraining(const TrainConfig& asked, Communicator* comm, RunData data,
-                       TrainingRun* run) {
+EvalResult RunTraining(const TrainConfig& asked, Communicator* comm, RunData data, TrainingRun* run,
+                       RunEvents* events) {
+  if (events == nullptr) events = NoEvents();
   TrainConfig cfg = asked;
   SetNumThreads(cfg.threads);
   // A set in memory, else the file.
@@ -106,7 +107,7 @@ EvalResult RunTraining(const TrainConfig& asked, Communicator* comm, RunData dat
   if (data.train != nullptr)
     DSLIDE_CHECK(train.size() > 0, cfg.train_file, ": no points to train on (0 rows)");
   DSLIDE_CHECK(train.size() > 0, cfg.train_file, ":1: no points to train on (the header says 0)");
-  if (comm->rank() == 0) WarnOfData(train, cfg.train_file, data.train != nullptr);
+  if (comm->rank() == 0) WarnOfData(train, cfg.train_file, data.train != nullptr, events);
   auto check_header = [&](const Dataset& d, const std::string& file) {
     DSLIDE_CHECK(d.num_features == train.num_features && d.num_labels == train.num_labels, file,
                  ":1: header says ", d.num_features, " features and ", d.num_labels,
@@ -135,9 +136,9 @@ EvalResult RunTraining(const TrainConfig& asked, Communicator* comm, RunData dat
     DSLIDE_CHECK(labelled > 0, what,
                  ": no validation point has a label; nothing could be selected on it");
     if (labelled < 200 && comm->rank() == 0)
-      std::printf(
-          "warning: %s: only %lld labelled validation points; one point moves P@1 by %.4f\n",
-          what.c_str(), (long long)labelled, 1.0 / static_cast<double>(labelled));
+      events->Line(
+          Format("warning: %s: only %lld labelled validation points; one point moves P@1 by %.4f\n",
+                 what.c_str(), (long long)labelled, 1.0 / static_cast<double>(labelled)));
   }
   if (!cfg.test_file.empty()) {
     test = load(data.test, cfg.test_file);
@@ -149,16 +150,16 @@ EvalResult RunTraining(const TrainConfig& asked, Communicator* comm, RunData dat
     const CheckpointMeta m = ReadResumeMeta(cfg.resume_dir);
     cfg.settings_from_checkpoint = AdoptCheckpointSettings(m, &cfg);
     if (m.min_negatives == 0 && comm->rank() == 0)
-      std::printf(
+      events->Line(Format(
           "note: %s predates the floor of negatives; --min-negatives %lld applies from here\n",
-          cfg.resume_dir.c_str(), (long long)cfg.min_negatives);
+          cfg.resume_dir.c_str(), (long long)cfg.min_negatives));
   }
   std::unique_ptr<Trainer>& trainer = run->trainer;
   run->train_points = train.size();
   run->collective = true;
   trainer = BuildTrainer(cfg, comm, train.num_features, train.num_labels, cfg.train_file);
   return trainer->Run(train, cfg.validating() ? &valid : nullptr,
-                      cfg.test_file.empty() ? nullptr : &test);
+                      cfg.test_file.empty() ? nullptr : &test, events);
 }
 
 }  // namespace dslide

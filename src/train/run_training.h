@@ -37,8 +37,10 @@ struct TrainingRun {
 };
 
 /// RunTraining with the sets of `data` in memory (the others read from cfg's files); fills
-/// `run` as it goes. Returns the final evaluation.
-EvalResult RunTraining(const TrainConfig& cfg, Communicator* comm, RunData data, TrainingRun* run);
+/// `run` as it goes; the run's lines, records and warnings go to `events` (null: none).
+/// Returns the final evaluation.
+EvalResult RunTraining(const TrainConfig& cfg, Communicator* comm, RunData data, TrainingRun* run,
+                       RunEvents* events);
 
 /// The trainer of `cfg` for data of `features` and `labels` (named `data_name` in messages),
 /// its backend made as cfg says. A model that cannot fit in memory (refused before it is

@@ -24,6 +24,7 @@
 #include "lsh/rebuild_schedule.h"
 #include "model/model.h"
 #include "train/evaluator.h"
+#include "train/run_events.h"
 #include "train/snapshot_exchange.h"
 #include "train/step_strategy.h"
 
@@ -86,8 +87,10 @@ class Trainer {
   /// Collective: the whole run of `dslide train`: iterations or epochs, progress on rank 0,
   /// metrics lines, evaluations during training on `valid` (or, without validation data,
   /// on `test`), the best validated model restored at the end (--keep-best), then one
-  /// score of `test`. Returns the final evaluation (of test when given).
-  EvalResult Run(const Dataset& train, const Dataset* valid, const Dataset* test);
+  /// score of `test`. Returns the final evaluation (of test when given). Its lines, records
+  /// and warnings go to `events` (null: none; --metrics is written either way).
+  EvalResult Run(const Dataset& train, const Dataset* valid, const Dataset* test,
+                 RunEvents* events = nullptr);
 
   /// Whether Run has passed its checks (the --resume checkpoint fits, the --metrics file and
   /// the folders of checkpoints and --save are usable) and begun to train: an error thrown
@@ -219,7 +222,9 @@ class Trainer {
   uint64_t run_id_ = 0;
   uint64_t data_digest_ = 0;  ///< the training data of Run (Dataset::Digest; 0: none yet)
   int64_t data_points_ = 0;
-  CheckpointDirLock checkpoint_lock_;       ///< rank 0's hold on --checkpoint-dir during Run
+  CheckpointDirLock checkpoint_lock_;  ///< rank 0's hold on --checkpoint-dir during Run
+  // Where Run's lines, records and warnings go (its caller's; outside Run, NoEvents).
+  RunEvents* events_ = NoEvents();
   FaultPlan fault_ = FaultPlan::FromEnv();  // DSLIDE_FAULT (failure tests)
 };
 
@@ -234,7 +239,8 @@ constexpr double kLargeLearningRate = 1e-2;
 std::string DivergenceHint(const Dataset& train, double lr);
 
 /// Reads the training/test files, trains as configured, returns the final evaluation.
-/// The entry point of `dslide train` for any communicator.
-EvalResult RunTraining(const TrainConfig& cfg, Communicator* comm);
+/// The entry point of `dslide train` for any communicator; the run's lines, records and
+/// warnings go to `events` (null: none).
+EvalResult RunTraining(const TrainConfig& cfg, Communicator* comm, RunEvents* events);
 
 }  // namespace dslide

@@ -93,8 +93,7 @@ void Trainer::WriteCheckpoint(const std::string& folder, int64_t epoch, int64_t 
   }
   if (agree()) return;
   if (!failed.empty() && comm_->size() > 1) {  // rank 0's message says it with one rank
-    std::fprintf(stderr, "[rank %d] dslide error: %s\n", comm_->rank(), failed.c_str());
-    std::fflush(stderr);
+    events_->Warning(Format("[rank %d] dslide error: %s\n", comm_->rank(), failed.c_str()));
   }
   if (comm_->rank() == 0) {
     std::error_code ec;
@@ -146,9 +145,8 @@ CheckpointMeta Trainer::ResumeNewestIntact(std::string* loaded) {
       return m;
     }
     if (!damage.empty()) {
-      std::fprintf(stderr, "[rank %d] warning: skipping the damaged checkpoint %s: %s\n",
-                   comm_->rank(), folder.c_str(), damage.c_str());
-      std::fflush(stderr);
+      events_->Warning(Format("[rank %d] warning: skipping the damaged checkpoint %s: %s\n",
+                              comm_->rank(), folder.c_str(), damage.c_str()));
     }
   }
   throw Error(detail::Concat("option --resume: none of the ", candidates.size(),
@@ -190,17 +188,18 @@ CheckpointMeta Trainer::ResumeRun(int64_t points, bool keep_best, std::string* f
   DSLIDE_CHECK(m.pos <= points, *from, ": data position ", m.pos, " is beyond the ", points,
                " training points (a different --train file?)");
   if (comm_->rank() == 0) {
-    std::printf("resumed from %s at iteration %lld (epoch %lld, point %lld), read in %.2fs\n",
-                from->c_str(), (long long)iter_, (long long)m.epoch, (long long)m.pos, load_s);
+    std::string text =
+        Format("resumed from %s at iteration %lld (epoch %lld, point %lld), read in %.2fs\n",
+               from->c_str(), (long long)iter_, (long long)m.epoch, (long long)m.pos, load_s);
     if (m.data_digest != 0 && data_digest_ != 0 && m.data_digest != data_digest_)
-      std::printf(
+      text += Format(
           "note: the training data differs from the data %s was trained on (%lld points then, "
           "%lld now%s): training continues from its position (epoch %lld, point %lld) over "
           "this data\n",
           from->c_str(), (long long)m.data_points, (long long)points,
           m.data_points == points ? ", the same count but other contents or order" : "",
           (long long)m.epoch, (long long)m.pos);
-    std::fflush(stdout);
+    events_->Line(text);
   }
   // The best model before the interruption competes on: its weights from
   // CHECKPOINT_DIR/best when that holds it (also when it was saved after the checkpoint
@@ -237,19 +236,17 @@ CheckpointMeta Trainer::ResumeRun(int64_t points, bool keep_best, std::string* f
     int64_t all_found = found ? 1 : 0;  // every rank restores the best model, or none does
     comm_->Allreduce(&all_found, 1, ReduceOp::kMin, Traffic::kControl);
     if (!damage.empty()) {
-      std::fprintf(stderr, "[rank %d] warning: the best model in %s is damaged: %s\n",
-                   comm_->rank(), best.c_str(), damage.c_str());
-      std::fflush(stderr);
+      events_->Warning(Format("[rank %d] warning: the best model in %s is damaged: %s\n",
+                              comm_->rank(), best.c_str(), damage.c_str()));
     }
     found = all_found == 1;
   }
   if (comm_->rank() == 0 && keep_best && (found || best_iter_ >= 0)) {
-    std::printf(found ? "the best model so far is that of iteration %lld (valid P@1 %.4f), in %s\n"
-                      : "the best model so far (iteration %lld, valid P@1 %.4f) is not in %s: "
-                        "selection starts afresh\n",
-                (long long)best_iter_, best_p1_,
-                best.empty() ? "(no --checkpoint-dir)" : best.c_str());
-    std::fflush(stdout);
+    events_->Line(Format(
+        found ? "the best model so far is that of iteration %lld (valid P@1 %.4f), in %s\n"
+              : "the best model so far (iteration %lld, valid P@1 %.4f) is not in %s: "
+                "selection starts afresh\n",
+        (long long)best_iter_, best_p1_, best.empty() ? "(no --checkpoint-dir)" : best.c_str()));
   }
   if (!found) {
     best_iter_ = -1;
@@ -335,10 +332,10 @@ void Trainer::CheckStorage(int64_t total, const std::string& resumed_from) {
     DSLIDE_CHECK(refusal.empty(), refusal);
   }
   if (comm_->rank() == 0 && cfg_.checkpoint_every > total - iter_ && total > iter_)
-    std::printf(
+    events_->Line(Format(
         "note: --checkpoint-every %lld is more than the %lld iterations left: only the final "
         "checkpoint will be written\n",
-        (long long)cfg_.checkpoint_every, (long long)(total - iter_));
+        (long long)cfg_.checkpoint_every, (long long)(total - iter_)));
 }
 
 void Trainer::SnapshotWeights() {

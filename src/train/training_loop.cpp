@@ -54,13 +54,20 @@ constexpr uint64_t kEpochStream = 0x65706f6368;  // "epoch": the shuffled order 
 
 }  // namespace
 
-EvalResult Trainer::Run(const Dataset& train, const Dataset* valid, const Dataset* test) {
+EvalResult Trainer::Run(const Dataset& train, const Dataset* valid, const Dataset* test,
+                        RunEvents* events) {
   // The hold on --checkpoint-dir (CheckStorage) lasts as long as the run, however it ends:
-  // a later run in the same process (resuming this one, say) may claim the folder.
+  // a later run in the same process (resuming this one, say) may claim the folder. The
+  // events are the caller's for as long.
+  events_ = events != nullptr ? events : NoEvents();
   struct ReleaseFolder {
     CheckpointDirLock* lock;
-    ~ReleaseFolder() { *lock = CheckpointDirLock(); }
-  } release{&checkpoint_lock_};
+    RunEvents** events;
+    ~ReleaseFolder() {
+      *lock = CheckpointDirLock();
+      *events = NoEvents();
+    }
+  } release{&checkpoint_lock_, &events_};
   const int64_t N = train.size();
   DSLIDE_CHECK(N > 0, "the training file has no points");
   // Checkpoints record which data they were trained on: a resumed run says when it differs.
@@ -85,16 +92,13 @@ EvalResult Trainer::Run(const Dataset& train, const Dataset* valid, const Datase
   // The most-popular-label baseline of each evaluation set, printed beside its P@1.
   const double monitor_base = monitor ? MostPopularLabelP1(train, *monitor, cfg_.eval_points) : 0;
   const double test_base = test ? MostPopularLabelP1(train, *test, cfg_.eval_points) : 0;
-  RunReport report(cfg_, asked_, spec_, comm_, per_epoch);
+  RunReport report(cfg_, asked_, spec_, comm_, per_epoch, events_);
   const LayerSlots slots = OutputSlots(spec_, cfg_.min_negatives, train);
   divergence_hint_ = DivergenceHint(train, cfg_.lr);
   report.Start(slots, N, total, valid, eval_every, keep_best);
   if (root && comm_->size() > 1) {
     const BackendInfo info = backend_->Info();
-    if (info.asynchronous) {
-      std::printf("%s\n", CollectivesNote(info.collectives_on_device).c_str());
-      std::fflush(stdout);
-    }
+    if (info.asynchronous) events_->Line(CollectivesNote(info.collectives_on_device) + "\n");
   }
   std::vector<int64_t> order(N), points;
   int64_t epoch = -1, pos = N;
@@ -152,9 +156,9 @@ EvalResult Trainer::Run(const Dataset& train, const Dataset* valid, const Datase
                  cfg_.iterations > 0 ? "--iterations" : "--epochs times the iterations per epoch",
                  "): nothing would be trained; ask for more, or use it with eval or predict");
     if (root && iter_ == total) {
-      std::printf("note: %s is at iteration %lld, all %lld asked for: nothing left to train\n",
-                  resumed_from.c_str(), (long long)iter_, (long long)total);
-      std::fflush(stdout);
+      events_->Line(
+          Format("note: %s is at iteration %lld, all %lld asked for: nothing left to train\n",
+                 resumed_from.c_str(), (long long)iter_, (long long)total));
     }
     report.Resumed(iter_, resumed_from);
   }
@@ -227,9 +231,8 @@ EvalResult Trainer::Run(const Dataset& train, const Dataset* valid, const Datase
     WriteCheckpoint(cfg_.save_dir, epoch, pos);
     iter_ = now;
     if (root) {
-      std::printf("saved the model of iteration %lld to %s\n", (long long)model_iter,
-                  cfg_.save_dir.c_str());
-      std::fflush(stdout);
+      events_->Line(Format("saved the model of iteration %lld to %s\n", (long long)model_iter,
+                           cfg_.save_dir.c_str()));
     }
   };
   // What a stop signal does, said by the handler of a one-process run; with P ranks rank 0
@@ -296,9 +299,8 @@ EvalResult Trainer::Run(const Dataset& train, const Dataset* valid, const Datase
     if (sig != 0 && iter_ < total) {
       const char* name = SignalName(static_cast<int>(sig));
       if (root && comm_->size() > 1) {  // the ranks agreed: now it is known what happens
-        std::printf("stop requested (%s): ending after iteration %lld, %s\n", name,
-                    (long long)iter_, StopPlanOf(cfg_).c_str());
-        std::fflush(stdout);
+        events_->Line(Format("stop requested (%s): ending after iteration %lld, %s\n", name,
+                             (long long)iter_, StopPlanOf(cfg_).c_str()));
       }
       std::string where;
       if (!cfg_.checkpoint_dir.empty()) {
@@ -331,10 +333,10 @@ EvalResult Trainer::Run(const Dataset& train, const Dataset* valid, const Datase
   if (!cfg_.checkpoint_dir.empty() && saved_iter != iter_) save();
   const int64_t model_iter = keep_selected();
   if (keep_best && root && best_iter_ >= 0) {
-    std::printf("kept the model of iteration %lld (best valid P@1 %.4f)%s%s\n",
-                (long long)best_iter_, best_p1_, cfg_.checkpoint_dir.empty() ? "" : ", saved in ",
-                cfg_.checkpoint_dir.empty() ? "" : (cfg_.checkpoint_dir + "/best").c_str());
-    std::fflush(stdout);
+    events_->Line(
+        Format("kept the model of iteration %lld (best valid P@1 %.4f)%s%s\n",
+               (long long)best_iter_, best_p1_, cfg_.checkpoint_dir.empty() ? "" : ", saved in ",
+               cfg_.checkpoint_dir.empty() ? "" : (cfg_.checkpoint_dir + "/best").c_str()));
   }
   if (!cfg_.save_dir.empty()) save_model(model_iter);
   if (valid != nullptr && test != nullptr) {

@@ -5,6 +5,7 @@ import os
 import re
 import shutil
 import subprocess
+import threading
 
 import numpy as np
 import pytest
@@ -279,6 +280,31 @@ def test_progress_lines_go_to_stderr(task, capfd):
     print("still stdout")
     out, _ = capfd.readouterr()
     assert out == "still stdout\n"
+
+
+def test_progress_lines_through_python_streams(task, capsys):
+    # The lines come through sys.stderr (capsys replaces it), not file descriptor 2.
+    dslide.train((task.X, task.Y), iterations=4, log_every=2, hidden=16, threads=1)
+    out, err = capsys.readouterr()
+    assert "iter 2/4" in err and "iter 4/4" in err and "1500 training points" in err
+    assert out == ""
+
+
+def test_callback_runs_on_the_calling_thread_beside_file_descriptor_1(task, capfd):
+    # The records come to the callback as the run reports them, on the thread that called
+    # train(), while descriptor 1 stays where it was (nothing redirects it during training).
+    seen = []
+
+    def callback(o):
+        seen.append(threading.get_ident())
+        if "loss" in o and "event" not in o:
+            os.write(1, b"progress %d\n" % o["iter"])
+
+    dslide.train((task.X, task.Y), iterations=4, log_every=2, hidden=16, threads=1,
+                 verbose=False, callback=callback)
+    out, err = capfd.readouterr()
+    assert seen and set(seen) == {threading.get_ident()}
+    assert out == "progress 2\nprogress 4\n" and err == ""
 
 
 def test_callback_gets_the_metrics_objects(task):

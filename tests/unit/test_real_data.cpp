@@ -33,7 +33,7 @@ EvalResult TrainCli(const std::string& dir, const std::vector<std::string>& args
   std::string help;
   EXPECT_TRUE(ParseTrain(static_cast<int>(ptrs.size()), ptrs.data(), &cfg, &help)) << help;
   LocalCommunicator comm;
-  return RunTraining(cfg, &comm);
+  return RunTraining(cfg, &comm, nullptr);
 }
 
 /// TrainCli with 10 % of the training points held back for validation.
