@@ -1,14 +1,19 @@
-// Out-of-line failure path of DSLIDE_ASSERT, and warnings on standard error.
+// Out-of-line failure path of DSLIDE_ASSERT, warnings on standard error, errno reasons.
 #include "common/error.h"
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 namespace dslide {
 
 void WarnOnStderr(const std::string& text) {
   std::fputs(text.c_str(), stderr);
   std::fflush(stderr);
+}
+
+std::string OsReason(int err) {
+  return err != 0 ? std::string(" (") + std::strerror(err) + ")" : "";
 }
 
 namespace detail {

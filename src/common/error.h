@@ -29,6 +29,9 @@ class Stop : public std::runtime_error {
 /// call whose caller takes none (RunEvents).
 void WarnOnStderr(const std::string& text);
 
+/// " (REASON)" for the errno an I/O call left behind, "" when it left none.
+std::string OsReason(int err);
+
 namespace detail {
 inline void Append(std::ostringstream&) {}
 template <class T, class... Rest>

@@ -1,28 +1,27 @@
-// XC format reader with strict validation (docs/user-guide.md, "Data"): nothing is skipped
-// silently.
+// Datasets in memory (points as CSR rows, the holdout split) and the stream that reads them
+// from a file in parts: XC text (plain or gzip) with strict validation (docs/user-guide.md,
+// "Data": nothing is skipped silently) or the binary format. The text lines are parsed in
+// dataset_text.cpp, the binary format written and read whole in dataset_binary.cpp.
 #include "data/dataset.h"
 
-#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <climits>
-#include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
-#include <functional>
 #include <limits>
 #include <memory>
 #include <new>
 #include <string>
+#include <vector>
 
-#include "common/atomic_file.h"
 #include "common/checksum.h"
 #include "common/error.h"
 #include "common/rng.h"
+#include "data/xc_line.h"
 
 namespace dslide {
 
@@ -143,23 +142,9 @@ class LineReader {
   int64_t line_no_ = 0;
 };
 
-/// Parses a non-negative integer at p; advances p. False if none.
-bool ParseIndex(const char*& p, int64_t* out) {
-  if (*p < '0' || *p > '9') return false;
-  int64_t v = 0;
-  while (*p >= '0' && *p <= '9') {
-    v = v * 10 + (*p - '0');
-    if (v > (int64_t{1} << 40)) return false;
-    ++p;
-  }
-  *out = v;
-  return true;
-}
-
 }  // namespace
 
 namespace {
-constexpr char kMagic[8] = {'D', 'S', 'L', 'I', 'D', 'E', 'B', '1'};
 /// Header limits of the text format: ids are int32; a point takes at least two bytes (a
 /// space and a newline), so a count above 2^40 points (a 2 TB file) is a damaged header.
 constexpr int64_t kMaxIds = INT32_MAX;
@@ -172,136 +157,6 @@ std::string Excerpt(const std::string& text) {
 
 }  // namespace
 
-bool IsBinaryDataset(const std::string& path) {
-  std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
-  char head[8];
-  return f && std::fread(head, 1, 8, f.get()) == 8 && std::memcmp(head, kMagic, 8) == 0;
-}
-
-void WriteBinary(const Dataset& data, const std::string& final_path) {
-  WriteAtomically(final_path, [&](const std::string& path) {
-    std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "wb"), &std::fclose);
-    DSLIDE_CHECK(f != nullptr, path, ": cannot write: ", std::strerror(errno));
-    Checksum sum;
-    auto put = [&](const void* p, size_t bytes) {
-      sum.Add(p, bytes);
-      DSLIDE_CHECK(std::fwrite(p, 1, bytes, f.get()) == bytes, path,
-                   ": write failed: ", std::strerror(errno));
-    };
-    const int64_t head[5] = {data.size(), data.num_features, data.num_labels,
-                             static_cast<int64_t>(data.feat_ids.size()),
-                             static_cast<int64_t>(data.labels.size())};
-    put(kMagic, 8);
-    put(head, sizeof head);
-    put(data.feat_off.data(), data.feat_off.size() * sizeof(int64_t));
-    put(data.feat_ids.data(), data.feat_ids.size() * sizeof(int32_t));
-    put(data.feat_vals.data(), data.feat_vals.size() * sizeof(float));
-    put(data.label_off.data(), data.label_off.size() * sizeof(int64_t));
-    put(data.labels.data(), data.labels.size() * sizeof(int32_t));
-    const uint64_t check = sum.Final();
-    DSLIDE_CHECK(std::fwrite(&check, 1, 8, f.get()) == 8, path,
-                 ": write failed: ", std::strerror(errno));
-    CloseWritten(&f, path);
-  });
-}
-
-Dataset ReadBinary(const std::string& path) {
-  std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
-  DSLIDE_CHECK(f != nullptr, path, ": cannot open: ", std::strerror(errno));
-  std::fseek(f.get(), 0, SEEK_END);
-  const int64_t size = std::ftell(f.get());
-  std::fseek(f.get(), 0, SEEK_SET);
-  Checksum sum;
-  int64_t at = 0;
-  auto get = [&](void* p, int64_t bytes, const char* what) {
-    DSLIDE_CHECK(bytes >= 0 && at + bytes + 8 <= size, path, ": truncated binary dataset (", what,
-                 " needs ", bytes, " bytes at offset ", at, " of ", size, ")");
-    DSLIDE_CHECK(std::fread(p, 1, bytes, f.get()) == static_cast<size_t>(bytes), path,
-                 ": read failed");
-    sum.Add(p, static_cast<size_t>(bytes));
-    at += bytes;
-  };
-  char magic[8];
-  get(magic, 8, "the magic");
-  DSLIDE_CHECK(std::memcmp(magic, kMagic, 8) == 0, path, ": not a dslide binary dataset");
-  int64_t head[5];
-  get(head, sizeof head, "the header");
-  const int64_t points = head[0], nnz = head[3], nl = head[4];
-  DSLIDE_CHECK(points >= 0 && head[1] > 0 && head[2] > 0 && head[1] <= INT32_MAX &&
-                   head[2] <= INT32_MAX && nnz >= 0 && nl >= 0 && points < size && nnz < size &&
-                   nl < size,
-               path, ": corrupted header (points ", points, ", features ", head[1], ", labels ",
-               head[2], ")");
-  // The header's arrays must fill the file exactly: checked before anything is allocated, so
-  // that a damaged count cannot ask for many times the file's size.
-  const int64_t need = 48 + (points + 1) * 16 + nnz * 8 + nl * 4 + 8;
-  DSLIDE_CHECK(need <= size, path, ": truncated binary dataset (the header's ", points, " points, ",
-               nnz, " non-zeros and ", nl, " labels need ", need, " bytes, the file has ", size,
-               ")");
-  DSLIDE_CHECK(need == size, path, ": binary dataset has ", size - need,
-               " unexpected trailing bytes");
-  Dataset d;
-  d.num_features = head[1];
-  d.num_labels = head[2];
-  try {
-    d.feat_off.resize(points + 1);
-    d.feat_ids.resize(nnz);
-    d.feat_vals.resize(nnz);
-    d.label_off.resize(points + 1);
-    d.labels.resize(nl);
-  } catch (const std::bad_alloc&) {
-    d = Dataset();
-    throw Error(detail::Concat(path, ": out of memory: its ", points, " points need ", need - 56,
-                               " bytes in memory"));
-  }
-  get(d.feat_off.data(), (points + 1) * 8, "feature offsets");
-  get(d.feat_ids.data(), nnz * 4, "feature ids");
-  get(d.feat_vals.data(), nnz * 4, "feature values");
-  get(d.label_off.data(), (points + 1) * 8, "label offsets");
-  get(d.labels.data(), nl * 4, "labels");
-  uint64_t stored = 0;
-  DSLIDE_CHECK(at + 8 == size && std::fread(&stored, 1, 8, f.get()) == 8, path,
-               ": binary dataset has ", size - at - 8, " unexpected trailing bytes");
-  DSLIDE_CHECK(stored == sum.Final(), path, ": checksum mismatch (corrupted binary dataset)");
-  // Structure, so that a well-checksummed but inconsistent file cannot index out of bounds.
-  DSLIDE_CHECK(d.feat_off[0] == 0 && d.feat_off[points] == nnz && d.label_off[0] == 0 &&
-                   d.label_off[points] == nl,
-               path, ": inconsistent offsets");
-  // Per point: offsets non-decreasing, ids strictly increasing and in range, values finite.
-  auto sorted_in_range = [](const int32_t* ids, int64_t n, int64_t limit) {
-    bool ok = n == 0 || (ids[0] >= 0 && ids[n - 1] < limit);
-    for (int64_t j = 1; j < n; ++j) ok &= ids[j] > ids[j - 1];
-    return ok;
-  };
-  for (int64_t i = 0; i < points; ++i) {
-    DSLIDE_CHECK(d.feat_off[i + 1] >= d.feat_off[i] && d.label_off[i + 1] >= d.label_off[i], path,
-                 ": point ", i, ": decreasing offsets");
-    const int64_t f0 = d.feat_off[i], nf = d.feat_off[i + 1] - f0;
-    const int64_t l0 = d.label_off[i], nlab = d.label_off[i + 1] - l0;
-    DSLIDE_CHECK(sorted_in_range(d.feat_ids.data() + f0, nf, d.num_features), path, ": point ", i,
-                 ": feature ids out of range or not increasing");
-    DSLIDE_CHECK(sorted_in_range(d.labels.data() + l0, nlab, d.num_labels), path, ": point ", i,
-                 ": label ids out of range or not increasing");
-  }
-  float probe = 0.0f;  // NaN or inf when any value is
-  const float* vals = d.feat_vals.data();
-#pragma omp simd reduction(+ : probe)
-  for (int64_t j = 0; j < nnz; ++j) probe += vals[j] * 0.0f;
-  DSLIDE_CHECK(probe == 0.0f, path, ": a feature value is NaN or infinite");
-  int64_t largest = -1;
-  for (int64_t j = 0; j < nnz; ++j)
-    if (std::fabs(vals[j]) > d.max_abs_value) {
-      d.max_abs_value = std::fabs(vals[j]);
-      largest = j;
-    }
-  if (largest >= 0) {
-    const int64_t point = std::upper_bound(d.feat_off.begin(), d.feat_off.end(), largest) -
-                          d.feat_off.begin();  // 1-based: the first offset beyond it
-    d.max_abs_at = detail::Concat(path, ", point ", point);
-  }
-  return d;
-}
-
 namespace {
 
 /// Points as rows of CSR over a window of a binary dataset: the header, and where each
@@ -311,87 +166,6 @@ struct BinaryLayout {
   int64_t feat_off_at = 0, feat_ids_at = 0, feat_vals_at = 0, label_off_at = 0, labels_at = 0;
   int64_t size = 0;
 };
-
-/// Parses the non-header line `line` (1-based line `ln` of `path`) into `d`.
-void ParseXcLine(const std::string& line, const std::string& path, int64_t ln, Dataset* d,
-                 std::vector<int32_t>* fids_buf, std::vector<float>* fvals_buf,
-                 std::vector<int32_t>* lbls_buf, std::vector<int32_t>* sorted_buf) {
-  std::vector<int32_t>& fids = *fids_buf;
-  std::vector<float>& fvals = *fvals_buf;
-  std::vector<int32_t>& lbls = *lbls_buf;
-  std::vector<int32_t>& sorted = *sorted_buf;
-  fids.clear();
-  fvals.clear();
-  lbls.clear();
-  const char* p = line.c_str();
-  // Labels: a comma-separated list up to the first space; empty when the line starts with one.
-  if (*p != ' ' && *p != '\t' && *p != '\0') {
-    while (true) {
-      int64_t l;
-      const char* start = p;
-      DSLIDE_CHECK(ParseIndex(p, &l), path, ":", ln, ": bad label near '",
-                   std::string(start).substr(0, 20), "'");
-      DSLIDE_CHECK(l < d->num_labels, path, ":", ln, ": label ", l, " out of range [0, ",
-                   d->num_labels, ")");
-      lbls.push_back(static_cast<int32_t>(l));
-      if (*p == ',') {
-        ++p;
-        continue;
-      }
-      DSLIDE_CHECK(*p == ' ' || *p == '\t' || *p == '\0', path, ":", ln, ": bad label list near '",
-                   std::string(start).substr(0, 20), "'");
-      break;
-    }
-  }
-  // Features: id:value pairs separated by blanks.
-  while (true) {
-    while (*p == ' ' || *p == '\t') ++p;
-    if (*p == '\0') break;
-    const char* start = p;
-    int64_t f;
-    DSLIDE_CHECK(ParseIndex(p, &f) && *p == ':', path, ":", ln, ": bad feature '",
-                 std::string(start, std::strcspn(start, " \t")), "' (expected id:value)");
-    DSLIDE_CHECK(f < d->num_features, path, ":", ln, ": feature id ", f, " out of range [0, ",
-                 d->num_features, ")");
-    ++p;
-    char* end = nullptr;
-    errno = 0;
-    const float v = std::strtof(p, &end);
-    // Decimal only: strtof would also take leading blanks ("0: 1") and hex ("0x10").
-    DSLIDE_CHECK(end != p && (*end == ' ' || *end == '\t' || *end == '\0'), path, ":", ln,
-                 ": bad value in '", std::string(start, std::strcspn(start, " \t")), "'");
-    DSLIDE_CHECK(std::isfinite(v), path, ":", ln, ": non-finite value in '",
-                 std::string(start, std::strcspn(start, " \t")), "'");
-    DSLIDE_CHECK(std::strspn(p, "0123456789+-.eE") == static_cast<size_t>(end - p), path, ":", ln,
-                 ": bad value in '", std::string(start, std::strcspn(start, " \t")),
-                 "' (expected a decimal number right after the colon)");
-    fids.push_back(static_cast<int32_t>(f));
-    fvals.push_back(v);
-    if (std::fabs(v) > d->max_abs_value) {
-      d->max_abs_value = std::fabs(v);
-      d->max_abs_at = detail::Concat(path, ":", ln);
-    }
-    p = end;
-  }
-  // Duplicates are errors; unsorted ids are sorted (the format says ascending, the math
-  // does not care).
-  auto check_unique = [&](std::vector<int32_t>& ids, const char* what) {
-    sorted = ids;
-    std::sort(sorted.begin(), sorted.end());
-    auto dup = std::adjacent_find(sorted.begin(), sorted.end());
-    DSLIDE_CHECK(dup == sorted.end(), path, ":", ln, ": duplicate ", what, " id ", *dup);
-  };
-  check_unique(lbls, "label");
-  std::sort(lbls.begin(), lbls.end());
-  check_unique(fids, "feature");
-  if (!std::is_sorted(fids.begin(), fids.end())) {
-    std::vector<std::pair<int32_t, float>> pairs(fids.size());
-    for (size_t i = 0; i < fids.size(); ++i) pairs[i] = {fids[i], fvals[i]};
-    std::sort(pairs.begin(), pairs.end());
-    for (size_t i = 0; i < fids.size(); ++i) std::tie(fids[i], fvals[i]) = pairs[i];
-  }
-  d->Add(fids, fvals, lbls);
-}
 
 }  // namespace
 
@@ -639,55 +413,6 @@ bool DatasetStream::Next(int64_t max_points, Dataset* chunk) {
                    ": end of file after ", m.next, " points, the header says ", num_points_);
   }
   return got > 0;
-}
-
-Dataset ReadXc(const std::string& path) {
-  try {
-    if (IsBinaryDataset(path)) return ReadBinary(path);
-    DatasetStream in(path);
-    Dataset d;
-    if (!in.Next(std::numeric_limits<int64_t>::max(), &d)) {
-      d = Dataset();
-      d.num_features = in.num_features();
-      d.num_labels = in.num_labels();
-    }
-    return d;
-  } catch (const std::bad_alloc&) {
-    // The readers name the line, points and bytes where they can; this is the fallback.
-    throw Error(detail::Concat(path, ": out of memory reading the dataset"));
-  }
-}
-
-void WriteXc(const Dataset& data, const std::string& final_path) {
-  WriteAtomically(final_path, [&](const std::string& path) {
-    std::vector<char> buf(1 << 20);  // outlives the stream that uses it
-    std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "w"), &std::fclose);
-    DSLIDE_CHECK(f != nullptr, path, ": cannot write: ", std::strerror(errno));
-    std::setvbuf(f.get(), buf.data(), _IOFBF, buf.size());
-    // Each line is checked once written: the first write that fails (a full disk) ends the
-    // file there, not after the rest of it has been formatted in vain.
-    auto check = [&](int64_t line) {
-      if (!std::ferror(f.get())) return;
-      const int err = errno;
-      throw Error(detail::Concat(final_path, ": write failed at line ", line, " of ",
-                                 data.size() + 1, " (", std::strerror(err), ")"));
-    };
-    std::fprintf(f.get(), "%lld %lld %lld\n", static_cast<long long>(data.size()),
-                 static_cast<long long>(data.num_features),
-                 static_cast<long long>(data.num_labels));
-    check(1);
-    for (int64_t i = 0; i < data.size(); ++i) {
-      const int32_t* l = data.Labels(i);
-      for (int64_t j = 0; j < data.NumLabels(i); ++j) std::fprintf(f.get(), j ? ",%d" : "%d", l[j]);
-      const SparseView x = data.Features(i);
-      for (int64_t j = 0; j < x.n; ++j) std::fprintf(f.get(), " %d:%.6g", x.ids[j], x.vals[j]);
-      // A point without labels and features is a single space: an empty line is an error.
-      if (data.NumLabels(i) == 0 && x.n == 0) std::fputc(' ', f.get());
-      std::fputc('\n', f.get());
-      check(i + 2);
-    }
-    CloseWritten(&f, final_path);
-  });
 }
 
 }  // namespace dslide

@@ -1,12 +1,9 @@
-// HDF5 checkpoint files (C API). Every call is checked; the library's own error printing is
-// off, and failures become dslide::Error naming the file and what was being read or written.
+// Checkpoints: the meta file and the shards (HDF5, through hdf5_file.h), their checks on
+// reading, and the export of a model; the folders they live in are checkpoint_folder.cpp's.
 #include "io/checkpoint.h"
 
-#include <fcntl.h>
 #include <hdf5.h>
-#include <sys/file.h>
 
-#include <unistd.h>
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
@@ -20,242 +17,26 @@
 #include "common/error.h"
 #include "common/fault.h"
 #include "config/option_table.h"
+#include "io/hdf5_file.h"
 
 namespace dslide {
 
 namespace fs = std::filesystem;
 
+using h5::CreateFile;
+using h5::Handle;
+using h5::OpenFile;
+using h5::QuietHdf5;
+using h5::ReadAttr;
+using h5::ReadRows;
+using h5::ReadString;
+using h5::WriteArray;
+using h5::WriteAttr;
+using h5::WriteSidecar;
+using h5::WriteString;
+using h5::WriteVector;
+
 namespace {
-
-constexpr const char* kPrefix = "ckpt-";
-constexpr const char* kTmp = ".tmp";
-
-/// Owns an HDF5 handle; closes it with the matching function.
-class Handle {
- public:
-  Handle(hid_t id, herr_t (*close)(hid_t)) : id_(id), close_(close) {}
-  ~Handle() {
-    if (id_ >= 0) close_(id_);
-  }
-  Handle(Handle&& o) noexcept : id_(o.id_), close_(o.close_) { o.id_ = -1; }
-  Handle(const Handle&) = delete;
-  Handle& operator=(const Handle&) = delete;
-  hid_t get() const { return id_; }
-  bool ok() const { return id_ >= 0; }
-  /// Closes now; false when closing failed (for a file: its last writes did not reach the disk).
-  bool Close() {
-    const hid_t id = id_;
-    id_ = -1;
-    return id < 0 || close_(id) >= 0;
-  }
-
- private:
-  hid_t id_;
-  herr_t (*close_)(hid_t);
-};
-
-/// Throws DamagedCheckpoint (a checkpoint that is there but cannot be trusted).
-#define DAMAGED_CHECK(cond, ...)                                                           \
-  do {                                                                                     \
-    if (!(cond)) throw ::dslide::DamagedCheckpoint(::dslide::detail::Concat(__VA_ARGS__)); \
-  } while (0)
-
-/// " (REASON)" for the errno an I/O call left behind, "" when it left none.
-std::string OsReason(int err) {
-  return err != 0 ? std::string(" (") + std::strerror(err) + ")" : "";
-}
-
-void QuietHdf5() {
-  static const bool once = [] {
-    // A file whose close failed (a full disk) stays in the library's tables, and the
-    // library's exit handler then crashes closing it again: files are always closed by
-    // their Handle here, so the exit handler is not needed.
-    H5dont_atexit();
-    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
-    return true;
-  }();
-  (void)once;
-}
-
-template <class T>
-hid_t Type();
-template <>
-hid_t Type<float>() {
-  return H5T_NATIVE_FLOAT;
-}
-template <>
-hid_t Type<double>() {
-  return H5T_NATIVE_DOUBLE;
-}
-template <>
-hid_t Type<int32_t>() {
-  return H5T_NATIVE_INT32;
-}
-template <>
-hid_t Type<uint32_t>() {
-  return H5T_NATIVE_UINT32;
-}
-template <>
-hid_t Type<int64_t>() {
-  return H5T_NATIVE_INT64;
-}
-template <>
-hid_t Type<uint64_t>() {
-  return H5T_NATIVE_UINT64;
-}
-
-/// A 1-D (cols == 0) or 2-D dataset, chunked with Fletcher-32 checksums.
-template <class T>
-void WriteArray(hid_t loc, const std::string& file, const std::string& name, const T* data,
-                hsize_t rows, hsize_t cols = 0) {
-  const int rank = cols ? 2 : 1;
-  const hsize_t dims[2] = {rows, cols};
-  Handle space(H5Screate_simple(rank, dims, nullptr), H5Sclose);
-  Handle plist(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
-  if (rows > 0) {
-    const hsize_t per_row = cols ? cols : 1;
-    const hsize_t chunk_rows =
-        std::max<hsize_t>(1, std::min<hsize_t>(rows, (hsize_t{1} << 20) / per_row));
-    const hsize_t chunk[2] = {chunk_rows, cols};
-    H5Pset_chunk(plist.get(), rank, chunk);
-    H5Pset_fletcher32(plist.get());
-  }
-  errno = 0;
-  Handle ds(
-      H5Dcreate2(loc, name.c_str(), Type<T>(), space.get(), H5P_DEFAULT, plist.get(), H5P_DEFAULT),
-      H5Dclose);
-  DSLIDE_CHECK(ds.ok() && (rows == 0 ||
-                           H5Dwrite(ds.get(), Type<T>(), H5S_ALL, H5S_ALL, H5P_DEFAULT, data) >= 0),
-               file, ": cannot write dataset '", name, "'", OsReason(errno));
-}
-
-template <class T>
-void WriteVector(hid_t loc, const std::string& file, const std::string& name,
-                 const std::vector<T>& v) {
-  WriteArray(loc, file, name, v.data(), v.size());
-}
-
-/// Rows [row0, row0 + rows) of a dataset (all of it when rows < 0) into out.
-template <class T>
-void ReadRows(hid_t loc, const std::string& file, const std::string& name, int64_t row0,
-              int64_t rows, std::vector<T>* out, int64_t* cols_out = nullptr) {
-  Handle ds(H5Dopen2(loc, name.c_str(), H5P_DEFAULT), H5Dclose);
-  DAMAGED_CHECK(ds.ok(), file, ": dataset '", name, "' is missing");
-  Handle space(H5Dget_space(ds.get()), H5Sclose);
-  hsize_t dims[2] = {0, 0};
-  const int rank = H5Sget_simple_extent_ndims(space.get());
-  DAMAGED_CHECK(rank == 1 || rank == 2, file, ": dataset '", name, "' has ", rank, " dimensions");
-  H5Sget_simple_extent_dims(space.get(), dims, nullptr);
-  const hsize_t cols = rank == 2 ? dims[1] : 1;
-  if (cols_out) *cols_out = static_cast<int64_t>(cols);
-  if (rows < 0) {
-    row0 = 0;
-    rows = static_cast<int64_t>(dims[0]);
-  }
-  DAMAGED_CHECK(row0 >= 0 && static_cast<hsize_t>(row0 + rows) <= dims[0], file, ": dataset '",
-                name, "' has ", dims[0], " rows, rows ", row0, "..", row0 + rows,
-                " were asked for");
-  out->resize(static_cast<size_t>(rows) * cols);
-  if (rows == 0) return;
-  const hsize_t start[2] = {static_cast<hsize_t>(row0), 0},
-                count[2] = {static_cast<hsize_t>(rows), cols};
-  H5Sselect_hyperslab(space.get(), H5S_SELECT_SET, start, nullptr, count, nullptr);
-  Handle mem(H5Screate_simple(rank, count, nullptr), H5Sclose);
-  DAMAGED_CHECK(H5Dread(ds.get(), Type<T>(), mem.get(), space.get(), H5P_DEFAULT, out->data()) >= 0,
-                file, ": dataset '", name,
-                "' is unreadable (truncated or corrupted: checksum or I/O error)");
-}
-
-template <class T>
-void WriteAttr(hid_t loc, const std::string& file, const char* name, T value) {
-  Handle space(H5Screate(H5S_SCALAR), H5Sclose);
-  Handle a(H5Acreate2(loc, name, Type<T>(), space.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
-  DSLIDE_CHECK(a.ok() && H5Awrite(a.get(), Type<T>(), &value) >= 0, file,
-               ": cannot write attribute '", name, "'");
-}
-
-template <class T>
-T ReadAttr(hid_t loc, const std::string& file, const char* name) {
-  Handle a(H5Aopen(loc, name, H5P_DEFAULT), H5Aclose);
-  T value{};
-  DAMAGED_CHECK(a.ok() && H5Aread(a.get(), Type<T>(), &value) >= 0, file, ": attribute '", name,
-                "' is missing or unreadable");
-  return value;
-}
-
-void WriteString(hid_t loc, const std::string& file, const char* name, const std::string& s) {
-  Handle type(H5Tcopy(H5T_C_S1), H5Tclose);
-  H5Tset_size(type.get(), std::max<size_t>(1, s.size()));
-  Handle space(H5Screate(H5S_SCALAR), H5Sclose);
-  Handle a(H5Acreate2(loc, name, type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
-  const std::string padded = s.empty() ? std::string(1, '\0') : s;
-  DSLIDE_CHECK(a.ok() && H5Awrite(a.get(), type.get(), padded.data()) >= 0, file,
-               ": cannot write attribute '", name, "'");
-}
-
-std::string ReadString(hid_t loc, const std::string& file, const char* name) {
-  Handle a(H5Aopen(loc, name, H5P_DEFAULT), H5Aclose);
-  DAMAGED_CHECK(a.ok(), file, ": attribute '", name, "' is missing");
-  Handle type(H5Aget_type(a.get()), H5Tclose);
-  const size_t n = H5Tget_size(type.get());
-  DAMAGED_CHECK(H5Tget_class(type.get()) == H5T_STRING && n > 0 && n < (1 << 20), file,
-                ": attribute '", name, "' is not a string");
-  std::string s(n, '\0');
-  Handle mem(H5Tcopy(H5T_C_S1), H5Tclose);
-  H5Tset_size(mem.get(), n);
-  DAMAGED_CHECK(H5Aread(a.get(), mem.get(), s.data()) >= 0, file, ": attribute '", name,
-                "' is unreadable");
-  s.resize(std::strlen(s.c_str()));
-  return s;
-}
-
-/// Sidecar FILE.sum: "<size> <checksum hex>" of a finished checkpoint file. Verified before
-/// HDF5 parses the file, so a damaged file never reaches the library.
-void WriteSidecar(const std::string& file) {
-  const FileSum s = SumFile(file);
-  errno = 0;
-  FILE* f = std::fopen((file + ".sum").c_str(), "w");
-  DSLIDE_CHECK(f != nullptr, file, ".sum: cannot write", OsReason(errno));
-  const bool written = std::fprintf(f, "%lld %016llx\n", static_cast<long long>(s.size),
-                                    static_cast<unsigned long long>(s.sum)) > 0;
-  const bool flushed = std::fflush(f) == 0;
-  const int err = errno;
-  const bool closed = std::fclose(f) == 0;
-  DSLIDE_CHECK(written && flushed && closed, file, ".sum: write failed",
-               OsReason(err ? err : errno));
-}
-
-void VerifySidecar(const std::string& file) {
-  long long size = -1;
-  unsigned long long sum = 0;
-  {
-    std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen((file + ".sum").c_str(), "r"), &std::fclose);
-    DAMAGED_CHECK(f != nullptr, file, ".sum: checksum file is missing (an unfinished checkpoint?)");
-    DAMAGED_CHECK(std::fscanf(f.get(), "%lld %llx", &size, &sum) == 2 && size >= 0, file,
-                  ".sum: malformed checksum file");
-  }
-  const FileSum s = SumFile(file);
-  DAMAGED_CHECK(s.size == size, file, ": ", s.size, " bytes, ", size,
-                " were written (truncated or corrupted)");
-  DAMAGED_CHECK(s.sum == sum, file, ": checksum mismatch (corrupted)");
-}
-
-Handle OpenFile(const std::string& file) {
-  QuietHdf5();
-  DAMAGED_CHECK(fs::exists(file), file, ": checkpoint file is missing");
-  VerifySidecar(file);
-  Handle f(H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
-  DAMAGED_CHECK(f.ok(), file, ": not a readable HDF5 checkpoint (truncated or corrupted)");
-  return f;
-}
-
-Handle CreateFile(const std::string& file) {
-  QuietHdf5();
-  errno = 0;
-  Handle f(H5Fcreate(file.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
-  DSLIDE_CHECK(f.ok(), file, ": cannot create the file", OsReason(errno));
-  return f;
-}
 
 /// LSH tables, stored by their non-empty buckets: for each table its ids in bucket order
 /// (table_ids, table_sizes per table) and, per non-empty bucket, its index and size
@@ -328,133 +109,7 @@ std::string ShardFile(const std::string& folder, int rank) {
   return folder + "/" + name;
 }
 
-std::vector<std::string> Complete(const std::string& dir) {
-  std::vector<std::string> out;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(dir, ec)) {
-    const std::string name = e.path().filename().string();
-    if (e.is_directory() && name.rfind(kPrefix, 0) == 0 && name.find(kTmp) == std::string::npos &&
-        fs::exists(e.path() / "meta.h5"))
-      out.push_back(e.path().string());
-  }
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
 }  // namespace
-
-std::string CheckpointFolder(const std::string& dir, int64_t iter) {
-  char name[40];
-  std::snprintf(name, sizeof name, "%s%012lld", kPrefix, static_cast<long long>(iter));
-  return dir + "/" + name;
-}
-
-std::string LatestCheckpoint(const std::string& dir) {
-  const auto all = Complete(dir);
-  return all.empty() ? "" : all.back();
-}
-
-std::vector<std::string> ResumeCandidates(const std::string& path, const char* option) {
-  if (fs::exists(path + "/meta.h5")) return {path};
-  std::vector<std::string> all = Complete(path);
-  DSLIDE_CHECK(!all.empty(), "option ", option, ": no complete checkpoint in ", path);
-  std::reverse(all.begin(), all.end());
-  return all;
-}
-
-std::string ResolveCheckpoint(const std::string& path, const char* option) {
-  return ResumeCandidates(path, option).front();
-}
-
-void CheckWritableDir(const std::string& dir, int64_t bytes, const char* option) {
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  DSLIDE_CHECK(!ec, "option ", option, ": cannot create ", dir, " (", ec.message(), ")");
-  char host[256] = "host";
-  gethostname(host, sizeof host - 1);
-  const std::string probe = dir + "/.dslide-write-test-" + host + "-" + std::to_string(getpid());
-  errno = 0;
-  FILE* f = std::fopen(probe.c_str(), "w");
-  DSLIDE_CHECK(f != nullptr, "option ", option, ": cannot write in ", dir, OsReason(errno));
-  const bool ok = std::fputc('x', f) != EOF && std::fflush(f) == 0;
-  const int err = errno;
-  std::fclose(f);
-  fs::remove(probe, ec);
-  DSLIDE_CHECK(ok, "option ", option, ": cannot write in ", dir, OsReason(err));
-  const fs::space_info sp = fs::space(dir, ec);
-  if (!ec && bytes > 0)
-    DSLIDE_CHECK(sp.available >= static_cast<uintmax_t>(bytes), "option ", option, ": ", dir,
-                 " has ", sp.available >> 20, " MB free, one checkpoint needs about ",
-                 (bytes >> 20) + 1, " MB");
-}
-
-void PruneCheckpoints(const std::string& dir, int keep) {
-  const auto all = Complete(dir);
-  for (size_t i = 0; i + keep < all.size(); ++i) fs::remove_all(all[i]);
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(dir, ec)) {
-    const std::string p = e.path().string();
-    if (p.size() > 4 && p.compare(p.size() - 4, 4, kTmp) == 0 && !all.empty() &&
-        p.substr(0, p.size() - 4) < all.back())
-      fs::remove_all(e.path());
-  }
-}
-
-CheckpointDirLock& CheckpointDirLock::operator=(CheckpointDirLock&& o) noexcept {
-  if (this != &o) {
-    if (fd_ >= 0) close(fd_);
-    fd_ = o.fd_;
-    o.fd_ = -1;
-  }
-  return *this;
-}
-
-CheckpointDirLock::~CheckpointDirLock() {
-  if (fd_ >= 0) close(fd_);
-}
-
-CheckpointDirLock CheckpointDirLock::Claim(const std::string& dir,
-                                           const std::string& resumed_from) {
-  const std::string path = dir + "/.dslide-lock";
-  CheckpointDirLock lock;
-  errno = 0;
-  lock.fd_ = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  DSLIDE_CHECK(lock.fd_ >= 0, "option --checkpoint-dir: cannot create ", path, OsReason(errno));
-  if (flock(lock.fd_, LOCK_EX | LOCK_NB) != 0) {
-    const int err = errno;
-    char holder[256] = {0};
-    const ssize_t n = pread(lock.fd_, holder, sizeof holder - 1, 0);
-    std::string who = n > 0 ? std::string(holder, static_cast<size_t>(n)) : std::string();
-    while (!who.empty() && (who.back() == '\n' || who.back() == ' ')) who.pop_back();
-    DSLIDE_CHECK(err != EWOULDBLOCK, "option --checkpoint-dir: ", dir,
-                 " is in use by another run (",
-                 who.empty() ? std::string("a process holds ") + path : who,
-                 "); two runs in one folder would prune each other's checkpoints: wait for it "
-                 "to end or choose another folder");
-    DSLIDE_CHECK(false, "option --checkpoint-dir: cannot lock ", path, OsReason(err));
-  }
-  // Checkpoints of another run: this run's first checkpoint would sort below theirs and be
-  // pruned at once, and eval or --resume of the folder would take theirs.
-  const std::vector<std::string> theirs = Complete(dir);
-  std::error_code ec;
-  const bool ours =
-      !resumed_from.empty() && fs::equivalent(fs::path(resumed_from).parent_path().empty()
-                                                  ? fs::path(".")
-                                                  : fs::path(resumed_from).parent_path(),
-                                              dir, ec);
-  DSLIDE_CHECK(theirs.empty() || ours, "option --checkpoint-dir: ", dir,
-               " holds checkpoints of another run (newest: ", theirs.empty() ? "" : theirs.back(),
-               "); continue that run with --resume ", dir,
-               ", or move them away, or choose another folder");
-  char host[256] = "host";
-  gethostname(host, sizeof host - 1);
-  const std::string me = "process " + std::to_string(getpid()) + " on " + host + "\n";
-  if (ftruncate(lock.fd_, 0) == 0) {
-    const ssize_t w = pwrite(lock.fd_, me.data(), me.size(), 0);
-    (void)w;  // the name is a courtesy for the message above; the lock is what counts
-  }
-  return lock;
-}
 
 CheckpointMeta MetaOf(const ModelSpec& spec, const TrainConfig& cfg, int ranks, int64_t iter,
                       int64_t epoch, int64_t pos, int64_t best_iter, double best_p_at_1) {
@@ -837,66 +492,6 @@ std::vector<LayerState> ReadLayers(const std::string& folder, const CheckpointMe
     }
   }
   return states;
-}
-
-int64_t ExportModel(const std::string& folder, const std::string& final_file) {
-  const CheckpointMeta meta = ReadMeta(folder);
-  const int n = static_cast<int>(meta.out_dims.size());
-  std::vector<LayerSpec> specs(n);  // each layer whole, as one block
-  for (int l = 0; l < n; ++l) {
-    specs[l].in_dim = l == 0 ? meta.input_dim : meta.out_dims[l - 1];
-    specs[l].out_dim = meta.out_dims[l];
-    specs[l].begin = 0;
-    specs[l].end = specs[l].out_dim;
-  }
-  std::vector<LayerState> states = ReadLayers(folder, meta, specs, /*weights_only=*/true);
-  {
-    // Rows in label order (row i: label i), whatever order the neurons were trained in.
-    const LabelMap map(meta.Order() == LabelOrder::kSpread, meta.out_dims.back());
-    if (!map.identity()) {
-      LayerState& out = states.back();
-      const int64_t rows = specs.back().out_dim, d = specs.back().in_dim;
-      std::vector<float> w(out.w.size()), b(out.b.size());
-      for (int64_t label = 0; label < rows; ++label) {
-        const int64_t neuron = map.Neuron(static_cast<int32_t>(label));
-        std::copy(out.w.begin() + neuron * d, out.w.begin() + (neuron + 1) * d,
-                  w.begin() + label * d);
-        b[label] = out.b[neuron];
-      }
-      out.w.swap(w);
-      out.b.swap(b);
-    }
-  }
-  int64_t params = 0;
-  // A failed export never replaces an existing file with a partial one.
-  WriteAtomically(final_file, [&](const std::string& out_file) {
-    Handle f = CreateFile(out_file);
-    const hid_t g = f.get();
-    WriteAttr(g, out_file, "input_dim", meta.input_dim);
-    WriteAttr(g, out_file, "layers", static_cast<int64_t>(n));
-    WriteAttr(g, out_file, "iteration", meta.iter);
-    std::string act;
-    for (int l = 0; l < n; ++l) act += l + 1 < n ? "relu, " : "softmax";
-    WriteString(g, out_file, "activation", act);
-    WriteString(g, out_file, "lsh", meta.LshText());
-    WriteVector(g, out_file, "layer_sizes", meta.out_dims);
-    WriteVector(g, out_file, "sparsity", meta.sparsity);
-    for (int l = 0; l < n; ++l) {
-      const LayerSpec& s = specs[l];
-      // Numbered from 1, as training prints the layers (a checkpoint's shards keep their
-      // own layer0, ... groups).
-      const std::string name = "layer" + std::to_string(l + 1);
-      Handle grp(H5Gcreate2(g, name.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
-      DSLIDE_CHECK(grp.ok(), out_file, ": cannot create group ", name);
-      WriteArray(grp.get(), out_file, "weights", states[l].w.data(), s.out_dim, s.in_dim);
-      WriteVector(grp.get(), out_file, "biases", states[l].b);
-      params += s.out_dim * (s.in_dim + 1);
-    }
-    errno = 0;
-    DSLIDE_CHECK(H5Fflush(g, H5F_SCOPE_LOCAL) >= 0 && f.Close(), out_file, ": cannot write",
-                 OsReason(errno));
-  });
-  return params;
 }
 
 }  // namespace dslide

@@ -1,8 +1,10 @@
-// The query kernels (query.h) on the device.
+// The query kernels (query.h, selection.h, batch_fill.h) on the device.
 #include <cub/block/block_scan.cuh>
 
+#include "gpu/kernels/batch_fill.h"
 #include "gpu/kernels/grid.cuh"
 #include "gpu/kernels/query.h"
+#include "gpu/kernels/selection.h"
 
 namespace dslide::gpu {
 
