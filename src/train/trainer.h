@@ -174,6 +174,45 @@ class Trainer {
   /// Collective, with P > 1 ranks: throws unless every rank sees rank 0's files in `dir`.
   void CheckSharedDir(const std::string& dir, const char* option);
 
+  // Run's pieces (training_loop.cpp), over the state of the run in progress (RunState).
+  struct RunState;
+  struct StepLossCheck;
+  /// The settings of a run on `train`: sizes, the iterations, what is evaluated and how
+  /// often, the most-popular-label baselines.
+  void PlanRun(RunState& r);
+  /// The order of epoch `e`'s points (a seeded shuffle).
+  void Shuffle(RunState& r, int64_t e);
+  /// The state of a run resumed from --resume, or nothing for a fresh run.
+  void Resume(RunState& r);
+  /// An evaluation during training (of the validation data, else the test data): its line
+  /// and record, and the best model so far kept with --keep-best.
+  void EvaluateDuringRun(RunState& r);
+  /// The steps' losses, read at the logging cadence and before anything is written or
+  /// evaluated (with P ranks, every step): their running mean for the progress line, and the
+  /// divergence check, step by step in order. Returns whether a step diverged; *step holds
+  /// that step's (or else the last step's) iteration, loss and reference level.
+  bool ReadSteps(RunState& r, StepLossCheck* step);
+  /// A divergence ends the run: its message names the last good checkpoint.
+  [[noreturn]] void StopDiverged(RunState& r, const StepLossCheck& d);
+  /// A checkpoint of this iteration (remembered in saved_iter), its size and time on the
+  /// progress output and in --metrics.
+  void SaveDuringRun(RunState& r);
+  /// --keep-best: the best validated weights replace the last ones (once the last state is
+  /// checkpointed); returns the iteration of the weights held.
+  int64_t KeepSelected(RunState& r);
+  /// --save: the model of iteration model_iter (the weights held now) to its folder.
+  void SaveModel(RunState& r, int64_t model_iter);
+  /// A stop signal that came before the first step ends the run, writing nothing.
+  void StopBeforeFirstStep(RunState& r);
+  /// A stop signal `sig` after a step ends the run with its checkpoint and model.
+  [[noreturn]] void StopAfterStep(RunState& r, int64_t sig);
+  /// One iteration: the step queued, then what falls on it (progress, evaluation,
+  /// checkpoint, a stop).
+  void Iterate(RunState& r);
+  /// The run's end: the last evaluation and checkpoint, the selected model kept and saved,
+  /// the one score of the test data. Returns the final evaluation.
+  EvalResult FinishRun(RunState& r);
+
   /// Keeps (in host memory) the weights and biases of the model, or puts them back.
   void SnapshotWeights();
   void RestoreWeights();

@@ -1,8 +1,10 @@
 // The training loop of `dslide train` (Trainer::Run): epochs and batches in a seeded order,
 // evaluations during training and the selection of the best validated model, periodic and
-// final checkpoints, stop signals and divergence, the final test score. What it prints and
-// records is run_report.cpp's; checkpoints and resume are in trainer_checkpoint.cpp, the step
-// in trainer.cpp, RunTraining in run_training.cpp.
+// final checkpoints, stop signals and divergence, the final test score. Run is a loop over
+// an explicit state (RunState) and named pieces (PlanRun, Resume, Iterate, EvaluateDuringRun,
+// ReadSteps, SaveDuringRun, StopAfterStep, FinishRun, ...). What it reports is
+// run_report.cpp's, to the caller's RunEvents; checkpoints and resume are in
+// trainer_checkpoint.cpp, the step in trainer.cpp, RunTraining in run_training.cpp.
 #include "train/trainer.h"
 
 #include <algorithm>
@@ -54,6 +56,43 @@ constexpr uint64_t kEpochStream = 0x65706f6368;  // "epoch": the shuffled order 
 
 }  // namespace
 
+/// The state of a run in progress: its settings (PlanRun), its place in the data, its last
+/// evaluation and checkpoint, and the divergence check's running level.
+struct Trainer::RunState {
+  RunState(const Dataset& train_, const Dataset* valid_, const Dataset* test_)
+      : train(train_), valid(valid_), test(test_) {}
+  const Dataset& train;
+  const Dataset *valid, *test;
+  int64_t N = 0, B = 0, per_epoch = 0, total = 0;
+  bool root = false;
+  // Evaluations during training score the validation data; without it, the test data
+  // (monitoring only: nothing is selected on it).
+  const Dataset* monitor = nullptr;
+  const char* monitor_name = "";
+  bool keep_best = false;
+  int64_t eval_every = 0;
+  // The most-popular-label baseline of each evaluation set, printed beside its P@1.
+  double monitor_base = 0, test_base = 0;
+  RunReport* report = nullptr;
+  LayerSlots slots;
+  std::vector<int64_t> order, points;
+  int64_t epoch = -1, pos = 0;
+  EvalResult last_eval;
+  int64_t saved_iter = -1;
+  std::string resumed_from;  // the checkpoint folder loaded ("" for a fresh run)
+  // Divergence: a step's loss far above its running level (a finite blow-up: a NaN or
+  // infinite loss is an error of its own, in Backpropagate). The level starts at the loss of
+  // a model that knows nothing (log of the active slots per sample), so early steps cannot
+  // trip it.
+  double uninformed = 0, level = -1;
+};
+
+/// A step's loss against the running level it was checked against.
+struct Trainer::StepLossCheck {
+  int64_t iter = 0;
+  double loss = 0, ref = 0;
+};
+
 EvalResult Trainer::Run(const Dataset& train, const Dataset* valid, const Dataset* test,
                         RunEvents* events) {
   // The hold on --checkpoint-dir (CheckStorage) lasts as long as the run, however it ends:
@@ -68,286 +107,282 @@ EvalResult Trainer::Run(const Dataset& train, const Dataset* valid, const Datase
       *events = NoEvents();
     }
   } release{&checkpoint_lock_, &events_};
-  const int64_t N = train.size();
-  DSLIDE_CHECK(N > 0, "the training file has no points");
-  // Checkpoints record which data they were trained on: a resumed run says when it differs.
-  if (!cfg_.checkpoint_dir.empty() || !cfg_.save_dir.empty() || !cfg_.resume_dir.empty()) {
-    data_digest_ = train.Digest();
-    data_points_ = N;
-  }
-  const int64_t B = cfg_.batch;
-  const int64_t per_epoch = (N + B - 1) / B;
-  const int64_t total =
-      cfg_.iterations > 0
-          ? cfg_.iterations
-          : std::max<int64_t>(1, static_cast<int64_t>(std::ceil(cfg_.epochs * per_epoch)));
-  const bool root = comm_->rank() == 0;
-  // Evaluations during training score the validation data; without it, the test data
-  // (monitoring only: nothing is selected on it).
-  const Dataset* monitor = valid != nullptr ? valid : test;
-  const char* monitor_name = valid != nullptr ? "valid" : "test ";
-  const bool keep_best = valid != nullptr && cfg_.keep_best != 0;
-  int64_t eval_every = cfg_.eval_every;
-  if (eval_every == 0 && valid != nullptr) eval_every = std::max(per_epoch, (total + 9) / 10);
-  // The most-popular-label baseline of each evaluation set, printed beside its P@1.
-  const double monitor_base = monitor ? MostPopularLabelP1(train, *monitor, cfg_.eval_points) : 0;
-  const double test_base = test ? MostPopularLabelP1(train, *test, cfg_.eval_points) : 0;
-  RunReport report(cfg_, asked_, spec_, comm_, per_epoch, events_);
-  const LayerSlots slots = OutputSlots(spec_, cfg_.min_negatives, train);
+  RunState r(train, valid, test);
+  PlanRun(r);
+  RunReport report(cfg_, asked_, spec_, comm_, r.per_epoch, events_);
+  r.report = &report;
+  r.slots = OutputSlots(spec_, cfg_.min_negatives, train);
   divergence_hint_ = DivergenceHint(train, cfg_.lr);
-  report.Start(slots, N, total, valid, eval_every, keep_best);
-  if (root && comm_->size() > 1) {
+  report.Start(r.slots, r.N, r.total, valid, r.eval_every, r.keep_best);
+  if (r.root && comm_->size() > 1) {
     const BackendInfo info = backend_->Info();
     if (info.asynchronous) events_->Line(CollectivesNote(info.collectives_on_device) + "\n");
   }
-  std::vector<int64_t> order(N), points;
-  int64_t epoch = -1, pos = N;
+  r.order.resize(r.N);
+  r.pos = r.N;
   report.OpenWindow(step_ms_.size());
   // The progress windows split their exchange time into the network's and waiting
   // (SettleCalls); evaluations are left out, as from the windows' traffic.
   CallRecordScope record(comm_, comm_->size() > 1);
-  EvalResult last_eval;
-  int64_t saved_iter = -1;
   // The evaluations' own wall and CPU seconds, left out of the training time each reports.
-  double& eval_wall = eval_wall_s_;
-  double& eval_cpu = eval_cpu_s_;
-  eval_wall = eval_cpu = 0;
-  auto evaluate = [&]() {
-    if (monitor == nullptr) return;
-    CallRecordScope pause(comm_, false);
-    const TrafficStats before = comm_->Total();
-    const TrainTime at{ProcessWallSeconds() - eval_wall, ProcessCpuSeconds() - eval_cpu};
-    last_eval = Evaluate(*monitor, cfg_.eval_points, cfg_.eval_sampled);
-    eval_wall = ProcessWallSeconds() - at.wall_s;
-    eval_cpu = ProcessCpuSeconds() - at.cpu_s;
-    evals_.emplace_back(iter_, last_eval);
-    // Evaluation traffic is reported on its own line, not in training's per-iteration figures.
-    report.ExcludeTraffic(before);
-    // A tie of P@1 (one point in a small validation set) goes to the lower validation loss.
-    const bool better =
-        keep_best && last_eval.points > 0 &&
-        (last_eval.At(1) > best_p1_ ||
-         (last_eval.At(1) == best_p1_ && best_iter_ >= 0 && last_eval.loss < best_loss_));
-    report.EvalLine(monitor_name, iter_, last_eval, monitor_base,
-                    better && best_iter_ >= 0 ? " (best so far)" : "");
-    report.EvalRecord(valid != nullptr ? "valid" : "test", iter_, last_eval, monitor_base, -1, at);
-    if (better) {
-      best_p1_ = last_eval.At(1);
-      best_loss_ = last_eval.loss;
-      best_iter_ = iter_;
-      SnapshotWeights();
-      if (!cfg_.checkpoint_dir.empty()) WriteCheckpoint(cfg_.checkpoint_dir + "/best", epoch, pos);
-    }
-  };
-  auto shuffle = [&](int64_t e) {
-    std::iota(order.begin(), order.end(), 0);
-    Rng rng(StreamSeed(cfg_.seed, kEpochStream, e));
-    for (int64_t i = N - 1; i > 0; --i) std::swap(order[i], order[rng.Below(i + 1)]);
-  };
-  std::string resumed_from;  // the checkpoint folder loaded ("" for a fresh run)
-  if (!cfg_.resume_dir.empty()) {
-    const CheckpointMeta m = ResumeRun(N, keep_best, &resumed_from);
-    epoch = m.epoch;
-    pos = m.pos;
-    if (epoch >= 0) shuffle(epoch);
-    saved_iter = iter_;
-    DSLIDE_CHECK(iter_ <= total, resumed_from, " is at iteration ", iter_, ", beyond the ", total,
-                 " iterations asked for (",
-                 cfg_.iterations > 0 ? "--iterations" : "--epochs times the iterations per epoch",
-                 "): nothing would be trained; ask for more, or use it with eval or predict");
-    if (root && iter_ == total) {
-      events_->Line(
-          Format("note: %s is at iteration %lld, all %lld asked for: nothing left to train\n",
-                 resumed_from.c_str(), (long long)iter_, (long long)total));
-    }
-    report.Resumed(iter_, resumed_from);
-  }
-  CheckStorage(total, resumed_from);
+  eval_wall_s_ = eval_cpu_s_ = 0;
+  Resume(r);
+  CheckStorage(r.total, r.resumed_from);
   training_ = true;
-  // Divergence: a step's loss far above its running level (a finite blow-up: a NaN or
-  // infinite loss is an error of its own, in Backpropagate). The level starts at the loss of
-  // a model that knows nothing (log of the active slots per sample), so early steps cannot
-  // trip it.
-  const double uninformed = std::log(
-      std::max(2.0, spec_.layers.back().dense() ? static_cast<double>(spec_.layers.back().out_dim)
-                                                : slots.mean_active));
-  double level = -1;
-  // The steps' losses, read at the logging cadence and before anything is written or
-  // evaluated (with P ranks, every step): their running mean for the progress line, and the
-  // divergence check, step by step in order. Returns whether a step diverged; *step holds
-  // that step's (or else the last step's) iteration, loss and reference level.
-  struct Diverged {
-    int64_t iter = 0;
-    double loss = 0, ref = 0;
-  };
-  auto read_steps = [&](Diverged* step) {
-    for (const StepLoss& s : TakeSteps()) {
-      CheckStep(s);  // a non-finite loss or weights: an error of its own
-      report.AddLoss(s.loss);
-      *step = {s.iter, s.loss, std::max(level, uninformed)};
-      if (cfg_.divergence_factor > 0 && s.loss > cfg_.divergence_factor * step->ref) return true;
-      level = level < 0 ? s.loss : 0.95 * level + 0.05 * s.loss;
-    }
-    return false;
-  };
+  r.uninformed = std::log(std::max(2.0, spec_.layers.back().dense()
+                                            ? static_cast<double>(spec_.layers.back().out_dim)
+                                            : r.slots.mean_active));
   report.StartAt(iter_);
-  // A divergence ends the run: its message names the last good checkpoint.
-  auto stop_diverged = [&](const Diverged& d) {
-    const std::string newest =
-        cfg_.checkpoint_dir.empty() ? "" : LatestCheckpoint(cfg_.checkpoint_dir);
-    const std::string text =
-        detail::Concat("training diverged at iteration ", d.iter, ": the sampled loss ", d.loss,
-                       " is more than ", cfg_.divergence_factor, " times its running level ", d.ref,
-                       " (--divergence-factor); no checkpoint was written of it",
-                       newest.empty() ? std::string("") : "; the last good one is " + newest, ". ",
-                       divergence_hint_);
-    report.StopRecord("diverged", d.iter, text, newest);
-    throw Stop(kExitDiverged, text);
-  };
-  // A checkpoint of this iteration (remembered in saved_iter), its size and time on the
-  // progress output and in --metrics.
-  auto save = [&]() {
-    // Never a checkpoint of steps not yet checked (one rank: a stop signal between reads).
-    Diverged d;
-    if (read_steps(&d)) stop_diverged(d);
-    const auto t0 = Clock::now();
-    SaveCheckpoint(cfg_.checkpoint_dir, epoch, pos, cfg_.keep_checkpoints);
-    saved_iter = iter_;
-    double seconds = Seconds(t0);
-    comm_->Allreduce(&seconds, 1, ReduceOp::kMax, Traffic::kControl);
-    report.Checkpoint(iter_, seconds);
-  };
-  // --keep-best: the best validated weights replace the last ones (once the last state is
-  // checkpointed); returns the iteration of the weights held.
-  auto keep_selected = [&]() {
-    if (!keep_best || best_iter_ < 0 || best_iter_ == iter_) return iter_;
-    RestoreWeights();
-    return best_iter_;
-  };
-  // --save: the model of iteration model_iter (the weights held now) to its folder.
-  auto save_model = [&](int64_t model_iter) {
-    const int64_t now = iter_;
-    iter_ = model_iter;  // the weights written are those of the selected iteration
-    WriteCheckpoint(cfg_.save_dir, epoch, pos);
-    iter_ = now;
-    if (root) {
-      events_->Line(Format("saved the model of iteration %lld to %s\n", (long long)model_iter,
-                           cfg_.save_dir.c_str()));
-    }
-  };
   // What a stop signal does, said by the handler of a one-process run; with P ranks rank 0
   // says it once every rank has agreed to stop (a rank's own signal may also come from a
   // launcher ending the job because another rank failed: then nothing is written).
   SetStopNotice(comm_->size() > 1 ? std::string()
                                   : "dslide: stop requested: ending after this step, " +
                                         StopPlanOf(cfg_) + " (a second signal exits at once)\n");
-  {
-    // A stop signal that came before the first step (while the data loaded, or the
-    // checkpoint was read): nothing has been trained since the start or the checkpoint
-    // resumed, so the run stops now, writing nothing (the ranks agree, as after a step).
-    int64_t sig = StopSignal();
-    if (comm_->size() > 1) {
-      CallRecordScope pause(comm_, false);
-      comm_->Allreduce(&sig, 1, ReduceOp::kMax, Traffic::kControl);
-    }
-    if (sig != 0 && iter_ < total) {
-      const std::string text = detail::Concat(
-          "stopped by ", SignalName(static_cast<int>(sig)), " before the first step (iteration ",
-          iter_, " of ", total, "): ",
-          resumed_from.empty() ? std::string("nothing was trained, nothing was saved")
-                               : "nothing was trained since " + resumed_from +
-                                     ": continue with --resume " + cfg_.resume_dir);
-      report.StopRecord("stopped", iter_, text, resumed_from);
-      throw Stop(kExitStopped, text);
-    }
-  }
-  while (iter_ < total) {
-    fault_.MaybeFire(comm_->rank(), iter_ + 1);
-    if (pos >= N) {
-      shuffle(++epoch);
-      pos = 0;
-    }
-    const int64_t b = std::min(B, N - pos);
-    points.assign(order.begin() + pos, order.begin() + pos + b);
-    pos += b;
-    QueueStep(train, points);
-    const bool log = iter_ % cfg_.log_every == 0 || iter_ == total;
-    const bool eval_now = eval_every > 0 && iter_ % eval_every == 0 && iter_ < total;
-    // The last iteration's checkpoint is written after the final evaluation (below), so that
-    // it records that evaluation's selection too.
-    const bool save_now =
-        cfg_.checkpoint_every > 0 && iter_ % cfg_.checkpoint_every == 0 && iter_ < total;
-    int64_t flags[2] = {StopSignal(), 0};
-    Diverged diverged;
-    if (comm_->size() > 1 || log || eval_now || save_now || flags[0] != 0)
-      flags[1] = read_steps(&diverged) ? 1 : 0;
-    // One agreement per step, with more than one rank: a stop signal, or a loss far above
-    // its running level, on any rank stops every rank.
-    if (comm_->size() > 1) comm_->Allreduce(flags, 2, ReduceOp::kMax, Traffic::kControl);
-    if (flags[1] != 0) stop_diverged(diverged);
-    if (log) {
-      double rss = PeakRssMb();
-      comm_->Allreduce(&rss, 1, ReduceOp::kMax, Traffic::kControl);
-      report.Progress(iter_, total, step_ms_, rss, last_eval);
-    }
-    // Evaluation first, so that a checkpoint of this iteration records its selection.
-    if (eval_now) evaluate();
-    if (save_now) save();
-    // A stop signal on any rank (agreed above) stops every rank after this step; one rank
-    // alone also sees a signal that came during the evaluation or checkpoint.
-    const int64_t sig = comm_->size() > 1 ? flags[0] : StopSignal();
-    if (sig != 0 && iter_ < total) {
-      const char* name = SignalName(static_cast<int>(sig));
-      if (root && comm_->size() > 1) {  // the ranks agreed: now it is known what happens
-        events_->Line(Format("stop requested (%s): ending after iteration %lld, %s\n", name,
-                             (long long)iter_, StopPlanOf(cfg_).c_str()));
-      }
-      std::string where;
-      if (!cfg_.checkpoint_dir.empty()) {
-        if (saved_iter != iter_) save();
-        where = CheckpointFolder(cfg_.checkpoint_dir, iter_);
-      }
-      std::string saved;
-      if (!cfg_.save_dir.empty()) {
-        const int64_t model_iter = keep_selected();  // the checkpoint is written
-        save_model(model_iter);
-        saved =
-            detail::Concat("; the model of iteration ", model_iter, " saved to ", cfg_.save_dir);
-      }
-      const std::string text = detail::Concat(
-          "stopped by ", name, " at iteration ", iter_, " of ", total,
-          where.empty() ? std::string()
-                        : "; checkpoint written to " + where + ": continue with --resume " +
-                              cfg_.checkpoint_dir,
-          saved,
-          where.empty() && saved.empty() ? "; nothing was saved (no --checkpoint-dir or --save)"
-                                         : "");
-      report.StopRecord("stopped", iter_, text, where);
-      throw Stop(kExitStopped, text);
-    }
-  }
+  StopBeforeFirstStep(r);
+  while (iter_ < r.total) Iterate(r);
   comm_->RecordCalls(false);
-  evaluate();
+  return FinishRun(r);
+}
+
+void Trainer::PlanRun(RunState& r) {
+  const int64_t N = r.train.size();
+  r.N = N;
+  DSLIDE_CHECK(N > 0, "the training file has no points");
+  // Checkpoints record which data they were trained on: a resumed run says when it differs.
+  if (!cfg_.checkpoint_dir.empty() || !cfg_.save_dir.empty() || !cfg_.resume_dir.empty()) {
+    data_digest_ = r.train.Digest();
+    data_points_ = N;
+  }
+  r.B = cfg_.batch;
+  r.per_epoch = (N + r.B - 1) / r.B;
+  r.total = cfg_.iterations > 0
+                ? cfg_.iterations
+                : std::max<int64_t>(1, static_cast<int64_t>(std::ceil(cfg_.epochs * r.per_epoch)));
+  r.root = comm_->rank() == 0;
+  r.monitor = r.valid != nullptr ? r.valid : r.test;
+  r.monitor_name = r.valid != nullptr ? "valid" : "test ";
+  r.keep_best = r.valid != nullptr && cfg_.keep_best != 0;
+  r.eval_every = cfg_.eval_every;
+  if (r.eval_every == 0 && r.valid != nullptr)
+    r.eval_every = std::max(r.per_epoch, (r.total + 9) / 10);
+  r.monitor_base = r.monitor ? MostPopularLabelP1(r.train, *r.monitor, cfg_.eval_points) : 0;
+  r.test_base = r.test ? MostPopularLabelP1(r.train, *r.test, cfg_.eval_points) : 0;
+}
+
+void Trainer::Shuffle(RunState& r, int64_t e) {
+  std::iota(r.order.begin(), r.order.end(), 0);
+  Rng rng(StreamSeed(cfg_.seed, kEpochStream, e));
+  for (int64_t i = r.N - 1; i > 0; --i) std::swap(r.order[i], r.order[rng.Below(i + 1)]);
+}
+
+void Trainer::Resume(RunState& r) {
+  if (cfg_.resume_dir.empty()) return;
+  const CheckpointMeta m = ResumeRun(r.N, r.keep_best, &r.resumed_from);
+  r.epoch = m.epoch;
+  r.pos = m.pos;
+  if (r.epoch >= 0) Shuffle(r, r.epoch);
+  r.saved_iter = iter_;
+  DSLIDE_CHECK(iter_ <= r.total, r.resumed_from, " is at iteration ", iter_, ", beyond the ",
+               r.total, " iterations asked for (",
+               cfg_.iterations > 0 ? "--iterations" : "--epochs times the iterations per epoch",
+               "): nothing would be trained; ask for more, or use it with eval or predict");
+  if (r.root && iter_ == r.total)
+    events_->Line(
+        Format("note: %s is at iteration %lld, all %lld asked for: nothing left to train\n",
+               r.resumed_from.c_str(), (long long)iter_, (long long)r.total));
+  r.report->Resumed(iter_, r.resumed_from);
+}
+
+void Trainer::EvaluateDuringRun(RunState& r) {
+  if (r.monitor == nullptr) return;
+  CallRecordScope pause(comm_, false);
+  const TrafficStats before = comm_->Total();
+  const TrainTime at{ProcessWallSeconds() - eval_wall_s_, ProcessCpuSeconds() - eval_cpu_s_};
+  r.last_eval = Evaluate(*r.monitor, cfg_.eval_points, cfg_.eval_sampled);
+  eval_wall_s_ = ProcessWallSeconds() - at.wall_s;
+  eval_cpu_s_ = ProcessCpuSeconds() - at.cpu_s;
+  evals_.emplace_back(iter_, r.last_eval);
+  // Evaluation traffic is reported on its own line, not in training's per-iteration figures.
+  r.report->ExcludeTraffic(before);
+  // A tie of P@1 (one point in a small validation set) goes to the lower validation loss.
+  const EvalResult& e = r.last_eval;
+  const bool better =
+      r.keep_best && e.points > 0 &&
+      (e.At(1) > best_p1_ || (e.At(1) == best_p1_ && best_iter_ >= 0 && e.loss < best_loss_));
+  r.report->EvalLine(r.monitor_name, iter_, e, r.monitor_base,
+                     better && best_iter_ >= 0 ? " (best so far)" : "");
+  r.report->EvalRecord(r.valid != nullptr ? "valid" : "test", iter_, e, r.monitor_base, -1, at);
+  if (better) {
+    best_p1_ = e.At(1);
+    best_loss_ = e.loss;
+    best_iter_ = iter_;
+    SnapshotWeights();
+    if (!cfg_.checkpoint_dir.empty())
+      WriteCheckpoint(cfg_.checkpoint_dir + "/best", r.epoch, r.pos);
+  }
+}
+
+bool Trainer::ReadSteps(RunState& r, StepLossCheck* step) {
+  for (const StepLoss& s : TakeSteps()) {
+    CheckStep(s);  // a non-finite loss or weights: an error of its own
+    r.report->AddLoss(s.loss);
+    *step = {s.iter, s.loss, std::max(r.level, r.uninformed)};
+    if (cfg_.divergence_factor > 0 && s.loss > cfg_.divergence_factor * step->ref) return true;
+    r.level = r.level < 0 ? s.loss : 0.95 * r.level + 0.05 * s.loss;
+  }
+  return false;
+}
+
+void Trainer::StopDiverged(RunState& r, const StepLossCheck& d) {
+  const std::string newest =
+      cfg_.checkpoint_dir.empty() ? "" : LatestCheckpoint(cfg_.checkpoint_dir);
+  const std::string text =
+      detail::Concat("training diverged at iteration ", d.iter, ": the sampled loss ", d.loss,
+                     " is more than ", cfg_.divergence_factor, " times its running level ", d.ref,
+                     " (--divergence-factor); no checkpoint was written of it",
+                     newest.empty() ? std::string("") : "; the last good one is " + newest, ". ",
+                     divergence_hint_);
+  r.report->StopRecord("diverged", d.iter, text, newest);
+  throw Stop(kExitDiverged, text);
+}
+
+void Trainer::SaveDuringRun(RunState& r) {
+  // Never a checkpoint of steps not yet checked (one rank: a stop signal between reads).
+  StepLossCheck d;
+  if (ReadSteps(r, &d)) StopDiverged(r, d);
+  const auto t0 = Clock::now();
+  SaveCheckpoint(cfg_.checkpoint_dir, r.epoch, r.pos, cfg_.keep_checkpoints);
+  r.saved_iter = iter_;
+  double seconds = Seconds(t0);
+  comm_->Allreduce(&seconds, 1, ReduceOp::kMax, Traffic::kControl);
+  r.report->Checkpoint(iter_, seconds);
+}
+
+int64_t Trainer::KeepSelected(RunState& r) {
+  if (!r.keep_best || best_iter_ < 0 || best_iter_ == iter_) return iter_;
+  RestoreWeights();
+  return best_iter_;
+}
+
+void Trainer::SaveModel(RunState& r, int64_t model_iter) {
+  const int64_t now = iter_;
+  iter_ = model_iter;  // the weights written are those of the selected iteration
+  WriteCheckpoint(cfg_.save_dir, r.epoch, r.pos);
+  iter_ = now;
+  if (r.root)
+    events_->Line(Format("saved the model of iteration %lld to %s\n", (long long)model_iter,
+                         cfg_.save_dir.c_str()));
+}
+
+void Trainer::StopBeforeFirstStep(RunState& r) {
+  // A stop signal that came before the first step (while the data loaded, or the
+  // checkpoint was read): nothing has been trained since the start or the checkpoint
+  // resumed, so the run stops now, writing nothing (the ranks agree, as after a step).
+  int64_t sig = StopSignal();
+  if (comm_->size() > 1) {
+    CallRecordScope pause(comm_, false);
+    comm_->Allreduce(&sig, 1, ReduceOp::kMax, Traffic::kControl);
+  }
+  if (sig == 0 || iter_ >= r.total) return;
+  const std::string text =
+      detail::Concat("stopped by ", SignalName(static_cast<int>(sig)),
+                     " before the first step (iteration ", iter_, " of ", r.total, "): ",
+                     r.resumed_from.empty() ? std::string("nothing was trained, nothing was saved")
+                                            : "nothing was trained since " + r.resumed_from +
+                                                  ": continue with --resume " + cfg_.resume_dir);
+  r.report->StopRecord("stopped", iter_, text, r.resumed_from);
+  throw Stop(kExitStopped, text);
+}
+
+void Trainer::Iterate(RunState& r) {
+  fault_.MaybeFire(comm_->rank(), iter_ + 1);
+  if (r.pos >= r.N) {
+    Shuffle(r, ++r.epoch);
+    r.pos = 0;
+  }
+  const int64_t b = std::min(r.B, r.N - r.pos);
+  r.points.assign(r.order.begin() + r.pos, r.order.begin() + r.pos + b);
+  r.pos += b;
+  QueueStep(r.train, r.points);
+  const int64_t total = r.total;
+  const bool log = iter_ % cfg_.log_every == 0 || iter_ == total;
+  const bool eval_now = r.eval_every > 0 && iter_ % r.eval_every == 0 && iter_ < total;
+  // The last iteration's checkpoint is written after the final evaluation (FinishRun), so
+  // that it records that evaluation's selection too.
+  const bool save_now =
+      cfg_.checkpoint_every > 0 && iter_ % cfg_.checkpoint_every == 0 && iter_ < total;
+  int64_t flags[2] = {StopSignal(), 0};
+  StepLossCheck diverged;
+  if (comm_->size() > 1 || log || eval_now || save_now || flags[0] != 0)
+    flags[1] = ReadSteps(r, &diverged) ? 1 : 0;
+  // One agreement per step, with more than one rank: a stop signal, or a loss far above
+  // its running level, on any rank stops every rank.
+  if (comm_->size() > 1) comm_->Allreduce(flags, 2, ReduceOp::kMax, Traffic::kControl);
+  if (flags[1] != 0) StopDiverged(r, diverged);
+  if (log) {
+    double rss = PeakRssMb();
+    comm_->Allreduce(&rss, 1, ReduceOp::kMax, Traffic::kControl);
+    r.report->Progress(iter_, total, step_ms_, rss, r.last_eval);
+  }
+  // Evaluation first, so that a checkpoint of this iteration records its selection.
+  if (eval_now) EvaluateDuringRun(r);
+  if (save_now) SaveDuringRun(r);
+  // A stop signal on any rank (agreed above) stops every rank after this step; one rank
+  // alone also sees a signal that came during the evaluation or checkpoint.
+  const int64_t sig = comm_->size() > 1 ? flags[0] : StopSignal();
+  if (sig != 0 && iter_ < total) StopAfterStep(r, sig);
+}
+
+void Trainer::StopAfterStep(RunState& r, int64_t sig) {
+  const char* name = SignalName(static_cast<int>(sig));
+  if (r.root && comm_->size() > 1)  // the ranks agreed: now it is known what happens
+    events_->Line(Format("stop requested (%s): ending after iteration %lld, %s\n", name,
+                         (long long)iter_, StopPlanOf(cfg_).c_str()));
+  std::string where;
+  if (!cfg_.checkpoint_dir.empty()) {
+    if (r.saved_iter != iter_) SaveDuringRun(r);
+    where = CheckpointFolder(cfg_.checkpoint_dir, iter_);
+  }
+  std::string saved;
+  if (!cfg_.save_dir.empty()) {
+    const int64_t model_iter = KeepSelected(r);  // the checkpoint is written
+    SaveModel(r, model_iter);
+    saved = detail::Concat("; the model of iteration ", model_iter, " saved to ", cfg_.save_dir);
+  }
+  const std::string text = detail::Concat(
+      "stopped by ", name, " at iteration ", iter_, " of ", r.total,
+      where.empty()
+          ? std::string()
+          : "; checkpoint written to " + where + ": continue with --resume " + cfg_.checkpoint_dir,
+      saved,
+      where.empty() && saved.empty() ? "; nothing was saved (no --checkpoint-dir or --save)" : "");
+  r.report->StopRecord("stopped", iter_, text, where);
+  throw Stop(kExitStopped, text);
+}
+
+EvalResult Trainer::FinishRun(RunState& r) {
+  EvaluateDuringRun(r);
   // The last state, for resuming or scoring later (also when no periodic checkpoint fell on
   // the last iteration).
-  if (!cfg_.checkpoint_dir.empty() && saved_iter != iter_) save();
-  const int64_t model_iter = keep_selected();
-  if (keep_best && root && best_iter_ >= 0) {
+  if (!cfg_.checkpoint_dir.empty() && r.saved_iter != iter_) SaveDuringRun(r);
+  const int64_t model_iter = KeepSelected(r);
+  if (r.keep_best && r.root && best_iter_ >= 0)
     events_->Line(
         Format("kept the model of iteration %lld (best valid P@1 %.4f)%s%s\n",
                (long long)best_iter_, best_p1_, cfg_.checkpoint_dir.empty() ? "" : ", saved in ",
                cfg_.checkpoint_dir.empty() ? "" : (cfg_.checkpoint_dir + "/best").c_str()));
-  }
-  if (!cfg_.save_dir.empty()) save_model(model_iter);
-  if (valid != nullptr && test != nullptr) {
+  if (!cfg_.save_dir.empty()) SaveModel(r, model_iter);
+  if (r.valid != nullptr && r.test != nullptr) {
     // The one score of the test data, on the selected model.
-    last_eval = Evaluate(*test, cfg_.eval_points, cfg_.eval_sampled);
+    r.last_eval = Evaluate(*r.test, cfg_.eval_points, cfg_.eval_sampled);
     char note[96];
     std::snprintf(note, sizeof note, " (after %lld iterations)", (long long)iter_);
-    report.EvalLine("test ", model_iter, last_eval, test_base, model_iter != iter_ ? note : "");
-    report.EvalRecord("test", iter_, last_eval, test_base, model_iter);
+    r.report->EvalLine("test ", model_iter, r.last_eval, r.test_base,
+                       model_iter != iter_ ? note : "");
+    r.report->EvalRecord("test", iter_, r.last_eval, r.test_base, model_iter);
   }
-  return last_eval;
+  return r.last_eval;
 }
 
 }  // namespace dslide
