@@ -211,28 +211,23 @@ int Convert(int argc, const char* const* argv, Communicator* comm) {
   return 0;
 }
 
-int Bench(int argc, const char* const* argv, Communicator* comm) {
-  BenchConfig cfg;
-  std::string help;
-  if (!ParseBench(argc, argv, &cfg, &help)) {
-    if (Root(comm)) std::printf("%s", help.c_str());
-    return 0;
-  }
-  SetNumThreads(cfg.train.threads);
-  CheckOutputPath("--metrics", cfg.train.metrics_file,
-                  {{"--train", cfg.train.train_file}, {"--test", cfg.train.test_file}});
-  // bench trains as train does (checkpoints too, with --checkpoint-dir): a stop signal ends it
-  // after its step, with its checkpoint, as it ends a training run.
-  InstallStopHandlers();
-  if (comm->size() > 1) {
-    SetStopNotice("");
-    SetSecondSignalNotice(Root(comm));
-  }
-  const bool files = cfg.train.train_file != "(generated)";
+namespace {
+
+/// bench's data: the files read, or the shape generated in memory.
+struct BenchData {
+  bool files = false;
+  std::string name;  // the training file, or the shape
   Dataset train, test;
-  double baseline = 0;
+  double load_s = 0, baseline = 0;
+};
+
+BenchData LoadBenchData(const BenchConfig& cfg) {
+  BenchData d;
+  d.files = cfg.train.train_file != "(generated)";
+  Dataset& train = d.train;
+  Dataset& test = d.test;
   auto t0 = std::chrono::steady_clock::now();
-  if (files) {
+  if (d.files) {
     train = ReadXc(cfg.train.train_file);
     test = ReadXc(cfg.train.test_file);
     DSLIDE_CHECK(test.num_features == train.num_features && test.num_labels == train.num_labels,
@@ -256,35 +251,17 @@ int Bench(int argc, const char* const* argv, Communicator* comm) {
     train = GenerateSynthetic(gen, 0, gen.points);
     test = GenerateSynthetic(gen, gen.points, gen.test_points);
   }
-  const double load_s = Seconds(t0);
-  baseline = MostPopularLabelP1(train, test, cfg.train.eval_points);
-  const std::string data_name = files ? cfg.train.train_file : cfg.shape;
-  if (Root(comm)) {
-    std::printf(
-        "bench: %s %s: %lld train / %lld test points in %.1fs; "
-        "most-popular-label P@1 %.4f\n",
-        files ? "read" : "generated shape", data_name.c_str(), (long long)train.size(),
-        (long long)test.size(), load_s, baseline);
-    std::fflush(stdout);
-  }
-  TrainConfig tc = cfg.train;
-  const std::unique_ptr<Trainer> model =
-      BuildTrainer(tc, comm, train.num_features, train.num_labels, data_name);
-  Trainer& trainer = *model;
-  const double init_rss = PeakRssMb();
-  const EvalResult before = trainer.Evaluate(test, tc.eval_points, tc.eval_sampled);
-  comm->ResetStats();
-  const auto t_train = std::chrono::steady_clock::now();
-  const double cpu0 = ProcessCpuSeconds();
-  ConsoleEvents console;
-  const EvalResult after = trainer.Run(train, nullptr, &test, &console);
-  const double train_cpu = ProcessCpuSeconds() - cpu0 - trainer.eval_cpu_seconds();
-  double eval_s = 0;
-  for (const auto& e : trainer.evals()) eval_s += e.second.seconds;
-  const double wall = Seconds(t_train) - eval_s;
+  d.load_s = Seconds(t0);
+  d.baseline = MostPopularLabelP1(train, test, cfg.train.eval_points);
+  d.name = d.files ? cfg.train.train_file : cfg.shape;
+  return d;
+}
+
+/// [iteration, P@1, training seconds so far (the steps' own times, evaluations excluded)]
+/// of each evaluation. The evaluations come in iteration order: one running sum of the step
+/// times.
+std::string BenchCurve(const Trainer& trainer) {
   const auto& ms = trainer.step_ms();
-  // [iteration, P@1, training seconds so far (the steps' own times, evaluations excluded)].
-  // The evaluations come in iteration order: one running sum of the step times.
   std::string curve = "[";
   double train_s = 0;
   size_t summed = 0;
@@ -294,133 +271,215 @@ int Bench(int argc, const char* const* argv, Communicator* comm) {
     curve += (curve.size() > 1 ? ",[" : "[") + std::to_string(e.first) + "," +
              std::to_string(e.second.At(1)) + "," + std::to_string(train_s) + "]";
   }
-  curve += "]";
-  const PhaseTimes& ph = trainer.phases();
-  const double iters = static_cast<double>(ms.size());
-  double mean = 0;
-  for (double m : ms) mean += m;
-  mean /= iters;
-  double rss = PeakRssMb();
-  comm->Allreduce(&rss, 1, ReduceOp::kMax, Traffic::kControl);
+  return curve + "]";
+}
+
+/// Per phase of the step, ms per iteration.
+JsonObject BenchPhases(const PhaseTimes& ph, double iters) {
+  JsonObject phase;
+  phase.Add("query", ph.query * 1e3 / iters)
+      .Add("forward", ph.forward * 1e3 / iters)
+      .Add("backward", ph.backward * 1e3 / iters)
+      .Add("update", ph.update * 1e3 / iters)
+      .Add("backward_update", ph.backward_update * 1e3 / iters)
+      .Add("rebuild", ph.rebuild * 1e3 / iters)
+      .Add("comm", ph.comm * 1e3 / iters);
+  return phase;
+}
+
+/// Per kind of exchange: ms per iteration in it, and the network's part (after SettleCalls).
+JsonObject BenchCommByKind(Communicator* comm, double iters) {
+  JsonObject by_kind;
+  for (Traffic t : {Traffic::kActivations, Traffic::kInputGrads, Traffic::kSoftmax,
+                    Traffic::kGradients, Traffic::kControl}) {
+    const CommSplit& k = comm->Settled(t);
+    if (k.calls == 0) continue;
+    JsonObject e;
+    e.Add("ms", k.seconds * 1e3 / iters).Add("network_ms", k.network * 1e3 / iters);
+    by_kind.AddRaw(ToString(t), e.str());
+  }
+  return by_kind;
+}
+
+/// What bench measured around the run, for its JSON line.
+struct BenchFigures {
+  double iters = 0, mean = 0, wall = 0, train_cpu = 0, rss = 0, init_rss = 0;
+  double comm_ms = 0, net_ms = 0, wall_ms = 0;
+  int64_t sent_bytes = 0;
+  EvalResult before, after;
+};
+
+/// The peers' figures for a generated shape (bench/peers.tsv) and the ratios to them, where
+/// --features and --labels left the shape's sizes as they are.
+void AddPeers(const BenchConfig& cfg, const BenchFigures& f, JsonObject* o) {
+  if (cfg.train.train_file != "(generated)" || cfg.features != 0 || cfg.labels != 0) return;
+  for (const PeerFigure& p : PeerFiguresOf(cfg.shape)) {
+    o->Add(p.key, p.value);
+    if (p.key == "slide_ref_ms_per_iter") o->Add("speedup_vs_slide_ref", p.value / f.mean);
+    if (p.key == "pytorch_dense_ms_per_iter") o->Add("speedup_vs_pytorch_dense", p.value / f.mean);
+    if (p.key == "slide_ref_peak_rss_mb") o->Add("memory_vs_slide_ref", p.value / f.rss);
+  }
+}
+
+/// bench's JSON line: the settings, step times, phases, traffic, memory and P@1, and the
+/// peers' figures for a generated shape.
+std::string BenchJson(const BenchConfig& cfg, const BenchData& d, Trainer& trainer,
+                      Communicator* comm, const BenchFigures& f) {
+  const TrainConfig& tc = cfg.train;
+  const auto& ms = trainer.step_ms();
+  const double iters = f.iters, mean = f.mean, wall = f.wall, train_cpu = f.train_cpu;
+  const double rss = f.rss, comm_ms = f.comm_ms, net_ms = f.net_ms, wall_ms = f.wall_ms;
+  const bool files = d.files;
+  const double baseline = d.baseline;
+  const EvalResult& before = f.before;
+  const EvalResult& after = f.after;
+  const TrainConfig& rc = trainer.config();  // "auto" resolved
+  const LayerSpec& out_layer = trainer.spec().layers.back();
+  const LayerSlots slots = OutputSlots(trainer.spec(), rc.min_negatives, d.train);
+  double local_weights = 0, local_biases = 0;
+  for (const LayerSpec& l : trainer.spec().layers) {
+    local_weights += static_cast<double>(l.local()) * static_cast<double>(l.in_dim);
+    local_biases += static_cast<double>(l.local());
+  }
+  const double local_params = local_weights + local_biases;
+  const double model_bytes = local_params * (tc.state == StateType::kBf16 ? 8.0 : 12.0);
+  const JsonObject phase = BenchPhases(trainer.phases(), iters);
+  const JsonObject by_kind = BenchCommByKind(comm, iters);
+  JsonObject o;
+  o.Add("shape", files ? std::string("(file)") : cfg.shape)
+      .Add("data", d.name)
+      .Add("iterations", static_cast<int64_t>(iters))
+      .Add("batch", tc.batch)
+      .Add("hidden", tc.hidden[0])
+      .Add("sparsity", out_layer.sparsity)
+      .Add("budget", ModelSpec::Budget(out_layer.sparsity, out_layer.out_dim))
+      .Add("min_negatives", out_layer.dense() ? int64_t{0} : rc.min_negatives)
+      .Add("mean_negatives", slots.mean_negatives)
+      .Add("hash", ToString(rc.lsh.family))
+      .Add("K", rc.lsh.k)
+      .Add("L", rc.lsh.l)
+      .Add("query", ToString(rc.lsh.query))
+      .Add("lsh_share", rc.lsh.lsh_share)
+      .Add("lr", tc.lr)
+      .Add("ms_per_iter", Median(ms))
+      .Add("ms_per_iter_p10", Percentile(ms, 0.1))
+      .Add("ms_per_iter_p90", Percentile(ms, 0.9))
+      .Add("ms_per_iter_max", Percentile(ms, 1.0))
+      .Add("ms_per_iter_mean", mean)
+      .Add("samples_per_s", iters * tc.batch / wall)
+      .AddRaw("phase_ms", phase.str())
+      .Add("parameters", trainer.spec().NumParameters())
+      .Add("bytes_sent_per_iter", static_cast<double>(f.sent_bytes) / iters)
+      // A Horovod-style step all-reduces one fp32 gradient per parameter.
+      .Add("dense_allreduce_bytes", 4.0 * static_cast<double>(trainer.spec().NumParameters()))
+      .Add("wall_ms_per_iter", wall_ms)
+      // This process's CPU time (all threads) per iteration, and per wall second: the cores
+      // it used (evaluations left out).
+      .Add("cpu_ms_per_iter", train_cpu * 1e3 / iters)
+      .Add("cores_used", train_cpu / wall)
+      .Add("comm_ms_per_iter", comm_ms)
+      .Add("comm_network_ms_per_iter", net_ms)
+      .Add("comm_wait_ms_per_iter", std::max(0.0, comm_ms - net_ms))  // rounding: never < 0
+      .Add("comm_share", comm_ms / wall_ms)
+      .Add("network_share", net_ms / wall_ms)
+      .AddRaw("comm_by_kind", by_kind.str())
+      .Add("peak_rss_mb", rss)
+      .Add("rss_after_init_mb", f.init_rss)
+      .Add("state_mb", static_cast<double>(trainer.backend().Info().state_bytes) / (1 << 20))
+      .Add("state", tc.state == StateType::kBf16 ? "bf16" : "fp32")
+      // The GPU backend's device memory (zeros on the CPU backend): what this process's
+      // buffers held at the peak, and the device's memory in use at the end of the run.
+      .Add("device_peak_mb",
+           static_cast<double>(trainer.backend().Info().device_peak_bytes) / (1 << 20))
+      .Add("device_used_mb",
+           static_cast<double>(trainer.backend().Info().device_used_bytes) / (1 << 20))
+      // Per parameter of this rank's shard: the model (weights with their moments, biases
+      // with theirs), and everything the backend holds (also gradient buffers and tables).
+      .Add("model_bytes_per_param", model_bytes / local_params)
+      .Add("state_bytes_per_param",
+           static_cast<double>(trainer.backend().Info().state_bytes) / local_params)
+      // Between the backend's device and the host, per step (zeros on the CPU backend).
+      .Add("h2d_bytes_per_iter", static_cast<double>(trainer.step_traffic().h2d_bytes) / iters)
+      .Add("d2h_bytes_per_iter", static_cast<double>(trainer.step_traffic().d2h_bytes) / iters)
+      .Add("syncs_per_iter", static_cast<double>(trainer.step_traffic().syncs) / iters)
+      .Add("launches_per_iter", static_cast<double>(trainer.step_traffic().launches) / iters)
+      .Add("p_at_1_start", before.At(1))
+      .Add("p_at_1", after.At(1))
+      .Add("p_at_3", after.At(3))
+      .Add("p_at_5", after.At(5))
+      .AddRaw("p_at_1_by_iter", BenchCurve(trainer))
+      .Add("eval_points", after.points)
+      .Add("most_popular_label_p_at_1", baseline)
+      .Add("p_at_1_over_baseline", baseline > 0 ? after.At(1) / baseline : 0.0)
+      .Add("ranks", comm->size())
+      .Add("threads", NumThreads())
+      .Add("device", ToString(tc.device))
+      .Add("strategy", ToString(tc.strategy));
+  AddPeers(cfg, f, &o);
+  return o.str();
+}
+
+}  // namespace
+
+int Bench(int argc, const char* const* argv, Communicator* comm) {
+  BenchConfig cfg;
+  std::string help;
+  if (!ParseBench(argc, argv, &cfg, &help)) {
+    if (Root(comm)) std::printf("%s", help.c_str());
+    return 0;
+  }
+  SetNumThreads(cfg.train.threads);
+  CheckOutputPath("--metrics", cfg.train.metrics_file,
+                  {{"--train", cfg.train.train_file}, {"--test", cfg.train.test_file}});
+  // bench trains as train does (checkpoints too, with --checkpoint-dir): a stop signal ends it
+  // after its step, with its checkpoint, as it ends a training run.
+  InstallStopHandlers();
+  if (comm->size() > 1) {
+    SetStopNotice("");
+    SetSecondSignalNotice(Root(comm));
+  }
+  const BenchData d = LoadBenchData(cfg);
+  if (Root(comm)) {
+    std::printf(
+        "bench: %s %s: %lld train / %lld test points in %.1fs; "
+        "most-popular-label P@1 %.4f\n",
+        d.files ? "read" : "generated shape", d.name.c_str(), (long long)d.train.size(),
+        (long long)d.test.size(), d.load_s, d.baseline);
+    std::fflush(stdout);
+  }
+  TrainConfig tc = cfg.train;
+  const std::unique_ptr<Trainer> model =
+      BuildTrainer(tc, comm, d.train.num_features, d.train.num_labels, d.name);
+  Trainer& trainer = *model;
+  BenchFigures f;
+  f.init_rss = PeakRssMb();
+  f.before = trainer.Evaluate(d.test, tc.eval_points, tc.eval_sampled);
+  comm->ResetStats();
+  const auto t_train = std::chrono::steady_clock::now();
+  const double cpu0 = ProcessCpuSeconds();
+  ConsoleEvents console;
+  f.after = trainer.Run(d.train, nullptr, &d.test, &console);
+  f.train_cpu = ProcessCpuSeconds() - cpu0 - trainer.eval_cpu_seconds();
+  double eval_s = 0;
+  for (const auto& e : trainer.evals()) eval_s += e.second.seconds;
+  f.wall = Seconds(t_train) - eval_s;
+  const auto& ms = trainer.step_ms();
+  f.iters = static_cast<double>(ms.size());
+  for (double m : ms) f.mean += m;
+  f.mean /= f.iters;
+  f.rss = PeakRssMb();
+  comm->Allreduce(&f.rss, 1, ReduceOp::kMax, Traffic::kControl);
   const TrafficStats tot = comm->Total();
-  const int64_t eval_bytes = comm->Stats(Traffic::kEval).bytes;
+  f.sent_bytes = tot.bytes - comm->Stats(Traffic::kEval).bytes;
   // The exchanges' time per iteration, and the network's part of it (SettleCalls: per call,
   // the least time over the ranks); the rest waited for the slowest rank. Shares are of the
   // wall time per iteration (table rebuilds included, evaluations not).
   comm->SettleCalls();
-  const double comm_ms = (tot.seconds - comm->Stats(Traffic::kEval).seconds) * 1e3 / iters;
-  const double net_ms = comm->Settled().network * 1e3 / iters;
-  const double wall_ms = wall * 1e3 / iters;
+  f.comm_ms = (tot.seconds - comm->Stats(Traffic::kEval).seconds) * 1e3 / f.iters;
+  f.net_ms = comm->Settled().network * 1e3 / f.iters;
+  f.wall_ms = f.wall * 1e3 / f.iters;
   if (Root(comm)) {
-    const TrainConfig& rc = trainer.config();  // "auto" resolved
-    const LayerSpec& out_layer = trainer.spec().layers.back();
-    const LayerSlots slots = OutputSlots(trainer.spec(), rc.min_negatives, train);
-    double local_weights = 0, local_biases = 0;
-    for (const LayerSpec& l : trainer.spec().layers) {
-      local_weights += static_cast<double>(l.local()) * static_cast<double>(l.in_dim);
-      local_biases += static_cast<double>(l.local());
-    }
-    const double local_params = local_weights + local_biases;
-    const double model_bytes = local_params * (tc.state == StateType::kBf16 ? 8.0 : 12.0);
-    JsonObject phase;
-    phase.Add("query", ph.query * 1e3 / iters)
-        .Add("forward", ph.forward * 1e3 / iters)
-        .Add("backward", ph.backward * 1e3 / iters)
-        .Add("update", ph.update * 1e3 / iters)
-        .Add("backward_update", ph.backward_update * 1e3 / iters)
-        .Add("rebuild", ph.rebuild * 1e3 / iters)
-        .Add("comm", ph.comm * 1e3 / iters);
-    // Per kind of exchange: ms per iteration in it, and the network's part.
-    JsonObject by_kind;
-    for (Traffic t : {Traffic::kActivations, Traffic::kInputGrads, Traffic::kSoftmax,
-                      Traffic::kGradients, Traffic::kControl}) {
-      const CommSplit& k = comm->Settled(t);
-      if (k.calls == 0) continue;
-      JsonObject e;
-      e.Add("ms", k.seconds * 1e3 / iters).Add("network_ms", k.network * 1e3 / iters);
-      by_kind.AddRaw(ToString(t), e.str());
-    }
-    JsonObject o;
-    o.Add("shape", files ? std::string("(file)") : cfg.shape)
-        .Add("data", data_name)
-        .Add("iterations", static_cast<int64_t>(iters))
-        .Add("batch", tc.batch)
-        .Add("hidden", tc.hidden[0])
-        .Add("sparsity", out_layer.sparsity)
-        .Add("budget", ModelSpec::Budget(out_layer.sparsity, out_layer.out_dim))
-        .Add("min_negatives", out_layer.dense() ? int64_t{0} : rc.min_negatives)
-        .Add("mean_negatives", slots.mean_negatives)
-        .Add("hash", ToString(rc.lsh.family))
-        .Add("K", rc.lsh.k)
-        .Add("L", rc.lsh.l)
-        .Add("query", ToString(rc.lsh.query))
-        .Add("lsh_share", rc.lsh.lsh_share)
-        .Add("lr", tc.lr)
-        .Add("ms_per_iter", Median(ms))
-        .Add("ms_per_iter_p10", Percentile(ms, 0.1))
-        .Add("ms_per_iter_p90", Percentile(ms, 0.9))
-        .Add("ms_per_iter_max", Percentile(ms, 1.0))
-        .Add("ms_per_iter_mean", mean)
-        .Add("samples_per_s", iters * tc.batch / wall)
-        .AddRaw("phase_ms", phase.str())
-        .Add("parameters", trainer.spec().NumParameters())
-        .Add("bytes_sent_per_iter", static_cast<double>(tot.bytes - eval_bytes) / iters)
-        // A Horovod-style step all-reduces one fp32 gradient per parameter.
-        .Add("dense_allreduce_bytes", 4.0 * static_cast<double>(trainer.spec().NumParameters()))
-        .Add("wall_ms_per_iter", wall_ms)
-        // This process's CPU time (all threads) per iteration, and per wall second: the cores
-        // it used (evaluations left out).
-        .Add("cpu_ms_per_iter", train_cpu * 1e3 / iters)
-        .Add("cores_used", train_cpu / wall)
-        .Add("comm_ms_per_iter", comm_ms)
-        .Add("comm_network_ms_per_iter", net_ms)
-        .Add("comm_wait_ms_per_iter", std::max(0.0, comm_ms - net_ms))  // rounding: never < 0
-        .Add("comm_share", comm_ms / wall_ms)
-        .Add("network_share", net_ms / wall_ms)
-        .AddRaw("comm_by_kind", by_kind.str())
-        .Add("peak_rss_mb", rss)
-        .Add("rss_after_init_mb", init_rss)
-        .Add("state_mb", static_cast<double>(trainer.backend().Info().state_bytes) / (1 << 20))
-        .Add("state", tc.state == StateType::kBf16 ? "bf16" : "fp32")
-        // The GPU backend's device memory (zeros on the CPU backend): what this process's
-        // buffers held at the peak, and the device's memory in use at the end of the run.
-        .Add("device_peak_mb",
-             static_cast<double>(trainer.backend().Info().device_peak_bytes) / (1 << 20))
-        .Add("device_used_mb",
-             static_cast<double>(trainer.backend().Info().device_used_bytes) / (1 << 20))
-        // Per parameter of this rank's shard: the model (weights with their moments, biases
-        // with theirs), and everything the backend holds (also gradient buffers and tables).
-        .Add("model_bytes_per_param", model_bytes / local_params)
-        .Add("state_bytes_per_param",
-             static_cast<double>(trainer.backend().Info().state_bytes) / local_params)
-        // Between the backend's device and the host, per step (zeros on the CPU backend).
-        .Add("h2d_bytes_per_iter", static_cast<double>(trainer.step_traffic().h2d_bytes) / iters)
-        .Add("d2h_bytes_per_iter", static_cast<double>(trainer.step_traffic().d2h_bytes) / iters)
-        .Add("syncs_per_iter", static_cast<double>(trainer.step_traffic().syncs) / iters)
-        .Add("launches_per_iter", static_cast<double>(trainer.step_traffic().launches) / iters)
-        .Add("p_at_1_start", before.At(1))
-        .Add("p_at_1", after.At(1))
-        .Add("p_at_3", after.At(3))
-        .Add("p_at_5", after.At(5))
-        .AddRaw("p_at_1_by_iter", curve)
-        .Add("eval_points", after.points)
-        .Add("most_popular_label_p_at_1", baseline)
-        .Add("p_at_1_over_baseline", baseline > 0 ? after.At(1) / baseline : 0.0)
-        .Add("ranks", comm->size())
-        .Add("threads", NumThreads())
-        .Add("device", ToString(tc.device))
-        .Add("strategy", ToString(tc.strategy));
-    // The peers' figures for this shape (bench/peers.tsv) and the ratios to them, where
-    // --features and --labels left the shape's sizes as they are.
-    if (!files && cfg.features == 0 && cfg.labels == 0) {
-      for (const PeerFigure& p : PeerFiguresOf(cfg.shape)) {
-        o.Add(p.key, p.value);
-        if (p.key == "slide_ref_ms_per_iter") o.Add("speedup_vs_slide_ref", p.value / mean);
-        if (p.key == "pytorch_dense_ms_per_iter") o.Add("speedup_vs_pytorch_dense", p.value / mean);
-        if (p.key == "slide_ref_peak_rss_mb") o.Add("memory_vs_slide_ref", p.value / rss);
-      }
-    }
-    std::printf("%s\n", o.str().c_str());
+    std::printf("%s\n", BenchJson(cfg, d, trainer, comm, f).c_str());
     std::fflush(stdout);
   }
   return 0;

@@ -195,61 +195,71 @@ struct DatasetStream::Impl {
 };
 
 DatasetStream::DatasetStream(const std::string& path) : impl_(std::make_unique<Impl>()) {
+  impl_->path = path;
+  impl_->binary = IsBinaryDataset(path);
+  if (impl_->binary)
+    OpenBinary();
+  else
+    OpenText();
+}
+
+void DatasetStream::OpenBinary() {
   Impl& m = *impl_;
-  m.path = path;
-  m.binary = IsBinaryDataset(path);
-  if (m.binary) {
-    m.file.reset(std::fopen(path.c_str(), "rb"));
-    DSLIDE_CHECK(m.file != nullptr, path, ": cannot open: ", std::strerror(errno));
-    FILE* f = m.file.get();
-    std::fseek(f, 0, SEEK_END);
-    const int64_t size = std::ftell(f);
-    std::fseek(f, 0, SEEK_SET);
-    // The checksum covers the whole file: one streaming pass before anything is used.
-    Checksum sum;
-    std::vector<char> buf(1 << 20);
-    int64_t left = size - 8;
-    DSLIDE_CHECK(left >= 48, path, ": truncated binary dataset (", size, " bytes)");
-    char head_bytes[48];
-    DSLIDE_CHECK(std::fread(head_bytes, 1, 48, f) == 48, path, ": read failed");
-    sum.Add(head_bytes, 48);
-    left -= 48;
-    while (left > 0) {
-      const size_t want =
-          static_cast<size_t>(std::min<int64_t>(left, static_cast<int64_t>(buf.size())));
-      DSLIDE_CHECK(std::fread(buf.data(), 1, want, f) == want, path, ": read failed");
-      sum.Add(buf.data(), want);
-      left -= static_cast<int64_t>(want);
-    }
-    uint64_t stored = 0;
-    DSLIDE_CHECK(std::fread(&stored, 1, 8, f) == 8 && stored == sum.Final(), path,
-                 ": checksum mismatch (corrupted binary dataset)");
-    int64_t head[5];
-    std::memcpy(head, head_bytes + 8, sizeof head);
-    BinaryLayout& b = m.bin;
-    b.points = head[0];
-    b.features = head[1];
-    b.labels = head[2];
-    b.nnz = head[3];
-    b.nl = head[4];
-    b.size = size;
-    DSLIDE_CHECK(b.points >= 0 && b.features > 0 && b.labels > 0 && b.features <= INT32_MAX &&
-                     b.labels <= INT32_MAX && b.nnz >= 0 && b.nl >= 0 && b.points < size &&
-                     b.nnz < size && b.nl < size,
-                 path, ": corrupted header (points ", b.points, ", features ", b.features,
-                 ", labels ", b.labels, ")");
-    b.feat_off_at = 48;
-    b.feat_ids_at = b.feat_off_at + (b.points + 1) * 8;
-    b.feat_vals_at = b.feat_ids_at + b.nnz * 4;
-    b.label_off_at = b.feat_vals_at + b.nnz * 4;
-    b.labels_at = b.label_off_at + (b.points + 1) * 8;
-    DSLIDE_CHECK(b.labels_at + b.nl * 4 + 8 == size, path, ": binary dataset of ", size,
-                 " bytes does not match its header");
-    num_points_ = b.points;
-    num_features_ = b.features;
-    num_labels_ = b.labels;
-    return;
+  const std::string& path = m.path;
+  m.file.reset(std::fopen(path.c_str(), "rb"));
+  DSLIDE_CHECK(m.file != nullptr, path, ": cannot open: ", std::strerror(errno));
+  FILE* f = m.file.get();
+  std::fseek(f, 0, SEEK_END);
+  const int64_t size = std::ftell(f);
+  std::fseek(f, 0, SEEK_SET);
+  // The checksum covers the whole file: one streaming pass before anything is used.
+  Checksum sum;
+  std::vector<char> buf(1 << 20);
+  int64_t left = size - 8;
+  DSLIDE_CHECK(left >= 48, path, ": truncated binary dataset (", size, " bytes)");
+  char head_bytes[48];
+  DSLIDE_CHECK(std::fread(head_bytes, 1, 48, f) == 48, path, ": read failed");
+  sum.Add(head_bytes, 48);
+  left -= 48;
+  while (left > 0) {
+    const size_t want =
+        static_cast<size_t>(std::min<int64_t>(left, static_cast<int64_t>(buf.size())));
+    DSLIDE_CHECK(std::fread(buf.data(), 1, want, f) == want, path, ": read failed");
+    sum.Add(buf.data(), want);
+    left -= static_cast<int64_t>(want);
   }
+  uint64_t stored = 0;
+  DSLIDE_CHECK(std::fread(&stored, 1, 8, f) == 8 && stored == sum.Final(), path,
+               ": checksum mismatch (corrupted binary dataset)");
+  int64_t head[5];
+  std::memcpy(head, head_bytes + 8, sizeof head);
+  BinaryLayout& b = m.bin;
+  b.points = head[0];
+  b.features = head[1];
+  b.labels = head[2];
+  b.nnz = head[3];
+  b.nl = head[4];
+  b.size = size;
+  DSLIDE_CHECK(b.points >= 0 && b.features > 0 && b.labels > 0 && b.features <= INT32_MAX &&
+                   b.labels <= INT32_MAX && b.nnz >= 0 && b.nl >= 0 && b.points < size &&
+                   b.nnz < size && b.nl < size,
+               path, ": corrupted header (points ", b.points, ", features ", b.features,
+               ", labels ", b.labels, ")");
+  b.feat_off_at = 48;
+  b.feat_ids_at = b.feat_off_at + (b.points + 1) * 8;
+  b.feat_vals_at = b.feat_ids_at + b.nnz * 4;
+  b.label_off_at = b.feat_vals_at + b.nnz * 4;
+  b.labels_at = b.label_off_at + (b.points + 1) * 8;
+  DSLIDE_CHECK(b.labels_at + b.nl * 4 + 8 == size, path, ": binary dataset of ", size,
+               " bytes does not match its header");
+  num_points_ = b.points;
+  num_features_ = b.features;
+  num_labels_ = b.labels;
+}
+
+void DatasetStream::OpenText() {
+  Impl& m = *impl_;
+  const std::string& path = m.path;
   m.lines = std::make_unique<LineReader>(path);
   DSLIDE_CHECK(m.lines->Next(&m.line), path,
                ":1: empty file (expected header 'points features labels')");
@@ -299,79 +309,84 @@ DatasetStream::DatasetStream(const std::string& path) : impl_(std::make_unique<I
 DatasetStream::~DatasetStream() = default;
 
 bool DatasetStream::Next(int64_t max_points, Dataset* chunk) {
-  Impl& m = *impl_;
   *chunk = Dataset();
   chunk->num_features = num_features_;
   chunk->num_labels = num_labels_;
-  if (m.binary) {
-    const BinaryLayout& b = m.bin;
-    const int64_t p0 = m.next, n = std::min(max_points, b.points - p0);
-    if (n <= 0) return false;
-    FILE* f = m.file.get();
-    auto read_at = [&](int64_t at, void* dst, int64_t bytes, const char* what) {
-      DSLIDE_CHECK(at >= 0 && bytes >= 0 && at + bytes <= b.size - 8 &&
-                       std::fseek(f, at, SEEK_SET) == 0 &&
-                       std::fread(dst, 1, bytes, f) == static_cast<size_t>(bytes),
-                   m.path, ": cannot read ", what, " of points ", p0, "..", p0 + n - 1);
-    };
-    std::vector<int64_t> foff, loff;
-    try {
-      foff.resize(n + 1);
-      loff.resize(n + 1);
-    } catch (const std::bad_alloc&) {
-      throw Error(detail::Concat(m.path, ": out of memory reading points ", p0, "..", p0 + n - 1,
-                                 " (", n, " points asked for; their offsets alone need ",
-                                 (n + 1) * 16, " bytes)"));
-    }
-    read_at(b.feat_off_at + p0 * 8, foff.data(), (n + 1) * 8, "feature offsets");
-    read_at(b.label_off_at + p0 * 8, loff.data(), (n + 1) * 8, "label offsets");
-    DSLIDE_CHECK((p0 > 0 || (foff[0] == 0 && loff[0] == 0)) && foff[n] <= b.nnz &&
-                     loff[n] <= b.nl &&
-                     (p0 + n < b.points || (foff[n] == b.nnz && loff[n] == b.nl)),
-                 m.path, ": inconsistent offsets");
-    for (int64_t i = 0; i < n; ++i)
-      DSLIDE_CHECK(foff[i + 1] >= foff[i] && loff[i + 1] >= loff[i] && foff[i] >= 0 && loff[i] >= 0,
-                   m.path, ": point ", p0 + i, ": decreasing offsets");
-    try {
-      chunk->feat_ids.resize(foff[n] - foff[0]);
-      chunk->feat_vals.resize(chunk->feat_ids.size());
-      chunk->labels.resize(loff[n] - loff[0]);
-      chunk->feat_off.resize(n + 1);
-      chunk->label_off.resize(n + 1);
-    } catch (const std::bad_alloc&) {
-      *chunk = Dataset();
-      throw Error(detail::Concat(m.path, ": out of memory reading points ", p0, "..", p0 + n - 1,
-                                 " (", n, " points asked for, ",
-                                 (foff[n] - foff[0]) * 8 + (loff[n] - loff[0]) * 4 + (n + 1) * 16,
-                                 " bytes)"));
-    }
-    read_at(b.feat_ids_at + foff[0] * 4, chunk->feat_ids.data(), (foff[n] - foff[0]) * 4,
-            "feature ids");
-    read_at(b.feat_vals_at + foff[0] * 4, chunk->feat_vals.data(), (foff[n] - foff[0]) * 4,
-            "feature values");
-    read_at(b.labels_at + loff[0] * 4, chunk->labels.data(), (loff[n] - loff[0]) * 4, "labels");
-    for (int64_t i = 0; i <= n; ++i) {
-      chunk->feat_off[i] = foff[i] - foff[0];
-      chunk->label_off[i] = loff[i] - loff[0];
-    }
-    auto sorted_in_range = [](const int32_t* ids, int64_t k, int64_t limit) {
-      bool ok = k == 0 || (ids[0] >= 0 && ids[k - 1] < limit);
-      for (int64_t j = 1; j < k; ++j) ok &= ids[j] > ids[j - 1];
-      return ok;
-    };
-    for (int64_t i = 0; i < n; ++i) {
-      DSLIDE_CHECK(sorted_in_range(chunk->feat_ids.data() + chunk->feat_off[i],
-                                   chunk->feat_off[i + 1] - chunk->feat_off[i], b.features),
-                   m.path, ": point ", p0 + i, ": feature ids out of range or not increasing");
-      DSLIDE_CHECK(sorted_in_range(chunk->labels.data() + chunk->label_off[i],
-                                   chunk->label_off[i + 1] - chunk->label_off[i], b.labels),
-                   m.path, ": point ", p0 + i, ": label ids out of range or not increasing");
-    }
-    for (float v : chunk->feat_vals)
-      DSLIDE_CHECK(std::isfinite(v), m.path, ": a feature value is NaN or infinite");
-    m.next += n;
-    return true;
+  return impl_->binary ? NextBinary(max_points, chunk) : NextText(max_points, chunk);
+}
+
+bool DatasetStream::NextBinary(int64_t max_points, Dataset* chunk) {
+  Impl& m = *impl_;
+  const BinaryLayout& b = m.bin;
+  const int64_t p0 = m.next, n = std::min(max_points, b.points - p0);
+  if (n <= 0) return false;
+  FILE* f = m.file.get();
+  auto read_at = [&](int64_t at, void* dst, int64_t bytes, const char* what) {
+    DSLIDE_CHECK(at >= 0 && bytes >= 0 && at + bytes <= b.size - 8 &&
+                     std::fseek(f, at, SEEK_SET) == 0 &&
+                     std::fread(dst, 1, bytes, f) == static_cast<size_t>(bytes),
+                 m.path, ": cannot read ", what, " of points ", p0, "..", p0 + n - 1);
+  };
+  std::vector<int64_t> foff, loff;
+  try {
+    foff.resize(n + 1);
+    loff.resize(n + 1);
+  } catch (const std::bad_alloc&) {
+    throw Error(detail::Concat(m.path, ": out of memory reading points ", p0, "..", p0 + n - 1,
+                               " (", n, " points asked for; their offsets alone need ",
+                               (n + 1) * 16, " bytes)"));
   }
+  read_at(b.feat_off_at + p0 * 8, foff.data(), (n + 1) * 8, "feature offsets");
+  read_at(b.label_off_at + p0 * 8, loff.data(), (n + 1) * 8, "label offsets");
+  DSLIDE_CHECK((p0 > 0 || (foff[0] == 0 && loff[0] == 0)) && foff[n] <= b.nnz && loff[n] <= b.nl &&
+                   (p0 + n < b.points || (foff[n] == b.nnz && loff[n] == b.nl)),
+               m.path, ": inconsistent offsets");
+  for (int64_t i = 0; i < n; ++i)
+    DSLIDE_CHECK(foff[i + 1] >= foff[i] && loff[i + 1] >= loff[i] && foff[i] >= 0 && loff[i] >= 0,
+                 m.path, ": point ", p0 + i, ": decreasing offsets");
+  try {
+    chunk->feat_ids.resize(foff[n] - foff[0]);
+    chunk->feat_vals.resize(chunk->feat_ids.size());
+    chunk->labels.resize(loff[n] - loff[0]);
+    chunk->feat_off.resize(n + 1);
+    chunk->label_off.resize(n + 1);
+  } catch (const std::bad_alloc&) {
+    *chunk = Dataset();
+    throw Error(detail::Concat(m.path, ": out of memory reading points ", p0, "..", p0 + n - 1,
+                               " (", n, " points asked for, ",
+                               (foff[n] - foff[0]) * 8 + (loff[n] - loff[0]) * 4 + (n + 1) * 16,
+                               " bytes)"));
+  }
+  read_at(b.feat_ids_at + foff[0] * 4, chunk->feat_ids.data(), (foff[n] - foff[0]) * 4,
+          "feature ids");
+  read_at(b.feat_vals_at + foff[0] * 4, chunk->feat_vals.data(), (foff[n] - foff[0]) * 4,
+          "feature values");
+  read_at(b.labels_at + loff[0] * 4, chunk->labels.data(), (loff[n] - loff[0]) * 4, "labels");
+  for (int64_t i = 0; i <= n; ++i) {
+    chunk->feat_off[i] = foff[i] - foff[0];
+    chunk->label_off[i] = loff[i] - loff[0];
+  }
+  auto sorted_in_range = [](const int32_t* ids, int64_t k, int64_t limit) {
+    bool ok = k == 0 || (ids[0] >= 0 && ids[k - 1] < limit);
+    for (int64_t j = 1; j < k; ++j) ok &= ids[j] > ids[j - 1];
+    return ok;
+  };
+  for (int64_t i = 0; i < n; ++i) {
+    DSLIDE_CHECK(sorted_in_range(chunk->feat_ids.data() + chunk->feat_off[i],
+                                 chunk->feat_off[i + 1] - chunk->feat_off[i], b.features),
+                 m.path, ": point ", p0 + i, ": feature ids out of range or not increasing");
+    DSLIDE_CHECK(sorted_in_range(chunk->labels.data() + chunk->label_off[i],
+                                 chunk->label_off[i + 1] - chunk->label_off[i], b.labels),
+                 m.path, ": point ", p0 + i, ": label ids out of range or not increasing");
+  }
+  for (float v : chunk->feat_vals)
+    DSLIDE_CHECK(std::isfinite(v), m.path, ": a feature value is NaN or infinite");
+  m.next += n;
+  return true;
+}
+
+bool DatasetStream::NextText(int64_t max_points, Dataset* chunk) {
+  Impl& m = *impl_;
   // The header is not trusted for memory: a count of billions in a short file must end in
   // "fewer points than the header says", not in an allocation of gigabytes.
   int64_t got = 0;

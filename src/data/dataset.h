@@ -82,6 +82,15 @@ class DatasetStream {
   bool Next(int64_t max_points, Dataset* chunk);
 
  private:
+  /// The binary format's header and layout, after one checksum pass over the file.
+  void OpenBinary();
+  /// The text format's header line.
+  void OpenText();
+  /// Next's points from the binary layout, checked as ReadBinary checks them.
+  bool NextBinary(int64_t max_points, Dataset* chunk);
+  /// Next's points from the text lines (ParseXcLine).
+  bool NextText(int64_t max_points, Dataset* chunk);
+
   struct Impl;
   std::unique_ptr<Impl> impl_;
   int64_t num_points_ = 0, num_features_ = 0, num_labels_ = 0;

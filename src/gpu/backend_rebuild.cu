@@ -38,10 +38,18 @@ void GpuBackendT<X>::RebuildTables(int layer, bool new_hashes) {
     for (double v : hn) max_norm2 = std::max(max_norm2, v);
     if (max_norm2 > 0) inv_m = 1.0 / std::sqrt(max_norm2);
   }
-  const bool mips = c.mips;
+  HashLayerRows(L, norm2, inv_m);
+  FillTables(L, StreamSeed(opt_.seed, streams::kHash, layer, ++L.rebuilds, spec_.rank));
+}
+
+template <class X>
+void GpuBackendT<X>::HashLayerRows(Layer& L, const double* norm2, double inv_m) {
+  const LayerSpec& s = L.spec;
+  const int64_t n = s.local(), in_dim = s.in_dim;
+  const bool mips = opt_.lsh.mips;
   const HashView h = L.dhash;
   const int nt = h.l, bits = h.table_bits;
-  const int64_t nh = h.num_hashes, nb = int64_t{1} << bits;
+  const int64_t nh = h.num_hashes;
   DSLIDE_CHECK(static_cast<uint64_t>(nt) << bits <= (uint64_t{1} << 32),
                "the GPU backend needs L * 2^bits <= 2^32 (L=", nt, ", bits=", bits, ")");
   // Positions in the sorted (table, bucket, neuron) keys are 32-bit.
@@ -62,16 +70,24 @@ void GpuBackendT<X>::RebuildTables(int layer, bool new_hashes) {
     k.count = std::min(n, c0 + chunk) - c0;
     k.n = n;
     k.in_dim = in_dim;
-    k.input_major = im;
+    k.input_major = s.input_major;
     k.mips = mips;
     k.inv_m = inv_m;
-    k.w = w;
-    k.b = b;
+    k.w = L.w.data();
+    k.b = L.b.data();
     k.norm2 = norm2;
     k.arg = arg;
     k.keys = keys;
     x_.Launch(k);
   }
+}
+
+template <class X>
+void GpuBackendT<X>::FillTables(Layer& L, uint64_t seed) {
+  const HashView& h = L.dhash;
+  const int nt = h.l;
+  const int64_t n = L.spec.local(), nb = int64_t{1} << h.table_bits;
+  uint64_t* keys = L.keys.data();
   const int64_t N = static_cast<int64_t>(nt) * n;
   x_.SortKeys(keys, N);
   // Run of each (table, bucket), capped sizes, and their offsets.
@@ -89,7 +105,7 @@ void GpuBackendT<X>::RebuildTables(int layer, bool new_hashes) {
     if (p == 0 || (keys[p - 1] >> 32) != tb) rs[tb] = static_cast<uint32_t>(p);
     if (p == N - 1 || (keys[p + 1] >> 32) != tb) re[tb] = static_cast<uint32_t>(p + 1);
   });
-  const int cap = c.bucket_capacity;
+  const int cap = opt_.lsh.bucket_capacity;
   sizes_.Resize(nt * nb + 1);
   uint32_t* sz = sizes_.data();
   x_.For(nt * nb + 1, [=] DSLIDE_HD(int64_t u) {
@@ -106,14 +122,13 @@ void GpuBackendT<X>::RebuildTables(int layer, bool new_hashes) {
   int32_t* tids = L.tids.data();
   uint32_t* toff = L.toff.data();
   int64_t* tbase = L.tbase.data();
-  const bool fifo = c.insert == InsertPolicy::kFifo;
-  const uint64_t bseed = StreamSeed(opt_.seed, streams::kHash, layer, ++L.rebuilds, spec_.rank);
+  const bool fifo = opt_.lsh.insert == InsertPolicy::kFifo;
   FillBuckets k;
   k.nt = nt;
   k.cap = cap;
   k.nb = nb;
   k.fifo = fifo;
-  k.seed = bseed;
+  k.seed = seed;
   k.gp = gp;
   k.rs = rs;
   k.re = re;
@@ -154,8 +169,10 @@ void GpuBackendT<X>::MakeHash(int layer) {
   DSLIDE_CHECK(hv.l <= 64 * 1024, "too many tables");
 }
 
-#define DSLIDE_GPU_MEMBERS(X)                                              \
-  template void GpuBackendT<X>::RebuildTables(int layer, bool new_hashes); \
+#define DSLIDE_GPU_MEMBERS(X)                                                               \
+  template void GpuBackendT<X>::RebuildTables(int layer, bool new_hashes);                  \
+  template void GpuBackendT<X>::HashLayerRows(Layer& L, const double* norm2, double inv_m); \
+  template void GpuBackendT<X>::FillTables(Layer& L, uint64_t seed);                        \
   template void GpuBackendT<X>::MakeHash(int layer);
 DSLIDE_GPU_INSTANTIATE(DSLIDE_GPU_MEMBERS)
 

@@ -15,21 +15,7 @@ void GpuBackendT<X>::Select(int layer, bool with_labels, int64_t iter) {
   out.B = B;
   out.dense = false;
   out.width = 0;
-  if (s.dense()) {
-    const int64_t local = s.local(), begin = s.begin;
-    out.cap = std::max<int64_t>(1, local);
-    out.n.Resize(std::max<int64_t>(B, 1));
-    out.ids.Resize(B * out.cap);
-    out.vals.Resize(B * out.cap);
-    int64_t* n = out.n.data();
-    int32_t* ids = out.ids.data();
-    const int64_t cap = out.cap;
-    x_.For(B * cap, [=] DSLIDE_HD(int64_t t) {
-      ids[t] = static_cast<int32_t>(begin + t % cap);
-      if (t % cap == 0) n[t / cap] = local;
-    });
-    return;
-  }
+  if (s.dense()) return SelectAll(s, B, &out);
   // From the labels' shape (SetLabels): the most labels of a sample, and with it the most
   // any sample can get (its budget, raised by the floor of negatives), which the batch's
   // shared fill covers; as on the CPU backend.
@@ -38,17 +24,6 @@ void GpuBackendT<X>::Select(int layer, bool with_labels, int64_t iter) {
   const int64_t cap = BudgetSampler::ActiveCap(s.budget, max_forced, s.min_negatives, s.local());
   const int64_t n_lab = with_lab ? label_shape_.total : 0;
   const int32_t* li = with_lab ? lab_ids_.data() : nullptr;
-  // The batch's shared fill (BatchListInto's result) drawn by one block: its sort scratch a
-  // power of two over the fill's draws and the labels.
-  const bool batch_fill = opt_.lsh.fill == FillPolicy::kBatch;
-  const int64_t room = batch_fill ? BatchFillRoom(s.local(), cap) : 0;
-  fill_.Resize(std::max<int64_t>(room, 1));
-  fill_own_.Resize(std::max<int64_t>(2 * n_lab, 1));
-  shared_.Resize(std::max<int64_t>(n_lab + room, 1));
-  shared_n_.Resize(1);
-  int64_t pow2 = 1;
-  while (pow2 < std::max(std::min(cap, s.local()), n_lab)) pow2 *= 2;
-  fill_sort_.Resize(batch_fill ? pow2 : 1);
   ShardDraw draw;
   draw.begin = s.begin;
   draw.end = s.end;
@@ -56,20 +31,7 @@ void GpuBackendT<X>::Select(int layer, bool with_labels, int64_t iter) {
   draw.iter = iter;
   draw.seed = opt_.seed;
   draw.lane = (uint64_t(layer) << 32) | spec_.rank;
-  {
-    BatchFill k;
-    k.on = batch_fill;
-    k.draw = draw;
-    k.n_lab = n_lab;
-    k.li = li;
-    k.fill = fill_.data();
-    k.own = fill_own_.data();
-    k.shared = shared_.data();
-    k.shared_n = shared_n_.data();
-    k.scratch = fill_sort_.data();
-    k.pow2 = pow2;
-    x_.Launch(k);
-  }
+  DrawBatchFill(s, draw, n_lab, li);
   out.cap = cap;
   out.n.Resize(std::max<int64_t>(B, 1));
   out.ids.Resize(B * cap);
@@ -173,8 +135,56 @@ auto GpuBackendT<X>::QueryRows(const DevRows& in, int64_t in_dim) -> const DevRo
   return q_;
 }
 
-#define DSLIDE_GPU_MEMBERS(X)                                                      \
-  template void GpuBackendT<X>::Select(int layer, bool with_labels, int64_t iter); \
+template <class X>
+void GpuBackendT<X>::SelectAll(const LayerSpec& s, int64_t B, DevRows* out) {
+  const int64_t local = s.local(), begin = s.begin;
+  out->cap = std::max<int64_t>(1, local);
+  out->n.Resize(std::max<int64_t>(B, 1));
+  out->ids.Resize(B * out->cap);
+  out->vals.Resize(B * out->cap);
+  int64_t* n = out->n.data();
+  int32_t* ids = out->ids.data();
+  const int64_t cap = out->cap;
+  x_.For(B * cap, [=] DSLIDE_HD(int64_t t) {
+    ids[t] = static_cast<int32_t>(begin + t % cap);
+    if (t % cap == 0) n[t / cap] = local;
+  });
+}
+
+template <class X>
+void GpuBackendT<X>::DrawBatchFill(const LayerSpec& s, const ShardDraw& draw, int64_t n_lab,
+                                   const int32_t* li) {
+  // The batch's shared fill (BatchListInto's result) drawn by one block: its sort scratch a
+  // power of two over the fill's draws and the labels.
+  const int64_t cap = draw.cap;
+  const bool batch_fill = opt_.lsh.fill == FillPolicy::kBatch;
+  const int64_t room = batch_fill ? BatchFillRoom(s.local(), cap) : 0;
+  fill_.Resize(std::max<int64_t>(room, 1));
+  fill_own_.Resize(std::max<int64_t>(2 * n_lab, 1));
+  shared_.Resize(std::max<int64_t>(n_lab + room, 1));
+  shared_n_.Resize(1);
+  int64_t pow2 = 1;
+  while (pow2 < std::max(std::min(cap, s.local()), n_lab)) pow2 *= 2;
+  fill_sort_.Resize(batch_fill ? pow2 : 1);
+  BatchFill k;
+  k.on = batch_fill;
+  k.draw = draw;
+  k.n_lab = n_lab;
+  k.li = li;
+  k.fill = fill_.data();
+  k.own = fill_own_.data();
+  k.shared = shared_.data();
+  k.shared_n = shared_n_.data();
+  k.scratch = fill_sort_.data();
+  k.pow2 = pow2;
+  x_.Launch(k);
+}
+
+#define DSLIDE_GPU_MEMBERS(X)                                                            \
+  template void GpuBackendT<X>::Select(int layer, bool with_labels, int64_t iter);       \
+  template void GpuBackendT<X>::SelectAll(const LayerSpec& s, int64_t B, DevRows* out);  \
+  template void GpuBackendT<X>::DrawBatchFill(const LayerSpec& s, const ShardDraw& draw, \
+                                              int64_t n_lab, const int32_t* li);         \
   template auto GpuBackendT<X>::QueryRows(const DevRows& in, int64_t in_dim)->const DevRows&;
 DSLIDE_GPU_INSTANTIATE(DSLIDE_GPU_MEMBERS)
 

@@ -238,6 +238,11 @@ class GpuBackendT : public LayerBackend, public RowExchange {
 
   /// The layer's active neurons for its input into its output rows.
   void Select(int layer, bool with_labels, int64_t iter) override;
+  /// A dense layer's active neurons: all of its shard, for each of the B samples.
+  void SelectAll(const LayerSpec& s, int64_t B, DevRows* out);
+  /// The batch's shared fill (BatchFill, one block) of `draw` with the n_lab batch labels
+  /// `li`, into shared_ (sized for it).
+  void DrawBatchFill(const LayerSpec& s, const ShardDraw& draw, int64_t n_lab, const int32_t* li);
 
   /// The query rows of a layer input: the rows themselves for dense inputs (the bias
   /// coordinate is added by the kernel), else each row with the coordinate (in_dim, 1).
@@ -321,6 +326,12 @@ class GpuBackendT : public LayerBackend, public RowExchange {
   void ClearPending(Layer& L);
 
   void RebuildTables(int layer, bool new_hashes) override;
+  /// The sort keys of every neuron's bucket in every table (HashRows, by chunks of neurons)
+  /// into L.keys, the rows scaled by inv_m (MIPS: with the norms norm2).
+  void HashLayerRows(Layer& L, const double* norm2, double inv_m);
+  /// The tables (L.tids, L.toff, L.tbase) from the sorted keys: each bucket's run, capped
+  /// and filled as the CPU fills it (FillBuckets) with the stream of rebuild `seed`.
+  void FillTables(Layer& L, uint64_t seed);
 
   /// Draws the hash functions of version L.hash_version and copies them to the device.
   void MakeHash(int layer);
