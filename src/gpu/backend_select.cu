@@ -37,11 +37,10 @@ void GpuBackendT<X>::Select(int layer, bool with_labels, int64_t iter) {
   out.ids.Resize(B * cap);
   out.vals.Resize(B * cap);
 
-  // Device side: the query rows [x, 1] (dense inputs: the kernel adds the 1), per-sample
+  // Device side: each sample's buckets (HashQueries: the query rows [x, 1]), per-sample
   // scratch, and the labels this shard owns as each sample's forced ids.
   const int64_t n = s.local();
   const int L_ = static_cast<int>(opt_.lsh.l);
-  const int64_t nh = L.dhash.num_hashes;
   // Bucket positions of a sample (Select) are 32-bit.
   DSLIDE_CHECK(static_cast<int64_t>(L_) * opt_.lsh.bucket_capacity < (int64_t{1} << 31),
                "the GPU backend needs L * bucket capacity < 2^31");
@@ -50,11 +49,7 @@ void GpuBackendT<X>::Select(int layer, bool with_labels, int64_t iter) {
   int64_t set = 1;
   while (set < 2 * (max_forced + static_cast<int64_t>(L_) * opt_.lsh.bucket_capacity + cap) + 2)
     set *= 2;
-  const DevRows& q = QueryRows(in, s.in_dim);
   forced_ids_.Resize(std::max<int64_t>(n_lab, 1));
-  acc_.Resize(B * nh);
-  arg_.Resize(B * nh);
-  bkt_.Resize(B * L_);
   set_keys_.Resize(B * set);
   set_counts_.Resize(B * set);
   set_stamps_.Resize(B * set);
@@ -63,16 +58,7 @@ void GpuBackendT<X>::Select(int layer, bool with_labels, int64_t iter) {
   boff_.Resize(B * (L_ + 1));
   cand_.Resize(B * cand_cap);
   order_.Resize(B * L_);
-  {
-    QueryHash k;
-    k.h = L.dhash;
-    k.q = q.View();
-    k.in_dim = s.in_dim;
-    k.acc = acc_.data();
-    k.arg = arg_.data();
-    k.bkt = bkt_.data();
-    x_.Launch(k);
-  }
+  HashQueries(L, in);
   gpu::Select k;
   k.policy = SelectionPolicy(opt_.lsh);
   k.tables = Tables(L);
@@ -136,6 +122,23 @@ auto GpuBackendT<X>::QueryRows(const DevRows& in, int64_t in_dim) -> const DevRo
 }
 
 template <class X>
+void GpuBackendT<X>::HashQueries(Layer& L, const DevRows& in) {
+  const int64_t B = in.B, nh = L.dhash.num_hashes;
+  const DevRows& q = QueryRows(in, L.spec.in_dim);
+  acc_.Resize(B * nh);
+  arg_.Resize(B * nh);
+  bkt_.Resize(B * L.dhash.l);
+  QueryHash k;
+  k.h = L.dhash;
+  k.q = q.View();
+  k.in_dim = L.spec.in_dim;
+  k.acc = acc_.data();
+  k.arg = arg_.data();
+  k.bkt = bkt_.data();
+  x_.Launch(k);
+}
+
+template <class X>
 void GpuBackendT<X>::SelectAll(const LayerSpec& s, int64_t B, DevRows* out) {
   const int64_t local = s.local(), begin = s.begin;
   out->cap = std::max<int64_t>(1, local);
@@ -182,6 +185,7 @@ void GpuBackendT<X>::DrawBatchFill(const LayerSpec& s, const ShardDraw& draw, in
 
 #define DSLIDE_GPU_MEMBERS(X)                                                            \
   template void GpuBackendT<X>::Select(int layer, bool with_labels, int64_t iter);       \
+  template void GpuBackendT<X>::HashQueries(Layer& L, const DevRows& in);                \
   template void GpuBackendT<X>::SelectAll(const LayerSpec& s, int64_t B, DevRows* out);  \
   template void GpuBackendT<X>::DrawBatchFill(const LayerSpec& s, const ShardDraw& draw, \
                                               int64_t n_lab, const int32_t* li);         \

@@ -238,6 +238,8 @@ class GpuBackendT : public LayerBackend, public RowExchange {
 
   /// The layer's active neurons for its input into its output rows.
   void Select(int layer, bool with_labels, int64_t iter) override;
+  /// Each input row's bucket in every table of layer L (QueryHash) into bkt_.
+  void HashQueries(Layer& L, const DevRows& in);
   /// A dense layer's active neurons: all of its shard, for each of the B samples.
   void SelectAll(const LayerSpec& s, int64_t B, DevRows* out);
   /// The batch's shared fill (BatchFill, one block) of `draw` with the n_lab batch labels

@@ -10,25 +10,41 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <vector>
 
+#include "backend/layer_backend.h"
 #include "config/config.h"
 #include "data/dataset.h"
+#include "dist/communicator.h"
 #include "model/adam.h"
 
 namespace dslide {
 
-class Trainer;
+/// What a step strategy may use of its trainer, and nothing more: the model's
+/// backpropagation (forward, loss and backward, and with a step the fused update; `queue`:
+/// the loss queued in the backend), its backend and communicator, its layer count, the
+/// phase clocks and a host buffer for a fused gradient.
+struct StepContext {
+  std::function<std::optional<double>(const Dataset& data, const std::vector<int64_t>& points,
+                                      const AdamStep* step, bool queue)>
+      backpropagate;
+  LayerBackend* backend = nullptr;
+  Communicator* comm = nullptr;
+  int layers = 0;
+  PhaseTimes* phases = nullptr;
+  std::vector<float>* fused = nullptr;
+};
 
 class StepStrategy {
  public:
   virtual ~StepStrategy() = default;
-  /// One step of `t` on the batch `points` (the same global batch on every rank): forward,
-  /// loss, backward and update. Returns the batch's mean loss (the same on every rank), or
-  /// none when it is queued in the backend (Trainer::TakeSteps reads it).
-  virtual std::optional<double> Step(Trainer& t, const Dataset& data,
+  /// One step on the batch `points` (the same global batch on every rank): forward, loss,
+  /// backward and update. Returns the batch's mean loss (the same on every rank), or none
+  /// when it is queued in the backend (Trainer::TakeSteps reads it).
+  virtual std::optional<double> Step(const StepContext& c, const Dataset& data,
                                      const std::vector<int64_t>& points, const AdamStep& step) = 0;
   /// True when every rank holds the whole model (the model's communicator is then local).
   virtual bool Replicated() const = 0;

@@ -231,7 +231,7 @@ void Trainer::QueueStep(const Dataset& data, const std::vector<int64_t>& points)
   step.beta2 = static_cast<float>(cfg_.beta2);
   step.eps = static_cast<float>(cfg_.eps);
   step.t = iter_ + 1;
-  const std::optional<double> loss = strategy_->Step(*this, data, points, step);
+  const std::optional<double> loss = strategy_->Step(StepContextOf(), data, points, step);
   ++iter_;
   Pending p{{iter_, loss.value_or(0.0), 0}, !loss.has_value()};
   if (loss.has_value()) {  // known now, with the updates' flags (checked when read)
@@ -288,6 +288,19 @@ std::vector<Trainer::StepLoss> Trainer::TakeSteps() {
   DSLIDE_ASSERT(k == q.size(), "the backend queued a loss of no step");
   pending_.clear();
   return out;
+}
+
+StepContext Trainer::StepContextOf() {
+  StepContext c;
+  c.backpropagate = [this](const Dataset& data, const std::vector<int64_t>& points,
+                           const AdamStep* step,
+                           bool queue) { return Backpropagate(data, points, step, queue); };
+  c.backend = backend_.get();
+  c.comm = comm_;
+  c.layers = static_cast<int>(spec_.layers.size());
+  c.phases = &phases_;
+  c.fused = &fused_;
+  return c;
 }
 
 }  // namespace dslide

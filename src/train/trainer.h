@@ -131,8 +131,8 @@ class Trainer {
   const DeviceTraffic& step_traffic() const { return step_traffic_; }
 
  private:
-  friend class ModelParallelStep;
-  friend class DataParallelStep;
+  /// What the step strategy may use of this trainer (StepContext).
+  StepContext StepContextOf();
   void ForwardHidden(const Dataset& data, const std::vector<int64_t>& points,
                      const BatchLabels* labels, int64_t stream, bool through_output);
   /// The softmax phases on the output layer: with one rank the whole normaliser is local
