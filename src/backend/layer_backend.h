@@ -10,7 +10,7 @@
 
 #include "backend/device_traffic.h"
 #include "common/error.h"
-#include "config/config.h"
+#include "config/lsh_config.h"
 #include "data/batch_rows.h"
 #include "lsh/select_kernel.h"
 #include "model/adam.h"
@@ -79,15 +79,13 @@ inline SelectPolicy SelectionPolicy(const LshConfig& c) {
   return p;
 }
 
-/// What a backend needs of the run's settings: the (resolved) LSH settings and the seed of
-/// every random stream it draws from.
+/// What a backend needs of the run's settings (its own options, not the command line's): the
+/// (resolved) LSH settings and the seed of every random stream it draws from
+/// (BackendOptionsOf, trainer.h, makes them from a run's TrainConfig).
 struct BackendOptions {
   LshConfig lsh;
   uint64_t seed = 1;
   bool bf16_moments = false;  ///< Adam's weight moments in bfloat16 (--state bf16)
-  static BackendOptions Of(const TrainConfig& cfg) {
-    return {cfg.lsh, cfg.seed, cfg.state == StateType::kBf16};
-  }
 };
 
 /// A layer's batch buffers, which the backend owns (host memory for the CPU backend, device

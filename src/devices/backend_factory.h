@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "backend/layer_backend.h"
+#include "config/config.h"
 
 namespace dslide {
 

@@ -10,7 +10,7 @@
 
 #include "common/hd.h"
 #include "common/rng.h"
-#include "config/config.h"
+#include "config/lsh_config.h"
 
 namespace dslide {
 

@@ -42,7 +42,7 @@ Trainer::Trainer(const TrainConfig& cfg, Communicator* comm, std::unique_ptr<Lay
                           cfg_.LayerSparsity(cfg_.hidden.size() + 1), model_comm_->rank(),
                           model_comm_->size(), cfg_.min_negatives);
   spec_.labels = LabelMap(cfg_.label_order == LabelOrder::kSpread, output_dim);
-  backend_->Init(spec_, BackendOptions::Of(cfg_));
+  backend_->Init(spec_, BackendOptionsOf(cfg_));
   segs_.resize(spec_.layers.size());
   if (comm_->rank() == 0) {
     std::random_device rd;

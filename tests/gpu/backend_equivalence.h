@@ -61,8 +61,8 @@ struct Pair {
     cfg.min_negatives = 8;
     ResolveAuto(&cfg, input_dim, out);  // the settings a test leaves to auto
     spec = ModelSpec::Make(input_dim, {hidden}, out, sparsity, 0, 1, cfg.min_negatives);
-    cpu->Init(spec, BackendOptions::Of(cfg));
-    dev->Init(spec, BackendOptions::Of(cfg));
+    cpu->Init(spec, BackendOptionsOf(cfg));
+    dev->Init(spec, BackendOptionsOf(cfg));
   }
   /// A batch of sparse inputs (sorted ids) for the first layer.
   BatchRows Inputs(uint64_t seed) const {
