@@ -136,28 +136,32 @@ inline TrainConfig SmallLsh(HashFamily f, QueryStrategy q, FillPolicy fill) {
 }
 
 TEST(GpuEquivalence, InitialWeightsAndTables) {
-  for (HashFamily f : {HashFamily::kSrp, HashFamily::kWta, HashFamily::kDwta})
-    for (InsertPolicy ins : {InsertPolicy::kReservoir, InsertPolicy::kFifo})
-      for (bool mips : {false, true}) {
-        TrainConfig c = SmallLsh(f, QueryStrategy::kTopK, FillPolicy::kRandom);
-        c.lsh.insert = ins;
-        c.lsh.mips = mips;
-        Pair s(c, {0.5, 0.1});
-        SCOPED_TRACE(std::string(ToString(f)) + " " + ToString(ins) + (mips ? " mips" : ""));
-        for (int l = 0; l < 2; ++l) {
-          ExpectSameLayer(*s.cpu, *s.dev, l, 0.0, "init");
-          ExpectSameTables(*s.cpu, *s.dev, l);
+  // Hidden width 16: the rebuild stages the output layer's rows in shared memory; 200: rows
+  // wider than a block stages (64 rows of 48 KiB), read from device memory.
+  for (int64_t hidden : {16, 200})
+    for (HashFamily f : {HashFamily::kSrp, HashFamily::kWta, HashFamily::kDwta})
+      for (InsertPolicy ins : {InsertPolicy::kReservoir, InsertPolicy::kFifo})
+        for (bool mips : {false, true}) {
+          TrainConfig c = SmallLsh(f, QueryStrategy::kTopK, FillPolicy::kRandom);
+          c.lsh.insert = ins;
+          c.lsh.mips = mips;
+          Pair s(c, {0.5, 0.1}, {}, hidden);
+          SCOPED_TRACE(std::string(ToString(f)) + " " + ToString(ins) + (mips ? " mips" : "") +
+                       " hidden " + std::to_string(hidden));
+          for (int l = 0; l < 2; ++l) {
+            ExpectSameLayer(*s.cpu, *s.dev, l, 0.0, "init");
+            ExpectSameTables(*s.cpu, *s.dev, l);
+          }
+          // A rebuild after the weights moved, with new hash functions.
+          std::vector<float> w, b;
+          GetLayer(*s.cpu, 1, &w, &b);
+          for (size_t i = 0; i < b.size(); ++i) b[i] = 0.01f * static_cast<float>(i % 7);
+          SetLayer(*s.cpu, 1, w, b);
+          SetLayer(*s.dev, 1, w, b);
+          s.cpu->RebuildTables(1, true);
+          s.dev->RebuildTables(1, true);
+          ExpectSameTables(*s.cpu, *s.dev, 1);
         }
-        // A rebuild after the weights moved, with new hash functions.
-        std::vector<float> w, b;
-        GetLayer(*s.cpu, 1, &w, &b);
-        for (size_t i = 0; i < b.size(); ++i) b[i] = 0.01f * static_cast<float>(i % 7);
-        SetLayer(*s.cpu, 1, w, b);
-        SetLayer(*s.dev, 1, w, b);
-        s.cpu->RebuildTables(1, true);
-        s.dev->RebuildTables(1, true);
-        ExpectSameTables(*s.cpu, *s.dev, 1);
-      }
 }
 
 TEST(GpuEquivalence, ActiveSetsAndForward) {

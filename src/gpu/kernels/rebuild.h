@@ -37,15 +37,20 @@ struct HashRows : PerIndex<HashRows> {
   size_t SharedBytes() const { return kThreads * static_cast<size_t>(Stride()) * sizeof(float); }
   bool Staged() const { return SharedBytes() <= kMostShared; }
 
-  /// Coordinate j (< h.dim) of neuron i's hashed row. 1 - norm2 * inv_m^2 rounded step by
-  /// step as on the CPU: for the largest row it is about 0, where a fused product would
-  /// leave a residue that DWTA reads as non-zero.
-  DSLIDE_HD float Coord(int64_t i, int64_t j) const {
-    if (j < in_dim) return static_cast<float>(w[input_major ? j * n + i : i * in_dim + j] * inv_m);
-    if (j == in_dim) return static_cast<float>(b[i] * inv_m);
+  /// The coordinate of neuron i's hashed row beyond its bias: MIPS's completion, sqrt(1 -
+  /// norm2 * inv_m^2) rounded step by step as on the CPU (for the largest row it is about
+  /// 0, where a fused product would leave a residue that DWTA reads as non-zero); 0 without
+  /// MIPS.
+  DSLIDE_HD float Last(int64_t i) const {
     if (!mips) return 0.0f;
     const double rest = AddProductRounded(1.0, -norm2[i] * inv_m, inv_m);
     return static_cast<float>(sqrt(rest > 0.0 ? rest : 0.0));
+  }
+  /// Coordinate j (< h.dim) of neuron i's hashed row.
+  DSLIDE_HD float Coord(int64_t i, int64_t j) const {
+    if (j < in_dim) return static_cast<float>(w[input_major ? j * n + i : i * in_dim + j] * inv_m);
+    if (j == in_dim) return static_cast<float>(b[i] * inv_m);
+    return Last(i);
   }
   /// Neuron c0 + u's raw hashes and sort keys, its coordinates given by x(j).
   template <class Get>
@@ -59,9 +64,11 @@ struct HashRows : PerIndex<HashRows> {
           ((static_cast<uint64_t>(t) << bits | HashCombineOne(h, a, t)) << 32) |
           static_cast<uint64_t>(i);
   }
+  /// Neuron c0 + u from device memory (rows too wide to stage): MIPS's coordinate once.
   DSLIDE_HD void operator()(int64_t u) const {
     const int64_t i = c0 + u;
-    Hash(u, [this, i](int64_t j) { return Coord(i, j); });
+    const float last = Last(i);
+    Hash(u, [this, i, last](int64_t j) { return j <= in_dim ? Coord(i, j) : last; });
   }
   /// Thread tid of nt's share of staging the rows [u0, u0 + kThreads) of the chunk into
   /// x: consecutive threads on consecutive weights of the layout.
