@@ -81,7 +81,7 @@ inline SelectPolicy SelectionPolicy(const LshConfig& c) {
 
 /// What a backend needs of the run's settings (its own options, not the command line's): the
 /// (resolved) LSH settings and the seed of every random stream it draws from
-/// (BackendOptionsOf, trainer.h, makes them from a run's TrainConfig).
+/// (BackendOptionsOf, train/auto_settings.h, makes them from a run's TrainConfig).
 struct BackendOptions {
   LshConfig lsh;
   uint64_t seed = 1;

@@ -8,11 +8,18 @@
 #include <string>
 #include <vector>
 
+#include "backend/layer_backend.h"
 #include "config/config.h"
 #include "data/dataset.h"
 #include "model/model.h"
 
 namespace dslide {
+
+/// The backend options of a run's (resolved) settings: its LSH settings, seed and optimiser
+/// state.
+inline BackendOptions BackendOptionsOf(const TrainConfig& cfg) {
+  return {cfg.lsh, cfg.seed, cfg.state == StateType::kBf16};
+}
 
 /// The active neurons per sample (all ranks) that --sparsity auto gives a layer of
 /// `neurons` neurons that is not dense.

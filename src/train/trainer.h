@@ -267,11 +267,6 @@ class Trainer {
   FaultPlan fault_ = FaultPlan::FromEnv();  // DSLIDE_FAULT (failure tests)
 };
 
-/// The backend options of a run's settings: its LSH settings, seed and optimiser state.
-inline BackendOptions BackendOptionsOf(const TrainConfig& cfg) {
-  return {cfg.lsh, cfg.seed, cfg.state == StateType::kBf16};
-}
-
 /// Feature values above this magnitude are far outside what float arithmetic in a network
 /// tolerates: a divergence on such data is blamed on the data, and loading warns.
 constexpr float kLargeFeatureValue = 1e6f;

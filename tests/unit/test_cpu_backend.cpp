@@ -39,7 +39,7 @@ struct Net {
     c.seed = 9;
     ResolveAuto(&c, kIn, kOut);
     spec = ModelSpec::Make(kIn, {hidden}, kOut, c.sparsity, 0, 1, c.min_negatives);
-    opt = {c.lsh, c.seed, c.state == StateType::kBf16};
+    opt = BackendOptionsOf(c);
   }
   std::unique_ptr<cpu::CpuBackend> Make() const {
     auto b = std::make_unique<cpu::CpuBackend>();
