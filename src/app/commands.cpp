@@ -327,12 +327,6 @@ std::string BenchJson(const BenchConfig& cfg, const BenchData& d, Trainer& train
                       Communicator* comm, const BenchFigures& f) {
   const TrainConfig& tc = cfg.train;
   const auto& ms = trainer.step_ms();
-  const double iters = f.iters, mean = f.mean, wall = f.wall, train_cpu = f.train_cpu;
-  const double rss = f.rss, comm_ms = f.comm_ms, net_ms = f.net_ms, wall_ms = f.wall_ms;
-  const bool files = d.files;
-  const double baseline = d.baseline;
-  const EvalResult& before = f.before;
-  const EvalResult& after = f.after;
   const TrainConfig& rc = trainer.config();  // "auto" resolved
   const LayerSpec& out_layer = trainer.spec().layers.back();
   const LayerSlots slots = OutputSlots(trainer.spec(), rc.min_negatives, d.train);
@@ -343,12 +337,12 @@ std::string BenchJson(const BenchConfig& cfg, const BenchData& d, Trainer& train
   }
   const double local_params = local_weights + local_biases;
   const double model_bytes = local_params * (tc.state == StateType::kBf16 ? 8.0 : 12.0);
-  const JsonObject phase = BenchPhases(trainer.phases(), iters);
-  const JsonObject by_kind = BenchCommByKind(comm, iters);
+  const JsonObject phase = BenchPhases(trainer.phases(), f.iters);
+  const JsonObject by_kind = BenchCommByKind(comm, f.iters);
   JsonObject o;
-  o.Add("shape", files ? std::string("(file)") : cfg.shape)
+  o.Add("shape", d.files ? std::string("(file)") : cfg.shape)
       .Add("data", d.name)
-      .Add("iterations", static_cast<int64_t>(iters))
+      .Add("iterations", static_cast<int64_t>(f.iters))
       .Add("batch", tc.batch)
       .Add("hidden", tc.hidden[0])
       .Add("sparsity", out_layer.sparsity)
@@ -365,25 +359,25 @@ std::string BenchJson(const BenchConfig& cfg, const BenchData& d, Trainer& train
       .Add("ms_per_iter_p10", Percentile(ms, 0.1))
       .Add("ms_per_iter_p90", Percentile(ms, 0.9))
       .Add("ms_per_iter_max", Percentile(ms, 1.0))
-      .Add("ms_per_iter_mean", mean)
-      .Add("samples_per_s", iters * tc.batch / wall)
+      .Add("ms_per_iter_mean", f.mean)
+      .Add("samples_per_s", f.iters * tc.batch / f.wall)
       .AddRaw("phase_ms", phase.str())
       .Add("parameters", trainer.spec().NumParameters())
-      .Add("bytes_sent_per_iter", static_cast<double>(f.sent_bytes) / iters)
+      .Add("bytes_sent_per_iter", static_cast<double>(f.sent_bytes) / f.iters)
       // A Horovod-style step all-reduces one fp32 gradient per parameter.
       .Add("dense_allreduce_bytes", 4.0 * static_cast<double>(trainer.spec().NumParameters()))
-      .Add("wall_ms_per_iter", wall_ms)
+      .Add("wall_ms_per_iter", f.wall_ms)
       // This process's CPU time (all threads) per iteration, and per wall second: the cores
       // it used (evaluations left out).
-      .Add("cpu_ms_per_iter", train_cpu * 1e3 / iters)
-      .Add("cores_used", train_cpu / wall)
-      .Add("comm_ms_per_iter", comm_ms)
-      .Add("comm_network_ms_per_iter", net_ms)
-      .Add("comm_wait_ms_per_iter", std::max(0.0, comm_ms - net_ms))  // rounding: never < 0
-      .Add("comm_share", comm_ms / wall_ms)
-      .Add("network_share", net_ms / wall_ms)
+      .Add("cpu_ms_per_iter", f.train_cpu * 1e3 / f.iters)
+      .Add("cores_used", f.train_cpu / f.wall)
+      .Add("comm_ms_per_iter", f.comm_ms)
+      .Add("comm_network_ms_per_iter", f.net_ms)
+      .Add("comm_wait_ms_per_iter", std::max(0.0, f.comm_ms - f.net_ms))  // rounding: never < 0
+      .Add("comm_share", f.comm_ms / f.wall_ms)
+      .Add("network_share", f.net_ms / f.wall_ms)
       .AddRaw("comm_by_kind", by_kind.str())
-      .Add("peak_rss_mb", rss)
+      .Add("peak_rss_mb", f.rss)
       .Add("rss_after_init_mb", f.init_rss)
       .Add("state_mb", static_cast<double>(trainer.backend().Info().state_bytes) / (1 << 20))
       .Add("state", tc.state == StateType::kBf16 ? "bf16" : "fp32")
@@ -399,18 +393,18 @@ std::string BenchJson(const BenchConfig& cfg, const BenchData& d, Trainer& train
       .Add("state_bytes_per_param",
            static_cast<double>(trainer.backend().Info().state_bytes) / local_params)
       // Between the backend's device and the host, per step (zeros on the CPU backend).
-      .Add("h2d_bytes_per_iter", static_cast<double>(trainer.step_traffic().h2d_bytes) / iters)
-      .Add("d2h_bytes_per_iter", static_cast<double>(trainer.step_traffic().d2h_bytes) / iters)
-      .Add("syncs_per_iter", static_cast<double>(trainer.step_traffic().syncs) / iters)
-      .Add("launches_per_iter", static_cast<double>(trainer.step_traffic().launches) / iters)
-      .Add("p_at_1_start", before.At(1))
-      .Add("p_at_1", after.At(1))
-      .Add("p_at_3", after.At(3))
-      .Add("p_at_5", after.At(5))
+      .Add("h2d_bytes_per_iter", static_cast<double>(trainer.step_traffic().h2d_bytes) / f.iters)
+      .Add("d2h_bytes_per_iter", static_cast<double>(trainer.step_traffic().d2h_bytes) / f.iters)
+      .Add("syncs_per_iter", static_cast<double>(trainer.step_traffic().syncs) / f.iters)
+      .Add("launches_per_iter", static_cast<double>(trainer.step_traffic().launches) / f.iters)
+      .Add("p_at_1_start", f.before.At(1))
+      .Add("p_at_1", f.after.At(1))
+      .Add("p_at_3", f.after.At(3))
+      .Add("p_at_5", f.after.At(5))
       .AddRaw("p_at_1_by_iter", BenchCurve(trainer))
-      .Add("eval_points", after.points)
-      .Add("most_popular_label_p_at_1", baseline)
-      .Add("p_at_1_over_baseline", baseline > 0 ? after.At(1) / baseline : 0.0)
+      .Add("eval_points", f.after.points)
+      .Add("most_popular_label_p_at_1", d.baseline)
+      .Add("p_at_1_over_baseline", d.baseline > 0 ? f.after.At(1) / d.baseline : 0.0)
       .Add("ranks", comm->size())
       .Add("threads", NumThreads())
       .Add("device", ToString(tc.device))
