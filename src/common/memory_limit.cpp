@@ -111,4 +111,11 @@ void CheckMemoryFits(int64_t bytes, const std::string& what, const char* verb) {
                                    room.source, ")"));
 }
 
+void CheckDeviceMemoryFits(int64_t bytes, int64_t free_bytes, int64_t total_bytes,
+                           const std::string& what, const std::string& device) {
+  if (free_bytes < 0 || bytes <= free_bytes) return;
+  throw OutOfMemory(detail::Concat(what, " need at least ", BytesText(bytes), "; ", device, " has ",
+                                   BytesText(free_bytes), " free of ", BytesText(total_bytes)));
+}
+
 }  // namespace dslide

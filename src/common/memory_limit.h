@@ -35,4 +35,9 @@ std::string BytesText(int64_t bytes);
 /// `verb` "need at least" for a lower bound).
 void CheckMemoryFits(int64_t bytes, const std::string& what, const char* verb = "need");
 
+/// Throws OutOfMemory when `bytes` exceed a device's `free_bytes` (free_bytes < 0: not known,
+/// no check): "WHAT need at least 57 GB; DEVICE has 7.6 GB free of 80 GB".
+void CheckDeviceMemoryFits(int64_t bytes, int64_t free_bytes, int64_t total_bytes,
+                           const std::string& what, const std::string& device);
+
 }  // namespace dslide

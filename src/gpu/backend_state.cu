@@ -1,5 +1,6 @@
 // The GPU backend's state: initialisation, checkpoints in and out (SaveLayer, LoadLayer),
 // the gradient of data parallelism, and what it holds (Info).
+#include "common/memory_limit.h"
 #include "common/parallel.h"
 #include "gpu/gpu_backend_instantiate.h"
 
@@ -8,6 +9,26 @@ namespace dslide::gpu {
 template <class X>
 void GpuBackendT<X>::Init(const ModelSpec& spec, const BackendOptions& options) {
   CheckLshResolved(spec, options.lsh);
+  {
+    // The least the layers hold on the device, each layer's shard: its weights, biases and
+    // both Adam moments, and the first layer's gradient rows. Refused before anything is
+    // allocated where that exceeds the device's free memory (a failed allocation halfway
+    // through would name neither the size nor the cause).
+    int64_t params = 0, gradient = 0;
+    for (const LayerSpec& s : spec.layers) {
+      params += s.local() * (s.in_dim + 1);
+      if (s.input_major) gradient += s.local() * (s.in_dim + 1);
+    }
+    const int64_t moment = options.bf16_moments ? 2 : 4;
+    std::pair<int64_t, int64_t> room = X::DeviceFreeAndTotal();
+    if (tune_.device_free_bytes >= 0) room = {tune_.device_free_bytes, room.second};
+    CheckDeviceMemoryFits(
+        params * (4 + 2 * moment) + gradient * 4, room.first, room.second,
+        detail::Concat(
+            "its weights, Adam moments and first-layer gradient (", params, " parameters",
+            spec.layers.back().local() < spec.layers.back().out_dim ? " on this rank" : "", ")"),
+        "the GPU");
+  }
   spec_ = spec;
   opt_ = options;
   exchange_on_device_ = tune_.device_exchange == 1 ||

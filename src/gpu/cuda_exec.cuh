@@ -8,6 +8,8 @@
 
 #include <cuda_runtime.h>
 
+#include <utility>
+
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_scan.cuh>
 
@@ -223,6 +225,15 @@ class CudaExec {
       return 0;
     }
     return static_cast<int64_t>(total_b - free_b);
+  }
+  /// Free and total memory of the current device in bytes (-1 where it cannot be asked).
+  static std::pair<int64_t, int64_t> DeviceFreeAndTotal() {
+    size_t free_b = 0, total_b = 0;
+    if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) {
+      cudaGetLastError();
+      return {-1, -1};
+    }
+    return {static_cast<int64_t>(free_b), static_cast<int64_t>(total_b)};
   }
   cudaStream_t Stream() const { return res_.compute(); }
   cudaStream_t CopyStream() const { return res_.copy(); }

@@ -18,6 +18,9 @@ struct GpuTuning {
                                       ///< data parallelism, the snapshot exchange: 1), on host
                                       ///< memory (0), or on device memory when MPI is
                                       ///< CUDA-aware (-1, MpiReadsDeviceMemory)
+  int64_t device_free_bytes = -1;     ///< the device memory Init counts as free (-1: what
+                                      ///< the device reports); the tests set it to reach the
+                                      ///< refusal of a model that does not fit
 };
 
 }  // namespace dslide::gpu

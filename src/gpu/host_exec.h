@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstring>
 #include <numeric>
+#include <utility>
 #include <vector>
 
 #include "backend/device_traffic.h"
@@ -39,6 +40,8 @@ class HostExec {
   /// No device: the emulation reports no device memory.
   static int64_t PeakBytes() { return 0; }
   static int64_t DeviceUsedBytes() { return 0; }
+  /// Free and total device memory in bytes: not known (-1) without a device.
+  static std::pair<int64_t, int64_t> DeviceFreeAndTotal() { return {-1, -1}; }
 
   /// Host memory that behaves as device memory does: growing it loses its contents, and
   /// memory no kernel has written holds a poison pattern (bytes 0xA5), never zeros, so a

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "backend/layer_backend.h"
+#include "common/memory_limit.h"
 #include "common/parallel.h"
 #include "common/rng.h"
 #include "cpu/cpu_backend.h"
@@ -162,6 +163,27 @@ TEST(GpuEquivalence, InitialWeightsAndTables) {
           s.dev->RebuildTables(1, true);
           ExpectSameTables(*s.cpu, *s.dev, 1);
         }
+}
+
+TEST(GpuEquivalence, InitRefusesAModelTheDeviceCannotHold) {
+  // 1,000 x 2,000 first-layer and 2,000 x 10 output weights with fp32 moments, and the first
+  // layer's gradient rows: at least 30 MB. A device with 16 MB free refuses them before
+  // allocating, naming both sizes; with 64 MB free it takes them.
+  const ModelSpec spec = ModelSpec::Make(1000, {2000}, 10, {1.0, 1.0}, 0, 1);
+  gpu::GpuTuning tune;
+  tune.device_free_bytes = int64_t{16} << 20;
+  std::unique_ptr<LayerBackend> dev = BackendUnderTest(tune);
+  try {
+    dev->Init(spec, BackendOptions{});
+    ADD_FAILURE() << "Init took a model larger than the device's free memory";
+  } catch (const OutOfMemory& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("need at least 30 MB"), std::string::npos) << what;
+    EXPECT_NE(what.find("the GPU has 16 MB free"), std::string::npos) << what;
+  }
+  tune.device_free_bytes = int64_t{64} << 20;
+  dev = BackendUnderTest(tune);
+  EXPECT_NO_THROW(dev->Init(spec, BackendOptions{}));
 }
 
 TEST(GpuEquivalence, ActiveSetsAndForward) {
