@@ -225,16 +225,20 @@ class LayerBackend {
   virtual void LoadLayer(int layer, unsigned parts, const LayerState& state) = 0;
 
   // ---- Data parallelism (identical full replicas) ----
-  /// The pending gradient of a layer times `scale`, in the backend's own storage order (its
-  /// weights, then one per neuron for the biases), into `out` (host memory, or a pointer
-  /// into ExchangeBuffer, complete on return); returns its size (out null: only that).
-  virtual int64_t ExportGradient(int layer, float* out, float scale) const = 0;
+  /// How many floats a layer's gradient has in the backend's own storage order (its weights,
+  /// then one per neuron for the biases): what ExportGradient writes.
+  virtual int64_t GradientSize(int layer) const = 0;
+  /// The pending gradient of a layer times `scale`, GradientSize(layer) floats in the
+  /// backend's own storage order, into `out` (host memory, or a place in ExchangeBuffer);
+  /// complete on return.
+  virtual void ExportGradient(int layer, float* out, float scale) const = 0;
   /// Adam on every parameter from `grad` (laid out as ExportGradient writes it); discards
   /// the pending gradient.
   virtual void ApplyGradient(int layer, const float* grad, const AdamStep& step) = 0;
-  /// A buffer of n floats in the backend's memory (zeroed when `zero`) where the trainer
-  /// assembles the fused gradient when the communicator can reduce it there (a GPU backend
-  /// under CUDA-aware MPI), or nullptr (host memory).
+  /// A buffer of n floats (zeroed when `zero`) where the trainer assembles the fused
+  /// gradient and the communicator reduces it: in the backend's device memory where the
+  /// communicator reads it there (BackendInfo::collectives_on_device), else in host memory.
+  /// Kept by the backend until the next call.
   virtual float* ExchangeBuffer(int64_t n, bool zero) = 0;
   /// The backend's side of the snapshot exchange (a GPU backend: its kernels pack and
   /// regroup), or nullptr (the trainer exchanges host views, HostRows).

@@ -69,9 +69,10 @@ class CpuBackend : public LayerBackend {
   void SaveLayer(int layer, unsigned parts, LayerState* state) const override;
   void LoadLayer(int layer, unsigned parts, const LayerState& state) override;
 
-  int64_t ExportGradient(int layer, float* out, float scale) const override;
+  int64_t GradientSize(int layer) const override;
+  void ExportGradient(int layer, float* out, float scale) const override;
   void ApplyGradient(int layer, const float* grad, const AdamStep& step) override;
-  float* ExchangeBuffer(int64_t, bool) override { return nullptr; }
+  float* ExchangeBuffer(int64_t n, bool zero) override;
   RowExchange* InPlaceExchange() override { return nullptr; }
 
  private:
@@ -153,6 +154,7 @@ class CpuBackend : public LayerBackend {
 
   std::vector<std::unique_ptr<Layer>> layers_;
   std::vector<std::unique_ptr<ThreadScratch>> scratch_;
+  std::vector<float> exchange_;  // ExchangeBuffer: the fused gradient of data parallelism
   ModelSpec spec_;
   BackendOptions opt_;  // the LSH settings and the seed of every random stream
   // The batch.

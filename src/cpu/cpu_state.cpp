@@ -120,18 +120,28 @@ void CpuBackend::GradientAsRows(int layer, std::vector<float>* gw, std::vector<f
     return;
   }
   // Row-per-neuron storage: the exported gradient is already in the rows' layout.
-  std::vector<float> flat(ExportGradient(layer, nullptr, 1.0f));
+  std::vector<float> flat(GradientSize(layer));
   ExportGradient(layer, flat.data(), 1.0f);
   const size_t nw = flat.size() - L.spec.local();
   gw->assign(flat.begin(), flat.begin() + nw);
   gb->assign(flat.begin() + nw, flat.end());
 }
 
-int64_t CpuBackend::ExportGradient(int layer, float* out, float scale) const {
+int64_t CpuBackend::GradientSize(int layer) const {
+  const Layer& L = *layers_[layer];
+  return static_cast<int64_t>(L.rows) * L.cols + L.spec.local();
+}
+
+float* CpuBackend::ExchangeBuffer(int64_t n, bool zero) {
+  exchange_.resize(static_cast<size_t>(n));
+  if (zero) std::fill(exchange_.begin(), exchange_.end(), 0.0f);
+  return exchange_.data();
+}
+
+void CpuBackend::ExportGradient(int layer, float* out, float scale) const {
   const Layer& L = *layers_[layer];
   const size_t nw = static_cast<size_t>(L.rows) * L.cols;
-  const int64_t size = static_cast<int64_t>(nw) + L.spec.local();
-  if (out == nullptr) return size;
+  const int64_t size = GradientSize(layer);
   float* ob = out + nw;
   if (!L.indexed) {
     if (L.g.empty())  // never pending yet: zero
@@ -144,14 +154,13 @@ int64_t CpuBackend::ExportGradient(int layer, float* out, float scale) const {
     std::copy(L.dense_gb.begin(), L.dense_gb.end(), ob);
   } else {
     std::fill(out, out + size, 0.0f);
-    if (!L.pending) return size;
+    if (!L.pending) return;
     ParallelFor(static_cast<int64_t>(L.grad_rows.size()), 64, [&](int64_t q) {
       const int64_t r = L.grad_rows[q];
       GradientRow(L, q, out + r * L.cols, ob + r);
     });
   }
   if (scale != 1.0f) ParallelFor(size, 1 << 16, [&](int64_t j) { out[j] *= scale; });
-  return size;
 }
 
 void CpuBackend::ApplyGradient(int layer, const float* grad, const AdamStep& step) {

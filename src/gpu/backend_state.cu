@@ -81,11 +81,15 @@ void GpuBackendT<X>::Init(const ModelSpec& spec, const BackendOptions& options) 
 }
 
 template <class X>
-int64_t GpuBackendT<X>::ExportGradient(int layer, float* out, float scale) const {
+int64_t GpuBackendT<X>::GradientSize(int layer) const {
   const Layer& L = *layers_[layer];
-  const size_t nw = static_cast<size_t>(L.rows) * L.cols;
-  const int64_t size = static_cast<int64_t>(nw) + L.spec.local();
-  if (out == nullptr) return size;
+  return static_cast<int64_t>(L.rows) * L.cols + L.spec.local();
+}
+
+template <class X>
+void GpuBackendT<X>::ExportGradient(int layer, float* out, float scale) const {
+  const Layer& L = *layers_[layer];
+  const int64_t size = GradientSize(layer);
   const bool on_device = InExchange(out);
   if (on_device) {
     DSLIDE_ASSERT(InExchange(out + size - 1), "a gradient beyond the exchange buffer");
@@ -97,7 +101,6 @@ int64_t GpuBackendT<X>::ExportGradient(int layer, float* out, float scale) const
     // Host memory: as the trainer scaled its host buffer before (threads over chunks).
     if (scale != 1.0f) ParallelFor(size, 1 << 16, [&](int64_t t) { out[t] *= scale; });
   }
-  return size;
 }
 
 template <class X>
@@ -167,7 +170,11 @@ void GpuBackendT<X>::ApplyGradient(int layer, const float* grad, const AdamStep&
 
 template <class X>
 float* GpuBackendT<X>::ExchangeBuffer(int64_t n, bool zero) {
-  if (!exchange_on_device_) return nullptr;
+  if (!exchange_on_device_) {
+    host_exchange_.resize(static_cast<size_t>(n));
+    if (zero) std::fill(host_exchange_.begin(), host_exchange_.end(), 0.0f);
+    return host_exchange_.data();
+  }
   exch_.Resize(static_cast<size_t>(n));
   if (zero) {
     Fill(exch_.data(), n, 0.0f);
@@ -201,7 +208,7 @@ void GpuBackendT<X>::SaveLayer(int layer, unsigned parts, LayerState* st) const 
     st->vb = Host(L.vb);
   }
   if (parts & kGradient) {
-    std::vector<float> flat(ExportGradient(layer, nullptr, 1.0f));
+    std::vector<float> flat(GradientSize(layer));
     ExportGradient(layer, flat.data(), 1.0f);
     const size_t nw = flat.size() - s.local();
     StorageToRows(s, std::vector<float>(flat.begin(), flat.begin() + nw), &st->gw);
@@ -281,7 +288,8 @@ BackendInfo GpuBackendT<X>::Info() const {
   info.traffic = x_.Traffic();
   info.device_peak_bytes = X::PeakBytes();
   info.device_used_bytes = X::DeviceUsedBytes();
-  info.collectives_on_device = X::kDevice && exchange_on_device_;
+  // With the host executor: the collectives read its emulated device memory (tests).
+  info.collectives_on_device = exchange_on_device_;
   size_t& bytes = info.state_bytes;
   for (const auto& L : layers_) {
     bytes += L->w.bytes() + L->m.bytes() + L->v.bytes() + L->g.bytes();
@@ -295,7 +303,8 @@ BackendInfo GpuBackendT<X>::Info() const {
 
 #define DSLIDE_GPU_MEMBERS(X)                                                                      \
   template void GpuBackendT<X>::Init(const ModelSpec& spec, const BackendOptions& options);        \
-  template int64_t GpuBackendT<X>::ExportGradient(int layer, float* out, float scale) const;       \
+  template int64_t GpuBackendT<X>::GradientSize(int layer) const;                                  \
+  template void GpuBackendT<X>::ExportGradient(int layer, float* out, float scale) const;          \
   template void GpuBackendT<X>::ExportGradientTo(const Layer& L, float* out) const;                \
   template void GpuBackendT<X>::ApplyGradient(int layer, const float* grad, const AdamStep& step); \
   template float* GpuBackendT<X>::ExchangeBuffer(int64_t n, bool zero);                            \

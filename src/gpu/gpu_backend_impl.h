@@ -345,7 +345,8 @@ class GpuBackendT : public LayerBackend, public RowExchange {
   /// Into host memory, or straight into the exchange buffer when `out` points into it
   /// (then scaled there, and complete when the host returns: MPI reads it outside the
   /// backend's stream).
-  int64_t ExportGradient(int layer, float* out, float scale) const override;
+  int64_t GradientSize(int layer) const override;
+  void ExportGradient(int layer, float* out, float scale) const override;
   /// The pending gradient in storage order into `out` (host memory or the exchange buffer).
   void ExportGradientTo(const Layer& L, float* out) const;
   void ApplyGradient(int layer, const float* grad, const AdamStep& step) override;
@@ -428,6 +429,7 @@ class GpuBackendT : public LayerBackend, public RowExchange {
   // the snapshot exchange's send and receive buffers.
   bool exchange_on_device_ = false;
   Buf<float> exch_, snap_send_, snap_recv_, snap_grad_;
+  std::vector<float> host_exchange_;  // the fused gradient where collectives read host memory
   Buf<int32_t> snap_send_ids_, snap_recv_ids_;
   // Without CUDA-aware MPI: the packed entries staged in host memory.
   std::vector<float> host_send_, host_recv_, host_grad_;

@@ -49,16 +49,10 @@ std::optional<double> DataParallelStep::Step(const StepContext& c, const Dataset
   auto t0 = Clock::now();
   const int n = c.layers;
   std::vector<int64_t> at(n + 1, 0);
-  for (int l = 0; l < n; ++l) at[l + 1] = at[l] + c.backend->ExportGradient(l, nullptr, 1.0f);
+  for (int l = 0; l < n; ++l) at[l + 1] = at[l] + c.backend->GradientSize(l);
   // The fused buffer: in the backend's device memory when MPI can reduce it there (no
   // copies through the host), else in host memory.
   float* fused = c.backend->ExchangeBuffer(at[n], /*zero=*/mine.empty());
-  const bool on_device = fused != nullptr;
-  if (!on_device) {
-    c.fused->resize(at[n]);
-    fused = c.fused->data();
-    if (mine.empty()) std::fill(c.fused->begin(), c.fused->end(), 0.0f);
-  }
   // Each slice's gradient is a mean over its points: weight it by its share of the batch.
   const float share = static_cast<float>(b1 - b0) / static_cast<float>(B);
   if (!mine.empty())

@@ -25,8 +25,8 @@ namespace dslide {
 
 /// What a step strategy may use of its trainer, and nothing more: the model's
 /// backpropagation (forward, loss and backward, and with a step the fused update; `queue`:
-/// the loss queued in the backend), its backend and communicator, its layer count, the
-/// phase clocks and a host buffer for a fused gradient.
+/// the loss queued in the backend), its backend and communicator, its layer count and the
+/// phase clocks.
 struct StepContext {
   std::function<std::optional<double>(const Dataset& data, const std::vector<int64_t>& points,
                                       const AdamStep* step, bool queue)>
@@ -35,7 +35,6 @@ struct StepContext {
   Communicator* comm = nullptr;
   int layers = 0;
   PhaseTimes* phases = nullptr;
-  std::vector<float>* fused = nullptr;
 };
 
 class StepStrategy {

@@ -299,7 +299,6 @@ StepContext Trainer::StepContextOf() {
   c.comm = comm_;
   c.layers = static_cast<int>(spec_.layers.size());
   c.phases = &phases_;
-  c.fused = &fused_;
   return c;
 }
 

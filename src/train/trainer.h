@@ -237,7 +237,6 @@ class Trainer {
   // Per layer: how many entries each (rank, sample) segment of its gathered input holds (the
   // batch itself lives in the backend's buffers).
   std::vector<std::vector<int64_t>> segs_;
-  std::vector<float> fused_;        // data-parallel gradient buffer
   SoftmaxStats stats_;              // the softmax statistics all-reduced over P ranks
   std::vector<SoftmaxPart> parts_;  // their per-sample partials on the wire
   // Steps not yet read by TakeSteps: iteration, and the loss and non-finite layers when known

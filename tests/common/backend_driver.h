@@ -123,9 +123,7 @@ inline void GetGradient(const LayerBackend& b, int layer, std::vector<float>* gw
   *gw = std::move(st.gw);
   *gb = std::move(st.gb);
 }
-inline int64_t GradientSize(const LayerBackend& b, int layer) {
-  return b.ExportGradient(layer, nullptr, 1.0f);
-}
+inline int64_t GradientSize(const LayerBackend& b, int layer) { return b.GradientSize(layer); }
 /// True when an update of `layer` went NaN or infinite since the last read (which clears
 /// every layer's flag).
 inline bool TakeNonFinite(LayerBackend& b, int layer) {
