@@ -64,7 +64,7 @@ class Rng {
     return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
   }
   /// Two independent values uniform on [-1, 1) from one draw, 24 bits each (exact in
-  /// double arithmetic, so every compiler and launch/torch_peer.py get the same values).
+  /// double arithmetic, so every compiler and launch/peers/torch_peer.py get the same values).
   void SymmetricPair(double* a, double* b) {
     const uint64_t r = Next();
     *a = static_cast<double>(r >> 40) * 0x1.0p-23 - 1.0;

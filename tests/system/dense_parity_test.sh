@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Dense parity over a whole run: `dslide train --sparsity 1` and PyTorch's dense peer
-# (launch/torch_peer.py --match-dslide: dslide's initial weights and batch order) on bibtex, a
+# (launch/peers/torch_peer.py --match-dslide: dslide's initial weights and batch order) on bibtex, a
 # small real set, 300 iterations, one thread each, the full test set scored every 50
 # iterations: the two P@1 curves agree within 0.005 at every point. The runs differ only in
 # float rounding, so a difference in the formula, initialisation, loss, batch order or the
@@ -23,7 +23,7 @@ train=$data/bibtex/train.txt test=$data/bibtex/test.txt
 "$dslide" train --train "$train" --test "$test" --sparsity 1 --iterations 300 --eval-every 50 \
   --eval-points 0 --threads 1 --seed 2 --label-order identity --metrics "$work/metrics.jsonl" \
   >"$work/dslide.txt" 2>&1 || { tail -5 "$work/dslide.txt"; fail "dslide train exited $?"; }
-OMP_NUM_THREADS=1 "$py" "$here/launch/torch_peer.py" "$train" "$test" --mode dense \
+OMP_NUM_THREADS=1 "$py" "$here/launch/peers/torch_peer.py" "$train" "$test" --mode dense \
   --iterations 300 --eval-every 50 --eval-points 0 --device cpu --seed 2 --match-dslide \
   >"$work/torch.txt" 2>&1 || { tail -5 "$work/torch.txt"; fail "torch_peer.py exited $?"; }
 "$py" - "$work" <<'PY' || fail "see above"

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# launch/horovod_peer.py (the Horovod peer of launch/scaling) in one process without Horovod:
+# launch/peers/horovod_peer.py (the Horovod peer of launch/bench/scaling) in one process without Horovod:
 # 3 steps on a tiny generated dataset; the JSON line must carry a finite loss and s/iter.
 # Usage: horovod_peer_test.sh DSLIDE WORKDIR. Exits 77 (skipped) when no python here can
-# import PyTorch: it tries the Horovod venv of launch/setup-horovod.sh
+# import PyTorch: it tries the Horovod venv of launch/setup/setup-horovod.sh
 # (DSLIDE_HOROVOD_VENV, default ~/.cache/dslide/horovod-venv), then /usr/bin/python3.
 set -uo pipefail
 dslide=$1 work=$2
@@ -14,14 +14,14 @@ for cand in "$venv/bin/python" /usr/bin/python3; do
 done
 if [[ -z $py ]]; then
   echo "skipped: PyTorch is not importable by $venv/bin/python or /usr/bin/python3" \
-       "(launch/setup-horovod.sh installs it)"
+       "(launch/setup/setup-horovod.sh installs it)"
   exit 77
 fi
 fail() { echo "FAIL: $*"; [[ -f $work/out.txt ]] && tail -20 "$work/out.txt"; exit 1; }
 rm -rf "$work" && mkdir -p "$work" || exit 1
 "$dslide" gen --points 600 --test-points 100 --features 300 --labels 40 --nnz 10 \
   --out "$work/syn" >/dev/null || fail "dslide gen"
-"$py" "$here/launch/horovod_peer.py" "$work/syn.train.txt" "$work/syn.test.txt" --no-horovod \
+"$py" "$here/launch/peers/horovod_peer.py" "$work/syn.train.txt" "$work/syn.test.txt" --no-horovod \
   --iterations 3 --batch 64 --eval-points 50 > "$work/out.txt" 2>&1 || fail "horovod_peer.py exited $?"
 json=$(grep '^{' "$work/out.txt" | tail -1)
 [[ -n $json ]] || fail "no JSON line"
@@ -36,7 +36,7 @@ assert r["p_at_1_by_iter"] and r["p_at_1_by_iter"][-1][0] == 3, r["p_at_1_by_ite
 assert 0 <= r["p_at_1"] <= 1, r["p_at_1"]
 PY
 # --time-limit stops the loop on the clock, evaluates there and reports the steps it ran.
-"$py" "$here/launch/horovod_peer.py" "$work/syn.train.txt" "$work/syn.test.txt" --no-horovod \
+"$py" "$here/launch/peers/horovod_peer.py" "$work/syn.train.txt" "$work/syn.test.txt" --no-horovod \
   --iterations 100000 --time-limit 0.3 --eval-every 50 --batch 64 --eval-points 50 \
   > "$work/limit.txt" 2>&1 || fail "horovod_peer.py --time-limit exited $?"
 "$py" - "$(grep '^{' "$work/limit.txt" | tail -1)" <<'PY' || fail "bad --time-limit run: $(tail -3 "$work/limit.txt")"

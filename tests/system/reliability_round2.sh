@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The second round of fault cases (docs/user-guide.md: Reliability), through the command line: a stop
-# through launch/mpirun.sh that lands its checkpoint, checkpoints that cannot be mixed,
+# through launch/run/mpirun.sh that lands its checkpoint, checkpoints that cannot be mixed,
 # messages that say what happens (aborted jobs, divergence caused by the data, --metrics'
 # error record), --save and --keep-best on a stop and on ties, and the smaller refusals.
 # Usage: reliability_round2.sh DSLIDE MPIEXEC LAUNCHER WORKDIR [MPIEXEC FLAGS...]
@@ -14,7 +14,7 @@ rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
 source "$here/cli_lib.sh"  # fail, expect_*, wait_iter; syn.* and ${train[@]}
 mpi2() { "$mpiexec" -n 2 "${mpiflags[@]}" -x OMP_NUM_THREADS=1 "$@"; }
 
-# 1. SIGTERM to launch/mpirun.sh while 2 ranks write checkpoints of a 36M-parameter model
+# 1. SIGTERM to launch/run/mpirun.sh while 2 ranks write checkpoints of a 36M-parameter model
 #    (435 MB with Adam's moments; mpirun itself would kill the ranks 1 s after its own
 #    SIGTERM, and exit 1): the launcher passes the stop on as SIGUSR1, the checkpoint is
 #    complete, the job exits 75, and it resumes.
@@ -28,10 +28,10 @@ wait_iter out_launcher.txt 3
 for _ in $(seq 600); do [[ -n $(ls -d ckbig/*.tmp 2>/dev/null) ]] && break; sleep 0.05; done
 kill -TERM $pid
 wait $pid
-expect_rc $? 75 "SIGTERM to launch/mpirun.sh"
-expect_in out_launcher.txt "asking every rank to stop" "SIGTERM to launch/mpirun.sh"
+expect_rc $? 75 "SIGTERM to launch/run/mpirun.sh"
+expect_in out_launcher.txt "asking every rank to stop" "SIGTERM to launch/run/mpirun.sh"
 expect_in out_launcher.txt "stopped by SIGUSR1 at iteration [0-9]* of 100000; checkpoint written to ckbig/ckpt-" \
-  "SIGTERM to launch/mpirun.sh"
+  "SIGTERM to launch/run/mpirun.sh"
 at=$(grep -oE "stopped by SIGUSR1 at iteration [0-9]+" out_launcher.txt | grep -oE "[0-9]+$")
 ck=$(printf "ckbig/ckpt-%012d" "$at")
 [[ -f $ck/rank-00000.h5 && -f $ck/rank-00001.h5 && -f $ck/meta.h5 ]] || fail "launcher: incomplete $ck"
@@ -40,7 +40,7 @@ OMP_NUM_THREADS=1 bash "$launcher" -np 2 "$dslide" "${big[@]}" --iterations $((a
   --checkpoint-dir ckbig --resume ckbig >out_launcher2.txt 2>&1 || fail "resume after the launcher's stop"
 expect_in out_launcher2.txt "resumed from $ck at iteration $at" "resume after the launcher's stop"
 rm -rf ckbig big.*
-pass "SIGTERM to launch/mpirun.sh during checkpoints: exit 75, $ck complete, resumed"
+pass "SIGTERM to launch/run/mpirun.sh during checkpoints: exit 75, $ck complete, resumed"
 
 # 2. A shard (and its checksum file) copied from another checkpoint is refused, naming both.
 mpi2 "$dslide" "${train[@]}" --iterations 20 --checkpoint-dir ck2 --checkpoint-every 10 >out_mix.txt 2>&1 ||

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The third round of fault cases (docs/user-guide.md: Reliability), through the command line:
 # a run owns its checkpoint folder, every signal that ends a run on a terminal or a
-# scheduler lands its checkpoint (also through launch/mpirun.sh, even when the launcher is
+# scheduler lands its checkpoint (also through launch/run/mpirun.sh, even when the launcher is
 # killed outright), no output path may name an input or a checkpoint file, an empty path
 # is refused; a point with 200,000 labels trains at the pace of its size, a signal is
 # answered from the start and a second one said once, sizes that cannot fit are refused
@@ -55,7 +55,7 @@ expect_in out_pipe.txt "stop requested" "a closed output"
 [[ -n $(ls -d ck4/ckpt-* 2>/dev/null) ]] || fail "a closed output: no checkpoint in ck4"
 pass "a closed output: checkpoint, exit 75"
 
-# 5. SIGKILL to launch/mpirun.sh: the ranks still stop after their step with their
+# 5. SIGKILL to launch/run/mpirun.sh: the ranks still stop after their step with their
 #    checkpoint instead of training on, orphaned.
 ck5=$PWD/ck5  # an absolute path: the ranks' command lines name this test's folder alone
 OMP_NUM_THREADS=1 bash "$launcher" -np 2 "$dslide" "${train[@]}" --iterations 100000 --log-every 1 \
@@ -71,7 +71,7 @@ for _ in $(seq 300); do pgrep -f -- "$ck5" >/dev/null || break; sleep 0.1; done
 ck=$(complete)
 [[ -n $ck ]] || fail "SIGKILL to the launcher: no checkpoint"
 [[ -f $ck/rank-00000.h5 && -f $ck/rank-00001.h5 && -f $ck/meta.h5 ]] || fail "SIGKILL to the launcher: incomplete $ck"
-pass "SIGKILL to launch/mpirun.sh: the ranks stopped with $(basename "$ck")"
+pass "SIGKILL to launch/run/mpirun.sh: the ranks stopped with $(basename "$ck")"
 
 # 6. No output over an input or into a checkpoint: each refused, the file intact.
 cp syn.test.txt in.txt

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# launch/torch_peer.py (the PyTorch peers of launch/bench-gpu.sh) on the CPU: every mode
+# launch/peers/torch_peer.py (the PyTorch peers of launch/bench/bench-gpu.sh) on the CPU: every mode
 # trains on a small learnable generated set and must report its timings, its P@1 curve and a
 # P@1 well above the most popular label's; dense mode must land near dslide's dense mode on
 # the same data, batch and iterations (the two compute the same model).
@@ -28,7 +28,7 @@ rm -rf "$work" && mkdir -p "$work" || exit 1
 for mode in dense dense-tf32 sampled; do
   init=torch
   [[ $mode == dense ]] && init=glorot
-  "$py" "$here/launch/torch_peer.py" "$work/d.train.txt" "$work/d.test.txt" --mode "$mode" \
+  "$py" "$here/launch/peers/torch_peer.py" "$work/d.train.txt" "$work/d.test.txt" --mode "$mode" \
     --init "$init" \
     --iterations 200 --batch 64 --negatives 64 --eval-every 100 --eval-points 1000 --device cpu \
     >"$work/$mode.txt" 2>&1 || { tail -5 "$work/$mode.txt"; fail "torch_peer.py --mode $mode exited $?"; }

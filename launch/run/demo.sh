@@ -5,17 +5,17 @@
 # predictions for the test inputs, and says where everything is and what to run next.
 # Extra arguments go to `dslide train` (e.g. --epochs 3, --device gpu).
 set -euo pipefail
-cd "$(dirname "$0")/.."
-bash launch/install-deps.sh
-[[ -x build/dslide ]] || bash launch/build.sh -DDSLIDE_BUILD_TESTS=OFF
+cd "$(dirname "$0")/../.."
+bash launch/setup/install-deps.sh
+[[ -x build/dslide ]] || bash launch/setup/build.sh -DDSLIDE_BUILD_TESTS=OFF
 mkdir -p out
 [[ -f out/demo.train.txt ]] || ./build/dslide gen --points 40000 --features 5000 --labels 20000 \
   --nnz 30 --labels-per-point 3 --seed 1 --out out/demo
 rm -rf out/demo-model out/demo.jsonl
-bash launch/mpirun.sh -np 2 ./build/dslide train --train out/demo.train.txt \
+bash launch/run/mpirun.sh -np 2 ./build/dslide train --train out/demo.train.txt \
   --test out/demo.test.txt --valid-fraction 0.1 --epochs 10 \
   --checkpoint-dir out/demo-model --metrics out/demo.jsonl "$@"
-bash launch/mpirun.sh -np 2 ./build/dslide predict --model out/demo-model/best \
+bash launch/run/mpirun.sh -np 2 ./build/dslide predict --model out/demo-model/best \
   --input out/demo.test.txt --top-k 5 --out out/demo.predictions.tsv
 cat <<EOF
 
@@ -28,5 +28,5 @@ Next:
   ./build/dslide eval --model out/demo-model/best --test out/demo.test.txt
   ./build/dslide export --model out/demo-model/best --out model.h5
   ./build/dslide train --train YOUR.train.txt --test YOUR.test.txt --valid-fraction 0.1 --epochs 10
-  sudo launch/scaling            # dslide against real Horovod (launch/setup-horovod.sh) and its own baselines
+  sudo launch/bench/scaling            # dslide against real Horovod (launch/setup/setup-horovod.sh) and its own baselines
 EOF

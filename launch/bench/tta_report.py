@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The time-to-accuracy report of launch/bench-tta: reads OUT/runs (dslide's --metrics files,
+"""The time-to-accuracy report of launch/bench/bench-tta: reads OUT/runs (dslide's --metrics files,
 the peer's JSON), writes OUT/tta.md (per set: each run's P@1 at every evaluation with its
 training seconds, the time each run needs to reach the best peer's final P@1, and the checks
 of dslide against the peers) and OUT/tta-SET.png (P@1 against training wall seconds).

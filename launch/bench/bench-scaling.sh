@@ -4,15 +4,15 @@
 # needs root). Prints a Markdown table per link: ms per iteration, bytes sent per rank per
 # iteration, communication time, peak RSS and model state per rank, P@1; and how many times
 # fewer bytes than the all-reduce of a Horovod-style step (4 bytes per parameter).
-# Usage: launch/bench-scaling.sh [extra dslide bench options]
+# Usage: launch/bench/bench-scaling.sh [extra dslide bench options]
 # Environment: RANKS ("1 2 4"), LINKS ("unshaped 1gbit"; any netns-cluster --rate),
 #   ITERS (100), SHAPE (amazon-670k), OUT (folder for the raw JSON; default a temp folder).
 # On one machine the ranks share its cores (threads per rank = cores / P), so ms per
 # iteration shows the protocol's cost, not a P-node speed-up.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 bin=build/dslide
-[[ -x $bin ]] || { echo "bench-scaling: build first (launch/build.sh)" >&2; exit 2; }
+[[ -x $bin ]] || { echo "bench-scaling: build first (launch/setup/build.sh)" >&2; exit 2; }
 ranks=${RANKS:-1 2 4} links=${LINKS:-unshaped 1gbit} iters=${ITERS:-100} shape=${SHAPE:-amazon-670k}
 out=${OUT:-$(mktemp -d)}
 mkdir -p "$out"
@@ -24,9 +24,9 @@ for link in $links; do
     f=$out/$link-p$p.json
     echo "== $link, $p rank(s)" >&2
     if [[ $link == unshaped ]]; then
-      OMP_NUM_THREADS= launch/mpirun.sh -np "$p" "$bin" "${args[@]}" | tee /dev/stderr | grep '^{' > "$f"
+      OMP_NUM_THREADS= launch/run/mpirun.sh -np "$p" "$bin" "${args[@]}" | tee /dev/stderr | grep '^{' > "$f"
     else
-      if ! launch/netns-run.sh "$p" "$link" "$bin" "${args[@]}" | tee /dev/stderr | grep '^{' > "$f"; then
+      if ! launch/run/netns-run.sh "$p" "$link" "$bin" "${args[@]}" | tee /dev/stderr | grep '^{' > "$f"; then
         echo "bench-scaling: the $link runs need netns-cluster and root; skipped" >&2
         rm -f "$f"
         break

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The Python package's tests, as a user would meet the package: a fresh virtual environment in
-# build-python/venv that sees Debian's NumPy, SciPy, mpi4py and pytest (launch/install-deps.sh
+# build-python/venv that sees Debian's NumPy, SciPy, mpi4py and pytest (launch/setup/install-deps.sh
 # --test installs them), `pip install .` into it (the extension and the dslide executable of
 # one build), then pytest on tests/python: arrays against files, predictions against the
 # executable's, save and load, bad arrays, Ctrl-C, the GIL, and 2 ranks under mpirun. Exits
@@ -13,7 +13,7 @@
 # nanobind's few sources, reinstalled), not the whole project. scikit-build-core's steps and
 # CMake's progress lines are printed; the whole output is in build-python/pip-install.log.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 python=${PYTHON:-/usr/bin/python3}
 [[ -x $python ]] || python=$(command -v python3)
 venv=$PWD/build-python/venv

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# dslide's GPU backend against PyTorch on the same GPU (launch/torch_peer.py: dense fp32,
+# dslide's GPU backend against PyTorch on the same GPU (launch/peers/torch_peer.py: dense fp32,
 # dense TF32 with fused Adam, sampled softmax with the batch's labels plus shared uniform
 # negatives) and against dslide's CPU backend on all cores: the same data, network,
 # iterations and exact P@1 evaluation for every engine. Data sets: the Amazon-670K shape
@@ -7,7 +7,7 @@
 # shape (generated). Prints every engine's JSON line, then one table per data set: ms per
 # iteration, the GPU backend's traffic per step (bytes each way, host waits, launches), P@1
 # after the iterations, and P@1 against training time.
-# Usage: launch/bench-gpu.sh [SET...]   (after a build with -DDSLIDE_CUDA=ON; SET: amazon,
+# Usage: launch/bench/bench-gpu.sh [SET...]   (after a build with -DDSLIDE_CUDA=ON; SET: amazon,
 #        gcide8, delicious, wide10m; all by default)
 # Environment: ITERS (1500), EVAL_EVERY (ITERS/5), POINTS (100000, generated sets),
 #   THREADS (all cores), DATA (../shared/data beside the repository), OUT (a temporary
@@ -15,9 +15,9 @@
 #   dslide-gpu dslide-cpu dense dense-tf32 sampled), DSLIDE_BIN (build/dslide), PYTHON (a
 #   python3 with PyTorch; python3).
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 bin=${DSLIDE_BIN:-build/dslide}
-[[ -x $bin ]] || { echo "bench-gpu: build first (launch/build.sh -DDSLIDE_CUDA=ON)" >&2; exit 2; }
+[[ -x $bin ]] || { echo "bench-gpu: build first (launch/setup/build.sh -DDSLIDE_CUDA=ON)" >&2; exit 2; }
 iters=${ITERS:-1500} eval_every=${EVAL_EVERY:-$(( ${ITERS:-1500} / 5 ))}
 points=${POINTS:-100000} threads=${THREADS:-$(nproc)} device=${DEVICE:-cuda} py=${PYTHON:-python3}
 data=${DATA:-$(cd .. && pwd)/shared/data}
@@ -25,7 +25,7 @@ engines=${ENGINES:-dslide-gpu dslide-cpu dense dense-tf32 sampled}
 # The GPU engine needs a binary with the GPU backend: say so rather than run the CPU's alone.
 if [[ " $engines " == *" dslide-gpu "* ]] && ! "$bin" --version | grep -q '^backends:.* gpu'; then
   echo "bench-gpu: $bin has no GPU backend ($("$bin" --version | tail -1)): build it with" \
-       "launch/build.sh -DDSLIDE_CUDA=ON" >&2
+       "launch/setup/build.sh -DDSLIDE_CUDA=ON" >&2
   exit 2
 fi
 out=${OUT:-$(mktemp -d)}
@@ -74,7 +74,7 @@ for set in "${sets[@]}"; do
           >"$log" 2>&1 ;;
       dense | dense-tf32 | sampled)
         ((torch_ok)) || continue
-        "$py" launch/torch_peer.py "$train" "$test" --mode "$e" --iterations "$iters" \
+        "$py" launch/peers/torch_peer.py "$train" "$test" --mode "$e" --iterations "$iters" \
           --eval-every "$eval_every" --eval-points 1000 --device "$device" >"$log" 2>&1 ;;
       *) echo "bench-gpu: unknown engine $e" >&2; continue ;;
     esac

@@ -4,7 +4,7 @@
 # sanitizer report fails the run and leaves the input under build-fuzz/findings/: turn it
 # into a regression test (tests/fuzz/regressions/ are replayed on every run).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 seconds=${FUZZ_SECONDS:-60}
 if ! command -v clang++ >/dev/null; then
   echo "fuzz: installing clang and libomp-dev" >&2

@@ -2,11 +2,11 @@
 # The wide-output comparison: the same network trained for the same iterations with a
 # sparse output layer (LSH-sampled) and a dense one (every neuron, full softmax), on one
 # rank. Prints both JSON lines and the ratios. Usage:
-#   launch/bench-wide.sh [DATA_DIR] [extra dslide bench options...]
+#   launch/bench/bench-wide.sh [DATA_DIR] [extra dslide bench options...]
 # DATA_DIR holds train.txt and test.txt (default ../shared/data/gcide8-skipgram).
 # Environment: ITERS (300), SPARSITY (0.01), EVAL_POINTS (5000), THREADS (all cores).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 data=${1:-../shared/data/gcide8-skipgram}
 shift || true
 if [[ ! -f $data/train.txt || ! -f $data/test.txt ]]; then
@@ -14,7 +14,7 @@ if [[ ! -f $data/train.txt || ! -f $data/test.txt ]]; then
   exit 0
 fi
 bin=build/dslide
-[[ -x $bin ]] || { echo "bench-wide: build first (launch/build.sh)" >&2; exit 2; }
+[[ -x $bin ]] || { echo "bench-wide: build first (launch/setup/build.sh)" >&2; exit 2; }
 iters=${ITERS:-300} sparsity=${SPARSITY:-0.01} points=${EVAL_POINTS:-5000} threads=${THREADS:-$(nproc)}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT

@@ -3,15 +3,15 @@
 # GPU backend (sm_90 alone by default), then the STAGES:
 #   tests     the device tests (gpu_backend: the backend against the CPU backend;
 #             mpi_gpu_np2/np4: 2 and 4 ranks sharing the GPU against as many CPU ranks)
-#   tta       launch/bench-tta with DEVICE=gpu on TTA_SETS: P@1 against training seconds for
+#   tta       launch/bench/bench-tta with DEVICE=gpu on TTA_SETS: P@1 against training seconds for
 #             the GPU backend and the PyTorch peers on the same GPU (OUT/tta.md, plots)
 #   wide      `bench` on the 10^7-label shape in fp32 and bf16 state (step time, memory)
 #   rebuild   `bench` on the 10^7-label and Amazon-670K shapes with the default rebuild
 #             schedule and with none, for BASELINE's dslide (where set) and this one
-#   bench-gpu launch/bench-gpu.sh on SETS (the GPU backend beside the CPU backend on all
+#   bench-gpu launch/bench/bench-gpu.sh on SETS (the GPU backend beside the CPU backend on all
 #             cores and the PyTorch peers on the same GPU)
 # Each stage runs under a share of a deadline.
-# Usage: launch/gpu-check.sh            (from the repository root or anywhere)
+# Usage: launch/bench/gpu-check.sh            (from the repository root or anywhere)
 # Environment: DEPS (a folder from ../shared/tools/device-deps, installed first where set),
 #   BUDGET_S (seconds for the whole pass; 540), ARCH (CMAKE_CUDA_ARCHITECTURES; 90-real),
 #   STAGES (tests wide bench-gpu), PREBUILT (a folder holding dslide, test_gpu and, for the
@@ -23,7 +23,7 @@
 #   bench-gpu.sh is appended to LOGS/bench-gpu.log, so that few files carry all of them),
 #   BASELINE (a folder holding another dslide, for the rebuild stage's before/after).
 set -uo pipefail
-cd "$(dirname "$0")/.." || exit 2
+cd "$(dirname "$0")/../.." || exit 2
 start=$SECONDS
 budget=${BUDGET_S:-540}
 left() { echo $((budget - (SECONDS - start))); }
@@ -89,7 +89,7 @@ if [[ $stages == *" tta "* ]]; then
   stage "bench-tta on the GPU: ${TTA_SETS:-gcide8-skipgram amazon-670k delicious}"
   DEVICE=gpu DSLIDE_BIN=$bin SETS=${TTA_SETS:-gcide8-skipgram amazon-670k delicious} \
     OUT=${TTA_OUT:-/tmp/bench-tta} PYTHONUNBUFFERED=1 \
-    bounded 600 5 launch/bench-tta "${DATA:-../shared/data}"
+    bounded 600 5 launch/bench/bench-tta "${DATA:-../shared/data}"
 fi
 
 if [[ $stages == *" wide "* ]]; then
@@ -140,7 +140,7 @@ if [[ $stages == *" bench-gpu "* ]]; then
   stage "bench-gpu.sh ${SETS:-amazon delicious gcide8}"
   # shellcheck disable=SC2086
   OUT=/tmp/bench-gpu ITERS=${ITERS:-500} DSLIDE_BIN=$bin PYTHONUNBUFFERED=1 \
-    bounded 600 5 launch/bench-gpu.sh ${SETS:-amazon delicious gcide8}
+    bounded 600 5 launch/bench/bench-gpu.sh ${SETS:-amazon delicious gcide8}
   if [[ -n ${LOGS:-} ]]; then
     mkdir -p "$LOGS"
     for f in /tmp/bench-gpu/*.txt; do

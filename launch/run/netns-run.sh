@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Runs a dslide job with its ranks on simulated nodes joined by a shaped link, using the
 # netns-cluster tool (needs root). Usage:
-#   launch/netns-run.sh P RATE PROGRAM ARGS...      e.g. launch/netns-run.sh 2 1gbit ./build/dslide train ...
+#   launch/run/netns-run.sh P RATE PROGRAM ARGS...      e.g. launch/run/netns-run.sh 2 1gbit ./build/dslide train ...
 # NETNS_CLUSTER points at the tool (default ../shared/tools/netns-cluster/netns-cluster).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 if [[ $(id -u) -ne 0 ]]; then
   echo "netns-run: simulated nodes need root (network namespaces); not running" >&2
   exit 2

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Real Horovod as a peer of dslide in launch/scaling: installs Debian's PyTorch (python3-torch,
+# Real Horovod as a peer of dslide in launch/bench/scaling: installs Debian's PyTorch (python3-torch,
 # libtorch-dev) and the build dependencies when missing, then builds Horovod 0.28.1 (PyTorch +
 # MPI only) into a virtual environment kept outside the repository, so later calls reuse it.
 #
-#   launch/setup-horovod.sh            install when missing, then print the versions
+#   launch/setup/setup-horovod.sh            install when missing, then print the versions
 #   DSLIDE_HOROVOD_VENV=DIR ...        where the environment lives
 #                                      (default ~/.cache/dslide/horovod-venv)
 #
@@ -62,7 +62,7 @@ if ! "$vpy" -c 'import horovod.torch' 2>/dev/null; then
   say "built Horovod in $(( $(date +%s) - start )) s (log: $log)"
 fi
 
-# The versions, checked from the environment that launch/scaling uses.
+# The versions, checked from the environment that launch/bench/scaling uses.
 "$vpy" - <<'EOF' >&2
 import torch, horovod, horovod.torch as hvd
 print(f"setup-horovod: torch {torch.__version__} ({torch.__file__})")

@@ -2,7 +2,7 @@
 # Installs what dslide needs to build on Debian bookworm (skips what is already there);
 # with --test also what the tests use beyond the build (clang-format for the format check;
 # Debian's PyTorch for the PyTorch peers' tests, torch_peer and horovod_peer; NumPy, SciPy,
-# mpi4py and pytest for the Python package's tests, launch/python-test.sh; h5dump for the
+# mpi4py and pytest for the Python package's tests, launch/dev/python-test.sh; h5dump for the
 # dense-parity test). python3-dev and python3-venv: `pip install .` of the Python package in
 # a virtual environment.
 set -euo pipefail

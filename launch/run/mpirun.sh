@@ -2,7 +2,7 @@
 # mpirun with the flags dslide wants for one rank per node and OpenMP threads inside it:
 # ranks mapped by node, not bound to one core (OpenMP threads need the node's cores),
 # OMP_NUM_THREADS exported (default: cores per node / ranks per node), and root allowed.
-# Usage: launch/mpirun.sh -np P [--hostfile FILE] PROGRAM ARGS...
+# Usage: launch/run/mpirun.sh -np P [--hostfile FILE] PROGRAM ARGS...
 #
 # Stops: SIGTERM, SIGINT or SIGHUP (a scheduler, `kill`, Ctrl-C, a closed terminal) to this
 # script reaches every rank as SIGUSR1, which Open MPI's mpirun forwards without ending the

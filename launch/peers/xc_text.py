@@ -1,4 +1,4 @@
-"""XC text files for the Python peers (launch/horovod_peer.py, launch/torch_peer.py): the
+"""XC text files for the Python peers (launch/peers/horovod_peer.py, launch/peers/torch_peer.py): the
 header 'points features labels', then one line per point ('l1,l2 f:v f:v ...')."""
 import os
 import sys
