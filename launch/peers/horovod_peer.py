@@ -33,7 +33,7 @@ import statistics
 import sys
 import time
 
-from xc_text import parse, read_lines
+from xc_text import parse, read_train_test
 
 
 def tx_bytes():
@@ -87,11 +87,7 @@ def main():
         pass
 
     t_load = time.perf_counter()
-    d, c, train_lines = read_lines(a.train)
-    d_te, c_te, test_lines = read_lines(a.test)
-    if (d_te, c_te) != (d, c):
-        sys.exit(f"horovod_peer: the test file's header ({d_te} features, {c_te} labels) "
-                 f"does not match the training file's ({d}, {c})")
+    d, c, train_lines, test_lines = read_train_test(a.train, a.test)
     load_s = time.perf_counter() - t_load
 
     if a.fusion_threshold_mb == "auto":

@@ -46,7 +46,7 @@ import sys  # noqa: E402
 
 import torch  # noqa: E402
 
-from xc_text import parse, read_lines
+from xc_text import parse, read_train_test
 
 MODES = ("dense", "dense-tf32", "sampled")
 
@@ -210,11 +210,7 @@ def main():
         torch.backends.cudnn.allow_tf32 = tf32
 
     t_load = time.perf_counter()
-    d, c, train_lines = read_lines(a.train)
-    d_te, c_te, test_lines = read_lines(a.test)
-    if (d_te, c_te) != (d, c):
-        sys.exit(f"torch_peer: the test file's header ({d_te} features, {c_te} labels) "
-                 f"does not match the training file's ({d}, {c})")
+    d, c, train_lines, test_lines = read_train_test(a.train, a.test)
     tr = Points(train_lines, dev)
     m_eval = min(a.eval_points, len(test_lines)) if a.eval_points > 0 else len(test_lines)
     te = Points(test_lines[:m_eval], dev)

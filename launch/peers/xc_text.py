@@ -16,6 +16,17 @@ def read_lines(path):
     return d, c, lines
 
 
+def read_train_test(train, test):
+    """(features, labels, training lines, test lines) of a training and a test file, which must
+    have the same dimensions (the process exits naming both where they differ)."""
+    d, c, train_lines = read_lines(train)
+    d_te, c_te, test_lines = read_lines(test)
+    if (d_te, c_te) != (d, c):
+        sys.exit(f"{os.path.basename(sys.argv[0])}: the test file's header ({d_te} features, "
+                 f"{c_te} labels) does not match the training file's ({d}, {c})")
+    return d, c, train_lines, test_lines
+
+
 def parse(line):
     """(labels, feature ids, values) of one point's line."""
     parts = line.split()
