@@ -4,8 +4,10 @@
 // parallelism. The CPU and GPU backends implement it; nothing above it knows which one runs.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "backend/device_traffic.h"
@@ -87,6 +89,40 @@ struct BackendOptions {
   uint64_t seed = 1;
   bool bf16_moments = false;  ///< Adam's weight moments in bfloat16 (--state bf16)
 };
+
+/// The least a backend holds of this rank's shard, for the memory checks before Init
+/// allocates anything: every layer's weights and biases with both Adam moments (4 bytes
+/// each, 2 in bfloat16) and, with `first_layer_gradient`, the input-major layer's gradient
+/// rows (the GPU backend keeps them); `what` names it in the refusal.
+struct ShardNeed {
+  int64_t bytes = 0;
+  std::string what;
+};
+inline ShardNeed ShardStateNeed(const ModelSpec& spec, const BackendOptions& options,
+                                bool first_layer_gradient) {
+  int64_t params = 0, gradient = 0;
+  for (const LayerSpec& s : spec.layers) {
+    params += s.local() * (s.in_dim + 1);
+    if (first_layer_gradient && s.input_major) gradient += s.local() * (s.in_dim + 1);
+  }
+  const int64_t moment = options.bf16_moments ? 2 : 4;
+  ShardNeed need;
+  need.bytes = params * (4 + 2 * moment) + gradient * 4;
+  need.what = detail::Concat(
+      first_layer_gradient ? "its weights, Adam moments and first-layer gradient ("
+                           : "its weights and Adam moments (",
+      params, " parameters",
+      spec.layers.back().local() < spec.layers.back().out_dim ? " on this rank" : "", ")");
+  return need;
+}
+
+/// A buffer of n floats in host memory (`v`, kept between calls), zeroed when `zero`: an
+/// ExchangeBuffer where the collectives read host memory.
+inline float* HostExchangeBuffer(std::vector<float>* v, int64_t n, bool zero) {
+  v->resize(static_cast<size_t>(n));
+  if (zero) std::fill(v->begin(), v->end(), 0.0f);
+  return v->data();
+}
 
 /// A layer's batch buffers, which the backend owns (host memory for the CPU backend, device
 /// memory for a GPU backend): its input rows, its output (active ids and values), the delta

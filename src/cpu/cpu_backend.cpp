@@ -14,16 +14,9 @@ CpuBackend::~CpuBackend() = default;
 void CpuBackend::Init(const ModelSpec& spec, const BackendOptions& options) {
   CheckLshResolved(spec, options.lsh);
   {
-    // The least the layers hold, each layer's shard: its weights, biases and both Adam
-    // moments. Refused before anything is allocated where that cannot fit.
-    int64_t params = 0;
-    for (const LayerSpec& s : spec.layers) params += s.local() * (s.in_dim + 1);
-    const int64_t moment = options.bf16_moments ? 2 : 4;
-    CheckMemoryFits(
-        params * (4 + 2 * moment),
-        detail::Concat(
-            "its weights and Adam moments (", params, " parameters",
-            spec.layers.back().local() < spec.layers.back().out_dim ? " on this rank" : "", ")"));
+    // Refused before anything is allocated where the shard's least state cannot fit.
+    const ShardNeed need = ShardStateNeed(spec, options, /*first_layer_gradient=*/false);
+    CheckMemoryFits(need.bytes, need.what);
   }
   spec_ = spec;
   opt_ = options;

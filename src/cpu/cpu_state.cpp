@@ -133,9 +133,7 @@ int64_t CpuBackend::GradientSize(int layer) const {
 }
 
 float* CpuBackend::ExchangeBuffer(int64_t n, bool zero) {
-  exchange_.resize(static_cast<size_t>(n));
-  if (zero) std::fill(exchange_.begin(), exchange_.end(), 0.0f);
-  return exchange_.data();
+  return HostExchangeBuffer(&exchange_, n, zero);
 }
 
 void CpuBackend::ExportGradient(int layer, float* out, float scale) const {

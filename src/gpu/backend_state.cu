@@ -10,24 +10,13 @@ template <class X>
 void GpuBackendT<X>::Init(const ModelSpec& spec, const BackendOptions& options) {
   CheckLshResolved(spec, options.lsh);
   {
-    // The least the layers hold on the device, each layer's shard: its weights, biases and
-    // both Adam moments, and the first layer's gradient rows. Refused before anything is
-    // allocated where that exceeds the device's free memory (a failed allocation halfway
-    // through would name neither the size nor the cause).
-    int64_t params = 0, gradient = 0;
-    for (const LayerSpec& s : spec.layers) {
-      params += s.local() * (s.in_dim + 1);
-      if (s.input_major) gradient += s.local() * (s.in_dim + 1);
-    }
-    const int64_t moment = options.bf16_moments ? 2 : 4;
+    // Refused before anything is allocated where the shard's least state exceeds the
+    // device's free memory (a failed allocation halfway through would name neither the
+    // size nor the cause).
+    const ShardNeed need = ShardStateNeed(spec, options, /*first_layer_gradient=*/true);
     std::pair<int64_t, int64_t> room = X::DeviceFreeAndTotal();
     if (tune_.device_free_bytes >= 0) room = {tune_.device_free_bytes, room.second};
-    CheckDeviceMemoryFits(
-        params * (4 + 2 * moment) + gradient * 4, room.first, room.second,
-        detail::Concat(
-            "its weights, Adam moments and first-layer gradient (", params, " parameters",
-            spec.layers.back().local() < spec.layers.back().out_dim ? " on this rank" : "", ")"),
-        "the GPU");
+    CheckDeviceMemoryFits(need.bytes, room.first, room.second, need.what, "the GPU");
   }
   spec_ = spec;
   opt_ = options;
@@ -170,11 +159,7 @@ void GpuBackendT<X>::ApplyGradient(int layer, const float* grad, const AdamStep&
 
 template <class X>
 float* GpuBackendT<X>::ExchangeBuffer(int64_t n, bool zero) {
-  if (!exchange_on_device_) {
-    host_exchange_.resize(static_cast<size_t>(n));
-    if (zero) std::fill(host_exchange_.begin(), host_exchange_.end(), 0.0f);
-    return host_exchange_.data();
-  }
+  if (!exchange_on_device_) return HostExchangeBuffer(&host_exchange_, n, zero);
   exch_.Resize(static_cast<size_t>(n));
   if (zero) {
     Fill(exch_.data(), n, 0.0f);

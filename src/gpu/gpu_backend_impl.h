@@ -342,10 +342,10 @@ class GpuBackendT : public LayerBackend, public RowExchange {
   void DeviceTopK(int layer, int k, std::vector<int32_t>* ids, std::vector<float>* scores,
                   const BatchLabels* labels, SoftmaxStats* st);
 
+  int64_t GradientSize(int layer) const override;
   /// Into host memory, or straight into the exchange buffer when `out` points into it
   /// (then scaled there, and complete when the host returns: MPI reads it outside the
   /// backend's stream).
-  int64_t GradientSize(int layer) const override;
   void ExportGradient(int layer, float* out, float scale) const override;
   /// The pending gradient in storage order into `out` (host memory or the exchange buffer).
   void ExportGradientTo(const Layer& L, float* out) const;
