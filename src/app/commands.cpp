@@ -443,7 +443,7 @@ int Bench(int argc, const char* const* argv, Communicator* comm) {
   }
   TrainConfig tc = cfg.train;
   const std::unique_ptr<Trainer> model =
-      BuildTrainer(tc, comm, d.train.num_features, d.train.num_labels, d.name);
+      BuildTrainer(tc, comm, d.train.num_features, d.train.num_labels, d.name, &d.train);
   Trainer& trainer = *model;
   BenchFigures f;
   f.init_rss = PeakRssMb();

@@ -88,6 +88,8 @@ struct BackendOptions {
   LshConfig lsh;
   uint64_t seed = 1;
   bool bf16_moments = false;  ///< Adam's weight moments in bfloat16 (--state bf16)
+  /// The output layer's initial biases, one per neuron of this shard (empty: zeros).
+  std::vector<float> output_bias;
 };
 
 /// The least a backend holds of this rank's shard, for the memory checks before Init

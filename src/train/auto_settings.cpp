@@ -73,6 +73,10 @@ void ResolveAuto(TrainConfig* cfg, int64_t input_dim, int64_t output_dim) {
     const int64_t out = output_dim;
     cfg->sparsity = {out >= cfg->dense_below ? SparsityForBudget(AutoBudget(out), out) : 1.0};
   }
+  // The prior's biases where the output layer is sampled: there a label's bias moves only at
+  // the steps it is active, and most labels seldom are (docs/user-guide.md, "Initial weights").
+  if (cfg->output_bias == OutputBias::kAuto)
+    cfg->output_bias = cfg->LayerSparsity(n).back() < 1.0 ? OutputBias::kPrior : OutputBias::kZero;
   // The LSH settings follow the widest sparse layer.
   const std::vector<double> s = cfg->LayerSparsity(n);
   int64_t widest = 0;
@@ -83,6 +87,24 @@ void ResolveAuto(TrainConfig* cfg, int64_t input_dim, int64_t output_dim) {
       sparse_input = l == 0;
     }
   AutoLsh(widest > 0 ? widest : output_dim, sparse_input, &cfg->lsh);
+}
+
+std::vector<float> LabelPriorBiases(const LayerSpec& out, const LabelMap& labels,
+                                    const Dataset& data) {
+  std::vector<double> share(static_cast<size_t>(out.local()), 0.0);
+  for (int64_t i = 0; i < data.size(); ++i) {
+    const int64_t n = data.NumLabels(i);
+    const int32_t* lab = data.Labels(i);
+    for (int64_t j = 0; j < n; ++j) {
+      const int64_t neuron = labels.Neuron(lab[j]);
+      if (neuron >= out.begin && neuron < out.end) share[neuron - out.begin] += 1.0 / n;
+    }
+  }
+  const double points = static_cast<double>(data.size()), c = static_cast<double>(out.out_dim);
+  std::vector<float> b(share.size());
+  for (size_t k = 0; k < share.size(); ++k)
+    b[k] = static_cast<float>(std::min(0.0, std::log((share[k] + 1.0) / (points + c) * c)));
+  return b;
 }
 
 LayerSlots OutputSlots(const ModelSpec& spec, int64_t min_negatives, const Dataset& data) {

@@ -16,10 +16,27 @@
 namespace dslide {
 
 /// The backend options of a run's (resolved) settings: its LSH settings, seed and optimiser
-/// state.
+/// state (the output biases are the Trainer's: LabelPriorBiases).
 inline BackendOptions BackendOptionsOf(const TrainConfig& cfg) {
-  return {cfg.lsh, cfg.seed, cfg.state == StateType::kBf16};
+  BackendOptions o;
+  o.lsh = cfg.lsh;
+  o.seed = cfg.seed;
+  o.bf16_moments = cfg.state == StateType::kBf16;
+  return o;
 }
+
+/// A new model's output biases for this rank's neurons of `out` (--output-bias prior): the
+/// log of each label's share of the training labels of `data` (a point's labels share its
+/// weight equally, as in the loss; add-one smoothed) against the uniform share 1 / labels,
+/// where that is below 0; 0 for the labels above the uniform share. A label of a sampled
+/// layer is active, and its bias moves (by Adam steps of about the learning rate), only at
+/// the few steps it is a label or a candidate: the rare labels' biases start where the
+/// label frequencies put them instead of level with the frequent labels'. The frequent
+/// labels start at 0, not above: a large positive bias points a row along the queries' bias
+/// coordinate, and its LSH codes then collide with every query (docs/user-guide.md,
+/// "Initial weights", has the measurements).
+std::vector<float> LabelPriorBiases(const LayerSpec& out, const LabelMap& labels,
+                                    const Dataset& data);
 
 /// The active neurons per sample (all ranks) that --sparsity auto gives a layer of
 /// `neurons` neurons that is not dense.

@@ -50,7 +50,8 @@ void WarnOfData(const Dataset& d, const std::string& file, bool in_memory, RunEv
 }  // namespace
 
 std::unique_ptr<Trainer> BuildTrainer(const TrainConfig& cfg, Communicator* comm, int64_t features,
-                                      int64_t labels, const std::string& data_name) {
+                                      int64_t labels, const std::string& data_name,
+                                      const Dataset* train) {
   // What the model is, for the messages: its parameters and the options that set them.
   int64_t params = 0, in = features;
   std::string hidden;
@@ -64,8 +65,9 @@ std::unique_ptr<Trainer> BuildTrainer(const TrainConfig& cfg, Communicator* comm
       detail::Concat(hidden.empty() ? std::string("no hidden layer") : "--hidden " + hidden,
                      " and ", data_name, "'s ", features, " features and ", labels, " labels");
   try {
-    return std::make_unique<Trainer>(
-        cfg, comm, MakeBackend(cfg.device, comm->rank(), cfg.gpus_per_node), features, labels);
+    return std::make_unique<Trainer>(cfg, comm,
+                                     MakeBackend(cfg.device, comm->rank(), cfg.gpus_per_node),
+                                     features, labels, train);
   } catch (const OutOfMemory& e) {
     throw Error(detail::Concat("cannot allocate the model of ", model, ": ", e.what()));
   } catch (const std::bad_alloc&) {
@@ -157,7 +159,9 @@ EvalResult RunTraining(const TrainConfig& asked, Communicator* comm, RunData dat
   std::unique_ptr<Trainer>& trainer = run->trainer;
   run->train_points = train.size();
   run->collective = true;
-  trainer = BuildTrainer(cfg, comm, train.num_features, train.num_labels, cfg.train_file);
+  // A resumed run's biases come from its checkpoint.
+  trainer = BuildTrainer(cfg, comm, train.num_features, train.num_labels, cfg.train_file,
+                         cfg.resume_dir.empty() ? &train : nullptr);
   return trainer->Run(train, cfg.validating() ? &valid : nullptr,
                       cfg.test_file.empty() ? nullptr : &test, events);
 }

@@ -45,9 +45,10 @@ EvalResult RunTraining(const TrainConfig& cfg, Communicator* comm, RunData data,
 /// The trainer of `cfg` for data of `features` and `labels` (named `data_name` in messages),
 /// its backend made as cfg says. A model that cannot fit in memory (refused before it is
 /// allocated, or an allocation that failed) throws dslide::Error naming --hidden, the data
-/// and the sizes.
+/// and the sizes. A new model's output biases come from the labels of `train` (Trainer).
 std::unique_ptr<Trainer> BuildTrainer(const TrainConfig& cfg, Communicator* comm, int64_t features,
-                                      int64_t labels, const std::string& data_name);
+                                      int64_t labels, const std::string& data_name,
+                                      const Dataset* train = nullptr);
 
 /// The data position (epoch, next point) of a run of `points` training points in batches of
 /// `batch` after `iteration` iterations from the start (epoch -1, position `points`, before

@@ -28,7 +28,7 @@ double Seconds(Clock::time_point a) {
 }  // namespace
 
 Trainer::Trainer(const TrainConfig& cfg, Communicator* comm, std::unique_ptr<LayerBackend> backend,
-                 int64_t input_dim, int64_t output_dim)
+                 int64_t input_dim, int64_t output_dim, const Dataset* train)
     : asked_(cfg),
       cfg_(cfg),
       comm_(comm),
@@ -42,7 +42,10 @@ Trainer::Trainer(const TrainConfig& cfg, Communicator* comm, std::unique_ptr<Lay
                           cfg_.LayerSparsity(cfg_.hidden.size() + 1), model_comm_->rank(),
                           model_comm_->size(), cfg_.min_negatives);
   spec_.labels = LabelMap(cfg_.label_order == LabelOrder::kSpread, output_dim);
-  backend_->Init(spec_, BackendOptionsOf(cfg_));
+  BackendOptions options = BackendOptionsOf(cfg_);
+  if (train != nullptr && cfg_.output_bias == OutputBias::kPrior)
+    options.output_bias = LabelPriorBiases(spec_.layers.back(), spec_.labels, *train);
+  backend_->Init(spec_, options);
   segs_.resize(spec_.layers.size());
   if (comm_->rank() == 0) {
     std::random_device rd;

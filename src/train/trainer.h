@@ -33,8 +33,10 @@ namespace dslide {
 class Trainer {
  public:
   /// `comm` and the datasets must outlive the trainer. Every rank constructs it alike.
+  /// A new model's output biases come from the labels of `train` (--output-bias prior; none
+  /// given: zeros, as for a model a checkpoint will replace).
   Trainer(const TrainConfig& cfg, Communicator* comm, std::unique_ptr<LayerBackend> backend,
-          int64_t input_dim, int64_t output_dim);
+          int64_t input_dim, int64_t output_dim, const Dataset* train = nullptr);
 
   /// Collective: one optimiser step on the given training points; returns the batch's mean
   /// loss (over points with labels), identical on every rank. Reads the loss now (with the

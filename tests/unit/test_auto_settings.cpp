@@ -4,6 +4,7 @@
 // selection really does.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <set>
 
 #include "../common/backend_driver.h"
@@ -12,6 +13,7 @@
 #include "common/rng.h"
 #include "devices/backend_factory.h"
 #include "lsh/budget_sampler.h"
+#include "model/label_map.h"
 #include "train/auto_settings.h"
 
 namespace dslide {
@@ -189,6 +191,55 @@ TEST(AutoSettings, PrintedSlotsMatchTheSelection) {
       EXPECT_GT(slots.raised, 0);
     }
   }
+}
+
+TEST(AutoSettings, LabelPriorBiasesAreLogSharesBelowTheUniformShare) {
+  // Six points over four labels: a point's labels share its weight, one point has none.
+  Dataset d;
+  d.num_features = 3;
+  d.num_labels = 4;
+  d.Add({0}, {1.0f}, {0});
+  d.Add({1}, {1.0f}, {0});
+  d.Add({2}, {1.0f}, {0, 1});
+  d.Add({0}, {1.0f}, {});
+  d.Add({1}, {1.0f}, {2});
+  d.Add({2}, {1.0f}, {0});
+  // Shares 3.5, 0.5, 1, 0; log((share + 1) / (6 + 4) x 4), and 0 where that is above 0.
+  const float expected[4] = {0.0f, static_cast<float>(std::log(0.6)),
+                             static_cast<float>(std::log(0.8)), static_cast<float>(std::log(0.4))};
+  // One rank, labels as neurons; then two ranks with the spread order: each rank's shard
+  // holds its neurons' values, whichever labels they are.
+  for (int ranks : {1, 2}) {
+    const LabelMap map(ranks > 1, 4);
+    std::vector<float> by_neuron;
+    for (int r = 0; r < ranks; ++r) {
+      const ModelSpec spec = ModelSpec::Make(3, {8}, 4, {1.0, 1.0}, r, ranks, 0);
+      const std::vector<float> b = LabelPriorBiases(spec.layers.back(), map, d);
+      ASSERT_EQ(static_cast<int64_t>(b.size()), spec.layers.back().local());
+      by_neuron.insert(by_neuron.end(), b.begin(), b.end());
+    }
+    ASSERT_EQ(by_neuron.size(), 4u);
+    for (int label = 0; label < 4; ++label)
+      EXPECT_FLOAT_EQ(by_neuron[map.Neuron(label)], expected[label]) << "label " << label;
+  }
+}
+
+TEST(AutoSettings, OutputBiasAutoIsThePriorForASampledOutputLayerOnly) {
+  for (int64_t labels : {983, 206983}) {
+    TrainConfig cfg;
+    ResolveAuto(&cfg, 1000, labels);
+    const bool sampled = cfg.LayerSparsity(2).back() < 1.0;
+    EXPECT_EQ(sampled, labels >= cfg.dense_below);
+    EXPECT_EQ(cfg.output_bias, sampled ? OutputBias::kPrior : OutputBias::kZero) << labels;
+  }
+  TrainConfig zero;
+  zero.output_bias = OutputBias::kZero;
+  ResolveAuto(&zero, 1000, 206983);
+  EXPECT_EQ(zero.output_bias, OutputBias::kZero);  // an explicit setting is kept
+  TrainConfig prior;
+  prior.output_bias = OutputBias::kPrior;
+  ResolveAuto(&prior, 1000, 983);
+  EXPECT_EQ(prior.output_bias, OutputBias::kPrior);
 }
 
 }  // namespace

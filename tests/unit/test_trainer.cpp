@@ -58,6 +58,61 @@ TEST(Trainer, GeneratedDataIsLearnable) {
   EXPECT_GE(exact.At(1), exact.At(3) - 1e-9);  // precision falls with k on 1-2 label points
 }
 
+/// Generated points whose labels are folded onto the first 50 of the 500.
+Dataset FoldedLabels(const GenConfig& g, int64_t first, int64_t n) {
+  Dataset d = GenerateSynthetic(g, first, n);
+  for (int32_t& l : d.labels) l %= 50;
+  return d;
+}
+
+TEST(Trainer, ANewSampledModelStartsFromTheLabelPrior) {
+  // No training point has a label above 49. With the prior's biases those 450 labels start
+  // log(500 / 3,500) below the others, and the untrained model's exact top 1 is one of the
+  // 50 for every point; with zeros (--output-bias zero, or no training data to take them
+  // from) the random weights spread it over all 500.
+  SetNumThreads(2);
+  const GenConfig g = SmallShape();
+  const Dataset train = FoldedLabels(g, 0, 3000);
+  const Dataset test = FoldedLabels(g, 3000, 500);
+  LocalCommunicator comm;
+  for (OutputBias bias : {OutputBias::kAuto, OutputBias::kZero}) {
+    for (bool with_data : {true, false}) {
+      TrainConfig cfg;
+      cfg.hidden = {32};
+      cfg.sparsity = {0.05};
+      cfg.output_bias = bias;
+      Trainer tr(cfg, &comm, MakeBackend(Device::kCpu, 0), train.num_features, train.num_labels,
+                 with_data ? &train : nullptr);
+      const bool prior = bias == OutputBias::kAuto && with_data;
+      EXPECT_EQ(tr.config().output_bias, bias == OutputBias::kAuto ? OutputBias::kPrior : bias);
+      const int last = static_cast<int>(tr.spec().layers.size()) - 1;
+      LayerState st;
+      tr.backend().SaveLayer(last, kWeights, &st);
+      const std::vector<float> want =
+          prior ? LabelPriorBiases(tr.spec().layers.back(), tr.spec().labels, train)
+                : std::vector<float>(st.b.size(), 0.0f);
+      EXPECT_EQ(st.b, want) << "prior " << prior;
+      int64_t seen = 0;
+      Trainer::Scores sc;
+      for (int64_t b0 = 0; b0 < test.size(); b0 += tr.EvalBlock()) {
+        const int64_t n = std::min(tr.EvalBlock(), test.size() - b0);
+        tr.Score(test, b0, n, 1, &sc);
+        for (int64_t i = 0; i < n; ++i) seen += sc.ids[i] < 50;
+      }
+      const double share = static_cast<double>(seen) / static_cast<double>(test.size());
+      std::printf(
+          "untrained, %s biases: top 1 a label of the training data for %.3f of the "
+          "points\n",
+          prior ? "prior" : "zero", share);
+      if (prior) {
+        EXPECT_EQ(share, 1.0);
+      } else {
+        EXPECT_LT(share, 0.5);
+      }
+    }
+  }
+}
+
 std::vector<double> Losses(int iters) {
   SetNumThreads(1);
   const GenConfig g = SmallShape();
