@@ -63,9 +63,7 @@ const char* ToString(Strategy v) {
   return "?";
 }
 const char* ToString(Device v) { return v == Device::kGpu ? "gpu" : "cpu"; }
-const char* ToString(OutputBias v) {
-  return v == OutputBias::kPrior ? "prior" : v == OutputBias::kZero ? "zero" : "auto";
-}
+const char* ToString(OutputBias v) { return v == OutputBias::kPrior ? "prior" : "zero"; }
 
 const char* ToString(LabelOrder v) {
   return v == LabelOrder::kSpread ? "spread" : v == LabelOrder::kIdentity ? "identity" : "auto";
@@ -114,12 +112,11 @@ void options::AddTrainOptions(OptionTable& t, TrainConfig* c) {
       "checkpoint's own order when resuming (identity for checkpoints that recorded none)");
   t.Text(
       "output-bias", [c] { return ToString(c->output_bias); },
-      "auto|prior|zero: a new model's output biases. prior: the log of each label's share of "
-      "the training labels against the uniform share (a point's labels sharing it equally, "
-      "add-one smoothed): the untrained model predicts the most frequent labels; zero: all 0. "
-      "auto: prior for a sampled output layer, whose rarely active labels' biases otherwise "
-      "stay near 0 for thousands of steps, zero for a dense one. A resumed run keeps its "
-      "checkpoint's");
+      "zero|prior: a new model's output biases. zero: all 0; prior: the log of each label's "
+      "share of the training labels against the uniform share (a point's labels sharing it "
+      "equally, add-one smoothed) where that is below 0, else 0, so that the labels rarer than "
+      "uniform start below the others (docs/user-guide.md, \"Output biases\", measures both). "
+      "A resumed run keeps its checkpoint's");
   t.Text(
       "state", [c] { return c->state == StateType::kBf16 ? "bf16" : "fp32"; },
       "fp32|bf16: how Adam's moments of the weights are held. bf16: in bfloat16 with "
@@ -264,9 +261,9 @@ void options::FinishTrain(const po::variables_map& vm, TrainConfig* c) {
                                        {"batch", FillPolicy::kBatch},
                                        {"stop", FillPolicy::kStop}});
   c->label_order = ParseLabelOrder(vm["label-order"].as<std::string>());
-  c->output_bias = ParseEnum<OutputBias>(
-      "output-bias", vm["output-bias"].as<std::string>(),
-      {{"auto", OutputBias::kAuto}, {"prior", OutputBias::kPrior}, {"zero", OutputBias::kZero}});
+  c->output_bias =
+      ParseEnum<OutputBias>("output-bias", vm["output-bias"].as<std::string>(),
+                            {{"prior", OutputBias::kPrior}, {"zero", OutputBias::kZero}});
   c->state = ParseEnum<StateType>("state", vm["state"].as<std::string>(),
                                   {{"fp32", StateType::kFp32}, {"bf16", StateType::kBf16}});
   c->device = ParseEnum<Device>("device", vm["device"].as<std::string>(),

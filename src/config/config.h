@@ -15,9 +15,8 @@ enum class Device { kCpu, kGpu };
 /// How output neurons are numbered from label ids (model/label_map.h); kAuto: kSpread for a
 /// new model, a checkpoint's own order when resuming or scoring one.
 enum class LabelOrder { kSpread, kIdentity, kAuto };
-/// A new model's output biases: the log of each label's share of the training labels
-/// (LabelPriorBiases), or zeros; auto: the prior for a sampled output layer (ResolveAuto).
-enum class OutputBias { kPrior, kZero, kAuto };
+/// A new model's output biases: zeros, or from the label prior (LabelPriorBiases).
+enum class OutputBias { kZero, kPrior };
 /// How the optimiser state is held: fp32 moments, or bfloat16 moments (--state).
 enum class StateType { kFp32, kBf16 };
 
@@ -66,7 +65,7 @@ struct TrainConfig {
   int64_t dense_below = kAutoDenseBelow;       ///< auto: layers narrower than this are dense
   int64_t min_negatives = kMinNegatives;       ///< per sample, beyond its labels (all ranks)
   LabelOrder label_order = LabelOrder::kAuto;  ///< output neurons by label id
-  OutputBias output_bias = OutputBias::kAuto;  ///< a new model's output biases
+  OutputBias output_bias = OutputBias::kZero;  ///< a new model's output biases
   StateType state = StateType::kFp32;          ///< Adam's weight moments: fp32 or bf16
   LshConfig lsh;
   int batch = 256;

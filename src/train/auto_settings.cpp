@@ -73,10 +73,6 @@ void ResolveAuto(TrainConfig* cfg, int64_t input_dim, int64_t output_dim) {
     const int64_t out = output_dim;
     cfg->sparsity = {out >= cfg->dense_below ? SparsityForBudget(AutoBudget(out), out) : 1.0};
   }
-  // The prior's biases where the output layer is sampled: there a label's bias moves only at
-  // the steps it is active, and most labels seldom are (docs/user-guide.md, "Initial weights").
-  if (cfg->output_bias == OutputBias::kAuto)
-    cfg->output_bias = cfg->LayerSparsity(n).back() < 1.0 ? OutputBias::kPrior : OutputBias::kZero;
   // The LSH settings follow the widest sparse layer.
   const std::vector<double> s = cfg->LayerSparsity(n);
   int64_t widest = 0;

@@ -34,7 +34,7 @@ inline BackendOptions BackendOptionsOf(const TrainConfig& cfg) {
 /// label frequencies put them instead of level with the frequent labels'. The frequent
 /// labels start at 0, not above: a large positive bias points a row along the queries' bias
 /// coordinate, and its LSH codes then collide with every query (docs/user-guide.md,
-/// "Initial weights", has the measurements).
+/// "Output biases", has the measurements, and why zeros stay the default).
 std::vector<float> LabelPriorBiases(const LayerSpec& out, const LabelMap& labels,
                                     const Dataset& data);
 

@@ -224,22 +224,17 @@ TEST(AutoSettings, LabelPriorBiasesAreLogSharesBelowTheUniformShare) {
   }
 }
 
-TEST(AutoSettings, OutputBiasAutoIsThePriorForASampledOutputLayerOnly) {
+TEST(AutoSettings, OutputBiasesAreZerosUnlessThePriorIsAsked) {
+  // Sampled or dense, the default is zeros; the auto settings keep either choice.
   for (int64_t labels : {983, 206983}) {
-    TrainConfig cfg;
-    ResolveAuto(&cfg, 1000, labels);
-    const bool sampled = cfg.LayerSparsity(2).back() < 1.0;
-    EXPECT_EQ(sampled, labels >= cfg.dense_below);
-    EXPECT_EQ(cfg.output_bias, sampled ? OutputBias::kPrior : OutputBias::kZero) << labels;
+    for (OutputBias asked : {OutputBias::kZero, OutputBias::kPrior}) {
+      TrainConfig cfg;
+      EXPECT_EQ(cfg.output_bias, OutputBias::kZero);
+      cfg.output_bias = asked;
+      ResolveAuto(&cfg, 1000, labels);
+      EXPECT_EQ(cfg.output_bias, asked) << labels;
+    }
   }
-  TrainConfig zero;
-  zero.output_bias = OutputBias::kZero;
-  ResolveAuto(&zero, 1000, 206983);
-  EXPECT_EQ(zero.output_bias, OutputBias::kZero);  // an explicit setting is kept
-  TrainConfig prior;
-  prior.output_bias = OutputBias::kPrior;
-  ResolveAuto(&prior, 1000, 983);
-  EXPECT_EQ(prior.output_bias, OutputBias::kPrior);
 }
 
 }  // namespace

@@ -68,14 +68,14 @@ Dataset FoldedLabels(const GenConfig& g, int64_t first, int64_t n) {
 TEST(Trainer, ANewSampledModelStartsFromTheLabelPrior) {
   // No training point has a label above 49. With the prior's biases those 450 labels start
   // log(500 / 3,500) below the others, and the untrained model's exact top 1 is one of the
-  // 50 for every point; with zeros (--output-bias zero, or no training data to take them
-  // from) the random weights spread it over all 500.
+  // 50 for every point; with zeros (the default, or no training data to take them from)
+  // the random weights spread it over all 500.
   SetNumThreads(2);
   const GenConfig g = SmallShape();
   const Dataset train = FoldedLabels(g, 0, 3000);
   const Dataset test = FoldedLabels(g, 3000, 500);
   LocalCommunicator comm;
-  for (OutputBias bias : {OutputBias::kAuto, OutputBias::kZero}) {
+  for (OutputBias bias : {OutputBias::kPrior, OutputBias::kZero}) {
     for (bool with_data : {true, false}) {
       TrainConfig cfg;
       cfg.hidden = {32};
@@ -83,8 +83,8 @@ TEST(Trainer, ANewSampledModelStartsFromTheLabelPrior) {
       cfg.output_bias = bias;
       Trainer tr(cfg, &comm, MakeBackend(Device::kCpu, 0), train.num_features, train.num_labels,
                  with_data ? &train : nullptr);
-      const bool prior = bias == OutputBias::kAuto && with_data;
-      EXPECT_EQ(tr.config().output_bias, bias == OutputBias::kAuto ? OutputBias::kPrior : bias);
+      const bool prior = bias == OutputBias::kPrior && with_data;
+      EXPECT_EQ(tr.config().output_bias, bias);
       const int last = static_cast<int>(tr.spec().layers.size()) - 1;
       LayerState st;
       tr.backend().SaveLayer(last, kWeights, &st);
