@@ -118,6 +118,16 @@ inline ShardNeed ShardStateNeed(const ModelSpec& spec, const BackendOptions& opt
   return need;
 }
 
+/// Whether layer `s` starts from `options.output_bias` rather than zero biases: the output
+/// layer, when biases are given (they must be one per neuron of the shard).
+inline bool StartsFromOutputBias(const LayerSpec& s, const BackendOptions& options) {
+  if (!s.is_output || options.output_bias.empty()) return false;
+  DSLIDE_CHECK(static_cast<int64_t>(options.output_bias.size()) == s.local(),
+               "initial output biases: ", options.output_bias.size(), " for ", s.local(),
+               " neurons");
+  return true;
+}
+
 /// A buffer of n floats in host memory (`v`, kept between calls), zeroed when `zero`: an
 /// ExchangeBuffer where the collectives read host memory.
 inline float* HostExchangeBuffer(std::vector<float>* v, int64_t n, bool zero) {

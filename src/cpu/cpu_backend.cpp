@@ -42,10 +42,7 @@ void CpuBackend::Init(const ModelSpec& spec, const BackendOptions& options) {
       L->m.assign(n, 0.0f);
       L->v.assign(n, 0.0f);
     }
-    if (s.is_output && !options.output_bias.empty()) {
-      DSLIDE_CHECK(static_cast<int64_t>(options.output_bias.size()) == s.local(),
-                   "initial output biases: ", options.output_bias.size(), " for ", s.local(),
-                   " neurons");
+    if (StartsFromOutputBias(s, options)) {
       L->b = options.output_bias;
     } else {
       L->b.assign(s.local(), 0.0f);

@@ -53,10 +53,7 @@ void GpuBackendT<X>::Init(const ModelSpec& spec, const BackendOptions& options) 
       Zeros(&L->mb, s.local());
       Zeros(&L->vb, s.local());
     }
-    if (s.is_output && !options.output_bias.empty()) {
-      DSLIDE_CHECK(static_cast<int64_t>(options.output_bias.size()) == s.local(),
-                   "initial output biases: ", options.output_bias.size(), " for ", s.local(),
-                   " neurons");
+    if (StartsFromOutputBias(s, options)) {
       x_.Upload(&L->b, options.output_bias.data(), s.local());
     } else {
       Zeros(&L->b, s.local());

@@ -165,6 +165,28 @@ TEST(GpuEquivalence, InitialWeightsAndTables) {
         }
 }
 
+TEST(GpuEquivalence, InitialOutputBiasesAsGiven) {
+  // The output layer starts from the given biases on both backends, with the same tables
+  // (they hash the biases too); the hidden layer keeps zeros; a count that is not the
+  // shard's is refused.
+  Pair s(SmallLsh(HashFamily::kSrp, QueryStrategy::kVanilla, FillPolicy::kBatch));
+  BackendOptions options = BackendOptionsOf(s.cfg);
+  for (int64_t i = 0; i < s.out; ++i)
+    options.output_bias.push_back(-0.001f * static_cast<float>(i % 97));
+  s.cpu->Init(s.spec, options);
+  s.dev->Init(s.spec, options);
+  std::vector<float> w, b;
+  GetLayer(*s.dev, 1, &w, &b);
+  EXPECT_EQ(b, options.output_bias);
+  GetLayer(*s.dev, 0, &w, &b);
+  EXPECT_EQ(b, std::vector<float>(b.size(), 0.0f));
+  for (int l = 0; l < 2; ++l) ExpectSameLayer(*s.cpu, *s.dev, l, 0.0, "init with biases");
+  ExpectSameTables(*s.cpu, *s.dev, 1);
+  options.output_bias.pop_back();
+  EXPECT_THROW(s.dev->Init(s.spec, options), Error);
+  EXPECT_THROW(s.cpu->Init(s.spec, options), Error);
+}
+
 TEST(GpuEquivalence, InitRefusesAModelTheDeviceCannotHold) {
   // 1,000 x 2,000 first-layer and 2,000 x 10 output weights with fp32 moments, and the first
   // layer's gradient rows: at least 30 MB. A device with 16 MB free refuses them before
