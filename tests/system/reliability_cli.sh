@@ -14,18 +14,21 @@ rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
 source "$here/cli_lib.sh"  # fail, expect_*, wait_iter; syn.* and ${train[@]}
 
 # 1. SIGTERM mid-run: the step finishes, a checkpoint is written, exit 75 with the resume hint;
-#    the resumed run ends where an uninterrupted one does.
-"$dslide" "${train[@]}" --iterations 400 --log-every 400 >out_whole.txt 2>&1 || fail "uninterrupted run"
-"$dslide" "${train[@]}" --iterations 400 --log-every 1 --checkpoint-dir ck --metrics m.jsonl >out_term.txt 2>&1 &
+#    the resumed run ends where an uninterrupted one does. 2,000 iterations (several seconds
+#    on a fast machine) so that the signal, sent once iteration 5 is printed, cannot arrive
+#    after the end when this shell is starved on a loaded machine (400 could: 1.5 s).
+n=2000
+"$dslide" "${train[@]}" --iterations $n --log-every $n >out_whole.txt 2>&1 || fail "uninterrupted run"
+"$dslide" "${train[@]}" --iterations $n --log-every 1 --checkpoint-dir ck --metrics m.jsonl >out_term.txt 2>&1 &
 pid=$!
 wait_iter out_term.txt 5
 kill -TERM $pid
 wait $pid
 expect_rc $? 75 "SIGTERM"
-expect_in out_term.txt "stopped by SIGTERM at iteration [0-9]* of 400; checkpoint written to ck/ckpt-" "SIGTERM"
+expect_in out_term.txt "stopped by SIGTERM at iteration [0-9]* of $n; checkpoint written to ck/ckpt-" "SIGTERM"
 expect_in out_term.txt "continue with --resume ck" "SIGTERM"
 [[ -n $(ls -d ck/ckpt-* 2>/dev/null) ]] || fail "SIGTERM: no checkpoint"
-"$dslide" "${train[@]}" --iterations 400 --log-every 400 --checkpoint-dir ck --resume ck --metrics m.jsonl \
+"$dslide" "${train[@]}" --iterations $n --log-every $n --checkpoint-dir ck --resume ck --metrics m.jsonl \
   >out_resumed.txt 2>&1 || fail "resume after SIGTERM"
 want=$(grep "^test" out_whole.txt)
 got=$(grep "^test" out_resumed.txt)
