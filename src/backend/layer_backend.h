@@ -88,6 +88,9 @@ struct BackendOptions {
   LshConfig lsh;
   uint64_t seed = 1;
   bool bf16_moments = false;  ///< Adam's weight moments in bfloat16 (--state bf16)
+  /// BackwardStep's Adam on every parameter of the layer (--dense-adam), not only on the
+  /// rows and biases the batch touched (lazy Adam).
+  bool dense_adam = false;
   /// The output layer's initial biases, one per neuron of this shard (empty: zeros).
   std::vector<float> output_bias;
 };
@@ -233,15 +236,27 @@ class LayerBackend {
   /// The output values of the active neurons: ReLU(Wx+b) for hidden layers, the logits
   /// Wx+b for the output layer.
   virtual void Forward(int layer) = 0;
-  /// The softmax cross-entropy phases (softmax.h) on the output layer's output and the
-  /// labels; the delta goes to the layer's kDelta buffer. The statistics go to `st`, or,
-  /// when it is null (all phases, one rank), stay in the backend for QueueStatus.
-  virtual void Softmax(int layer, unsigned phases, SoftmaxStats* st) = 0;
-  /// Records the gradients of the active neurons from the kDelta buffer (one Backward per
-  /// layer between updates) and, with `step`, applies Adam to the rows the batch touched
-  /// (every row with `dense_adam`); with `in_grad`, this shard's partial gradient w.r.t.
-  /// the input into kInputGrad, from the weights before the update.
-  virtual void Backward(int layer, bool in_grad, const AdamStep* step, bool dense_adam) = 0;
+  /// The softmax cross-entropy (softmax.h) on the output layer's output and the labels,
+  /// its whole normaliser on this shard (one rank): the delta goes to the layer's kDelta
+  /// buffer, the statistics stay in the backend for QueueStatus. A backend may fuse the
+  /// phases.
+  virtual void Softmax(int layer) = 0;
+  /// This shard's part of the softmax's normaliser (kSoftmaxMax and kSoftmaxSums of
+  /// softmax.h) into `st`: per sample its largest active logit, the sum of exp(z - max)
+  /// over its active neurons, and the sum of its labels' logits.
+  virtual void SoftmaxPartials(int layer, SoftmaxStats* st) = 0;
+  /// The softmax's delta into the layer's kDelta buffer (kSoftmaxDelta of softmax.h), from
+  /// the normaliser over every shard expressed in this shard's terms: st.mx as
+  /// SoftmaxPartials gave it, st.red the sum over every shard relative to st.mx.
+  virtual void SoftmaxDelta(int layer, const SoftmaxStats& st) = 0;
+  /// Records the gradients of the active neurons from the kDelta buffer (one backward call
+  /// per layer between updates), pending for ExportGradient or ApplyGradient; every layer
+  /// above the first puts this shard's partial gradient w.r.t. its input into kInputGrad.
+  virtual void Backward(int layer) = 0;
+  /// Backward, then Adam on the rows the batch touched (every row with
+  /// BackendOptions::dense_adam), in one pass where the backend can: the input gradient is
+  /// formed from the weights before the update.
+  virtual void BackwardStep(int layer, const AdamStep& step) = 0;
   /// One rank, no round trip through the trainer: to = from + 1 makes from's output to's
   /// input (packed, as the snapshot exchange gathers it); to = from - 1 makes to's delta
   /// from's input gradient times ReLU' of to's output.

@@ -57,8 +57,11 @@ class CpuBackend : public LayerBackend {
   void SetLabels(const BatchLabels* labels) override;
   void Select(int layer, bool with_labels, int64_t iter) override;
   void Forward(int layer) override;
-  void Softmax(int layer, unsigned phases, SoftmaxStats* st) override;
-  void Backward(int layer, bool in_grad, const AdamStep* step, bool dense_adam) override;
+  void Softmax(int layer) override;
+  void SoftmaxPartials(int layer, SoftmaxStats* st) override;
+  void SoftmaxDelta(int layer, const SoftmaxStats& st) override;
+  void Backward(int layer) override;
+  void BackwardStep(int layer, const AdamStep& step) override;
   void Chain(int from, int to) override;
   void QueueStatus(int loss_layer) override;
   std::vector<StepStatus> TakeQueued() override;
@@ -98,6 +101,8 @@ class CpuBackend : public LayerBackend {
   void ForwardActive(Layer& L, const BatchRows& in, BatchRows* out);
   void ForwardWalk(Layer& L, const BatchRows& in, BatchRows* out);
   void ForwardBySample(Layer& L, const BatchRows& in, BatchRows* out);
+  /// The layer's kInputGrad buffer zeroed like its input; null for the first layer.
+  BatchRows* ZeroedInputGrad(int layer);
   /// The gradients of the active neurons from `delta`, kept pending; with in_grad, adds
   /// this shard's input gradient into it.
   void BackwardRows(int layer, const BatchRows& in, const BatchRows& delta, BatchRows* in_grad);
@@ -156,12 +161,12 @@ class CpuBackend : public LayerBackend {
   std::vector<std::unique_ptr<ThreadScratch>> scratch_;
   std::vector<float> exchange_;  // ExchangeBuffer: the fused gradient of data parallelism
   ModelSpec spec_;
-  BackendOptions opt_;  // the LSH settings and the seed of every random stream
+  BackendOptions opt_;  // the LSH settings, the seed of every random stream, dense Adam
   // The batch.
   std::vector<Buffers> buffers_;
   BatchLabels labels_;
   bool has_labels_ = false;
-  SoftmaxStats stats_;  // of the last Softmax without a caller's statistics
+  SoftmaxStats stats_;  // of the last Softmax (one rank), for QueueStatus
   std::vector<StepStatus> queued_;
 };
 

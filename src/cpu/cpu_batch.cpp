@@ -76,9 +76,19 @@ void CpuBackend::Chain(int from, int to) {
   ReluBackward(prev.out, &prev.delta);
 }
 
-void CpuBackend::Softmax(int layer, unsigned phases, SoftmaxStats* st) {
+void CpuBackend::Softmax(int layer) {
   Buffers& b = At(layer);
-  SoftmaxOnHost(b.out, labels_, phases, st != nullptr ? st : &stats_, &b.delta);
+  SoftmaxOnHost(b.out, labels_, kSoftmaxAll, &stats_, &b.delta);
+}
+
+void CpuBackend::SoftmaxPartials(int layer, SoftmaxStats* st) {
+  Buffers& b = At(layer);
+  SoftmaxOnHost(b.out, labels_, kSoftmaxMax | kSoftmaxSums, st, &b.delta);
+}
+
+void CpuBackend::SoftmaxDelta(int layer, const SoftmaxStats& st) {
+  Buffers& b = At(layer);
+  SoftmaxDeltaOnHost(b.out, labels_, st, &b.delta);
 }
 
 void CpuBackend::QueueStatus(int loss_layer) {
@@ -95,14 +105,21 @@ std::vector<StepStatus> CpuBackend::TakeQueued() {
   return out;
 }
 
-void CpuBackend::Backward(int layer, bool in_grad, const AdamStep* step, bool dense_adam) {
+BatchRows* CpuBackend::ZeroedInputGrad(int layer) {
+  if (layer == 0) return nullptr;  // the first layer's input is the data
   Buffers& b = At(layer);
-  if (in_grad) b.in_grad.LikeZero(b.in);
-  BatchRows* g = in_grad ? &b.in_grad : nullptr;
-  if (step != nullptr)
-    BackwardUpdate(layer, b.in, b.delta, g, *step, dense_adam);
-  else
-    BackwardRows(layer, b.in, b.delta, g);
+  b.in_grad.LikeZero(b.in);
+  return &b.in_grad;
+}
+
+void CpuBackend::Backward(int layer) {
+  Buffers& b = At(layer);
+  BackwardRows(layer, b.in, b.delta, ZeroedInputGrad(layer));
+}
+
+void CpuBackend::BackwardStep(int layer, const AdamStep& step) {
+  Buffers& b = At(layer);
+  BackwardUpdate(layer, b.in, b.delta, ZeroedInputGrad(layer), step, opt_.dense_adam);
 }
 
 void CpuBackend::TopK(int layer, int k, std::vector<int32_t>* ids, std::vector<float>* scores,

@@ -5,15 +5,20 @@
 namespace dslide::gpu {
 
 template <class X>
-void GpuBackendT<X>::Backward(int layer, bool in_grad, const AdamStep* step, bool dense_adam) {
+void GpuBackendT<X>::Backward(int layer) {
   Layer& L = *layers_[layer];
-  DSLIDE_ASSERT(!(L.spec.input_major && in_grad), "the first layer has no input gradient");
+  DSLIDE_ASSERT(L.spec.input_major == (layer == 0), "the first layer alone is input-major");
   if (L.spec.input_major)
     FirstLayerBackward(L, InRows(layer), *batch_[layer]);
   else
-    IndexBatch(L, InRows(layer), *batch_[layer], in_grad);
+    IndexBatch(L, InRows(layer), *batch_[layer], /*in_grad=*/true);
+}
+
+template <class X>
+void GpuBackendT<X>::BackwardStep(int layer, const AdamStep& step) {
   // The input gradient is formed from the old weights before the update kernel runs.
-  if (step != nullptr) Update(layer, *step, dense_adam);
+  Backward(layer);
+  Update(layer, step, opt_.dense_adam);
 }
 
 template <class X>
@@ -212,8 +217,8 @@ void GpuBackendT<X>::ClearPending(Layer& L) {
 }
 
 #define DSLIDE_GPU_MEMBERS(X)                                                                    \
-  template void GpuBackendT<X>::Backward(int layer, bool in_grad, const AdamStep* step,          \
-                                         bool dense_adam);                                       \
+  template void GpuBackendT<X>::Backward(int layer);                                             \
+  template void GpuBackendT<X>::BackwardStep(int layer, const AdamStep& step);                   \
   template void GpuBackendT<X>::Update(int layer, const AdamStep& step, bool dense);             \
   template void GpuBackendT<X>::FirstLayerBackward(Layer& L, const DevRows& in, const Batch& b); \
   template void GpuBackendT<X>::FirstLayerAdam(Layer& L, const AdamConsts& a, bool dense);       \

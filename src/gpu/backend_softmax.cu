@@ -5,13 +5,30 @@
 namespace dslide::gpu {
 
 template <class X>
-void GpuBackendT<X>::Softmax(int layer, unsigned phases, SoftmaxStats* st) {
+void GpuBackendT<X>::Softmax(int layer) {
+  SoftmaxPhases(layer, kSoftmaxAll, nullptr, nullptr);
+}
+
+template <class X>
+void GpuBackendT<X>::SoftmaxPartials(int layer, SoftmaxStats* st) {
+  SoftmaxPhases(layer, kSoftmaxMax | kSoftmaxSums, nullptr, st);
+}
+
+template <class X>
+void GpuBackendT<X>::SoftmaxDelta(int layer, const SoftmaxStats& st) {
+  SoftmaxPhases(layer, kSoftmaxDelta, &st, nullptr);
+}
+
+template <class X>
+void GpuBackendT<X>::SoftmaxPhases(int layer, unsigned phases, const SoftmaxStats* in,
+                                   SoftmaxStats* out) {
   const DevRows& z = batch_[layer]->out;
   const int64_t B = z.B;
   DSLIDE_ASSERT(has_labels_ && label_shape_.samples == B, "the softmax needs the batch's labels");
   const bool do_max = phases & kSoftmaxMax, do_sums = phases & kSoftmaxSums,
              do_delta = phases & kSoftmaxDelta;
-  DSLIDE_ASSERT(st != nullptr || (do_max && do_sums), "softmax statistics to read");
+  DSLIDE_ASSERT(in != nullptr || (do_max && do_sums), "softmax statistics to read");
+  const SoftmaxStats* st = in;
   sm_mx_.Resize(B);
   sm_red_.Resize(2 * B);
   if (!do_max || !do_sums) {
@@ -39,10 +56,10 @@ void GpuBackendT<X>::Softmax(int layer, unsigned phases, SoftmaxStats* st) {
   k.red = sm_red_.data();
   k.d = batch_[layer]->delta.data();
   x_.Launch(k);
-  if (st == nullptr) return;
-  st->Resize(B);
-  if (do_max) x_.Download(sm_mx_, st->mx.data(), B);
-  if (do_sums) x_.Download(sm_red_, st->red.data(), 2 * B);
+  if (out == nullptr) return;
+  out->Resize(B);
+  if (do_max) x_.Download(sm_mx_, out->mx.data(), B);
+  if (do_sums) x_.Download(sm_red_, out->red.data(), 2 * B);
 }
 
 template <class X>
@@ -83,10 +100,14 @@ void GpuBackendT<X>::DrainQueue() {
   queued_ = 0;
 }
 
-#define DSLIDE_GPU_MEMBERS(X)                                                          \
-  template void GpuBackendT<X>::Softmax(int layer, unsigned phases, SoftmaxStats* st); \
-  template void GpuBackendT<X>::QueueStatus(int loss_layer);                           \
-  template std::vector<StepStatus> GpuBackendT<X>::TakeQueued();                       \
+#define DSLIDE_GPU_MEMBERS(X)                                                                     \
+  template void GpuBackendT<X>::Softmax(int layer);                                               \
+  template void GpuBackendT<X>::SoftmaxPartials(int layer, SoftmaxStats* st);                     \
+  template void GpuBackendT<X>::SoftmaxDelta(int layer, const SoftmaxStats& st);                  \
+  template void GpuBackendT<X>::SoftmaxPhases(int layer, unsigned phases, const SoftmaxStats* in, \
+                                              SoftmaxStats* out);                                 \
+  template void GpuBackendT<X>::QueueStatus(int loss_layer);                                      \
+  template std::vector<StepStatus> GpuBackendT<X>::TakeQueued();                                  \
   template void GpuBackendT<X>::DrainQueue();
 DSLIDE_GPU_INSTANTIATE(DSLIDE_GPU_MEMBERS)
 

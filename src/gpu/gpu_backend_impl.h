@@ -275,9 +275,14 @@ class GpuBackendT : public LayerBackend, public RowExchange {
   void SendInput(int layer, const BatchRows& rows);
 
   /// One block per sample over the layer's logits: block reductions of the max and of the
-  /// sums, then the delta, in one kernel for kSoftmaxAll. Without `st` the statistics stay
-  /// on the device (for QueueStatus); phases that are not run read them from `st`.
-  void Softmax(int layer, unsigned phases, SoftmaxStats* st) override;
+  /// sums, then the delta, in one kernel (SoftmaxPhases with kSoftmaxAll); the statistics
+  /// stay on the device (for QueueStatus).
+  void Softmax(int layer) override;
+  void SoftmaxPartials(int layer, SoftmaxStats* st) override;
+  void SoftmaxDelta(int layer, const SoftmaxStats& st) override;
+  /// The softmax kernel with `phases` (softmax.h); the phases not run read their statistics
+  /// from `in`; with `out`, the statistics run come back to the host.
+  void SoftmaxPhases(int layer, unsigned phases, const SoftmaxStats* in, SoftmaxStats* out);
 
   /// The batch's mean loss from the statistics the last Softmax left on the device
   /// (SoftmaxMeanLoss's formula; none for loss_layer < 0) and the layers' non-finite flags
@@ -288,9 +293,10 @@ class GpuBackendT : public LayerBackend, public RowExchange {
   /// The queued entries into taken_, in one wait.
   void DrainQueue();
 
-  /// Backward (and with `step` the update) of a layer from its delta; with `in_grad`, this
-  /// shard's input gradient into the layer's input-gradient buffer.
-  void Backward(int layer, bool in_grad, const AdamStep* step, bool dense_adam) override;
+  /// Backward of a layer from its delta (and with BackwardStep the update, after the input
+  /// gradient of the layers above the first is formed from the old weights).
+  void Backward(int layer) override;
+  void BackwardStep(int layer, const AdamStep& step) override;
 
   /// One rank. Forward: to's input is from's output buffer itself (no copy), read as the
   /// snapshot would be: dense rows for a dense layer. Backward: to's delta is from's input
@@ -399,7 +405,7 @@ class GpuBackendT : public LayerBackend, public RowExchange {
   GpuTuning tune_;
   std::vector<std::unique_ptr<Layer>> layers_;
   ModelSpec spec_;
-  BackendOptions opt_;  // the LSH settings and the seed of every random stream
+  BackendOptions opt_;  // the LSH settings, the seed of every random stream, dense Adam
   // The batch: per layer, the labels (on the device, with their shape on the
   // host for the selection's sizes) and the softmax statistics.
   std::vector<std::unique_ptr<Batch>> batch_;

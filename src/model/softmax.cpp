@@ -110,26 +110,31 @@ void SoftmaxOnHost(const BatchRows& z, const BatchLabels& labels, unsigned phase
       red[B + i] = static_cast<float>(lab);
     });
   }
-  if (phases & kSoftmaxDelta) {
-    DSLIDE_CHECK(delta->vals.size() == z.vals.size() && delta->n == z.n,
-                 "softmax: the delta phase needs the rows the sums phase wrote");
-    const float inv_b = 1.0f / static_cast<float>(B);
-    ParallelFor(B, 8, [&](int64_t i) {
-      const int64_t k = labels.Count(i);
-      float* e = delta->vals.data() + z.off[i];
-      if (k == 0) {  // no labels: no loss and no gradient
-        std::fill(e, e + z.n[i], 0.0f);
-        return;
-      }
-      const int32_t* lb = labels.Of(i);
-      const int32_t* id = z.ids.data() + z.off[i];
-      const float scale = inv_b / red[i], t = inv_b / static_cast<float>(k);
-      for (int64_t j = 0; j < z.n[i]; ++j) e[j] *= scale;
-      thread_local std::vector<int64_t> slots;
-      LabelSlots(id, z.n[i], lb, k, &slots);
-      for (int64_t j : slots) e[j] -= t;
-    });
-  }
+  if (phases & kSoftmaxDelta) SoftmaxDeltaOnHost(z, labels, *st, delta);
+}
+
+void SoftmaxDeltaOnHost(const BatchRows& z, const BatchLabels& labels, const SoftmaxStats& st,
+                        BatchRows* delta) {
+  const int64_t B = z.samples();
+  const float* red = st.red.data();
+  DSLIDE_CHECK(delta->vals.size() == z.vals.size() && delta->n == z.n,
+               "softmax: the delta phase needs the rows the sums phase wrote");
+  const float inv_b = 1.0f / static_cast<float>(B);
+  ParallelFor(B, 8, [&](int64_t i) {
+    const int64_t k = labels.Count(i);
+    float* e = delta->vals.data() + z.off[i];
+    if (k == 0) {  // no labels: no loss and no gradient
+      std::fill(e, e + z.n[i], 0.0f);
+      return;
+    }
+    const int32_t* lb = labels.Of(i);
+    const int32_t* id = z.ids.data() + z.off[i];
+    const float scale = inv_b / red[i], t = inv_b / static_cast<float>(k);
+    for (int64_t j = 0; j < z.n[i]; ++j) e[j] *= scale;
+    thread_local std::vector<int64_t> slots;
+    LabelSlots(id, z.n[i], lb, k, &slots);
+    for (int64_t j : slots) e[j] -= t;
+  });
 }
 
 double SoftmaxMeanLoss(const SoftmaxStats& st, const BatchLabels& labels) {

@@ -64,6 +64,11 @@ inline float ExpNonPositive(float x) {
 void SoftmaxOnHost(const BatchRows& z, const BatchLabels& labels, unsigned phases, SoftmaxStats* st,
                    BatchRows* delta);
 
+/// The kSoftmaxDelta phase on the host from the normaliser `st` (SoftmaxOnHost's sums phase
+/// left exp(z - mx) in `delta`).
+void SoftmaxDeltaOnHost(const BatchRows& z, const BatchLabels& labels, const SoftmaxStats& st,
+                        BatchRows* delta);
+
 /// The mean loss over the labelled samples, from reduced statistics.
 double SoftmaxMeanLoss(const SoftmaxStats& st, const BatchLabels& labels);
 

@@ -22,6 +22,7 @@ inline BackendOptions BackendOptionsOf(const TrainConfig& cfg) {
   o.lsh = cfg.lsh;
   o.seed = cfg.seed;
   o.bf16_moments = cfg.state == StateType::kBf16;
+  o.dense_adam = cfg.dense_adam;
   return o;
 }
 

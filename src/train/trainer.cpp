@@ -85,13 +85,13 @@ void Trainer::Softmax(const BatchLabels& labels) {
   const int64_t B = static_cast<int64_t>(labels.off.size()) - 1;
   if (model_comm_->size() == 1) {
     // The whole normaliser is local: one call, which a backend may fuse.
-    backend_->Softmax(last, kSoftmaxAll, nullptr);
+    backend_->Softmax(last);
     return;
   }
   // Each rank's max and sums relative to its own max, combined in one all-reduce of four
   // floats per sample (CombineSoftmax) instead of a max and then the sums.
   SoftmaxStats& st = stats_;
-  backend_->Softmax(last, kSoftmaxMax | kSoftmaxSums, &st);
+  backend_->SoftmaxPartials(last, &st);
   // c: the sample's labels this rank owns, each an active neuron here (a shard's labels are
   // always in its active set), so the label term's slots.
   const LayerSpec& out = spec_.layers[last];
@@ -114,7 +114,7 @@ void Trainer::Softmax(const BatchLabels& labels) {
                     ? 1.0f
                     : static_cast<float>(parts_[i].s * std::exp(parts_[i].m - m));
   }
-  backend_->Softmax(last, kSoftmaxDelta, &st);
+  backend_->SoftmaxDelta(last, st);
   // The statistics over every rank, for the loss (MeanLoss).
   for (int64_t i = 0; i < B; ++i) {
     st.mx[i] = parts_[i].m;
@@ -211,12 +211,16 @@ std::optional<double> Trainer::Backpropagate(const Dataset& data,
 void Trainer::BackwardPass(const AdamStep* step) {
   for (int l = static_cast<int>(spec_.layers.size()) - 1; l >= 0; --l) {
     auto t0 = Clock::now();
-    const bool need_grad = l > 0;
     // With `step`, a layer's weights are not needed again this step once its input gradient
     // exists, so its update may run inside the same pass.
-    backend_->Backward(l, need_grad, step, cfg_.dense_adam);
-    (step != nullptr ? phases_.backward_update : phases_.backward) += Seconds(t0);
-    if (need_grad) {
+    if (step != nullptr) {
+      backend_->BackwardStep(l, *step);
+      phases_.backward_update += Seconds(t0);
+    } else {
+      backend_->Backward(l);
+      phases_.backward += Seconds(t0);
+    }
+    if (l > 0) {  // the layer's input gradient, to the layer below
       t0 = Clock::now();
       exchange_.PassBackward(backend_.get(), l, segs_[l - 1]);
       phases_.comm += Seconds(t0);

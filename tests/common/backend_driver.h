@@ -65,26 +65,49 @@ inline void Forward(LayerBackend& b, int layer, const BatchRows& in, BatchRows* 
   CopyValues(*b.HostRows(layer, Rows::kOutput, Access::kRead), out);
 }
 
-/// The softmax phases on the logits `z`; with kSoftmaxDelta the delta, laid out like z.
-inline void Softmax(LayerBackend& b, int layer, const BatchRows& z, const BatchLabels& labels,
-                    unsigned phases, SoftmaxStats* st, BatchRows* delta) {
+/// The one-rank softmax (LayerBackend::Softmax) on the logits `z`: the delta, laid out like
+/// z; returns the batch's mean loss (QueueStatus, which takes the non-finite flags too).
+inline double Softmax(LayerBackend& b, int layer, const BatchRows& z, const BatchLabels& labels,
+                      BatchRows* delta) {
   Stage(b, layer, Rows::kOutput, z);
   b.SetLabels(&labels);
-  b.Softmax(layer, phases, st);
-  if (!(phases & kSoftmaxDelta)) return;
+  b.Softmax(layer);
+  delta->LikeZero(z);
+  delta->ids = z.ids;
+  CopyValues(*b.HostRows(layer, Rows::kDelta, Access::kRead), delta);
+  b.QueueStatus(layer);
+  return b.TakeQueued().back().loss;
+}
+
+/// The shard's part of the softmax's normaliser on the logits `z` (SoftmaxPartials).
+inline void SoftmaxPartials(LayerBackend& b, int layer, const BatchRows& z,
+                            const BatchLabels& labels, SoftmaxStats* st) {
+  Stage(b, layer, Rows::kOutput, z);
+  b.SetLabels(&labels);
+  b.SoftmaxPartials(layer, st);
+}
+
+/// The softmax's delta after SoftmaxPartials on the same logits `z`, from `st`, laid out like z.
+inline void SoftmaxDelta(LayerBackend& b, int layer, const BatchRows& z, const SoftmaxStats& st,
+                         BatchRows* delta) {
+  b.SoftmaxDelta(layer, st);
   delta->LikeZero(z);
   delta->ids = z.ids;
   CopyValues(*b.HostRows(layer, Rows::kDelta, Access::kRead), delta);
 }
 
-/// Backward from `delta` (its ids the layer's active sets), with `step` fused with Adam;
-/// with in_grad, adds this shard's input gradient into it (aligned with `in`).
+/// Backward from `delta` (its ids the layer's active sets), with `step` BackwardStep (Adam
+/// fused); with in_grad (a layer above the first), adds this shard's input gradient into it
+/// (aligned with `in`).
 inline void Backward(LayerBackend& b, int layer, const BatchRows& in, const BatchRows& delta,
-                     BatchRows* in_grad, const AdamStep* step = nullptr, bool dense_adam = false) {
+                     BatchRows* in_grad, const AdamStep* step = nullptr) {
   Stage(b, layer, Rows::kInput, in);
   Stage(b, layer, Rows::kOutput, delta);  // the delta's ids and counts are the output's
   Stage(b, layer, Rows::kDelta, delta);
-  b.Backward(layer, in_grad != nullptr, step, dense_adam);
+  if (step != nullptr)
+    b.BackwardStep(layer, *step);
+  else
+    b.Backward(layer);
   if (in_grad == nullptr) return;
   const BatchRows& g = *b.HostRows(layer, Rows::kInputGrad, Access::kRead);
   for (int64_t i = 0; i < in.samples(); ++i)

@@ -318,10 +318,9 @@ TEST(GpuEquivalence, ForwardSharedMemoryLimits) {
       ASSERT_EQ(a.vals.size(), b.vals.size());
       EXPECT_LE(MaxRelDiff(b.vals, a.vals), kTol) << "activations of layer " << layer;
       if (layer == 0) continue;
-      SoftmaxStats sa, sb;
       BatchRows da, db, ga, gb;
-      Softmax(*s.cpu, 1, a, lab, kSoftmaxAll, &sa, &da);
-      Softmax(*s.dev, 1, b, lab, kSoftmaxAll, &sb, &db);
+      Softmax(*s.cpu, 1, a, lab, &da);
+      Softmax(*s.dev, 1, b, lab, &db);
       EXPECT_LE(MaxRelDiff(db.vals, da.vals), kTol) << "deltas";
       ga.LikeZero(h);
       gb.LikeZero(h);
@@ -341,8 +340,8 @@ TEST(GpuEquivalence, ForwardSharedMemoryLimits) {
 /// One backward step with Adam on both backends from the same random deltas (a quarter of
 /// them zero); with untouched_every > 0 the neurons whose id it divides get no non-zero
 /// delta in the batch: under lazy Adam those rows keep their weights and moments.
-inline void CompareStep(Pair& s, int layer, bool fused, bool dense_adam, const char* what,
-                        int untouched_every = 0) {
+inline void CompareStep(Pair& s, int layer, bool fused, const char* what, int untouched_every = 0) {
+  const bool dense_adam = s.cfg.dense_adam;
   SCOPED_TRACE(what);
   const BatchRows in = layer == 0 ? s.Inputs(21) : s.Hidden(22);
   const BatchLabels lab = s.Labels(23);
@@ -373,8 +372,8 @@ inline void CompareStep(Pair& s, int layer, bool fused, bool dense_adam, const c
   gb.LikeZero(in);
   const bool want_grad = layer > 0;
   if (fused) {
-    Backward(*s.cpu, layer, in, delta, want_grad ? &ga : nullptr, &step, dense_adam);
-    Backward(*s.dev, layer, in, delta, want_grad ? &gb : nullptr, &step, dense_adam);
+    Backward(*s.cpu, layer, in, delta, want_grad ? &ga : nullptr, &step);
+    Backward(*s.dev, layer, in, delta, want_grad ? &gb : nullptr, &step);
   } else {
     Backward(*s.cpu, layer, in, delta, want_grad ? &ga : nullptr);
     Backward(*s.dev, layer, in, delta, want_grad ? &gb : nullptr);
@@ -424,20 +423,22 @@ inline void CompareStep(Pair& s, int layer, bool fused, bool dense_adam, const c
 TEST(GpuEquivalence, BackwardAndAdam) {
   for (bool fused : {false, true})
     for (bool dense_adam : {false, true}) {
-      Pair s(SmallLsh(HashFamily::kDwta, QueryStrategy::kTopK, FillPolicy::kBatch), {0.5, 0.1});
+      TrainConfig c = SmallLsh(HashFamily::kDwta, QueryStrategy::kTopK, FillPolicy::kBatch);
+      c.dense_adam = dense_adam;
+      Pair s(c, {0.5, 0.1});
       const std::string tag = std::string(fused ? "fused" : "gradient only") +
                               (dense_adam ? " dense Adam" : " lazy Adam");
-      CompareStep(s, 1, fused, dense_adam, ("output layer, " + tag).c_str());
-      CompareStep(s, 0, fused, dense_adam, ("first layer, " + tag).c_str());
+      CompareStep(s, 1, fused, ("output layer, " + tag).c_str());
+      CompareStep(s, 0, fused, ("first layer, " + tag).c_str());
       // Twice, so a second step meets the moments of the first.
-      CompareStep(s, 1, fused, dense_adam, ("output layer again, " + tag).c_str());
+      CompareStep(s, 1, fused, ("output layer again, " + tag).c_str());
     }
   Pair dense(TrainConfig{}, {1.0, 1.0});
-  CompareStep(dense, 1, true, false, "dense output layer");
+  CompareStep(dense, 1, true, "dense output layer");
   // A second step, with moments to carry: rows without a delta do not step (lazy Adam),
   // on the dense layer's own path too.
-  CompareStep(dense, 1, true, false, "dense output layer, untouched rows", 3);
-  CompareStep(dense, 0, false, false, "dense first layer");
+  CompareStep(dense, 1, true, "dense output layer, untouched rows", 3);
+  CompareStep(dense, 0, false, "dense first layer");
 }
 
 /// --state bf16: the moments in bfloat16 on both backends, stochastically rounded from the
@@ -451,6 +452,7 @@ TEST(GpuEquivalence, Bf16MomentsBackwardAndAdam) {
                    (dense_adam ? ", dense Adam" : ", lazy Adam"));
       TrainConfig c = SmallLsh(HashFamily::kDwta, QueryStrategy::kTopK, FillPolicy::kBatch);
       c.state = StateType::kBf16;
+      c.dense_adam = dense_adam;
       Pair s(c, {0.5, 0.1});
       for (int layer : {1, 0}) {
         const BatchRows in = layer == 0 ? s.Inputs(21) : s.Hidden(22);
@@ -464,8 +466,8 @@ TEST(GpuEquivalence, Bf16MomentsBackwardAndAdam) {
         step.lr = 1e-2f;
         step.t = 2;
         if (fused) {
-          Backward(*s.cpu, layer, in, delta, nullptr, &step, dense_adam);
-          Backward(*s.dev, layer, in, delta, nullptr, &step, dense_adam);
+          Backward(*s.cpu, layer, in, delta, nullptr, &step);
+          Backward(*s.dev, layer, in, delta, nullptr, &step);
         } else {
           Backward(*s.cpu, layer, in, delta, nullptr);
           Backward(*s.dev, layer, in, delta, nullptr);
@@ -491,9 +493,10 @@ TEST(GpuEquivalence, Bf16MomentsBackwardAndAdam) {
     }
 }
 
-/// Softmax of the output layer after Forward on both backends: fused (kSoftmaxAll) and in
-/// three phases around a stand-in for the ranks' reductions (another rank's larger max and
-/// sums); then a Backward with the delta Softmax wrote, and one with a different delta.
+/// Softmax of the output layer after Forward on both backends: fused (Softmax) and in the
+/// two calls around the ranks' reduction (SoftmaxPartials, then SoftmaxDelta over a stand-in
+/// for another rank's sums); then a Backward with the delta the softmax wrote, and one with
+/// a different delta.
 TEST(GpuEquivalence, SoftmaxLossAndDelta) {
   Pair s(SmallLsh(HashFamily::kDwta, QueryStrategy::kTopK, FillPolicy::kBatch), {1.0, 0.1});
   const BatchRows h = s.Hidden(61);
@@ -506,40 +509,25 @@ TEST(GpuEquivalence, SoftmaxLossAndDelta) {
   ASSERT_EQ(za.ids, zb.ids);
   Forward(*s.cpu, 1, h, &za);
   Forward(*s.dev, 1, h, &zb);
-  // Modes: fused; the trainer's two calls with P ranks (max and sums, then the delta over
-  // a normaliser rescaled by the ranks' all-reduce); three calls.
-  for (int mode : {0, 2, 3}) {
-    SCOPED_TRACE(mode == 0 ? "fused" : mode == 2 ? "two calls" : "three phases");
-    const bool fused = mode == 0;
-    SoftmaxStats sa, sb;
+  for (bool fused : {true, false}) {
+    SCOPED_TRACE(fused ? "fused" : "two calls");
     BatchRows da, db;
     if (fused) {
-      Softmax(*s.cpu, 1, za, lab, kSoftmaxAll, &sa, &da);
-      Softmax(*s.dev, 1, zb, lab, kSoftmaxAll, &sb, &db);
-    } else if (mode == 2) {
-      Softmax(*s.cpu, 1, za, lab, kSoftmaxMax | kSoftmaxSums, &sa, &da);
-      Softmax(*s.dev, 1, zb, lab, kSoftmaxMax | kSoftmaxSums, &sb, &db);
-      EXPECT_LE(MaxRelDiff(sb.mx, sa.mx), kTol) << "row maxima";
-      EXPECT_LE(MaxRelDiff(sb.red, sa.red), kTol) << "sums and label terms";
-      for (int64_t i = 0; i < s.B; ++i) sa.red[i] = sb.red[i] = sa.red[i] * 1.75f;
-      Softmax(*s.cpu, 1, za, lab, kSoftmaxDelta, &sa, &da);
-      Softmax(*s.dev, 1, zb, lab, kSoftmaxDelta, &sb, &db);
+      const double la = Softmax(*s.cpu, 1, za, lab, &da);
+      const double lb = Softmax(*s.dev, 1, zb, lab, &db);
+      EXPECT_GT(la, 0.0);
+      EXPECT_NEAR(lb, la, kTol * la) << "loss";
     } else {
-      Softmax(*s.cpu, 1, za, lab, kSoftmaxMax, &sa, &da);
-      Softmax(*s.dev, 1, zb, lab, kSoftmaxMax, &sb, &db);
-      // The maxima of logits that agree within kTol (the device contracts to FMA).
+      SoftmaxStats sa, sb;
+      SoftmaxPartials(*s.cpu, 1, za, lab, &sa);
+      SoftmaxPartials(*s.dev, 1, zb, lab, &sb);
       EXPECT_LE(MaxRelDiff(sb.mx, sa.mx), kTol) << "row maxima";
-      for (int64_t i = 0; i < s.B; ++i) sa.mx[i] = sb.mx[i] = sa.mx[i] + 0.25f * (i % 3);
-      Softmax(*s.cpu, 1, za, lab, kSoftmaxSums, &sa, &da);
-      Softmax(*s.dev, 1, zb, lab, kSoftmaxSums, &sb, &db);
       EXPECT_LE(MaxRelDiff(sb.red, sa.red), kTol) << "sums and label terms";
-      for (int64_t i = 0; i < s.B; ++i) sa.red[i] = sb.red[i] = sa.red[i] + 0.5f;
-      Softmax(*s.cpu, 1, za, lab, kSoftmaxDelta, &sa, &da);
-      Softmax(*s.dev, 1, zb, lab, kSoftmaxDelta, &sb, &db);
+      EXPECT_NEAR(SoftmaxMeanLoss(sb, lab), SoftmaxMeanLoss(sa, lab), kTol);
+      for (int64_t i = 0; i < s.B; ++i) sa.red[i] = sb.red[i] = sa.red[i] * 1.75f;
+      SoftmaxDelta(*s.cpu, 1, za, sa, &da);
+      SoftmaxDelta(*s.dev, 1, zb, sb, &db);
     }
-    EXPECT_LE(MaxRelDiff(sb.mx, sa.mx), kTol) << "row maxima";
-    EXPECT_LE(MaxRelDiff(sb.red, sa.red), kTol) << "sums and label terms";
-    EXPECT_NEAR(SoftmaxMeanLoss(sb, lab), SoftmaxMeanLoss(sa, lab), kTol);
     ASSERT_EQ(db.ids, da.ids);
     ASSERT_EQ(db.n, da.n);
     EXPECT_LE(MaxRelDiff(db.vals, da.vals), kTol) << "deltas";
@@ -569,23 +557,20 @@ TEST(GpuEquivalence, SoftmaxLossAndDelta) {
   {
     BatchLabels none;
     none.off.assign(s.B + 1, 0);
-    SoftmaxStats sa, sb;
     BatchRows da, db;
     Forward(*s.cpu, 1, h, &za);
     Forward(*s.dev, 1, h, &zb);
-    Softmax(*s.cpu, 1, za, none, kSoftmaxAll, &sa, &da);
-    Softmax(*s.dev, 1, zb, none, kSoftmaxAll, &sb, &db);
-    EXPECT_EQ(SoftmaxMeanLoss(sb, none), 0.0);
-    EXPECT_LE(MaxRelDiff(sb.red, sa.red), kTol);
+    EXPECT_EQ(Softmax(*s.cpu, 1, za, none, &da), 0.0);
+    EXPECT_EQ(Softmax(*s.dev, 1, zb, none, &db), 0.0);
+    for (float v : da.vals) ASSERT_EQ(v, 0.0f);
     for (float v : db.vals) ASSERT_EQ(v, 0.0f);
   }
   // After a Softmax, a Backward given other rows than the ones it wrote uses those rows.
-  SoftmaxStats sa, sb;
   BatchRows da, db;
   Forward(*s.cpu, 1, h, &za);
   Forward(*s.dev, 1, h, &zb);
-  Softmax(*s.cpu, 1, za, lab, kSoftmaxAll, &sa, &da);
-  Softmax(*s.dev, 1, zb, lab, kSoftmaxAll, &sb, &db);
+  Softmax(*s.cpu, 1, za, lab, &da);
+  Softmax(*s.dev, 1, zb, lab, &db);
   BatchRows other = da;
   for (float& v : other.vals) v = -2.0f * v + 0.01f;
   BatchRows ga, gb;
@@ -677,7 +662,7 @@ TEST(GpuEquivalence, DataParallelGradientExchange) {
 TEST(GpuEquivalence, CheckpointsCrossBackends) {
   // A CPU shard loaded into the GPU backend selects and computes as the CPU does.
   Pair s(SmallLsh(HashFamily::kDwta, QueryStrategy::kVanilla, FillPolicy::kBatch), {1.0, 0.1});
-  CompareStep(s, 1, true, false, "a step before saving");
+  CompareStep(s, 1, true, "a step before saving");
   for (int l = 0; l < 2; ++l) {
     LayerState st;
     s.cpu->SaveLayer(l, kCheckpoint, &st);
@@ -766,13 +751,13 @@ TEST(GpuEquivalence, BatchBuffersChainedAndExchanged) {
       b.Select(1, true, 4);
       b.Forward(1);
       if (chained) {
-        b.Softmax(1, kSoftmaxAll, nullptr);
+        b.Softmax(1);
       } else {
         SoftmaxStats st;  // the trainer's calls with P ranks (one rank: nothing to rescale)
-        b.Softmax(1, kSoftmaxMax | kSoftmaxSums, &st);
-        b.Softmax(1, kSoftmaxDelta, &st);
+        b.SoftmaxPartials(1, &st);
+        b.SoftmaxDelta(1, st);
       }
-      b.Backward(1, /*in_grad=*/true, &step, false);
+      b.BackwardStep(1, step);
       got[k][2] = *b.HostRows(1, Rows::kInputGrad, Access::kRead);
       if (chained) {
         b.Chain(1, 1 - 1);
@@ -789,7 +774,7 @@ TEST(GpuEquivalence, BatchBuffersChainedAndExchanged) {
         b.CommitRows(0, Rows::kDelta);
       }
       got[k][3] = *b.HostRows(0, Rows::kDelta, Access::kRead);
-      b.Backward(0, false, &step, false);
+      b.BackwardStep(0, step);
     }
     for (int r = 0; r < 4; ++r) ExpectSameRows(got[0][r], got[1][r], kTol, names[r]);
     if (chained) {

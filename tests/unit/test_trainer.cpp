@@ -262,9 +262,8 @@ TEST(LayerBackend, OneRankChainsEqualTheSnapshotExchange) {
 
   be->Select(1, true, 1);
   be->Forward(1);
-  SoftmaxStats st;
-  be->Softmax(1, kSoftmaxAll, &st);
-  be->Backward(1, /*in_grad=*/true, nullptr, false);
+  be->Softmax(1);
+  be->Backward(1);
   const BatchRows& act = *be->HostRows(0, Rows::kOutput, Access::kRead);
   BatchRows want;
   exchange.ScatterGrad(*be->HostRows(1, Rows::kInputGrad, Access::kRead), seg, act, &want);
