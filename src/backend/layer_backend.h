@@ -146,16 +146,24 @@ enum class Rows { kInput, kOutput, kDelta, kInputGrad };
 /// What the caller does with a host view of a batch buffer (LayerBackend::HostRows).
 enum class Access { kRead, kWrite };
 
-/// A backend's description, and what it has moved and holds so far.
+/// What a backend is and can do: fixed once Init has run (LayerBackend::Capabilities).
+struct BackendCapabilities {
+  const char* name = "";      ///< "cpu", "gpu", ...
+  bool asynchronous = false;  ///< its work runs behind the host's calls (a device stream)
+  /// It packs and regroups the snapshot exchange in its own memory (InPlaceExchange); else
+  /// the trainer exchanges host views (HostRows).
+  bool row_exchange = false;
+  /// P ranks' collectives read and write its device memory (CUDA-aware MPI); else host
+  /// memory.
+  bool collectives_on_device = false;
+};
+
+/// What a backend has moved and holds so far (LayerBackend::Info).
 struct BackendInfo {
-  const char* name = "";          ///< "cpu", "gpu", ...
-  bool asynchronous = false;      ///< its work runs behind the host's calls (a device stream)
   DeviceTraffic traffic;          ///< what crossed between its device and the host (zeros: host)
   size_t state_bytes = 0;         ///< model state held: weights, gradients, moments, tables
   int64_t device_peak_bytes = 0;  ///< device memory the process's buffers held at the peak
   int64_t device_used_bytes = 0;  ///< device memory in use now, by every process (0: none)
-  bool collectives_on_device = false;  ///< P ranks' collectives read and write its device
-                                       ///< memory (CUDA-aware MPI); else host memory
 };
 
 /// A step's read-back: the batch's mean loss, and which layers' updates produced a NaN or
@@ -214,7 +222,9 @@ class LayerBackend {
   /// Allocates and initialises this rank's shard of every layer. Weights are a function of
   /// (seed, layer, global neuron) only, so any number of ranks starts from the same model.
   virtual void Init(const ModelSpec& spec, const BackendOptions& options) = 0;
-  /// The backend's name, whether it runs behind the host, its traffic and state bytes.
+  /// The backend's name and what it can do.
+  virtual BackendCapabilities Capabilities() const = 0;
+  /// Its host-device traffic, state bytes and device memory so far.
   virtual BackendInfo Info() const = 0;
 
   // ---- The batch ----
@@ -300,12 +310,13 @@ class LayerBackend {
   virtual void ApplyGradient(int layer, const float* grad, const AdamStep& step) = 0;
   /// A buffer of n floats (zeroed when `zero`) where the trainer assembles the fused
   /// gradient and the communicator reduces it: in the backend's device memory where the
-  /// communicator reads it there (BackendInfo::collectives_on_device), else in host memory.
+  /// communicator reads it there (BackendCapabilities::collectives_on_device), else in host
+  /// memory.
   /// Kept by the backend until the next call.
   virtual float* ExchangeBuffer(int64_t n, bool zero) = 0;
   /// The backend's side of the snapshot exchange (a GPU backend: its kernels pack and
-  /// regroup), or nullptr (the trainer exchanges host views, HostRows).
-  virtual RowExchange* InPlaceExchange() = 0;
+  /// regroup): only where Capabilities().row_exchange.
+  virtual RowExchange& InPlaceExchange() = 0;
 };
 
 }  // namespace dslide

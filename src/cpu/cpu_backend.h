@@ -50,6 +50,7 @@ class CpuBackend : public LayerBackend {
   CpuBackend();
   ~CpuBackend() override;
   void Init(const ModelSpec& spec, const BackendOptions& options) override;
+  BackendCapabilities Capabilities() const override;
   BackendInfo Info() const override;
 
   BatchRows* HostRows(int layer, Rows which, Access access) override;
@@ -76,7 +77,7 @@ class CpuBackend : public LayerBackend {
   void ExportGradient(int layer, float* out, float scale) const override;
   void ApplyGradient(int layer, const float* grad, const AdamStep& step) override;
   float* ExchangeBuffer(int64_t n, bool zero) override;
-  RowExchange* InPlaceExchange() override { return nullptr; }
+  RowExchange& InPlaceExchange() override;
 
  private:
   struct Layer;

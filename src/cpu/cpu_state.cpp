@@ -10,9 +10,18 @@
 
 namespace dslide::cpu {
 
+BackendCapabilities CpuBackend::Capabilities() const {
+  BackendCapabilities c;
+  c.name = "cpu";
+  return c;  // synchronous, host views for the exchange, collectives on host memory
+}
+
+RowExchange& CpuBackend::InPlaceExchange() {
+  DSLIDE_ASSERT(false, "the CPU backend has no RowExchange: its rows are host views");
+}
+
 BackendInfo CpuBackend::Info() const {
   BackendInfo info;
-  info.name = "cpu";
   for (const auto& L : layers_) {
     size_t& bytes = info.state_bytes;
     bytes += (L->w.size() + L->g.size() + L->m.size() + L->v.size()) * sizeof(float);

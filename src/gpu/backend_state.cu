@@ -270,15 +270,22 @@ void GpuBackendT<X>::LoadLayer(int layer, unsigned parts, const LayerState& st) 
 }
 
 template <class X>
+BackendCapabilities GpuBackendT<X>::Capabilities() const {
+  BackendCapabilities c;
+  c.name = X::kName;
+  c.asynchronous = X::kDevice;
+  c.row_exchange = true;
+  // With the host executor: the collectives read its emulated device memory (tests).
+  c.collectives_on_device = exchange_on_device_;
+  return c;
+}
+
+template <class X>
 BackendInfo GpuBackendT<X>::Info() const {
   BackendInfo info;
-  info.name = X::kName;
-  info.asynchronous = X::kDevice;
   info.traffic = x_.Traffic();
   info.device_peak_bytes = X::PeakBytes();
   info.device_used_bytes = X::DeviceUsedBytes();
-  // With the host executor: the collectives read its emulated device memory (tests).
-  info.collectives_on_device = exchange_on_device_;
   size_t& bytes = info.state_bytes;
   for (const auto& L : layers_) {
     bytes += L->w.bytes() + L->m.bytes() + L->v.bytes() + L->g.bytes();
@@ -299,6 +306,7 @@ BackendInfo GpuBackendT<X>::Info() const {
   template float* GpuBackendT<X>::ExchangeBuffer(int64_t n, bool zero);                            \
   template void GpuBackendT<X>::SaveLayer(int layer, unsigned parts, LayerState* st) const;        \
   template void GpuBackendT<X>::LoadLayer(int layer, unsigned parts, const LayerState& st);        \
+  template BackendCapabilities GpuBackendT<X>::Capabilities() const;                               \
   template BackendInfo GpuBackendT<X>::Info() const;
 DSLIDE_GPU_INSTANTIATE(DSLIDE_GPU_MEMBERS)
 

@@ -357,7 +357,7 @@ class GpuBackendT : public LayerBackend, public RowExchange {
   void ExportGradientTo(const Layer& L, float* out) const;
   void ApplyGradient(int layer, const float* grad, const AdamStep& step) override;
   float* ExchangeBuffer(int64_t n, bool zero) override;
-  RowExchange* InPlaceExchange() override { return this; }
+  RowExchange& InPlaceExchange() override { return *this; }
   // RowExchange (backend_exchange.cu): packing and regrouping by kernels; the buffers MPI
   // reads are in device memory (synchronised first) under CUDA-aware MPI, else host copies
   // of the packed entries.
@@ -395,6 +395,7 @@ class GpuBackendT : public LayerBackend, public RowExchange {
   }
   void SaveLayer(int layer, unsigned parts, LayerState* st) const override;
   void LoadLayer(int layer, unsigned parts, const LayerState& st) override;
+  BackendCapabilities Capabilities() const override;
   BackendInfo Info() const override;
 
   static constexpr int64_t kTopKSegment = 256;

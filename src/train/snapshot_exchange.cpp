@@ -115,7 +115,8 @@ void SnapshotExchange::PassForward(LayerBackend* backend, const LayerSpec& s, in
     backend->Chain(layer, layer + 1);  // the snapshot is this rank's own output
     return;
   }
-  if (RowExchange* x = backend->InPlaceExchange()) {
+  if (backend->Capabilities().row_exchange) {
+    RowExchange* x = &backend->InPlaceExchange();
     // The same protocol on the backend's packed buffers (device memory under CUDA-aware MPI).
     const std::vector<int64_t> n = x->OutputCounts(layer);
     std::vector<int64_t> rank_total;
@@ -138,7 +139,8 @@ void SnapshotExchange::PassBackward(LayerBackend* backend, int layer,
     backend->Chain(layer, layer - 1);
     return;
   }
-  if (RowExchange* x = backend->InPlaceExchange()) {
+  if (backend->Capabilities().row_exchange) {
+    RowExchange* x = &backend->InPlaceExchange();
     const std::vector<int64_t> rank_total = RankTotals(seg);
     const ExchangeBuffers b = x->PackInputGrad(layer, rank_total[comm_->rank()]);
     comm_->ReduceScatterSum(b.send_vals, rank_total, b.recv_vals, Traffic::kInputGrads);

@@ -273,7 +273,7 @@ std::vector<Trainer::StepLoss> Trainer::TakeSteps() {
     q = backend_->TakeQueued();
     step_traffic_ = step_traffic_ + (backend_->Info().traffic - traffic0);  // the steps' read-back
   }
-  if (backend_->Info().asynchronous && !pending_.empty()) {
+  if (backend_->Capabilities().asynchronous && !pending_.empty()) {
     // The steps since the last read ran behind the host: each gets the window's mean time.
     const size_t n = pending_.size();
     const double ms = Seconds(window_start_) * 1e3 / static_cast<double>(n);

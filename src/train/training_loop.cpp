@@ -115,8 +115,8 @@ EvalResult Trainer::Run(const Dataset& train, const Dataset* valid, const Datase
   divergence_hint_ = DivergenceHint(train, cfg_.lr);
   report.Start(r.slots, r.N, r.total, valid, r.eval_every, r.keep_best);
   if (r.root && comm_->size() > 1) {
-    const BackendInfo info = backend_->Info();
-    if (info.asynchronous) events_->Line(CollectivesNote(info.collectives_on_device) + "\n");
+    const BackendCapabilities can = backend_->Capabilities();
+    if (can.asynchronous) events_->Line(CollectivesNote(can.collectives_on_device) + "\n");
   }
   r.order.resize(r.N);
   r.pos = r.N;

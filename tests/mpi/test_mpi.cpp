@@ -138,7 +138,7 @@ TEST(Distributed, GpuSnapshotExchangeEqualsCpu) {
   Trainer on_gpu(cfg, g_comm, MakeBackend(Device::kGpu, g_comm->rank(), /*gpus_per_node=*/1),
                  data.num_features, data.num_labels);
   Trainer on_cpu(cfg, g_comm, MakeBackend(Device::kCpu, 0), data.num_features, data.num_labels);
-  ASSERT_NE(on_gpu.backend().InPlaceExchange(), nullptr);
+  ASSERT_TRUE(on_gpu.backend().Capabilities().row_exchange);
   ASSERT_NO_FATAL_FAILURE(StepInLockstep(on_gpu, on_cpu, data, 1, cfg.batch, 1e-4));
   for (int layer = 0; layer < 2; ++layer) {
     SCOPED_TRACE("hidden layer " + std::to_string(layer));
@@ -208,8 +208,8 @@ TEST(Distributed, DataParallelReducesInBackendMemory) {
   Trainer in_backend(cfg, g_comm, std::make_unique<gpu::GpuBackendT<gpu::HostExec>>(tune),
                      data.num_features, data.num_labels);
   Trainer on_host(cfg, g_comm, MakeBackend(Device::kCpu, 0), data.num_features, data.num_labels);
-  ASSERT_TRUE(in_backend.backend().Info().collectives_on_device);
-  ASSERT_FALSE(on_host.backend().Info().collectives_on_device);
+  ASSERT_TRUE(in_backend.backend().Capabilities().collectives_on_device);
+  ASSERT_FALSE(on_host.backend().Capabilities().collectives_on_device);
   g_comm->ResetStats();
   ASSERT_NO_FATAL_FAILURE(StepInLockstep(in_backend, on_host, data, 15, cfg.batch, 1e-4));
   for (int l = 0; l < 2; ++l)
@@ -238,9 +238,9 @@ TEST(Distributed, SnapshotExchangeInBackendMemory) {
   Trainer a(cfg, g_comm, std::make_unique<HostGpu>(in_place), data.num_features, data.num_labels);
   Trainer b(cfg, g_comm, std::make_unique<HostGpu>(staged), data.num_features, data.num_labels);
   Trainer c(cfg, g_comm, MakeBackend(Device::kCpu, 0), data.num_features, data.num_labels);
-  ASSERT_NE(a.backend().InPlaceExchange(), nullptr);
-  ASSERT_NE(b.backend().InPlaceExchange(), nullptr);
-  ASSERT_EQ(c.backend().InPlaceExchange(), nullptr) << "the CPU backend exchanges host views";
+  ASSERT_TRUE(a.backend().Capabilities().row_exchange);
+  ASSERT_TRUE(b.backend().Capabilities().row_exchange);
+  ASSERT_FALSE(c.backend().Capabilities().row_exchange) << "the CPU backend exchanges host views";
   for (int it = 0; it < 12; ++it) {
     const std::vector<int64_t> pts = Batch(it, cfg.batch, data.size());
     const double la = a.Step(data, pts), lb = b.Step(data, pts), lc = c.Step(data, pts);
