@@ -16,13 +16,13 @@
 namespace dslide::cpu {
 
 void CpuBackend::IndexBatch(Layer& L, const BatchRows& in, const BatchRows& delta) {
-  DSLIDE_ASSERT(!L.pending, "Backward called twice on a layer without an Update between");
+  DSLIDE_ASSERT(!L.batch.pending, "Backward called twice on a layer without an Update between");
   // The batch's entries by neuron: the forward pass's index when the deltas sit on its
   // entries, else one sorted from the deltas' own ids; then those with a non-zero delta.
-  if (!ActiveMatches(L, delta)) L.active.Build(delta, L.spec.begin, L.spec.local());
+  if (!ActiveMatches(L, delta)) L.batch.active.Build(delta, L.spec.begin, L.spec.local());
   KeepNonZero(L, delta);
-  L.saved_in = in;
-  L.pending = true;
+  L.batch.saved_in = in;
+  L.batch.pending = true;
 }
 
 void CpuBackend::Layer::ActiveIndex::Build(const BatchRows& out, int64_t begin, int64_t n) {
@@ -121,7 +121,7 @@ void CpuBackend::Layer::ActiveIndex::Build(const BatchRows& out, int64_t begin, 
 }
 
 bool CpuBackend::ActiveMatches(const Layer& L, const BatchRows& rows) const {
-  const Layer::ActiveIndex& a = L.active;
+  const Layer::ActiveIndex& a = L.batch.active;
   if (!a.valid || rows.off != a.batch_off || rows.n != a.batch_n) return false;
   std::atomic<bool> same{true};
   ParallelFor(rows.samples(), 16, [&](int64_t i) {
@@ -133,17 +133,17 @@ bool CpuBackend::ActiveMatches(const Layer& L, const BatchRows& rows) const {
 }
 
 void CpuBackend::KeepNonZero(Layer& L, const BatchRows& delta) {
-  const Layer::ActiveIndex& a = L.active;
+  const Layer::ActiveIndex& a = L.batch.active;
   // One gather of the deltas: each row's non-zero ones, with their samples, go to the row's
   // own place in kept_* (the index's offsets) and the row's count to `keep`. A softmax layer
   // has no zero deltas, so these are the entries as they stand (swapped in); otherwise the
   // rows with any are packed after their predecessors.
   const int64_t nrows = static_cast<int64_t>(a.rows.size());
   const int64_t total = a.off[nrows];
-  std::vector<int64_t>& keep = L.keep;
+  std::vector<int64_t>& keep = L.batch.keep;
   keep.resize(nrows);
-  L.kept_sample.resize(total);
-  L.kept_delta.resize(total);
+  L.batch.kept_sample.resize(total);
+  L.batch.kept_delta.resize(total);
   constexpr int64_t kChunk = CpuTuning::kGatherChunk;
   constexpr int64_t kGatherAhead = CpuTuning::kGatherAhead;
   std::atomic<int64_t> kept{0};
@@ -157,8 +157,8 @@ void CpuBackend::KeepNonZero(Layer& L, const BatchRows& delta) {
           __builtin_prefetch(delta.vals.data() + delta.off[ahead.sample] + ahead.slot);
         }
         const float d = delta.vals[delta.off[a.entry[e].sample] + a.entry[e].slot];
-        L.kept_sample[p] = a.entry[e].sample;
-        L.kept_delta[p] = d;
+        L.batch.kept_sample[p] = a.entry[e].sample;
+        L.batch.kept_delta[p] = d;
         p += d != 0.0f;
       }
       keep[q] = p - a.off[q];
@@ -167,31 +167,33 @@ void CpuBackend::KeepNonZero(Layer& L, const BatchRows& delta) {
     kept.fetch_add(mine, std::memory_order_relaxed);
   });
   if (kept.load() == total) {
-    L.ent_sample.swap(L.kept_sample);
-    L.ent_delta.swap(L.kept_delta);
-    L.grad_rows = a.rows;
-    L.grad_off = a.off;
+    L.batch.ent_sample.swap(L.batch.kept_sample);
+    L.batch.ent_delta.swap(L.batch.kept_delta);
+    L.batch.grad_rows = a.rows;
+    L.batch.grad_off = a.off;
     return;
   }
-  L.grad_rows.clear();
-  L.grad_off.clear();
-  std::vector<int64_t>& from = L.keep_from;  // per kept row, its entries' place in kept_*
+  L.batch.grad_rows.clear();
+  L.batch.grad_off.clear();
+  std::vector<int64_t>& from = L.batch.keep_from;  // per kept row, its entries' place in kept_*
   from.clear();
   int64_t o = 0;
   for (int64_t q = 0; q < nrows; ++q) {
     if (keep[q] == 0) continue;
-    L.grad_rows.push_back(a.rows[q]);
-    L.grad_off.push_back(o);
+    L.batch.grad_rows.push_back(a.rows[q]);
+    L.batch.grad_off.push_back(o);
     from.push_back(a.off[q]);
     o += keep[q];
   }
-  L.grad_off.push_back(o);
-  L.ent_sample.resize(o);
-  L.ent_delta.resize(o);
-  ParallelFor(static_cast<int64_t>(L.grad_rows.size()), kChunk, [&](int64_t k) {
-    const int64_t n = L.grad_off[k + 1] - L.grad_off[k];
-    std::copy_n(L.kept_sample.data() + from[k], n, L.ent_sample.data() + L.grad_off[k]);
-    std::copy_n(L.kept_delta.data() + from[k], n, L.ent_delta.data() + L.grad_off[k]);
+  L.batch.grad_off.push_back(o);
+  L.batch.ent_sample.resize(o);
+  L.batch.ent_delta.resize(o);
+  ParallelFor(static_cast<int64_t>(L.batch.grad_rows.size()), kChunk, [&](int64_t k) {
+    const int64_t n = L.batch.grad_off[k + 1] - L.batch.grad_off[k];
+    std::copy_n(L.batch.kept_sample.data() + from[k], n,
+                L.batch.ent_sample.data() + L.batch.grad_off[k]);
+    std::copy_n(L.batch.kept_delta.data() + from[k], n,
+                L.batch.ent_delta.data() + L.batch.grad_off[k]);
   });
 }
 

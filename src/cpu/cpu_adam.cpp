@@ -45,24 +45,25 @@ void CpuBackend::Update(int layer, const AdamStep& step, bool dense) {
 }
 
 void CpuBackend::UpdateIndexed(Layer& L, const AdamStep& step, bool dense) {
-  if (L.dense_pending) {
-    ApplyGradient(L, L.dense_g.data(), L.dense_gb.data(), step);
-    L.pending = L.dense_pending = false;
+  if (L.batch.dense_pending) {
+    ApplyGradient(L, L.batch.dense_g.data(), L.batch.dense_gb.data(), step);
+    L.batch.pending = L.batch.dense_pending = false;
     return;
   }
   if (!dense) {
-    if (L.pending) TouchedRows(L, nullptr, nullptr, &step);
+    if (L.batch.pending) TouchedRows(L, nullptr, nullptr, &step);
   } else {
     ParallelFor(L.spec.local(), 256, [&](int64_t r) {
       int64_t q = -1;
-      if (L.pending) {
-        auto it = std::lower_bound(L.grad_rows.begin(), L.grad_rows.end(), static_cast<int32_t>(r));
-        if (it != L.grad_rows.end() && *it == r) q = it - L.grad_rows.begin();
+      if (L.batch.pending) {
+        auto it = std::lower_bound(L.batch.grad_rows.begin(), L.batch.grad_rows.end(),
+                                   static_cast<int32_t>(r));
+        if (it != L.batch.grad_rows.end() && *it == r) q = it - L.batch.grad_rows.begin();
       }
       ApplyRow(L, r, q, step);
     });
   }
-  L.pending = false;
+  L.batch.pending = false;
 }
 
 void CpuBackend::AdamRow(Layer& L, const AdamStep& step, size_t o, int64_t n, float* g) {

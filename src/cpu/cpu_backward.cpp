@@ -56,10 +56,10 @@ void CpuBackend::BackwardRows(int layer, const BatchRows& in, const BatchRows& d
 }
 
 void CpuBackend::InputGradRow(const Layer& L, int64_t q, const BatchRows& in, float* buf) const {
-  const float* wr = L.Row(L.grad_rows[q]);
-  for (int64_t e = L.grad_off[q]; e < L.grad_off[q + 1]; ++e) {
-    const int64_t i = L.ent_sample[e];
-    const float dk = L.ent_delta[e];
+  const float* wr = L.Row(L.batch.grad_rows[q]);
+  for (int64_t e = L.batch.grad_off[q]; e < L.batch.grad_off[q + 1]; ++e) {
+    const int64_t i = L.batch.ent_sample[e];
+    const float dk = L.batch.ent_delta[e];
     const SparseView x = in.Row(i);
     float* gin = buf + in.off[i];
     if (in.dense) {
@@ -72,22 +72,22 @@ void CpuBackend::InputGradRow(const Layer& L, int64_t q, const BatchRows& in, fl
 
 void CpuBackend::RowGradients(const Layer& L, int64_t q, const BatchRows& x, float* buf, float* g,
                               float* gb) const {
-  const int64_t e0 = L.grad_off[q], count = L.grad_off[q + 1] - e0;
-  RowEntriesGradients(L.Row(L.grad_rows[q]), L.ent_sample.data() + e0, L.ent_delta.data() + e0,
-                      count, L.cols, x, buf, g, gb);
+  const int64_t e0 = L.batch.grad_off[q], count = L.batch.grad_off[q + 1] - e0;
+  RowEntriesGradients(L.Row(L.batch.grad_rows[q]), L.batch.ent_sample.data() + e0,
+                      L.batch.ent_delta.data() + e0, count, L.cols, x, buf, g, gb);
 }
 
 void CpuBackend::RowsGradients(const Layer& L, const int64_t* q, const BatchRows& x, float* buf,
                                float* const* g, float* gb) const {
   constexpr int kR = CpuTuning::kRowsAtOnce;
-  const int64_t e0 = L.grad_off[q[0]], count = L.grad_off[q[0] + 1] - e0;
+  const int64_t e0 = L.batch.grad_off[q[0]], count = L.batch.grad_off[q[0] + 1] - e0;
   const float* delta[kR];
   const float* wr[kR];
   for (int k = 0; k < kR; ++k) {
-    delta[k] = L.ent_delta.data() + L.grad_off[q[k]];
-    wr[k] = L.Row(L.grad_rows[q[k]]);
+    delta[k] = L.batch.ent_delta.data() + L.batch.grad_off[q[k]];
+    wr[k] = L.Row(L.batch.grad_rows[q[k]]);
   }
-  RowsEntriesGradients(wr, L.ent_sample.data() + e0, delta, count, L.cols, x, buf, g, gb);
+  RowsEntriesGradients(wr, L.batch.ent_sample.data() + e0, delta, count, L.cols, x, buf, g, gb);
 }
 
 void CpuBackend::ClearInputGrads(size_t width) {
@@ -105,7 +105,7 @@ void CpuBackend::AddInputGrads(BatchRows* in_grad) const {
 void CpuBackend::TouchedRows(Layer& L, const BatchRows* in, BatchRows* in_grad,
                              const AdamStep* step) {
   if (in_grad) ClearInputGrads(in_grad->vals.size());
-  const int64_t nrows = static_cast<int64_t>(L.grad_rows.size());
+  const int64_t nrows = static_cast<int64_t>(L.batch.grad_rows.size());
   // Both gradients and the step over dense inputs: one pass over each row's entries.
   const bool fused = in_grad && step && in->dense && L.cols % 16 == 0;
   const int64_t batch = in ? in->samples() : 0;
@@ -125,8 +125,8 @@ void CpuBackend::TouchedRows(Layer& L, const BatchRows* in, BatchRows* in_grad,
       for (int k = 0; k < 4; ++k) g[k] = ts.grad.data() + k * L.cols;
       RowsGradients(L, fq, *in, buf, g, gb);
       for (int k = 0; k < 4; ++k) {
-        AdamRow(L, *step, static_cast<size_t>(L.grad_rows[fq[k]]) * L.cols, L.cols, g[k]);
-        AdamBias(L, *step, L.grad_rows[fq[k]], &gb[k]);
+        AdamRow(L, *step, static_cast<size_t>(L.batch.grad_rows[fq[k]]) * L.cols, L.cols, g[k]);
+        AdamBias(L, *step, L.batch.grad_rows[fq[k]], &gb[k]);
       }
       nf = 0;
     };
@@ -135,12 +135,13 @@ void CpuBackend::TouchedRows(Layer& L, const BatchRows* in, BatchRows* in_grad,
       ts.grad.resize(L.cols);
       float gb;
       RowGradients(L, q, *in, buf, ts.grad.data(), &gb);
-      AdamRow(L, *step, static_cast<size_t>(L.grad_rows[q]) * L.cols, L.cols, ts.grad.data());
-      AdamBias(L, *step, L.grad_rows[q], &gb);
+      AdamRow(L, *step, static_cast<size_t>(L.batch.grad_rows[q]) * L.cols, L.cols, ts.grad.data());
+      AdamBias(L, *step, L.batch.grad_rows[q], &gb);
     };
     for (int64_t q = q0; q < q1; ++q) {
       if (q + CpuTuning::kPrefetchFar < q1) {
-        const size_t o = static_cast<size_t>(L.grad_rows[q + CpuTuning::kPrefetchFar]) * L.cols;
+        const size_t o =
+            static_cast<size_t>(L.batch.grad_rows[q + CpuTuning::kPrefetchFar]) * L.cols;
         PrefetchToL2(L.w.data() + o, L.cols * sizeof(float));
         if (step && L.bf16) {
           PrefetchToL2(L.m16.data() + o, L.cols * sizeof(uint16_t));
@@ -151,9 +152,10 @@ void CpuBackend::TouchedRows(Layer& L, const BatchRows* in, BatchRows* in_grad,
         }
       }
       if (q + CpuTuning::kPrefetchNear < q1) {
-        const size_t o = static_cast<size_t>(L.grad_rows[q + CpuTuning::kPrefetchNear]) * L.cols;
+        const size_t o =
+            static_cast<size_t>(L.batch.grad_rows[q + CpuTuning::kPrefetchNear]) * L.cols;
         PrefetchRow(L.w.data() + o, L.cols);
-        const int32_t r = L.grad_rows[q + CpuTuning::kPrefetchNear];
+        const int32_t r = L.batch.grad_rows[q + CpuTuning::kPrefetchNear];
         if (step && L.bf16) {
           PrefetchLines<3>(L.m16.data() + o, L.cols * sizeof(uint16_t));
           PrefetchLines<3>(L.v16.data() + o, L.cols * sizeof(uint16_t));
@@ -167,14 +169,14 @@ void CpuBackend::TouchedRows(Layer& L, const BatchRows* in, BatchRows* in_grad,
         }
         if (step) __builtin_prefetch(&L.b[r]);
       }
-      if (fused && L.grad_off[q + 1] - L.grad_off[q] == batch) {
+      if (fused && L.batch.grad_off[q + 1] - L.batch.grad_off[q] == batch) {
         fq[nf++] = q;
         if (nf == 4) full_rows();
       } else if (fused) {
         fused_row(q);
       } else {
         if (buf) InputGradRow(L, q, *in, buf);  // before the row changes
-        if (step) ApplyRow(L, L.grad_rows[q], q, *step);
+        if (step) ApplyRow(L, L.batch.grad_rows[q], q, *step);
       }
     }
     for (int k = 0; k < nf; ++k) fused_row(fq[k]);
@@ -201,7 +203,7 @@ void CpuBackend::BackwardUpdate(int layer, const BatchRows& in, const BatchRows&
   // One pass over the touched rows: the input gradient from the old row, then Adam.
   IndexBatch(L, in, delta);
   TouchedRows(L, &in, in_grad, &step);
-  L.pending = false;
+  L.batch.pending = false;
 }
 
 /// The pending gradient of local neuron grad_rows[q] into g (cols floats) and its bias
@@ -209,11 +211,11 @@ void CpuBackend::BackwardUpdate(int layer, const BatchRows& in, const BatchRows&
 void CpuBackend::GradientRow(const Layer& L, int64_t q, float* g, float* gb) const {
   std::fill(g, g + L.cols, 0.0f);
   float sb = 0.0f;
-  for (int64_t e = L.grad_off[q]; e < L.grad_off[q + 1]; ++e) {
-    const float dk = L.ent_delta[e];
-    const SparseView x = L.saved_in.Row(L.ent_sample[e]);
+  for (int64_t e = L.batch.grad_off[q]; e < L.batch.grad_off[q + 1]; ++e) {
+    const float dk = L.batch.ent_delta[e];
+    const SparseView x = L.batch.saved_in.Row(L.batch.ent_sample[e]);
     sb += dk;
-    if (L.saved_in.dense) {
+    if (L.batch.saved_in.dense) {
       Axpy(dk, x.vals, g, x.n);
     } else {
       for (int64_t j = 0; j < x.n; ++j) g[x.ids[j]] += dk * x.vals[j];

@@ -20,11 +20,11 @@ void CpuBackend::DenseRows(Layer& L, const BatchRows& in, const BatchRows& delta
   // share from the old weights, then takes its Adam step (with `step`; a row whose deltas
   // are all zero is not touched and does not step, as in the indexed path) or keeps the
   // gradient in dense_g (without).
-  DSLIDE_ASSERT(!L.pending, "Backward called twice on a layer without an Update between");
+  DSLIDE_ASSERT(!L.batch.pending, "Backward called twice on a layer without an Update between");
   if (step == nullptr) {
-    L.dense_g.resize(static_cast<size_t>(L.rows) * L.cols);
-    L.dense_gb.resize(L.spec.local());
-    L.pending = L.dense_pending = true;
+    L.batch.dense_g.resize(static_cast<size_t>(L.rows) * L.cols);
+    L.batch.dense_gb.resize(L.spec.local());
+    L.batch.pending = L.batch.dense_pending = true;
   }
   const int64_t B = in.samples();
   if (in_grad) ClearInputGrads(in_grad->vals.size());
@@ -46,7 +46,7 @@ void CpuBackend::DenseRows(Layer& L, const BatchRows& in, const BatchRows& delta
         r += kR - 1;
         continue;
       }
-      float* g = step ? ts.grad.data() : L.dense_g.data() + static_cast<size_t>(r) * L.cols;
+      float* g = step ? ts.grad.data() : L.batch.dense_g.data() + static_cast<size_t>(r) * L.cols;
       float gb = 0.0f;
       float* wr = L.Row(r);
       int64_t touched = 0;  // samples with a non-zero delta for the row
@@ -76,7 +76,7 @@ void CpuBackend::DenseRows(Layer& L, const BatchRows& in, const BatchRows& delta
         }
       }
       if (step == nullptr) {
-        L.dense_gb[r] = gb;
+        L.batch.dense_gb[r] = gb;
         continue;
       }
       if (touched == 0) continue;  // lazy Adam: only the rows the batch touched step
@@ -117,13 +117,13 @@ bool CpuBackend::DenseRowsAtOnce(Layer& L, int64_t r, const BatchRows& in, const
     for (int64_t e = 0; e < count; ++e) d[e] = delta.vals[delta.off[ts.qids[e]] + r + k];
     dk[k] = d;
     wr[k] = L.Row(r + k);
-    g[k] =
-        step ? ts.grad.data() + k * L.cols : L.dense_g.data() + static_cast<size_t>(r + k) * L.cols;
+    g[k] = step ? ts.grad.data() + k * L.cols
+                : L.batch.dense_g.data() + static_cast<size_t>(r + k) * L.cols;
   }
   RowsEntriesGradients(wr, ts.qids.data(), dk, count, L.cols, in, ts.gin.data(), g, gb);
   for (int k = 0; k < kR; ++k) {
     if (step == nullptr) {
-      L.dense_gb[r + k] = gb[k];
+      L.batch.dense_gb[r + k] = gb[k];
       continue;
     }
     AdamRow(L, *step, static_cast<size_t>(r + k) * L.cols, L.cols, g[k]);
@@ -142,7 +142,7 @@ void CpuBackend::InputMajorStep(Layer& L, const BatchRows& in, const BatchRows& 
   const LayerSpec& s = L.spec;
   const int64_t B = in.samples();
   if (B == 0) return;
-  Layer::ActiveIndex& f = L.by_feature;
+  Layer::ActiveIndex& f = L.batch.by_feature;
   f.Build(in, 0, L.rows);
   const int64_t nf = static_cast<int64_t>(f.rows.size());
   const int64_t local = s.local();

@@ -140,9 +140,9 @@ void CpuBackend::ForwardRows(int layer, const BatchRows& in, BatchRows* out) {
   // is read once for all the samples that hold it (their inputs stay in cache), where a walk
   // sample by sample reads it once per sample. The same dot products, the same bits.
   const bool index = L.indexed && !s.dense() && full_width;
-  L.active.valid = false;
+  L.batch.active.valid = false;
   if (index) {
-    L.active.Build(*out, s.begin, s.local());
+    L.batch.active.Build(*out, s.begin, s.local());
     ForwardActive(L, in, out);
     return;
   }
@@ -157,7 +157,7 @@ void CpuBackend::ForwardAllInLanes(Layer& L, const BatchRows& in, BatchRows* out
   const int64_t B = in.samples();
   const bool relu = !s.is_output;
   const int64_t width = s.in_dim, stride = (B + 15) / 16 * 16;
-  InputInLanes(in, width, stride, &L.lane_in);
+  InputInLanes(in, width, stride, &L.batch.lane_in);
   constexpr int kR = kLanesN == 16 ? 8 : 4;
   const int64_t n = s.local();
   ParallelFor((n + kR - 1) / kR, [&](int64_t grp) {
@@ -166,7 +166,7 @@ void CpuBackend::ForwardAllInLanes(Layer& L, const BatchRows& in, BatchRows* out
     for (int k = 0; k < kR; ++k) ws[k] = L.Row(r0 + std::min<int64_t>(k, nk - 1));
     for (int64_t i0 = 0; i0 < B; i0 += kLanesN) {
       VecN z[kR];
-      LaneDots<kR>(ws, L.lane_in.data() + i0, stride, width, z);
+      LaneDots<kR>(ws, L.batch.lane_in.data() + i0, stride, width, z);
       for (int64_t d = 0; d < std::min<int64_t>(kLanesN, B - i0); ++d) {
         float* zi = out->Vals(i0 + d);
         for (int64_t k = 0; k < nk; ++k) {
@@ -200,7 +200,7 @@ void CpuBackend::ForwardAllByBlocks(Layer& L, const BatchRows& in, BatchRows* ou
 void CpuBackend::ForwardActive(Layer& L, const BatchRows& in, BatchRows* out) {
   const LayerSpec& s = L.spec;
   const int64_t B = in.samples();
-  const Layer::ActiveIndex& a = L.active;
+  const Layer::ActiveIndex& a = L.batch.active;
   const int64_t nrows = static_cast<int64_t>(a.rows.size());
   const int64_t width = s.in_dim;  // every input row holds all of them (checked by the caller)
   const PutValue put{out, !L.spec.is_output};
@@ -209,8 +209,8 @@ void CpuBackend::ForwardActive(Layer& L, const BatchRows& in, BatchRows* out) {
   // time, in the order of their slots in sample 0: the fill puts them in the same order in
   // every sample, so a sample's values land on few cache lines. The walk takes the others.
   const bool lanes = width % 16 == 0;
-  std::vector<int64_t>& full = L.full_rows;
-  std::vector<int64_t>& walk = L.walk_rows;
+  std::vector<int64_t>& full = L.batch.full_rows;
+  std::vector<int64_t>& walk = L.batch.walk_rows;
   full.clear();
   walk.clear();
   for (int64_t q = 0; q < nrows; ++q)
@@ -220,7 +220,7 @@ void CpuBackend::ForwardActive(Layer& L, const BatchRows& in, BatchRows* out) {
       return a.entry[a.off[p]].slot < a.entry[a.off[q]].slot;
     });
     const int64_t stride = (B + 15) / 16 * 16, nfull = static_cast<int64_t>(full.size());
-    InputInLanes(in, width, stride, &L.lane_in);
+    InputInLanes(in, width, stride, &L.batch.lane_in);
     // Rows per group: their sums and partial sums in 2 kR of the 32 (AVX-512) or 16 (AVX2)
     // vector registers.
     constexpr int kR = kLanesN == 16 ? 8 : 4;
@@ -239,7 +239,7 @@ void CpuBackend::ForwardActive(Layer& L, const BatchRows& in, BatchRows* out) {
         PrefetchToL2(L.Row(a.rows[full[f0 + kR + k]]), L.cols * sizeof(float));
       for (int64_t i0 = 0; i0 < B; i0 += kLanesN) {
         VecN z[kR];
-        LaneDots<kR>(ws, L.lane_in.data() + i0, stride, width, z);
+        LaneDots<kR>(ws, L.batch.lane_in.data() + i0, stride, width, z);
         for (int64_t d = 0; d < std::min<int64_t>(kLanesN, B - i0); ++d) {
           const int64_t o = out->off[i0 + d];
           for (int64_t k = 0; k < nk; ++k) put(o + es[k][i0 + d].slot, z[k][d] + bs[k]);
@@ -251,10 +251,10 @@ void CpuBackend::ForwardActive(Layer& L, const BatchRows& in, BatchRows* out) {
 }
 
 void CpuBackend::ForwardWalk(Layer& L, const BatchRows& in, BatchRows* out) {
-  // The active rows that not every sample holds (L.walk_rows), a chunk of rows per task, each
+  // The active rows that not every sample holds (L.batch.walk_rows), a chunk of rows per task, each
   // row's entries through lanes of pending sums.
-  const Layer::ActiveIndex& a = L.active;
-  const std::vector<int64_t>& walk = L.walk_rows;
+  const Layer::ActiveIndex& a = L.batch.active;
+  const std::vector<int64_t>& walk = L.batch.walk_rows;
   const int64_t width = L.spec.in_dim;
   const PutValue put{out, !L.spec.is_output};
   const int64_t nwalk = static_cast<int64_t>(walk.size());

@@ -26,17 +26,21 @@ struct CpuBackend::Layer {
   std::vector<float> b, gb, mb, vb;
   std::vector<uint8_t> touched;   // per storage row
   std::vector<uint8_t> btouched;  // per neuron (bias)
-  // Row-per-neuron layers: the pending batch gradient as neuron -> (sample, delta) lists.
+  // A row-per-neuron layer keeps a pending batch gradient as neuron -> (sample, delta) lists
+  // (Batch::grad_rows, grad_off, ent_*).
   bool indexed = false;
-  bool pending = false;
-  bool dense_pending = false;          // the pending gradient is in dense_g / dense_gb
   std::atomic<bool> nonfinite{false};  // an update produced NaN or inf
-  std::vector<float> dense_g, dense_gb;
-  BatchRows saved_in;              // the layer input of the pending batch
-  std::vector<int32_t> grad_rows;  // touched local neurons, ascending
-  std::vector<int64_t> grad_off;   // grad_rows.size() + 1 offsets into ent_*
-  std::vector<int32_t> ent_sample;
-  std::vector<float> ent_delta;
+  std::unique_ptr<LshHash> hash;
+  LshTables tables;
+  std::unique_ptr<BudgetSampler> sampler;
+  BigVector<uint32_t> rebuild_buckets;  // RebuildTables: every neuron's bucket in every table
+  // rebuild_buckets was hashed with hash_version `buckets_of` (0: not valid); since then the
+  // neurons marked in `moved` (a row-per-neuron layer's Adam steps) have changed.
+  int64_t buckets_of = 0;
+  std::vector<uint8_t> moved;
+  std::vector<int32_t> rehash;  // the neurons a rebuild hashes
+  int64_t hash_version = 0;
+  int64_t rebuilds = 0;
   // A batch's entries by id: rows (the ids met, less `begin`) ascending, each row's entries
   // by sample; an entry is (sample, slot). `active` indexes a layer's neurons: Forward
   // builds it for sampled row-per-neuron layers over dense inputs; Backward reuses it when
@@ -58,29 +62,33 @@ struct CpuBackend::Layer {
     std::vector<int32_t> batch_ids;           // the entries' neurons, packed by sample
     std::vector<BigVector<int32_t>> count;    // per part of the batch, per id; zero between
     std::vector<std::vector<uint64_t>> mark;  // per part, a bit per id it met; zero between
-  } active, by_feature;
-  // ForwardRows over `active`: the rows every sample holds (taken with the samples in lanes,
-  // over lane_in, the layer input coordinate-major) and the others (walked entry by entry).
-  std::vector<int64_t> full_rows, walk_rows;
-  std::vector<float> lane_in;
-  // KeepNonZero: per active row, its count of non-zero deltas; those entries at the index's
-  // offsets (kept_*); per kept row, where its entries start there (keep_from).
-  std::vector<int64_t> keep, keep_from;
-  std::vector<int32_t> kept_sample;
-  std::vector<float> kept_delta;
-  std::unique_ptr<LshHash> hash;
-  LshTables tables;
-  std::unique_ptr<BudgetSampler> sampler;
-  std::vector<int32_t> batch_fill;      // FillPolicy::kBatch: this batch's shared random set
-  std::vector<uint32_t> query_buckets;  // SelectRows over dense inputs: L buckets per sample
-  BigVector<uint32_t> rebuild_buckets;  // RebuildTables: every neuron's bucket in every table
-  // rebuild_buckets was hashed with hash_version `buckets_of` (0: not valid); since then the
-  // neurons marked in `moved` (a row-per-neuron layer's Adam steps) have changed.
-  int64_t buckets_of = 0;
-  std::vector<uint8_t> moved;
-  std::vector<int32_t> rehash;  // the neurons a rebuild hashes
-  int64_t hash_version = 0;
-  int64_t rebuilds = 0;
+  };
+  // The batch in flight: what one step's calls hand each other (the active index, the
+  // pending gradient, gathers), rebuilt or overwritten every batch; the members above it are
+  // the layer's state across batches (what a checkpoint keeps, and what it is rebuilt from).
+  struct Batch {
+    bool pending = false;        // a gradient waits for Update (Backward called)
+    bool dense_pending = false;  // the pending gradient is in dense_g / dense_gb
+    std::vector<float> dense_g, dense_gb;
+    BatchRows saved_in;              // the layer input of the pending batch
+    std::vector<int32_t> grad_rows;  // touched local neurons, ascending
+    std::vector<int64_t> grad_off;   // grad_rows.size() + 1 offsets into ent_*
+    std::vector<int32_t> ent_sample;
+    std::vector<float> ent_delta;
+    ActiveIndex active, by_feature;
+    // ForwardRows over `active`: the rows every sample holds (taken with the samples in
+    // lanes, over lane_in, the layer input coordinate-major) and the others (walked entry by
+    // entry).
+    std::vector<int64_t> full_rows, walk_rows;
+    std::vector<float> lane_in;
+    // KeepNonZero: per active row, its count of non-zero deltas; those entries at the index's
+    // offsets (kept_*); per kept row, where its entries start there (keep_from).
+    std::vector<int64_t> keep, keep_from;
+    std::vector<int32_t> kept_sample;
+    std::vector<float> kept_delta;
+    std::vector<int32_t> batch_fill;      // FillPolicy::kBatch: this batch's shared random set
+    std::vector<uint32_t> query_buckets;  // SelectRows over dense inputs: L buckets per sample
+  } batch;
 
   /// Offset of the weight from input j to local neuron i in the storage layout.
   size_t At(int64_t i, int64_t j) const { return WeightAt(spec, i, j); }

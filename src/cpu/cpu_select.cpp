@@ -37,7 +37,7 @@ void CpuBackend::SelectRows(int layer, const BatchRows& in, const BatchLabels* l
   auto batch_list = [&] {
     Rng rng(StreamSeed(opt_.seed, streams::kBatchFill, iter, (uint64_t(layer) << 32) | spec_.rank));
     BudgetSampler::BatchList(s.begin, s.end, cap, labels ? &labels->ids : nullptr, &rng,
-                             &L.batch_fill);
+                             &L.batch.batch_fill);
   };
   // Query [x, 1, 0]: the 1 meets the bias coordinate, so collisions follow w.x + b. Dense
   // inputs are hashed in blocks of samples (the rebuild's kernel: the same bits as one at a
@@ -46,7 +46,7 @@ void CpuBackend::SelectRows(int layer, const BatchRows& in, const BatchLabels* l
   const int64_t nt = L.hash->num_tables(), dim = L.hash->dim();
   if (in.dense) {
     constexpr int64_t kBlock = CpuTuning::kSelectBlock;
-    L.query_buckets.resize(static_cast<size_t>(B) * nt);
+    L.batch.query_buckets.resize(static_cast<size_t>(B) * nt);
     const int64_t list_tasks = batch_fill ? 1 : 0;
     ParallelFor(list_tasks + (B + kBlock - 1) / kBlock, [&](int64_t task) {
       if (task < list_tasks) {
@@ -63,7 +63,8 @@ void CpuBackend::SelectRows(int layer, const BatchRows& in, const BatchLabels* l
         std::copy(x.vals, x.vals + x.n, q);
         q[s.in_dim] = 1.0f;
       }
-      L.hash->HashDenseRows(ts.dense.data(), dim, rows, L.query_buckets.data() + i0 * nt, &ts.hash);
+      L.hash->HashDenseRows(ts.dense.data(), dim, rows, L.batch.query_buckets.data() + i0 * nt,
+                            &ts.hash);
     });
   } else if (batch_fill) {
     batch_list();
@@ -73,7 +74,7 @@ void CpuBackend::SelectRows(int layer, const BatchRows& in, const BatchLabels* l
     if (ts.sampler.size() != s.local()) ts.sampler.Resize(s.local());
     const uint32_t* buckets = nullptr;
     if (in.dense) {
-      buckets = L.query_buckets.data() + i * nt;
+      buckets = L.batch.query_buckets.data() + i * nt;
     } else {
       const SparseView x = in.Row(i);
       ts.buckets.resize(nt);
@@ -95,7 +96,7 @@ void CpuBackend::SelectRows(int layer, const BatchRows& in, const BatchLabels* l
     int32_t* ids = out->Ids(i);
     const int64_t k = L.sampler->Select(&L.tables, buckets, ts.forced.data(), ts.forced.size(),
                                         s.budget, s.min_negatives, &rng, &ts.sampler, ids,
-                                        batch_fill ? &L.batch_fill : nullptr);
+                                        batch_fill ? &L.batch.batch_fill : nullptr);
     for (int64_t j = 0; j < k; ++j) ids[j] += static_cast<int32_t>(s.begin);
     out->n[i] = k;
   });

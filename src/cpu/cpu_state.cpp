@@ -28,11 +28,11 @@ BackendInfo CpuBackend::Info() const {
     bytes += (L->m16.size() + L->v16.size() + L->mb16.size() + L->vb16.size()) * sizeof(uint16_t);
     bytes += (L->b.size() + L->gb.size() + L->mb.size() + L->vb.size()) * sizeof(float);
     bytes += L->touched.size() + L->btouched.size() + L->moved.size();
-    for (const auto* a : {&L->active, &L->by_feature}) {
+    for (const auto* a : {&L->batch.active, &L->batch.by_feature}) {
       for (const auto& c : a->count) bytes += c.size() * sizeof(int32_t);
       for (const auto& m : a->mark) bytes += m.size() * sizeof(uint64_t);
     }
-    bytes += (L->dense_g.size() + L->dense_gb.size()) * sizeof(float);
+    bytes += (L->batch.dense_g.size() + L->batch.dense_gb.size()) * sizeof(float);
     bytes += L->tables.MemoryBytes();
   }
   return info;
@@ -41,7 +41,7 @@ BackendInfo CpuBackend::Info() const {
 void CpuBackend::SaveLayer(int layer, unsigned parts, LayerState* st) const {
   const Layer& L = *layers_[layer];
   const LayerSpec& s = L.spec;
-  DSLIDE_ASSERT(!(parts & (kMoments | kTables)) || !L.pending,
+  DSLIDE_ASSERT(!(parts & (kMoments | kTables)) || !L.batch.pending,
                 "checkpoint with a pending gradient");
   if (parts & kWeights) {
     L.ToRows(L.w, &st->w);
@@ -156,14 +156,14 @@ void CpuBackend::ExportGradient(int layer, float* out, float scale) const {
     else
       std::copy(L.g.begin(), L.g.end(), out);
     std::copy(L.gb.begin(), L.gb.end(), ob);
-  } else if (L.dense_pending) {
-    std::copy(L.dense_g.begin(), L.dense_g.end(), out);
-    std::copy(L.dense_gb.begin(), L.dense_gb.end(), ob);
+  } else if (L.batch.dense_pending) {
+    std::copy(L.batch.dense_g.begin(), L.batch.dense_g.end(), out);
+    std::copy(L.batch.dense_gb.begin(), L.batch.dense_gb.end(), ob);
   } else {
     std::fill(out, out + size, 0.0f);
-    if (!L.pending) return;
-    ParallelFor(static_cast<int64_t>(L.grad_rows.size()), 64, [&](int64_t q) {
-      const int64_t r = L.grad_rows[q];
+    if (!L.batch.pending) return;
+    ParallelFor(static_cast<int64_t>(L.batch.grad_rows.size()), 64, [&](int64_t q) {
+      const int64_t r = L.batch.grad_rows[q];
       GradientRow(L, q, out + r * L.cols, ob + r);
     });
   }
@@ -179,9 +179,9 @@ void CpuBackend::ApplyGradient(int layer, const float* grad, const AdamStep& ste
     std::fill(L.touched.begin(), L.touched.end(), 0);
     std::fill(L.btouched.begin(), L.btouched.end(), 0);
   }
-  L.pending = L.dense_pending = false;
-  L.grad_rows.clear();
-  L.grad_off.clear();
+  L.batch.pending = L.batch.dense_pending = false;
+  L.batch.grad_rows.clear();
+  L.batch.grad_off.clear();
 }
 
 void CpuBackend::ApplyGradient(Layer& L, const float* gw, const float* gb, const AdamStep& step) {
