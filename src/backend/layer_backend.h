@@ -278,9 +278,12 @@ class LayerBackend {
   /// The entries queued since the last call, oldest first: what the host waits for, once,
   /// when it reads (at the logging cadence, or on demand).
   virtual std::vector<StepStatus> TakeQueued() = 0;
-  /// Rehashes this shard's neurons into its tables (new hash functions when `new_hashes`).
-  /// Local: no communication.
-  virtual void RebuildTables(int layer, bool new_hashes) = 0;
+  /// Rehashes this shard's neurons into its tables with the layer's hash functions. Local:
+  /// no communication.
+  virtual void RebuildTables(int layer) = 0;
+  /// Draws the layer's next hash functions (from the run's seed, the layer, their version and
+  /// the rank) and rebuilds its tables with them. Local: no communication.
+  virtual void RedrawHashes(int layer) = 0;
   /// Exact inference on the output layer's kInput rows: for each sample the k best local
   /// neurons (global ids, scores), -1/-inf padded, scoring every neuron of the shard. With
   /// `st` (and `labels`, global ids), the shard's part of the full softmax, per sample i of

@@ -13,7 +13,7 @@
 
 namespace dslide::cpu {
 
-void CpuBackend::RebuildTables(int layer, bool new_hashes) {
+void CpuBackend::Rebuild(int layer, bool new_hashes) {
   Layer& L = *layers_[layer];
   const LayerSpec& s = L.spec;
   if (s.dense()) return;

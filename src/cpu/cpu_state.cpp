@@ -114,7 +114,7 @@ void CpuBackend::LoadLayer(int layer, unsigned parts, const LayerState& st) {
     L.rebuilds = st.rebuilds;
   } else {
     L.rebuilds = st.rebuilds - 1;  // RebuildTables counts this build again
-    RebuildTables(layer, /*new_hashes=*/false);
+    RebuildTables(layer);
   }
 }
 

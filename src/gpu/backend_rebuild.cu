@@ -5,7 +5,7 @@
 namespace dslide::gpu {
 
 template <class X>
-void GpuBackendT<X>::RebuildTables(int layer, bool new_hashes) {
+void GpuBackendT<X>::Rebuild(int layer, bool new_hashes) {
   Layer& L = *layers_[layer];
   const LayerSpec& s = L.spec;
   if (s.dense()) return;
@@ -170,7 +170,7 @@ void GpuBackendT<X>::MakeHash(int layer) {
 }
 
 #define DSLIDE_GPU_MEMBERS(X)                                                               \
-  template void GpuBackendT<X>::RebuildTables(int layer, bool new_hashes);                  \
+  template void GpuBackendT<X>::Rebuild(int layer, bool new_hashes);                        \
   template void GpuBackendT<X>::HashLayerRows(Layer& L, const double* norm2, double inv_m); \
   template void GpuBackendT<X>::FillTables(Layer& L, uint64_t seed);                        \
   template void GpuBackendT<X>::MakeHash(int layer);

@@ -69,7 +69,7 @@ void GpuBackendT<X>::Init(const ModelSpec& spec, const BackendOptions& options) 
       Fill(L->rowq.data(), s.local(), int32_t{-1});
     }
     layers_.push_back(std::move(L));
-    if (!s.dense()) RebuildTables(static_cast<int>(li), /*new_hashes=*/true);
+    if (!s.dense()) RedrawHashes(static_cast<int>(li));
   }
 }
 
@@ -255,7 +255,7 @@ void GpuBackendT<X>::LoadLayer(int layer, unsigned parts, const LayerState& st) 
   MakeHash(layer);
   if (st.table_sizes.empty()) {
     L.rebuilds = st.rebuilds - 1;  // RebuildTables counts this build again
-    RebuildTables(layer, /*new_hashes=*/false);
+    RebuildTables(layer);
     return;
   }
   // Validate through LshTables::Import (the CPU's checks), then copy.

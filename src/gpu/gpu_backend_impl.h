@@ -333,7 +333,11 @@ class GpuBackendT : public LayerBackend, public RowExchange {
 
   void ClearPending(Layer& L);
 
-  void RebuildTables(int layer, bool new_hashes) override;
+  void RebuildTables(int layer) override { Rebuild(layer, /*new_hashes=*/false); }
+  void RedrawHashes(int layer) override { Rebuild(layer, /*new_hashes=*/true); }
+  /// Rehashes the shard's neurons, after drawing the next hash functions when `new_hashes`
+  /// (or when the layer has none yet).
+  void Rebuild(int layer, bool new_hashes);
   /// The sort keys of every neuron's bucket in every table (HashRows, by chunks of neurons)
   /// into L.keys, the rows scaled by inv_m (MIPS: with the norms norm2).
   void HashLayerRows(Layer& L, const double* norm2, double inv_m);

@@ -250,9 +250,14 @@ void Trainer::QueueStep(const Dataset& data, const std::vector<int64_t>& points)
   pending_.push_back(p);
   if (schedule_.Due(iter_)) {
     const auto t0 = Clock::now();
-    const bool rehash = cfg_.lsh.rehash_every > 0 && iter_ % cfg_.lsh.rehash_every == 0;
-    for (size_t l = 0; l < spec_.layers.size(); ++l)
-      if (!spec_.layers[l].dense()) backend_->RebuildTables(static_cast<int>(l), rehash);
+    const bool redraw = cfg_.lsh.rehash_every > 0 && iter_ % cfg_.lsh.rehash_every == 0;
+    for (size_t l = 0; l < spec_.layers.size(); ++l) {
+      if (spec_.layers[l].dense()) continue;
+      if (redraw)
+        backend_->RedrawHashes(static_cast<int>(l));
+      else
+        backend_->RebuildTables(static_cast<int>(l));
+    }
     phases_.rebuild += Seconds(t0);
   }
   step_ms_.push_back(Seconds(t_start) * 1e3);

@@ -356,8 +356,7 @@ void Trainer::RestoreWeights() {
     st.w = best_w_[l];
     st.b = best_b_[l];
     backend_->LoadLayer(static_cast<int>(l), kWeights, st);
-    if (!spec_.layers[l].dense())
-      backend_->RebuildTables(static_cast<int>(l), /*new_hashes=*/false);
+    if (!spec_.layers[l].dense()) backend_->RebuildTables(static_cast<int>(l));
   }
 }
 

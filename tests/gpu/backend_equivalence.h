@@ -159,8 +159,8 @@ TEST(GpuEquivalence, InitialWeightsAndTables) {
           for (size_t i = 0; i < b.size(); ++i) b[i] = 0.01f * static_cast<float>(i % 7);
           SetLayer(*s.cpu, 1, w, b);
           SetLayer(*s.dev, 1, w, b);
-          s.cpu->RebuildTables(1, true);
-          s.dev->RebuildTables(1, true);
+          s.cpu->RedrawHashes(1);
+          s.dev->RedrawHashes(1);
           ExpectSameTables(*s.cpu, *s.dev, 1);
         }
 }

@@ -402,7 +402,7 @@ TEST(CpuRebuild, RehashingOnlyTheMovedNeuronsBuildsTheTablesOfAFullRehash) {
     step.t = it + 1;
     Backward(*a, 1, h, delta, nullptr, &step);
   }
-  a->RebuildTables(1, /*new_hashes=*/false);
+  a->RebuildTables(1);
   const unsigned all = kWeights | kMoments | kTables;
   LayerState sa;
   a->SaveLayer(1, all, &sa);
