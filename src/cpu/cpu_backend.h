@@ -96,8 +96,8 @@ class CpuBackend : public LayerBackend {
   void ForwardRows(int layer, const BatchRows& in, BatchRows* out);
   // ForwardRows by the layer's kind (cpu_forward.cpp): every neuron of a dense layer over
   // dense inputs (in vector lanes, or by row blocks); a sampled layer's active rows by neuron
-  // (L.batch.active: the rows every sample holds in lanes, then the walk of the others); sample by
-  // sample.
+  // (L.batch.active: the rows every sample holds in lanes, then the walk of the others);
+  // sample by sample.
   void ForwardAllInLanes(Layer& L, const BatchRows& in, BatchRows* out);
   void ForwardAllByBlocks(Layer& L, const BatchRows& in, BatchRows* out);
   void ForwardActive(Layer& L, const BatchRows& in, BatchRows* out);
@@ -128,8 +128,8 @@ class CpuBackend : public LayerBackend {
   /// The batch's active entries of `out` by neuron, into L.batch.active (Forward's index).
   /// Whether L.batch.active indexes the entries of `rows` (same layout and ids).
   bool ActiveMatches(const Layer& L, const BatchRows& rows) const;
-  /// IndexBatch's lists (grad_rows, grad_off, ent_*) from L.batch.active: the entries of `delta`
-  /// (which L.batch.active indexes) with a non-zero value.
+  /// IndexBatch's lists (grad_rows, grad_off, ent_*) from L.batch.active: the entries of
+  /// `delta` (which L.batch.active indexes) with a non-zero value.
   void KeepNonZero(Layer& L, const BatchRows& delta);
   void TouchedRows(Layer& L, const BatchRows* in, BatchRows* in_grad, const AdamStep* step);
   void InputGradRow(const Layer& L, int64_t q, const BatchRows& in, float* buf) const;

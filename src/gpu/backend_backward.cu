@@ -11,7 +11,7 @@ void GpuBackendT<X>::Backward(int layer) {
   if (L.spec.input_major)
     FirstLayerBackward(L, InRows(layer), *batch_[layer]);
   else
-    IndexBatch(L, InRows(layer), *batch_[layer], /*in_grad=*/true);
+    IndexBatch(L, InRows(layer), *batch_[layer]);
 }
 
 template <class X>
@@ -98,7 +98,7 @@ void GpuBackendT<X>::FirstLayerAdam(Layer& L, const AdamConsts& a, bool dense) {
 }
 
 template <class X>
-void GpuBackendT<X>::IndexBatch(Layer& L, const DevRows& in, Batch& b, bool in_grad) {
+void GpuBackendT<X>::IndexBatch(Layer& L, const DevRows& in, Batch& b) {
   const LayerSpec& s = L.spec;
   DSLIDE_ASSERT(!L.pending, "Backward called twice on a layer without an Update between");
   Densify(in, s.in_dim, &L.x);
@@ -106,17 +106,15 @@ void GpuBackendT<X>::IndexBatch(Layer& L, const DevRows& in, Batch& b, bool in_g
   const int64_t* dn = b.out.n.data();
   const int32_t* did = b.out.ids.data();
   const float* dv = b.delta.data();
-  if (in_grad) {
-    b.in_grad.Resize(B * in.cap);
-    InputGradient k;
-    k.in = in.View();
-    k.delta = b.out.View(&b.delta);
-    k.cols = L.cols;
-    k.begin = s.begin;
-    k.w = L.w.data();
-    k.gin = b.in_grad.data();
-    x_.Launch(k);
-  }
+  b.in_grad.Resize(B * in.cap);
+  InputGradient ig;
+  ig.in = in.View();
+  ig.delta = b.out.View(&b.delta);
+  ig.cols = L.cols;
+  ig.begin = s.begin;
+  ig.w = L.w.data();
+  ig.gin = b.in_grad.data();
+  x_.Launch(ig);
   // (local neuron, position) keys of the non-zero deltas; the rest sort to the end.
   const int64_t nkeys = B * dcap;
   DSLIDE_CHECK(nkeys < (int64_t{1} << 32), "batch too large for the GPU backend's index");
@@ -222,7 +220,7 @@ void GpuBackendT<X>::ClearPending(Layer& L) {
   template void GpuBackendT<X>::Update(int layer, const AdamStep& step, bool dense);             \
   template void GpuBackendT<X>::FirstLayerBackward(Layer& L, const DevRows& in, const Batch& b); \
   template void GpuBackendT<X>::FirstLayerAdam(Layer& L, const AdamConsts& a, bool dense);       \
-  template void GpuBackendT<X>::IndexBatch(Layer& L, const DevRows& in, Batch& b, bool in_grad); \
+  template void GpuBackendT<X>::IndexBatch(Layer& L, const DevRows& in, Batch& b);               \
   template void GpuBackendT<X>::RowAdam(Layer& L, const AdamConsts& a, bool dense);              \
   template void GpuBackendT<X>::ClearPending(Layer& L);
 DSLIDE_GPU_INSTANTIATE(DSLIDE_GPU_MEMBERS)

@@ -28,17 +28,16 @@ void GpuBackendT<X>::SoftmaxPhases(int layer, unsigned phases, const SoftmaxStat
   const bool do_max = phases & kSoftmaxMax, do_sums = phases & kSoftmaxSums,
              do_delta = phases & kSoftmaxDelta;
   DSLIDE_ASSERT(in != nullptr || (do_max && do_sums), "softmax statistics to read");
-  const SoftmaxStats* st = in;
   sm_mx_.Resize(B);
   sm_red_.Resize(2 * B);
   if (!do_max || !do_sums) {
     float* h = static_cast<float*>(send_misc_.Get(3 * B * sizeof(float)));
     if (!do_max) {
-      std::copy(st->mx.begin(), st->mx.end(), h);
+      std::copy(in->mx.begin(), in->mx.end(), h);
       x_.CopyIn(sm_mx_.data(), h, B);
     }
     if (!do_sums) {
-      std::copy(st->red.begin(), st->red.end(), h + B);
+      std::copy(in->red.begin(), in->red.end(), h + B);
       x_.CopyIn(sm_red_.data(), h + B, 2 * B);
     }
     send_misc_.Done();

@@ -322,10 +322,10 @@ class GpuBackendT : public LayerBackend, public RowExchange {
   void FirstLayerAdam(Layer& L, const AdamConsts& a, bool dense);
 
   /// Row-per-neuron layer: saves the densified input, sorts the non-zero deltas by neuron
-  /// and, with `in_grad`, forms this shard's input gradient (from the current weights) in
-  /// the batch's input-gradient buffer. The numbers of entries and touched rows stay on the
+  /// and forms this shard's input gradient (from the current weights) in the batch's
+  /// input-gradient buffer. The numbers of entries and touched rows stay on the
   /// device (L.counts): the host never waits for them.
-  void IndexBatch(Layer& L, const DevRows& in, Batch& b, bool in_grad);
+  void IndexBatch(Layer& L, const DevRows& in, Batch& b);
 
   /// Row-per-neuron layer: the pending gradient of every touched row (or of every row with
   /// `dense`) formed from the saved input, and Adam on it.

@@ -116,16 +116,16 @@ void SnapshotExchange::PassForward(LayerBackend* backend, const LayerSpec& s, in
     return;
   }
   if (backend->Capabilities().row_exchange) {
-    RowExchange* x = &backend->InPlaceExchange();
+    RowExchange& x = backend->InPlaceExchange();
     // The same protocol on the backend's packed buffers (device memory under CUDA-aware MPI).
-    const std::vector<int64_t> n = x->OutputCounts(layer);
+    const std::vector<int64_t> n = x.OutputCounts(layer);
     std::vector<int64_t> rank_total;
     Segments(s, n.data(), static_cast<int64_t>(n.size()), seg, &rank_total);
     const int64_t total = std::accumulate(rank_total.begin(), rank_total.end(), int64_t{0});
-    const ExchangeBuffers b = x->PackOutput(layer, !s.dense(), total);
+    const ExchangeBuffers b = x.PackOutput(layer, !s.dense(), total);
     comm_->Allgatherv(b.send_vals, rank_total, b.recv_vals, Traffic::kActivations);
     if (!s.dense()) comm_->Allgatherv(b.send_ids, rank_total, b.recv_ids, Traffic::kActivations);
-    x->UnpackInput(layer + 1, *seg, s.dense(), s.out_dim);
+    x.UnpackInput(layer + 1, *seg, s.dense(), s.out_dim);
     return;
   }
   Gather(s, *backend->HostRows(layer, Rows::kOutput, Access::kRead),
@@ -140,11 +140,11 @@ void SnapshotExchange::PassBackward(LayerBackend* backend, int layer,
     return;
   }
   if (backend->Capabilities().row_exchange) {
-    RowExchange* x = &backend->InPlaceExchange();
+    RowExchange& x = backend->InPlaceExchange();
     const std::vector<int64_t> rank_total = RankTotals(seg);
-    const ExchangeBuffers b = x->PackInputGrad(layer, rank_total[comm_->rank()]);
+    const ExchangeBuffers b = x.PackInputGrad(layer, rank_total[comm_->rank()]);
     comm_->ReduceScatterSum(b.send_vals, rank_total, b.recv_vals, Traffic::kInputGrads);
-    x->UnpackDelta(layer - 1);
+    x.UnpackDelta(layer - 1);
     return;
   }
   const BatchRows& act = *backend->HostRows(layer - 1, Rows::kOutput, Access::kRead);
