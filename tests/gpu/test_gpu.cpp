@@ -2,17 +2,19 @@
 // skipped by ctest) where no device is visible.
 #include <cstdio>
 
+#include "devices/backend_factory.h"
 #include "gpu/gpu_backend.h"
 #include "gpu/gpu_device.h"
 
-#include "backend_equivalence.h"
-#include "devices/backend_factory.h"
+#define DSLIDE_EQUIVALENCE_SUITE GpuEquivalence
+#include "gpu_equivalence.h"
 
 namespace dslide::testing {
 
-std::unique_ptr<LayerBackend> BackendUnderTest(const gpu::GpuTuning& tune) {
+std::unique_ptr<LayerBackend> GpuBackendUnderTest(const gpu::GpuTuning& tune) {
   return gpu::MakeGpuBackend(0, tune);  // device 0 of the visible ones, as MakeBackend on rank 0
 }
+std::unique_ptr<LayerBackend> BackendUnderTest() { return GpuBackendUnderTest({}); }
 // Fused multiply-adds and a different summation order on the device.
 const double kTol = 2e-5;
 
