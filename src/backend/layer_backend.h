@@ -36,13 +36,22 @@ enum LayerPart : unsigned {
   kCheckpoint = kWeights | kMoments | kTables,
 };
 
+/// One build of a sparse layer's LSH tables, decided above the seam the same way for every
+/// backend (TablePlans, train/table_plans.h): which hash functions, and the seed of the
+/// buckets' insertion order. The tables are those of the layer's weights at the build.
+struct RebuildPlan {
+  int64_t hash_version = 0;  ///< the hash functions' draw: 1 the first, one more per redraw
+  uint64_t hash_seed = 0;    ///< the seed they are drawn from
+  int64_t rebuild = 0;       ///< the build's count: 1 the first
+  uint64_t table_seed = 0;   ///< the seed of the insertion order (reservoir, FIFO)
+};
+
 /// One layer's shard, rows per neuron (local x in_dim): what a checkpoint keeps, and the
 /// pending gradient (for tests).
 struct LayerState {
   std::vector<float> w, b, m, v, mb, vb;
   std::vector<float> gw, gb;  ///< the pending gradient (kGradient)
-  int64_t hash_version = 0;   ///< how many times hash functions were drawn
-  int64_t rebuilds = 0;       ///< how many times the tables were built
+  RebuildPlan tables_plan;    ///< the build the tables below are of (kTables)
   /// The LSH tables (LshTables::Export); empty for a dense layer, or to have LoadLayer
   /// rebuild them from the weights (after resharding).
   std::vector<uint32_t> table_offsets;
@@ -221,6 +230,7 @@ class LayerBackend {
 
   /// Allocates and initialises this rank's shard of every layer. Weights are a function of
   /// (seed, layer, global neuron) only, so any number of ranks starts from the same model.
+  /// Sparse layers have no tables until their first RebuildTables.
   virtual void Init(const ModelSpec& spec, const BackendOptions& options) = 0;
   /// The backend's name and what it can do.
   virtual BackendCapabilities Capabilities() const = 0;
@@ -278,12 +288,10 @@ class LayerBackend {
   /// The entries queued since the last call, oldest first: what the host waits for, once,
   /// when it reads (at the logging cadence, or on demand).
   virtual std::vector<StepStatus> TakeQueued() = 0;
-  /// Rehashes this shard's neurons into its tables with the layer's hash functions. Local:
+  /// Builds the layer's tables from this shard's weights as `plan` says, drawing its hash
+  /// functions (from plan.hash_seed) where they are not of plan.hash_version already. Local:
   /// no communication.
-  virtual void RebuildTables(int layer) = 0;
-  /// Draws the layer's next hash functions (from the run's seed, the layer, their version and
-  /// the rank) and rebuilds its tables with them. Local: no communication.
-  virtual void RedrawHashes(int layer) = 0;
+  virtual void RebuildTables(int layer, const RebuildPlan& plan) = 0;
   /// Exact inference on the output layer's kInput rows: for each sample the k best local
   /// neurons (global ids, scores), -1/-inf padded, scoring every neuron of the shard. With
   /// `st` (and `labels`, global ids), the shard's part of the full softmax, per sample i of
@@ -296,8 +304,10 @@ class LayerBackend {
   /// The `parts` (LayerPart bits) of this shard's layer, rows per neuron (local x in_dim).
   /// kMoments, kTables: only between steps (no pending gradient).
   virtual void SaveLayer(int layer, unsigned parts, LayerState* state) const = 0;
-  /// Restores the `parts` (kWeights, kMoments, kTables) of `state`; kTables with empty
-  /// tables rebuilds them from the weights. Weights alone leave the tables as they are.
+  /// Restores the `parts` (kWeights, kMoments, kTables) of `state`: kTables the tables of
+  /// state.tables_plan (its hash functions drawn again); with empty tables (after
+  /// resharding) the layer has none until the caller's RebuildTables. Weights alone leave
+  /// the tables as they are.
   virtual void LoadLayer(int layer, unsigned parts, const LayerState& state) = 0;
 
   // ---- Data parallelism (identical full replicas) ----

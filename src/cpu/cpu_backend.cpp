@@ -67,7 +67,6 @@ void CpuBackend::Init(const ModelSpec& spec, const BackendOptions& options) {
       L->sampler = std::make_unique<BudgetSampler>(SelectionPolicy(options.lsh));
     }
     layers_.push_back(std::move(L));
-    if (!s.dense()) RedrawHashes(static_cast<int>(li));
   }
 }
 

@@ -66,8 +66,7 @@ class CpuBackend : public LayerBackend {
   void Chain(int from, int to) override;
   void QueueStatus(int loss_layer) override;
   std::vector<StepStatus> TakeQueued() override;
-  void RebuildTables(int layer) override { Rebuild(layer, /*new_hashes=*/false); }
-  void RedrawHashes(int layer) override { Rebuild(layer, /*new_hashes=*/true); }
+  void RebuildTables(int layer, const RebuildPlan& plan) override;
   void TopK(int layer, int k, std::vector<int32_t>* ids, std::vector<float>* scores,
             const BatchLabels* labels, SoftmaxStats* st) override;
 
@@ -115,10 +114,7 @@ class CpuBackend : public LayerBackend {
                       const AdamStep& step, bool dense);
   void TopKRows(int layer, const BatchRows& in, int k, std::vector<int32_t>* ids,
                 std::vector<float>* scores, const BatchLabels* labels, SoftmaxStats* st);
-  /// Rehashes the shard's neurons into the layer's tables, after drawing the next version of
-  /// its hash functions when `new_hashes` (or when it has none yet).
-  void Rebuild(int layer, bool new_hashes);
-  /// Draws the hash functions of version L.hash_version and empties the tables.
+  /// Draws the hash functions of L.plan (from its hash_seed) and empties the tables.
   void MakeHash(int layer);
   // Row-per-neuron layers (see the top of this file). Input gradients go to per-thread buffers
   // (ClearInputGrads), summed into the caller's rows at the end (AddInputGrads).

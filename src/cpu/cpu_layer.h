@@ -34,13 +34,13 @@ struct CpuBackend::Layer {
   LshTables tables;
   std::unique_ptr<BudgetSampler> sampler;
   BigVector<uint32_t> rebuild_buckets;  // RebuildTables: every neuron's bucket in every table
-  // rebuild_buckets was hashed with hash_version `buckets_of` (0: not valid); since then the
-  // neurons marked in `moved` (a row-per-neuron layer's Adam steps) have changed.
+  // rebuild_buckets was hashed with the hash functions of draw `buckets_of` (0: not valid);
+  // since then the neurons marked in `moved` (a row-per-neuron layer's Adam steps) have
+  // changed.
   int64_t buckets_of = 0;
   std::vector<uint8_t> moved;
   std::vector<int32_t> rehash;  // the neurons a rebuild hashes
-  int64_t hash_version = 0;
-  int64_t rebuilds = 0;
+  RebuildPlan plan;             // the build the tables are of (hash: its functions, if any)
   // A batch's entries by id: rows (the ids met, less `begin`) ascending, each row's entries
   // by sample; an entry is (sample, slot). `active` indexes a layer's neurons: Forward
   // builds it for sampled row-per-neuron layers over dense inputs; Backward reuses it when

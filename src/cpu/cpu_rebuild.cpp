@@ -6,22 +6,19 @@
 #include <cmath>
 
 #include "common/parallel.h"
-#include "common/rng.h"
 #include "cpu/cpu_layer.h"
 #include "cpu/cpu_tuning.h"
-#include "model/backend_streams.h"
 
 namespace dslide::cpu {
 
-void CpuBackend::Rebuild(int layer, bool new_hashes) {
+void CpuBackend::RebuildTables(int layer, const RebuildPlan& plan) {
   Layer& L = *layers_[layer];
   const LayerSpec& s = L.spec;
   if (s.dense()) return;
   const LshConfig& c = opt_.lsh;
-  if (new_hashes || !L.hash) {
-    ++L.hash_version;
-    MakeHash(layer);
-  }
+  const bool new_hashes = !L.hash || plan.hash_version != L.plan.hash_version;
+  L.plan = plan;
+  if (new_hashes) MakeHash(layer);
   const int64_t n = s.local();
   const int nt = L.hash->num_tables();
   // Kept between rebuilds (L x n ids): a fresh array each time would fault in every page.
@@ -49,12 +46,12 @@ void CpuBackend::Rebuild(int layer, bool new_hashes) {
   // hashes would come out the same bits), and only the moved ones are hashed again.
   std::vector<int32_t>& todo = L.rehash;
   todo.clear();
-  const bool incremental = !c.mips && L.indexed && L.buckets_of == L.hash_version;
+  const bool incremental = !c.mips && L.indexed && L.buckets_of == L.plan.hash_version;
   for (int64_t i = 0; i < n; ++i)
     if (!incremental || L.moved[i]) todo.push_back(static_cast<int32_t>(i));
   if (L.indexed) {
     L.moved.assign(n, 0);
-    L.buckets_of = L.hash_version;
+    L.buckets_of = L.plan.hash_version;
   }
   // Rows in blocks (the hash runs a block at a time).
   constexpr int64_t kRows = CpuTuning::kRebuildRows;
@@ -79,17 +76,15 @@ void CpuBackend::Rebuild(int layer, bool new_hashes) {
       for (int t = 0; t < nt; ++t)
         buckets[static_cast<size_t>(t) * n + todo[k0 + r]] = ts.buckets[r * nt + t];
   });
-  L.tables.Build(buckets.data(), n,
-                 StreamSeed(opt_.seed, streams::kHash, layer, ++L.rebuilds, spec_.rank));
+  L.tables.Build(buckets.data(), n, plan.table_seed);
 }
 
 void CpuBackend::MakeHash(int layer) {
   Layer& L = *layers_[layer];
   const LshConfig& c = opt_.lsh;
   L.buckets_of = 0;  // new hash functions: every neuron's buckets are hashed again
-  L.hash = std::make_unique<LshHash>(
-      c.family, L.spec.in_dim + 1 + (c.mips ? 1 : 0), c.k, c.l, c.bin_size,
-      StreamSeed(opt_.seed, streams::kHash, layer, L.hash_version, spec_.rank));
+  L.hash = std::make_unique<LshHash>(c.family, L.spec.in_dim + 1 + (c.mips ? 1 : 0), c.k, c.l,
+                                     c.bin_size, L.plan.hash_seed);
   L.tables = LshTables(c.l, L.hash->table_bits(), c.bucket_capacity, c.insert);
 }
 

@@ -29,6 +29,7 @@ void CpuBackend::SelectRows(int layer, const BatchRows& in, const BatchLabels* l
     });
     return;
   }
+  DSLIDE_ASSERT(L.hash != nullptr, "layer ", layer + 1, " selects before its tables are built");
   // The most any sample can get: its budget, raised where its labels leave fewer than the
   // floor of negatives. The batch's shared fill covers that many.
   const int64_t cap = BudgetSampler::ActiveCap(s.budget, max_labels, s.min_negatives, s.local());

@@ -67,8 +67,7 @@ void CpuBackend::SaveLayer(int layer, unsigned parts, LayerState* st) const {
     }
   }
   if (parts & kTables) {
-    st->hash_version = L.hash_version;
-    st->rebuilds = L.rebuilds;
+    st->tables_plan = L.plan;
     st->table_offsets.clear();
     st->table_ids.clear();
     st->table_sizes.clear();
@@ -107,15 +106,14 @@ void CpuBackend::LoadLayer(int layer, unsigned parts, const LayerState& st) {
     }
   }
   if (!(parts & kTables) || s.dense()) return;
-  L.hash_version = std::max<int64_t>(st.hash_version, 1);
-  MakeHash(layer);
-  if (!st.table_sizes.empty()) {
-    L.tables.Import(st.table_offsets, st.table_ids, st.table_sizes, s.local());
-    L.rebuilds = st.rebuilds;
-  } else {
-    L.rebuilds = st.rebuilds - 1;  // RebuildTables counts this build again
-    RebuildTables(layer);
+  if (st.table_sizes.empty()) {  // none until the caller's RebuildTables
+    L.hash.reset();
+    L.plan = RebuildPlan{};
+    return;
   }
+  L.plan = st.tables_plan;
+  MakeHash(layer);
+  L.tables.Import(st.table_offsets, st.table_ids, st.table_sizes, s.local());
 }
 
 void CpuBackend::GradientAsRows(int layer, std::vector<float>* gw, std::vector<float>* gb) const {

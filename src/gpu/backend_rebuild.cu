@@ -5,15 +5,14 @@
 namespace dslide::gpu {
 
 template <class X>
-void GpuBackendT<X>::Rebuild(int layer, bool new_hashes) {
+void GpuBackendT<X>::RebuildTables(int layer, const RebuildPlan& plan) {
   Layer& L = *layers_[layer];
   const LayerSpec& s = L.spec;
   if (s.dense()) return;
   const LshConfig& c = opt_.lsh;
-  if (new_hashes || !L.hash) {
-    ++L.hash_version;
-    MakeHash(layer);
-  }
+  const bool new_hashes = !L.hash || plan.hash_version != L.plan.hash_version;
+  L.plan = plan;
+  if (new_hashes) MakeHash(layer);
   const int64_t n = s.local(), in_dim = s.in_dim;
   const bool im = s.input_major;
   const float* w = L.w.data();
@@ -39,7 +38,7 @@ void GpuBackendT<X>::Rebuild(int layer, bool new_hashes) {
     if (max_norm2 > 0) inv_m = 1.0 / std::sqrt(max_norm2);
   }
   HashLayerRows(L, norm2, inv_m);
-  FillTables(L, StreamSeed(opt_.seed, streams::kHash, layer, ++L.rebuilds, spec_.rank));
+  FillTables(L, plan.table_seed);
 }
 
 template <class X>
@@ -145,9 +144,8 @@ template <class X>
 void GpuBackendT<X>::MakeHash(int layer) {
   Layer& L = *layers_[layer];
   const LshConfig& c = opt_.lsh;
-  L.hash = std::make_unique<LshHash>(
-      c.family, L.spec.in_dim + 1 + (c.mips ? 1 : 0), c.k, c.l, c.bin_size,
-      StreamSeed(opt_.seed, streams::kHash, layer, L.hash_version, spec_.rank));
+  L.hash = std::make_unique<LshHash>(c.family, L.spec.in_dim + 1 + (c.mips ? 1 : 0), c.k, c.l,
+                                     c.bin_size, L.plan.hash_seed);
   const HashView hv = L.hash->View();
   const int64_t nh = hv.num_hashes, dim = hv.dim;
   const bool srp = hv.family == HashView::kSrp;
@@ -170,7 +168,7 @@ void GpuBackendT<X>::MakeHash(int layer) {
 }
 
 #define DSLIDE_GPU_MEMBERS(X)                                                               \
-  template void GpuBackendT<X>::Rebuild(int layer, bool new_hashes);                        \
+  template void GpuBackendT<X>::RebuildTables(int layer, const RebuildPlan& plan);          \
   template void GpuBackendT<X>::HashLayerRows(Layer& L, const double* norm2, double inv_m); \
   template void GpuBackendT<X>::FillTables(Layer& L, uint64_t seed);                        \
   template void GpuBackendT<X>::MakeHash(int layer);

@@ -16,6 +16,7 @@ void GpuBackendT<X>::Select(int layer, bool with_labels, int64_t iter) {
   out.dense = false;
   out.width = 0;
   if (s.dense()) return SelectAll(s, B, &out);
+  DSLIDE_ASSERT(L.hash != nullptr, "layer ", layer + 1, " selects before its tables are built");
   // From the labels' shape (SetLabels): the most labels of a sample, and with it the most
   // any sample can get (its budget, raised by the floor of negatives), which the batch's
   // shared fill covers; as on the CPU backend.

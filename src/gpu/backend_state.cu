@@ -69,7 +69,6 @@ void GpuBackendT<X>::Init(const ModelSpec& spec, const BackendOptions& options) 
       Fill(L->rowq.data(), s.local(), int32_t{-1});
     }
     layers_.push_back(std::move(L));
-    if (!s.dense()) RedrawHashes(static_cast<int>(li));
   }
 }
 
@@ -204,8 +203,7 @@ void GpuBackendT<X>::SaveLayer(int layer, unsigned parts, LayerState* st) const 
     st->gb.assign(flat.begin() + nw, flat.end());
   }
   if (!(parts & kTables)) return;
-  st->hash_version = L.hash_version;
-  st->rebuilds = L.rebuilds;
+  st->tables_plan = L.plan;
   st->table_offsets.clear();
   st->table_ids.clear();
   st->table_sizes.clear();
@@ -251,13 +249,13 @@ void GpuBackendT<X>::LoadLayer(int layer, unsigned parts, const LayerState& st) 
     x_.Upload(&L.vb, st.vb.data(), st.vb.size());
   }
   if (!(parts & kTables) || s.dense()) return;
-  L.hash_version = std::max<int64_t>(st.hash_version, 1);
-  MakeHash(layer);
-  if (st.table_sizes.empty()) {
-    L.rebuilds = st.rebuilds - 1;  // RebuildTables counts this build again
-    RebuildTables(layer);
+  if (st.table_sizes.empty()) {  // none until the caller's RebuildTables
+    L.hash.reset();
+    L.plan = RebuildPlan{};
     return;
   }
+  L.plan = st.tables_plan;
+  MakeHash(layer);
   // Validate through LshTables::Import (the CPU's checks), then copy.
   LshTables check(opt_.lsh.l, L.hash->table_bits(), opt_.lsh.bucket_capacity, opt_.lsh.insert);
   check.Import(st.table_offsets, st.table_ids, st.table_sizes, s.local());
@@ -266,7 +264,6 @@ void GpuBackendT<X>::LoadLayer(int layer, unsigned parts, const LayerState& st) 
   L.host_base.assign(1, 0);
   for (int64_t sz : st.table_sizes) L.host_base.push_back(L.host_base.back() + sz);
   x_.Upload(&L.tbase, L.host_base.data(), L.host_base.size());
-  L.rebuilds = st.rebuilds;
 }
 
 template <class X>

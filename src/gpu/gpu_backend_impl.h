@@ -156,7 +156,7 @@ class GpuBackendT : public LayerBackend, public RowExchange {
     Buf<uint32_t> toff;
     Buf<int64_t> tbase;
     Buf<int32_t> tids;
-    int64_t hash_version = 0, rebuilds = 0;
+    RebuildPlan plan;                // the build the tables are of (hash: its functions, if any)
     std::vector<int64_t> host_base;  // L + 1
   };
 
@@ -333,11 +333,7 @@ class GpuBackendT : public LayerBackend, public RowExchange {
 
   void ClearPending(Layer& L);
 
-  void RebuildTables(int layer) override { Rebuild(layer, /*new_hashes=*/false); }
-  void RedrawHashes(int layer) override { Rebuild(layer, /*new_hashes=*/true); }
-  /// Rehashes the shard's neurons, after drawing the next hash functions when `new_hashes`
-  /// (or when the layer has none yet).
-  void Rebuild(int layer, bool new_hashes);
+  void RebuildTables(int layer, const RebuildPlan& plan) override;
   /// The sort keys of every neuron's bucket in every table (HashRows, by chunks of neurons)
   /// into L.keys, the rows scaled by inv_m (MIPS: with the norms norm2).
   void HashLayerRows(Layer& L, const double* norm2, double inv_m);
@@ -345,7 +341,7 @@ class GpuBackendT : public LayerBackend, public RowExchange {
   /// and filled as the CPU fills it (FillBuckets) with the stream of rebuild `seed`.
   void FillTables(Layer& L, uint64_t seed);
 
-  /// Draws the hash functions of version L.hash_version and copies them to the device.
+  /// Draws the hash functions of L.plan (from its hash_seed) and copies them to the device.
   void MakeHash(int layer);
 
   /// Exact top-k (LayerBackend::TopK) on the layer's input rows.

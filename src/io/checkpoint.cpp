@@ -380,8 +380,8 @@ void WriteShard(const std::string& folder, int rank, const ModelSpec& spec,
       DSLIDE_CHECK(g.ok(), file, ": cannot create group ", name);
       WriteAttr(g.get(), file, "begin", s.begin);
       WriteAttr(g.get(), file, "end", s.end);
-      WriteAttr(g.get(), file, "hash_version", st.hash_version);
-      WriteAttr(g.get(), file, "rebuilds", st.rebuilds);
+      WriteAttr(g.get(), file, "hash_version", st.tables_plan.hash_version);
+      WriteAttr(g.get(), file, "rebuilds", st.tables_plan.rebuild);
       const hsize_t n = static_cast<hsize_t>(s.local()), d = static_cast<hsize_t>(s.in_dim);
       WriteArray(g.get(), file, "w", st.w.data(), n, d);
       WriteArray(g.get(), file, "m", st.m.data(), n, d);
@@ -484,8 +484,10 @@ std::vector<LayerState> ReadLayers(const std::string& folder, const CheckpointMe
         check_values(ds, 1);
         std::copy(buf.begin(), buf.end(), dst->begin() + at);
       }
-      st.hash_version = std::max(st.hash_version, ReadAttr<int64_t>(g.get(), file, "hash_version"));
-      st.rebuilds = std::max(st.rebuilds, ReadAttr<int64_t>(g.get(), file, "rebuilds"));
+      st.tables_plan.hash_version =
+          std::max(st.tables_plan.hash_version, ReadAttr<int64_t>(g.get(), file, "hash_version"));
+      st.tables_plan.rebuild =
+          std::max(st.tables_plan.rebuild, ReadAttr<int64_t>(g.get(), file, "rebuilds"));
       if (!weights_only && b0 == spec.begin && b1 == spec.end) {  // the same shard: keep its tables
         ReadTables(g.get(), file, &st);
       }

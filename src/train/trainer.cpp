@@ -46,6 +46,8 @@ Trainer::Trainer(const TrainConfig& cfg, Communicator* comm, std::unique_ptr<Lay
   if (train != nullptr && cfg_.output_bias == OutputBias::kPrior)
     options.output_bias = LabelPriorBiases(spec_.layers.back(), spec_.labels, *train);
   backend_->Init(spec_, options);
+  tables_ = TablePlans(spec_, options.seed);
+  tables_.BuildFirst(backend_.get());
   segs_.resize(spec_.layers.size());
   if (comm_->rank() == 0) {
     std::random_device rd;
@@ -250,14 +252,10 @@ void Trainer::QueueStep(const Dataset& data, const std::vector<int64_t>& points)
   pending_.push_back(p);
   if (schedule_.Due(iter_)) {
     const auto t0 = Clock::now();
-    const bool redraw = cfg_.lsh.rehash_every > 0 && iter_ % cfg_.lsh.rehash_every == 0;
-    for (size_t l = 0; l < spec_.layers.size(); ++l) {
-      if (spec_.layers[l].dense()) continue;
-      if (redraw)
-        backend_->RedrawHashes(static_cast<int>(l));
-      else
-        backend_->RebuildTables(static_cast<int>(l));
-    }
+    if (cfg_.lsh.rehash_every > 0 && iter_ % cfg_.lsh.rehash_every == 0)
+      tables_.Redraw(backend_.get());
+    else
+      tables_.Rebuild(backend_.get());
     phases_.rebuild += Seconds(t0);
   }
   step_ms_.push_back(Seconds(t_start) * 1e3);

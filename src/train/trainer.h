@@ -27,6 +27,7 @@
 #include "train/run_events.h"
 #include "train/snapshot_exchange.h"
 #include "train/step_strategy.h"
+#include "train/table_plans.h"
 
 namespace dslide {
 
@@ -229,6 +230,7 @@ class Trainer {
   std::unique_ptr<LayerBackend> backend_;
   ModelSpec spec_;
   RebuildSchedule schedule_;
+  TablePlans tables_;  // the sparse layers' table builds (seeds, counts)
   int64_t iter_ = 0;
   bool training_ = false;  // Run has passed its checks (training())
   PhaseTimes phases_;

@@ -168,9 +168,17 @@ int64_t Trainer::CheckpointBytes() const {
 CheckpointMeta Trainer::LoadCheckpoint(const std::string& folder) {
   CheckpointMeta m = ReadMeta(folder);
   CheckMetaFits(m, folder + "/meta.h5", spec_, cfg_);
-  const std::vector<LayerState> states = ReadLayers(folder, m, spec_.layers);
-  for (size_t l = 0; l < states.size(); ++l)
-    backend_->LoadLayer(static_cast<int>(l), kCheckpoint, states[l]);
+  std::vector<LayerState> states = ReadLayers(folder, m, spec_.layers);
+  for (size_t l = 0; l < states.size(); ++l) {
+    const int layer = static_cast<int>(l);
+    LayerState& st = states[l];
+    if (!spec_.layers[l].dense())
+      st.tables_plan = tables_.Restore(layer, st.tables_plan.hash_version, st.tables_plan.rebuild);
+    backend_->LoadLayer(layer, kCheckpoint, st);
+    // Resharded: the tables of the checkpoint's build made again from the loaded weights.
+    if (!spec_.layers[l].dense() && st.table_sizes.empty())
+      tables_.RepeatLast(backend_.get(), layer);
+  }
   iter_ = m.iter;
   best_iter_ = m.best_iter;
   best_p1_ = m.best_p_at_1;
@@ -356,7 +364,7 @@ void Trainer::RestoreWeights() {
     st.w = best_w_[l];
     st.b = best_b_[l];
     backend_->LoadLayer(static_cast<int>(l), kWeights, st);
-    if (!spec_.layers[l].dense()) backend_->RebuildTables(static_cast<int>(l));
+    if (!spec_.layers[l].dense()) tables_.RebuildLayer(backend_.get(), static_cast<int>(l));
   }
 }
 

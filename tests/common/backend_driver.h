@@ -9,6 +9,7 @@
 
 #include "backend/layer_backend.h"
 #include "common/rng.h"
+#include "train/table_plans.h"
 
 namespace dslide::testing {
 
@@ -37,6 +38,12 @@ inline BatchRows SparseInputs(int64_t samples, int64_t k, int64_t room, int64_t 
 }
 
 /// Makes `rows` the layer's `which` buffer.
+/// Init, then the sparse layers' first tables as the trainer builds them (TablePlans).
+inline void InitBackend(LayerBackend& b, const ModelSpec& spec, const BackendOptions& options) {
+  b.Init(spec, options);
+  TablePlans(spec, options.seed).BuildFirst(&b);
+}
+
 inline void Stage(LayerBackend& b, int layer, Rows which, const BatchRows& rows) {
   *b.HostRows(layer, which, Access::kWrite) = rows;
   b.CommitRows(layer, which);

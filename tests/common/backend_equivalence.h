@@ -65,8 +65,8 @@ struct Pair {
     cfg.min_negatives = 8;
     ResolveAuto(&cfg, input_dim, out);  // the settings a test leaves to auto
     spec = ModelSpec::Make(input_dim, {hidden}, out, sparsity, 0, 1, cfg.min_negatives);
-    cpu->Init(spec, BackendOptionsOf(cfg));
-    dev->Init(spec, BackendOptionsOf(cfg));
+    InitBackend(*cpu, spec, BackendOptionsOf(cfg));
+    InitBackend(*dev, spec, BackendOptionsOf(cfg));
   }
   /// A batch of sparse inputs (sorted ids) for the first layer.
   BatchRows Inputs(uint64_t seed) const {
@@ -122,8 +122,8 @@ inline void ExpectSameTables(LayerBackend& a, LayerBackend& b, int layer) {
   EXPECT_EQ(sa.table_sizes, sb.table_sizes) << "layer " << layer;
   EXPECT_EQ(sa.table_offsets, sb.table_offsets) << "layer " << layer;
   EXPECT_EQ(sa.table_ids, sb.table_ids) << "layer " << layer;
-  EXPECT_EQ(sa.hash_version, sb.hash_version);
-  EXPECT_EQ(sa.rebuilds, sb.rebuilds);
+  EXPECT_EQ(sa.tables_plan.hash_version, sb.tables_plan.hash_version);
+  EXPECT_EQ(sa.tables_plan.rebuild, sb.tables_plan.rebuild);
 }
 
 inline TrainConfig SmallLsh(HashFamily f, QueryStrategy q, FillPolicy fill) {
@@ -162,8 +162,11 @@ TEST(DSLIDE_EQUIVALENCE_SUITE, InitialWeightsAndTables) {
           for (size_t i = 0; i < b.size(); ++i) b[i] = 0.01f * static_cast<float>(i % 7);
           SetLayer(*s.cpu, 1, w, b);
           SetLayer(*s.dev, 1, w, b);
-          s.cpu->RedrawHashes(1);
-          s.dev->RedrawHashes(1);
+          TablePlans plans(s.spec, s.cfg.seed);
+          plans.Restore(1, 1, 1);
+          TablePlans same = plans;
+          plans.Redraw(s.cpu.get());
+          same.Redraw(s.dev.get());
           ExpectSameTables(*s.cpu, *s.dev, 1);
         }
 }
@@ -176,8 +179,8 @@ TEST(DSLIDE_EQUIVALENCE_SUITE, InitialOutputBiasesAsGiven) {
   BackendOptions options = BackendOptionsOf(s.cfg);
   for (int64_t i = 0; i < s.out; ++i)
     options.output_bias.push_back(-0.001f * static_cast<float>(i % 97));
-  s.cpu->Init(s.spec, options);
-  s.dev->Init(s.spec, options);
+  InitBackend(*s.cpu, s.spec, options);
+  InitBackend(*s.dev, s.spec, options);
   std::vector<float> w, b;
   GetLayer(*s.dev, 1, &w, &b);
   EXPECT_EQ(b, options.output_bias);
@@ -186,8 +189,8 @@ TEST(DSLIDE_EQUIVALENCE_SUITE, InitialOutputBiasesAsGiven) {
   for (int l = 0; l < 2; ++l) ExpectSameLayer(*s.cpu, *s.dev, l, 0.0, "init with biases");
   ExpectSameTables(*s.cpu, *s.dev, 1);
   options.output_bias.pop_back();
-  EXPECT_THROW(s.dev->Init(s.spec, options), Error);
-  EXPECT_THROW(s.cpu->Init(s.spec, options), Error);
+  EXPECT_THROW(InitBackend(*s.dev, s.spec, options), Error);
+  EXPECT_THROW(InitBackend(*s.cpu, s.spec, options), Error);
 }
 
 TEST(DSLIDE_EQUIVALENCE_SUITE, ActiveSetsAndForward) {

@@ -22,7 +22,7 @@ TEST(GpuEquivalence, InitRefusesAModelTheDeviceCannotHold) {
   tune.device_free_bytes = int64_t{16} << 20;
   std::unique_ptr<LayerBackend> dev = GpuBackendUnderTest(tune);
   try {
-    dev->Init(spec, BackendOptions{});
+    InitBackend(*dev, spec, BackendOptions{});
     ADD_FAILURE() << "Init took a model larger than the device's free memory";
   } catch (const OutOfMemory& e) {
     const std::string what = e.what();
@@ -31,7 +31,7 @@ TEST(GpuEquivalence, InitRefusesAModelTheDeviceCannotHold) {
   }
   tune.device_free_bytes = int64_t{64} << 20;
   dev = GpuBackendUnderTest(tune);
-  EXPECT_NO_THROW(dev->Init(spec, BackendOptions{}));
+  EXPECT_NO_THROW(InitBackend(*dev, spec, BackendOptions{}));
 }
 
 /// Output rows wider than a warp and not a multiple of its 32 lanes (the forward pass takes

@@ -161,7 +161,7 @@ TEST(AutoSettings, PrintedSlotsMatchTheSelection) {
     const ModelSpec spec =
         ModelSpec::Make(20, cfg.hidden, 2000, cfg.LayerSparsity(2), r, 2, cfg.min_negatives);
     auto be = MakeBackend(Device::kCpu, r);
-    be->Init(spec, BackendOptionsOf(cfg));
+    testing::InitBackend(*be, spec, BackendOptionsOf(cfg));
     BatchRows in;
     in.Strided(d.size(), 8);
     for (int64_t i = 0; i < d.size(); ++i) {

@@ -87,16 +87,18 @@ TEST(Checkpoint, EveryFieldRoundTrips) {
     EXPECT_EQ(x.v, y.v);
     EXPECT_EQ(x.mb, y.mb);
     EXPECT_EQ(x.vb, y.vb);
-    EXPECT_EQ(x.hash_version, y.hash_version);
-    EXPECT_EQ(x.rebuilds, y.rebuilds);
+    EXPECT_EQ(x.tables_plan.hash_version, y.tables_plan.hash_version);
+    EXPECT_EQ(x.tables_plan.rebuild, y.tables_plan.rebuild);
+    EXPECT_EQ(x.tables_plan.hash_seed, y.tables_plan.hash_seed);
+    EXPECT_EQ(x.tables_plan.table_seed, y.tables_plan.table_seed);
     EXPECT_EQ(x.table_offsets, y.table_offsets);
     EXPECT_EQ(x.table_ids, y.table_ids);
     EXPECT_EQ(x.table_sizes, y.table_sizes);
   }
   LayerState out;
   a->backend().SaveLayer(1, kCheckpoint, &out);
-  EXPECT_GT(out.hash_version, 1) << "the test should cover a rehash";
-  EXPECT_GT(out.rebuilds, 1) << "the test should cover a rebuild";
+  EXPECT_GT(out.tables_plan.hash_version, 1) << "the test should cover a rehash";
+  EXPECT_GT(out.tables_plan.rebuild, 1) << "the test should cover a rebuild";
 }
 
 // --state bf16 holds the moments in bfloat16; checkpoints store them as floats, so a run

@@ -43,7 +43,7 @@ struct Net {
   }
   std::unique_ptr<cpu::CpuBackend> Make() const {
     auto b = std::make_unique<cpu::CpuBackend>();
-    b->Init(spec, opt);
+    testing::InitBackend(*b, spec, opt);
     return b;
   }
 };
@@ -402,7 +402,9 @@ TEST(CpuRebuild, RehashingOnlyTheMovedNeuronsBuildsTheTablesOfAFullRehash) {
     step.t = it + 1;
     Backward(*a, 1, h, delta, nullptr, &step);
   }
-  a->RebuildTables(1);
+  TablePlans plans(net.spec, net.opt.seed);
+  plans.Restore(1, 1, 1);  // Make built the first tables
+  plans.RebuildLayer(a.get(), 1);
   const unsigned all = kWeights | kMoments | kTables;
   LayerState sa;
   a->SaveLayer(1, all, &sa);
@@ -416,9 +418,10 @@ TEST(CpuRebuild, RehashingOnlyTheMovedNeuronsBuildsTheTablesOfAFullRehash) {
     st.table_sizes.clear();
     auto x = net.Make();
     x->LoadLayer(1, all, st);
+    x->RebuildTables(1, sa.tables_plan);
     LayerState out;
     x->SaveLayer(1, kTables, &out);
-    EXPECT_EQ(out.rebuilds, sa.rebuilds);
+    EXPECT_EQ(out.tables_plan.rebuild, sa.tables_plan.rebuild);
     return out;
   };
   const LayerState sb = rebuilt_from(sa.w, sa.b);

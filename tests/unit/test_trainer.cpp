@@ -12,6 +12,7 @@
 #include <set>
 #include <string>
 
+#include "../common/backend_driver.h"
 #include "../common/test_presets.h"
 #include "backend/layer_backend.h"
 #include "common/error.h"
@@ -224,7 +225,7 @@ TEST(LayerBackend, OneRankChainsEqualTheSnapshotExchange) {
   ResolveAuto(&cfg, D, C);
   const ModelSpec spec = ModelSpec::Make(D, cfg.hidden, C, cfg.sparsity, 0, 1, cfg.min_negatives);
   std::unique_ptr<LayerBackend> be = MakeBackend(Device::kCpu, 0);
-  be->Init(spec, BackendOptionsOf(cfg));
+  testing::InitBackend(*be, spec, BackendOptionsOf(cfg));
   Rng rng(3);
   BatchRows* x = be->HostRows(0, Rows::kInput, Access::kWrite);
   x->Strided(B, 5);
@@ -317,7 +318,7 @@ TEST_P(FusedUpdate, EqualsBackwardThenLazyAdam) {
   const ModelSpec spec = ModelSpec::Make(30, cfg.hidden, 200, cfg.sparsity, 0, 1);
   const bool dense = spec.layers[1].dense();
   auto fused = MakeBackend(Device::kCpu, 0);
-  fused->Init(spec, BackendOptionsOf(cfg));
+  testing::InitBackend(*fused, spec, BackendOptionsOf(cfg));
   LayerState want;  // the reference: layer 1's weights and moments
   fused->SaveLayer(1, kCheckpoint, &want);
   Rng rng(11);
@@ -344,7 +345,7 @@ TEST_P(FusedUpdate, EqualsBackwardThenLazyAdam) {
   for (int rep = 0; rep < 3; ++rep) {
     step.t = rep + 1;
     auto separate = MakeBackend(Device::kCpu, 0);
-    separate->Init(spec, BackendOptionsOf(cfg));
+    testing::InitBackend(*separate, spec, BackendOptionsOf(cfg));
     separate->LoadLayer(1, kWeights | kMoments, want);
     BatchRows ga, gb;
     ga.LikeZero(in);
@@ -418,7 +419,7 @@ TEST(CpuBackend, BatchFillMakesTheBatchLabelsNegativesOfEverySample) {
   cfg.lsh.lsh_share = 1.0;
   const ModelSpec spec = ModelSpec::Make(30, cfg.hidden, 1000, cfg.sparsity, 0, 1);
   auto be = MakeBackend(Device::kCpu, 0);
-  be->Init(spec, BackendOptionsOf(cfg));
+  testing::InitBackend(*be, spec, BackendOptionsOf(cfg));
   Rng rng(5);
   const BatchRows in = DenseRows(32, 16, &rng);
   BatchLabels labels;
