@@ -3,13 +3,30 @@
 #include <unistd.h>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 
 #include "common/error.h"
 
 namespace dslide {
 
-void WriteAtomically(const std::string& path,
+void WriteAtomically(const std::string& given,
                      const std::function<void(const std::string&)>& write) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::file_status st = fs::status(given, ec);  // through symbolic links
+  DSLIDE_CHECK(!fs::is_directory(st), "cannot write ", given, ": it is a folder");
+  if (fs::exists(st) && !fs::is_regular_file(st)) {
+    // A device, FIFO or socket (/dev/stdout, a named pipe): written in place; a rename
+    // would put a file where it was.
+    write(given);
+    return;
+  }
+  // Through a symbolic link: its target is replaced, the link kept.
+  std::string path = given;
+  if (fs::exists(st) && fs::is_symlink(fs::symlink_status(given, ec))) {
+    const fs::path target = fs::canonical(given, ec);
+    if (!ec) path = target.string();
+  }
   const std::string tmp = path + ".tmp";
   try {
     write(tmp);

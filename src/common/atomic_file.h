@@ -9,7 +9,9 @@
 namespace dslide {
 
 /// write(TMP) into PATH.tmp, renamed to PATH when it returns: a failed write never leaves a
-/// partial PATH (nor replaces an existing one), and its temporary file is removed.
+/// partial PATH (nor replaces an existing one), and its temporary file is removed. A PATH
+/// that is a symbolic link replaces its target (the link stays); one that is a device, FIFO
+/// or socket is written in place, and a folder is refused.
 void WriteAtomically(const std::string& path,
                      const std::function<void(const std::string& tmp)>& write);
 

@@ -4,6 +4,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace dslide {
 
@@ -23,6 +24,18 @@ class Stop : public std::runtime_error {
 
  private:
   int code_;
+};
+
+/// The stop of every rank when a checkpoint could not be written (exit code 1); `newest`
+/// names the newest checkpoint kept (empty: none).
+class CheckpointNotWritten : public Stop {
+ public:
+  CheckpointNotWritten(const std::string& what, std::string newest)
+      : Stop(1, what), newest_(std::move(newest)) {}
+  const std::string& newest() const { return newest_; }
+
+ private:
+  std::string newest_;
 };
 
 /// Writes `text` (whole lines) to standard error and flushes it: the warnings of a library

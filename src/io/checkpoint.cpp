@@ -367,29 +367,47 @@ std::string CheckpointIdentity(uint64_t run_id, int64_t iter) {
 
 void WriteShard(const std::string& folder, int rank, const ModelSpec& spec,
                 const std::vector<LayerState>& layers, uint64_t run_id, int64_t iter) {
+  WriteShard(
+      folder, rank, spec,
+      [&](int layer, unsigned) -> const LayerState& { return layers[static_cast<size_t>(layer)]; },
+      run_id, iter);
+}
+
+int64_t CheckpointStagingBytes(const ModelSpec& spec) {
+  int64_t most = 0;
+  for (const LayerSpec& s : spec.layers)
+    most = std::max(most, 3 * s.local() * (s.in_dim + 1) * static_cast<int64_t>(sizeof(float)));
+  return most;
+}
+
+void WriteShard(const std::string& folder, int rank, const ModelSpec& spec,
+                const LayerStateSource& state, uint64_t run_id, int64_t iter) {
   const std::string file = ShardFile(folder, rank);
   {  // the file is closed before its checksum is taken
     Handle f = CreateFile(file);
     WriteAttr(f.get(), file, "run_id", run_id);
     WriteAttr(f.get(), file, "iter", iter);
-    for (size_t l = 0; l < layers.size(); ++l) {
+    for (size_t l = 0; l < spec.layers.size(); ++l) {
       const LayerSpec& s = spec.layers[l];
-      const LayerState& st = layers[l];
+      const int layer = static_cast<int>(l);
       const std::string name = "layer" + std::to_string(l);
       Handle g(H5Gcreate2(f.get(), name.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
       DSLIDE_CHECK(g.ok(), file, ": cannot create group ", name);
       WriteAttr(g.get(), file, "begin", s.begin);
       WriteAttr(g.get(), file, "end", s.end);
-      WriteAttr(g.get(), file, "hash_version", st.tables_plan.hash_version);
-      WriteAttr(g.get(), file, "rebuilds", st.tables_plan.rebuild);
       const hsize_t n = static_cast<hsize_t>(s.local()), d = static_cast<hsize_t>(s.in_dim);
-      WriteArray(g.get(), file, "w", st.w.data(), n, d);
-      WriteArray(g.get(), file, "m", st.m.data(), n, d);
-      WriteArray(g.get(), file, "v", st.v.data(), n, d);
-      WriteVector(g.get(), file, "b", st.b);
-      WriteVector(g.get(), file, "mb", st.mb);
-      WriteVector(g.get(), file, "vb", st.vb);
-      if (!st.table_sizes.empty()) WriteTables(g.get(), file, st);
+      const LayerState& weights = state(layer, kWeights);
+      WriteArray(g.get(), file, "w", weights.w.data(), n, d);
+      WriteVector(g.get(), file, "b", weights.b);
+      const LayerState& moments = state(layer, kMoments);
+      WriteArray(g.get(), file, "m", moments.m.data(), n, d);
+      WriteArray(g.get(), file, "v", moments.v.data(), n, d);
+      WriteVector(g.get(), file, "mb", moments.mb);
+      WriteVector(g.get(), file, "vb", moments.vb);
+      const LayerState& tables = state(layer, kTables);
+      WriteAttr(g.get(), file, "hash_version", tables.tables_plan.hash_version);
+      WriteAttr(g.get(), file, "rebuilds", tables.tables_plan.rebuild);
+      if (!tables.table_sizes.empty()) WriteTables(g.get(), file, tables);
     }
     errno = 0;
     DSLIDE_CHECK(H5Fflush(f.get(), H5F_SCOPE_LOCAL) >= 0 && f.Close(), file, ": cannot write",
@@ -463,14 +481,20 @@ std::vector<LayerState> ReadLayers(const std::string& folder, const CheckpointMe
           weights_only ? std::vector<Field>{{"b", &st.b}}
                        : std::vector<Field>{{"b", &st.b}, {"mb", &st.mb}, {"vb", &st.vb}};
       // What a checksum cannot catch (a file written damaged): values no training writes,
-      // NaN or infinite weights and moments, negative second moments.
+      // NaN or infinite weights and moments, negative second moments, and magnitudes no run
+      // reaches (a flipped exponent bit): Adam moves a weight by about lr a step, so weights,
+      // biases and first moments stay far below kMaxWeight, second moments (squared
+      // gradients) below its square; a run whose values grow so far diverges first.
+      constexpr float kMaxWeight = 1e15f;
       auto check_values = [&](const char* ds, int64_t width) {
         const bool second_moment = ds[0] == 'v';
+        const float limit = second_moment ? kMaxWeight * kMaxWeight : kMaxWeight;
         for (size_t i = 0; i < buf.size(); ++i)
-          DAMAGED_CHECK(std::isfinite(buf[i]) && !(second_moment && buf[i] < 0.0f), file, ": ",
-                        name, "/", ds, " holds ", buf[i], " at row ",
-                        first + static_cast<int64_t>(i) / std::max<int64_t>(width, 1),
-                        ": the checkpoint is damaged");
+          DAMAGED_CHECK(std::isfinite(buf[i]) && std::abs(buf[i]) <= limit &&
+                            !(second_moment && buf[i] < 0.0f),
+                        file, ": ", name, "/", ds, " (layer ", l + 1, ") holds ", buf[i],
+                        " at row ", first + static_cast<int64_t>(i) / std::max<int64_t>(width, 1),
+                        ": no training writes such a value; the checkpoint is damaged");
       };
       for (const auto& [ds, dst] : matrices) {
         ReadRows(g.get(), file, ds, first, rows, &buf, &cols);

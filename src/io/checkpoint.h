@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <string>
 #include <vector>
@@ -141,9 +142,18 @@ void WriteMeta(const std::string& folder, const CheckpointMeta& meta);
 CheckpointMeta ReadMeta(const std::string& folder);
 
 /// This rank's shard of every layer to folder/rank-<rank>.h5, marked as a part of the
-/// checkpoint of run `run_id` at iteration `iter`.
+/// checkpoint of run `run_id` at iteration `iter`. `state(layer, parts)` gives the layer's
+/// LayerPart bits `parts`; it is asked for one layer's weights, then its moments, then its
+/// tables, and each is written before the next is asked for, so that one layer's state at a
+/// time is held beside the model (CheckpointStagingBytes).
+using LayerStateSource = std::function<const LayerState&(int layer, unsigned parts)>;
+void WriteShard(const std::string& folder, int rank, const ModelSpec& spec,
+                const LayerStateSource& state, uint64_t run_id, int64_t iter);
+/// The same from the states of every layer.
 void WriteShard(const std::string& folder, int rank, const ModelSpec& spec,
                 const std::vector<LayerState>& layers, uint64_t run_id, int64_t iter);
+/// What a LayerStateSource holds at most: the weights and moments of the widest layer.
+int64_t CheckpointStagingBytes(const ModelSpec& spec);
 /// "run 0123456789abcdef at iteration 600": how messages name a checkpoint.
 std::string CheckpointIdentity(uint64_t run_id, int64_t iter);
 /// The state of each spec's block (layer l: its neurons [begin, end)) for the first

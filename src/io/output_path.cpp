@@ -40,6 +40,12 @@ void CheckOutputPath(const std::string& option, const std::string& out,
   DSLIDE_CHECK(!fs::exists(o / "meta.h5", ec), "option ", option, ": ", out,
                " is a checkpoint folder; writing there would destroy that checkpoint: choose "
                "another path");
+  // A run's --checkpoint-dir (its lock file, kept after the run): what is written there is
+  // taken for, or prunes, that run's checkpoints, and the lock file is the run's hold.
+  DSLIDE_CHECK(o.filename() != ".dslide-lock" && !fs::exists(parent / ".dslide-lock", ec),
+               "option ", option, ": ", out, " lies in the checkpoint folder ", parent.string(),
+               " of a run (it holds .dslide-lock); writing there would damage that run's "
+               "checkpoints: choose a path outside it");
 }
 
 }  // namespace dslide

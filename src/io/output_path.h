@@ -1,6 +1,7 @@
 // Output paths that would destroy an input: a command refuses, before it reads or writes
-// anything, an output that is one of its input files (by any spelling or link) or a file of
-// a checkpoint folder (a folder holding meta.h5).
+// anything, an output that is one of its input files (by any spelling or link), a file of a
+// checkpoint (a folder holding meta.h5) or one in a run's checkpoint folder (a folder holding
+// .dslide-lock, the run's hold on it).
 #pragma once
 
 #include <string>
@@ -10,7 +11,8 @@
 namespace dslide {
 
 /// Throws Error, naming `option`, where `out` is the same file as one of `inputs` ((option,
-/// path) pairs; empty paths skipped) or lies in a checkpoint folder. An empty `out` passes.
+/// path) pairs; empty paths skipped) or lies in a checkpoint or in a run's checkpoint folder.
+/// An empty `out` passes.
 void CheckOutputPath(const std::string& option, const std::string& out,
                      const std::vector<std::pair<std::string, std::string>>& inputs);
 

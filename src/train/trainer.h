@@ -230,7 +230,8 @@ class Trainer {
   std::unique_ptr<LayerBackend> backend_;
   ModelSpec spec_;
   RebuildSchedule schedule_;
-  TablePlans tables_;  // the sparse layers' table builds (seeds, counts)
+  TablePlans tables_;   // the sparse layers' table builds (seeds, counts)
+  LayerState staging_;  // a checkpoint's copy of one layer, set aside by CheckStorage
   int64_t iter_ = 0;
   bool training_ = false;  // Run has passed its checks (training())
   PhaseTimes phases_;

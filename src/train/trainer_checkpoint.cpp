@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "common/error.h"
+#include "common/memory_limit.h"
 
 namespace dslide {
 
@@ -49,6 +50,8 @@ void Trainer::WriteCheckpoint(const std::string& folder, int64_t epoch, int64_t 
       write();
     } catch (const Error& e) {
       failed = e.what();
+    } catch (const std::bad_alloc&) {
+      failed = "out of memory while writing it";
     }
   };
   attempt([&] {
@@ -68,16 +71,17 @@ void Trainer::WriteCheckpoint(const std::string& folder, int64_t epoch, int64_t 
   // Data parallelism: the replicas are identical, rank 0 writes the one shard.
   if (ok && strategy_->WritesShard(comm_->rank())) {
     attempt([&] {
-      std::vector<LayerState> layers(spec_.layers.size());
-      for (size_t l = 0; l < layers.size(); ++l) {
-        backend_->SaveLayer(static_cast<int>(l), kCheckpoint, &layers[l]);
+      // A layer's part at a time, in the arrays CheckStorage set aside.
+      auto state = [&](int layer, unsigned parts) -> const LayerState& {
+        backend_->SaveLayer(layer, parts, &staging_);
         if (!cfg_.checkpoint_tables) {  // rebuilt from the weights on loading
-          layers[l].table_offsets.clear();
-          layers[l].table_ids.clear();
-          layers[l].table_sizes.clear();
+          staging_.table_offsets.clear();
+          staging_.table_ids.clear();
+          staging_.table_sizes.clear();
         }
-      }
-      WriteShard(tmp, model_comm_->rank(), spec_, layers, run_id_, iter_);
+        return staging_;
+      };
+      WriteShard(tmp, model_comm_->rank(), spec_, state, run_id_, iter_);
       fault_.MaybeFailWrite(comm_->rank(), iter_, tmp + "/rank shard");
     });
   }
@@ -102,10 +106,12 @@ void Trainer::WriteCheckpoint(const std::string& folder, int64_t epoch, int64_t 
   const std::string parent = std::filesystem::path(folder).parent_path().string();
   const std::string newest = LatestCheckpoint(parent);
   const std::string reason = failed.empty() ? "see the rank's error above" : failed;
-  throw Stop(1, detail::Concat(
-                    "the checkpoint of iteration ", iter_, " could not be written (", reason,
-                    "); its partial folder was removed and the checkpoints written before are kept",
-                    newest.empty() ? std::string(" (none)") : " (newest: " + newest + ")"));
+  throw CheckpointNotWritten(
+      detail::Concat(
+          "the checkpoint of iteration ", iter_, " could not be written (", reason,
+          "); its partial folder was removed and the checkpoints written before are kept",
+          newest.empty() ? std::string(" (none)") : " (newest: " + newest + ")"),
+      newest);
 }
 
 CheckpointMeta Trainer::MetaNow(int64_t epoch, int64_t pos) const {
@@ -293,6 +299,30 @@ void Trainer::CheckSharedDir(const std::string& dir, const char* option) {
 
 void Trainer::CheckStorage(int64_t total, const std::string& resumed_from) {
   if (cfg_.checkpoint_dir.empty() && cfg_.save_dir.empty()) return;
+  // Writing a checkpoint copies a layer's weights and moments out of the model (WriteShard):
+  // the arrays are set aside now, so that a run whose checkpoints cannot fit beside the
+  // model is refused before it trains, not at its first checkpoint.
+  {
+    const std::string what =
+        cfg_.checkpoint_dir.empty()
+            ? "--save (writing a copy of one layer's weights and Adam moments)"
+            : "checkpoints (writing a copy of one layer's weights and Adam moments)";
+    const int64_t bytes = CheckpointStagingBytes(spec_);
+    CheckMemoryFits(bytes, what);
+    size_t most = 0, neurons = 0;
+    for (const LayerSpec& l : spec_.layers) {
+      most = std::max(most, static_cast<size_t>(l.local() * l.in_dim));
+      neurons = std::max(neurons, static_cast<size_t>(l.local()));
+    }
+    try {
+      for (std::vector<float>* a : {&staging_.w, &staging_.m, &staging_.v}) a->reserve(most);
+      for (std::vector<float>* a : {&staging_.b, &staging_.mb, &staging_.vb}) a->reserve(neurons);
+    } catch (const std::bad_alloc&) {
+      staging_ = LayerState();
+      throw OutOfMemory(
+          detail::Concat(what, " (", BytesText(bytes), ") cannot be allocated beside the model"));
+    }
+  }
   // Every shard of a checkpoint, as the folder is shared (one shard: data parallelism): the
   // same figure on every rank.
   int64_t all = CheckpointBytes();
@@ -319,6 +349,12 @@ void Trainer::CheckStorage(int64_t total, const std::string& resumed_from) {
                    cfg_.checkpoint_dir, " (it would be replaced)");
     }
     const std::filesystem::path parent = std::filesystem::path(cfg_.save_dir).parent_path();
+    // Beside a run's checkpoints (its folder holds the run's lock file): eval and --resume of
+    // that folder would take the model for a checkpoint, or the run would prune it.
+    DSLIDE_CHECK(!fs::exists((parent.empty() ? fs::path(".") : parent) / ".dslide-lock", ec),
+                 "option --save: ", cfg_.save_dir, " lies in the checkpoint folder ",
+                 parent.empty() ? std::string(".") : parent.string(),
+                 " of a run (it holds .dslide-lock); choose a path outside it");
     CheckWritableDir(parent.empty() ? "." : parent.string(), all, "--save");
     CheckSharedDir(parent.empty() ? "." : parent.string(), "--save");
   }

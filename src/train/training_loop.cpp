@@ -139,10 +139,15 @@ EvalResult Trainer::Run(const Dataset& train, const Dataset* valid, const Datase
   SetStopNotice(comm_->size() > 1 ? std::string()
                                   : "dslide: stop requested: ending after this step, " +
                                         StopPlanOf(cfg_) + " (a second signal exits at once)\n");
-  StopBeforeFirstStep(r);
-  while (iter_ < r.total) Iterate(r);
-  comm_->RecordCalls(false);
-  return FinishRun(r);
+  try {
+    StopBeforeFirstStep(r);
+    while (iter_ < r.total) Iterate(r);
+    comm_->RecordCalls(false);
+    return FinishRun(r);
+  } catch (const CheckpointNotWritten& e) {
+    report.StopRecord("error", iter_, e.what(), e.newest());  // the records end with why
+    throw;
+  }
 }
 
 void Trainer::PlanRun(RunState& r) {

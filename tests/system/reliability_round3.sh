@@ -262,3 +262,61 @@ expect_in out_mfull.txt "warning: --metrics full.jsonl: write failed (No space l
 [[ $(grep -c "warning: --metrics" out_mfull.txt) == 1 ]] || fail "--metrics on a full disk: the warning more than once"
 [[ -d ck_full/ckpt-000000000020 ]] || fail "--metrics on a full disk: no checkpoint of iteration 20"
 pass "--metrics on a full disk: a warning, training and checkpoints go on"
+
+# 18. A checkpoint that cannot be written ends the run's --metrics with an "error" record
+#     naming why (the run stopped with exit 1 and the reason, but the records ended without it).
+DSLIDE_FAULT=enospc:0:20 "$dslide" "${train[@]}" --iterations 40 --checkpoint-dir ck_err --checkpoint-every 10 \
+  --metrics err.jsonl >out_ckerr.txt 2>&1
+expect_rc $? 1 "a checkpoint write that fails, with --metrics"
+[[ $(tail -1 err.jsonl) == *'"event":"error"'*'"iter":20'*'could not be written'*'"checkpoint":"ck_err/ckpt-000000000010"'* ]] ||
+  fail "a failed checkpoint write: the last record is $(tail -1 err.jsonl)"
+pass "a failed checkpoint write: the metrics end with an error record naming it"
+
+# 19. Nothing is written into a run's checkpoint folder (it holds the run's .dslide-lock):
+#     --save beside its checkpoints (eval and --resume of the folder took the saved model for
+#     the newest checkpoint), an output onto the lock file (a second run then took the
+#     folder while the first trained).
+expect_refused "--save into a run's checkpoint folder" \
+  "option --save: ck1/ckpt-000000000600 lies in the checkpoint folder ck1 of a run (it holds .dslide-lock)" \
+  "$dslide" "${train[@]}" --iterations 3 --seed 9 --save ck1/ckpt-000000000600
+[[ ! -e ck1/ckpt-000000000600 ]] || fail "--save into a run's checkpoint folder: written"
+expect_refused "predict --out the lock file" "option --out: ck1/.dslide-lock lies in the checkpoint folder" \
+  "$dslide" predict --model ck1 --input in.txt --out ck1/.dslide-lock
+expect_refused "predict --out into a run's checkpoint folder" "lies in the checkpoint folder .*ck1 of a run" \
+  "$dslide" predict --model ck1 --input in.txt --out ck1/preds.tsv
+pass "outputs into a run's checkpoint folder: refused"
+
+# 20. An output path that is a FIFO is written into, one that is a link replaces the link's
+#     target (both were replaced by a regular file: the reader of the FIFO got nothing, the
+#     link's target stayed as it was); a folder is refused before anything is written.
+mkfifo preds.fifo
+timeout 60 cat preds.fifo >fifo_read.tsv &  # a FIFO replaced by a file: no writer ever comes
+reader=$!
+"$dslide" predict --model ck1 --input in.txt --out preds.fifo >out_fifo.txt 2>&1 || fail "predict --out a FIFO"
+wait "$reader"
+[[ -p preds.fifo ]] || fail "predict --out a FIFO: no longer a FIFO"
+[[ $(wc -l <fifo_read.tsv) -ge 500 ]] || fail "predict --out a FIFO: the reader got $(wc -l <fifo_read.tsv) lines"
+echo old >target.tsv
+ln -s target.tsv linked.tsv
+"$dslide" predict --model ck1 --input in.txt --out linked.tsv >out_link.txt 2>&1 || fail "predict --out a link"
+[[ -L linked.tsv ]] || fail "predict --out a link: the link was replaced"
+cmp -s target.tsv fifo_read.tsv || fail "predict --out a link: its target does not hold the predictions"
+mkdir -p a_folder
+expect_refused "predict --out a folder" "cannot write a_folder: it is a folder" \
+  "$dslide" predict --model ck1 --input in.txt --out a_folder
+[[ -z $(ls a_folder*.tmp 2>/dev/null) ]] || fail "predict --out a folder: left $(ls a_folder*.tmp)"
+pass "outputs onto a FIFO, a link, a folder: written into, through, refused"
+
+# 21. A run whose checkpoints cannot be written beside the model (the copy of its widest
+#     layer's weights and moments, here with --state bf16 moments in the model and a 2 GB
+#     address-space limit) is refused before it trains (it trained, then lost the run at its
+#     final checkpoint: "out of memory (an allocation failed)").
+(
+  ulimit -v 2000000
+  "$dslide" "${train[@]}" --iterations 2 --hidden 30000 --state bf16 --checkpoint-dir ck_mem >out_stage.txt 2>&1
+  expect_rc $? 1 "checkpoints that cannot fit beside the model"
+) || exit 1
+expect_in out_stage.txt "checkpoints (writing a copy of one layer's weights and Adam moments) need 1.0 GB; this process can have .* RLIMIT_AS" \
+  "checkpoints that cannot fit beside the model"
+expect_not_in out_stage.txt "^iter " "checkpoints that cannot fit beside the model"
+pass "checkpoints that cannot fit beside the model: refused before training"

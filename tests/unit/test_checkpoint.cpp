@@ -292,7 +292,8 @@ TEST(Checkpoint, DamagedFilesAreRejected) {
 
 // Values no training writes, in a checkpoint written so (its checksums match, as when a
 // file was damaged before it was summed): a NaN weight, an infinite bias, a negative second
-// moment are refused as damage naming the dataset and the row, which --resume skips.
+// moment, magnitudes no run reaches (a flipped exponent bit) are refused as damage naming the
+// dataset, the layer as training counts it and the row, which --resume skips.
 TEST(Checkpoint, ValuesNoTrainingWritesAreDamage) {
   SetNumThreads(1);
   Fixture s;
@@ -306,11 +307,19 @@ TEST(Checkpoint, ValuesNoTrainingWritesAreDamage) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const float inf = std::numeric_limits<float>::infinity();
   const std::vector<Case> cases = {
-      {"a NaN weight", "layer1/w holds nan at row 2",
+      {"a NaN weight", "layer1/w (layer 2) holds nan at row 2",
        [&](LayerState* st) { st->w[2 * 24 + 3] = nan; }},
-      {"an infinite bias", "layer1/b holds inf at row 7", [&](LayerState* st) { st->b[7] = inf; }},
-      {"a negative second moment", "layer0/v holds -1 at row",
+      {"an infinite bias", "layer1/b (layer 2) holds inf at row 7",
+       [&](LayerState* st) { st->b[7] = inf; }},
+      {"a negative second moment", "layer0/v (layer 1) holds -1 at row",
        [&](LayerState* st) { st->v[5] = -1.0f; }},
+      // A flipped exponent bit: finite, but beyond what any run writes.
+      {"a weight of 1e37", "layer1/w (layer 2) holds 1e+37 at row 4",
+       [&](LayerState* st) { st->w[4 * 24] = 1e37f; }},
+      {"a first moment of -1e20", "layer0/m (layer 1) holds -1e+20 at row",
+       [&](LayerState* st) { st->m[9] = -1e20f; }},
+      {"a second moment of 1e33", "layer1/vb (layer 2) holds 1e+33 at row 3",
+       [&](LayerState* st) { st->vb[3] = 1e33f; }},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.what);
