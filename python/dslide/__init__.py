@@ -115,26 +115,89 @@ def _abort_on_uncaught_exception(comm):
     return comm
 
 
-def _communicator(comm):
-    return _abort_on_uncaught_exception(_communicator_of(comm))
+# A rank that leaves Python while the others are in (or go on to) a collective call would
+# leave them waiting in it for ever, and itself in MPI_Finalize. The job guard
+# (python/src/job_guard.h), made with the first communicator over all of MPI's world, prevents
+# it: every collective call first enters the guard (a non-blocking barrier, polled), and when
+# Python exits a rank tells the others that it leaves, with its exit code, and waits for them
+# to leave too. A rank that finds another gone while it waits to enter a collective call
+# prints who left and how, and ends the job (MPI_Abort, with that rank's exit code where it is
+# a failure, else 1). A run whose ranks all end normally exits as before, silently.
+
+#: Seconds that MPI_Finalize may take, once every rank has left, before a rank ends the job.
+_FINALIZE_SECONDS = 10.0
+_NO_EXIT = object()
+_exit_status = _NO_EXIT  # what sys.exit was last called with, for the others' message
 
 
-def _communicator_of(comm):
+def _recording_exit(original):
+    """sys.exit, recording its status: an atexit handler cannot learn the exit code."""
+
+    def exit(status=None, /):  # noqa: A001: stands for sys.exit
+        global _exit_status
+        _exit_status = status
+        original(status)
+
+    exit.__doc__ = original.__doc__
+    exit.__wrapped__ = original
+    exit.records_exit_status = True
+    return exit
+
+
+def _exit_code() -> int:
+    """The exit code of the sys.exit call that ends Python (-1 where none was made: the end of
+    the script, or a SystemExit raised by the script itself)."""
+    status = _exit_status
+    if status is _NO_EXIT:
+        return -1
+    if status is None:
+        return 0
+    if isinstance(status, (int, np.integer)):
+        return int(status) & 0xFF
+    return 1  # Python prints it and exits 1
+
+
+def _leave_the_job():
+    """atexit: this rank leaves; returns once every other rank has left too."""
+    _core.guard_leave(_exit_code())
+
+
+def _finalize_mpi():
+    """atexit, where the package initialised MPI (after _leave_the_job: every rank is here)."""
+    code = _exit_code()
+    _core.mpi_finalize(_FINALIZE_SECONDS, code if code > 0 else 1)
+
+
+def _mpi_comm(handle: int, what: str):
+    """The core's communicator over the MPI communicator `handle` (-1: the world), for the
+    collective call `what`; the first that spans the world makes the job guard."""
+    if _core.guard_start(handle):
+        if not getattr(sys.exit, "records_exit_status", False):
+            sys.exit = _recording_exit(sys.exit)
+        atexit.register(_leave_the_job)  # before MPI_Finalize, which is registered earlier
+    return _core.mpi_comm(handle, what)
+
+
+def _communicator(comm, what: str):
+    return _abort_on_uncaught_exception(_communicator_of(comm, what))
+
+
+def _communicator_of(comm, what: str):
     """The core's communicator for `comm` (an mpi4py communicator, or None: MPI's world when
-    started by an MPI launcher, else the in-process one)."""
+    started by an MPI launcher, else the in-process one), for the collective call `what`."""
     global _mpi_initialized_here
     if comm is None:
         mpi = sys.modules.get("mpi4py.MPI")
         if mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized():
             if mpi.COMM_WORLD.Get_size() > 1 or _core.launched_by_mpi():
-                return _core.mpi_comm(mpi.COMM_WORLD.py2f())
+                return _mpi_comm(mpi.COMM_WORLD.py2f(), what)
             return _core.local_comm()
         if not _core.launched_by_mpi():
             return _core.local_comm()
         if _core.mpi_initialize():
             _mpi_initialized_here = True
-            atexit.register(_core.mpi_finalize)
-        return _core.mpi_comm()
+            atexit.register(_finalize_mpi)
+        return _mpi_comm(-1, what)
     if isinstance(comm, _core.Comm):
         return comm
     py2f = getattr(comm, "py2f", None)
@@ -142,7 +205,7 @@ def _communicator_of(comm):
         raise TypeError(
             f"comm: expected an mpi4py communicator (such as MPI.COMM_WORLD) or None, got "
             f"{type(comm).__name__}")
-    return _core.mpi_comm(py2f())
+    return _mpi_comm(py2f(), what)
 
 
 def _agree(comm, error, parts, what: str) -> None:
@@ -159,7 +222,7 @@ def _agree(comm, error, parts, what: str) -> None:
     for part in parts if error is None else []:
         h.update(repr(part).encode() if not isinstance(part, _core.Data)
                  else part.digest().to_bytes(8, "little"))
-    ok, same = comm.agree(error is None, int.from_bytes(h.digest(), "little"))
+    ok, same = comm.agree(error is None, int.from_bytes(h.digest(), "little"), what)
     if error is not None:
         raise error
     if not ok:
@@ -222,6 +285,11 @@ def _pairs(options: dict) -> list:
                             f"(dslide.options_help() lists them), and the data sets are train, "
                             f"test and valid" + (f"; did you mean {near[0]}=?" if near else "")
                             ) from None
+        if text == "":
+            # As the executable says for `--checkpoint-dir ""` (the parser would say that the
+            # value "should follow immediately after the equal sign").
+            raise ValueError(f"option --{key.replace('_', '-')}: an empty value (leave the "
+                             f"option out to go without it)")
         pairs.append((key.replace("_", "-"), text))
     return pairs
 
@@ -448,10 +516,12 @@ def train(train, test=None, valid=None, *, comm=None, callback=None, verbose: bo
     names = {}
     for name, value in sets.items():
         if value is not None:
+            if is_path(value) and fspath(value) == "":
+                raise ValueError(f"{name}: an empty path (give a file, or a pair (X, Y))")
             names[name] = fspath(value) if is_path(value) else f"{name} (arrays)"
             pairs.append((name, names[name]))
     _core.parse_train_options(pairs)  # the options' errors before the data's
-    core_comm = _communicator(comm)
+    core_comm = _communicator(comm, "train")
     data, error = {}, None
     try:
         for name, value in sets.items():
@@ -518,19 +588,31 @@ def _shape_of(sets: dict, pending: dict):
     columns = {p.labels for p in pending.values() if p.labels is not None}
     if len(columns) > 1:
         raise ValueError(f"the sparse Y matrices have different label counts: {sorted(columns)}")
+    _refuse_unlabelled(pending["train"])
     if columns:
         return features, columns.pop()
-    if pending["train"].has_labels and pending["train"].max_id < 0:
+    return features, max([p.max_id for p in pending.values()] + [0]) + 1
+
+
+def _refuse_unlabelled(train) -> None:
+    """A training Y without a single label (every list empty, or a sparse Y without a
+    non-zero entry) is nothing to learn: refused, not trained into a loss of nan over 0
+    points."""
+    if not train.has_labels or train.lids.size:
+        return
+    if train.labels is None:
         raise ValueError("train: Y holds no labels (every row's list is empty): nothing to "
                          "learn; give each point its labels, or a sparse Y of the label count")
-    return features, max([p.max_id for p in pending.values()] + [0]) + 1
+    raise ValueError(f"train: Y holds no labels (the sparse Y of {train.labels} columns has no "
+                     f"non-zero entry): nothing to learn; give each point its labels as "
+                     f"non-zero entries")
 
 
 def load(folder, *, comm=None) -> Model:
     """The model of a checkpoint folder (written by ``dslide train --save/--checkpoint-dir``
     or Model.save; a --checkpoint-dir gives its newest checkpoint), spread over the ranks of
     `comm` (any number: the shards are re-cut)."""
-    core_comm = _communicator(comm)
+    core_comm = _communicator(comm, "load")
     error = None
     try:
         folder = fspath(folder)

@@ -2,8 +2,9 @@
 
 X: a SciPy sparse matrix or array (any format, converted to CSR; rows are points) or a 2-D
 NumPy array. Its values must be float32; float64 and float16 are converted to float32
-(a value beyond float32's range is an error, not an infinity); any other dtype is a
-TypeError. Duplicate entries of a row are summed and its columns sorted (SciPy's
+(a value beyond float32's range is an error, not an infinity; a dense float16 array is
+converted before a sparse matrix is made of it, as recent SciPy holds no float16); any other
+dtype is a TypeError. Duplicate entries of a row are summed and its columns sorted (SciPy's
 sum_duplicates), on a copy.
 
 Y: a SciPy sparse matrix (a label is a stored non-zero entry; its columns are the labels),
@@ -70,6 +71,10 @@ def as_csr(name: str, X):
             raise TypeError(
                 f"{name}: X must hold float32 values (float64 and float16 are converted), "
                 f"got {X.dtype}")
+        if X.dtype == np.float16:
+            # Exact, before SciPy sees it: SciPy 1.15 and later hold no float16 matrix
+            # ("scipy.sparse does not support dtype float16"), 1.13 fails otherwise.
+            X = X.astype(np.float32)
         X = sp.csr_matrix(X)
     else:
         raise TypeError(

@@ -36,6 +36,7 @@
 #include "dist/mpi_communicator.h"
 #include "io/checkpoint.h"
 #include "io/output_path.h"
+#include "job_guard.h"
 #include "train/predict.h"
 #include "train/run_events.h"
 #include "train/run_training.h"
@@ -50,11 +51,13 @@ namespace {
 /// The ranks a model is spread over: in-process (one rank) or MPI.
 struct Comm {
   std::shared_ptr<Communicator> comm;
+  /// The job guard where the communicator spans MPI's world (job_guard.h), else null.
+  JobGuard* guard = nullptr;
   int rank() const { return comm->rank(); }
   int size() const { return comm->size(); }
   /// Collective: whether every rank is `ok`, and whether every rank has the same `digest`
-  /// (of the arguments of a collective call, which must be alike on every rank).
-  std::pair<bool, bool> Agree(bool ok, uint64_t digest);
+  /// (of the arguments of the collective call `what`, which must be alike on every rank).
+  std::pair<bool, bool> Agree(bool ok, uint64_t digest, const std::string& what);
 };
 
 /// One data set of a call, built from arrays or read from a file; training moves it out.
@@ -118,9 +121,10 @@ auto InputsChecked(const Communicator& comm, G&& inputs_checked, F&& f) {
   }
 }
 
-std::pair<bool, bool> Comm::Agree(bool ok, uint64_t digest) {
+std::pair<bool, bool> Comm::Agree(bool ok, uint64_t digest, const std::string& what) {
   if (size() == 1) return {ok, true};
   return Collective(comm.get(), [&] {
+    if (guard != nullptr) guard->Enter(what);  // every rank is here, or one has left
     int64_t low[2] = {ok ? 1 : 0, static_cast<int64_t>(digest)};
     int64_t high = low[1];
     comm->Allreduce(low, 2, ReduceOp::kMin, Traffic::kControl);
@@ -199,8 +203,8 @@ nb::ndarray<nb::numpy, T, nb::ndim<1>> Vector(std::vector<T> v) {
 /// A trained or loaded network and the ranks it is spread over.
 class Model {
  public:
-  Model(std::shared_ptr<Communicator> comm, std::unique_ptr<Trainer> trainer)
-      : comm_(std::move(comm)), trainer_(std::move(trainer)) {}
+  Model(const Comm& comm, std::unique_ptr<Trainer> trainer)
+      : comm_(comm.comm), guard_(comm.guard), trainer_(std::move(trainer)) {}
 
   /// Trained here on `points` training points: its data position follows from the iteration.
   void SetTrainingPoints(int64_t points) { points_ = points; }
@@ -268,6 +272,7 @@ class Model {
     const size_t n = spec.layers.size();
     std::vector<std::vector<float>> w(n), b(n);
     Collective(comm_.get(), [&] {
+      if (guard_ != nullptr && comm_->size() > 1) guard_->Enter("weights");
       for (size_t l = 0; l < n; ++l) {
         const LayerSpec& s = spec.layers[l];
         LayerState st;
@@ -335,6 +340,7 @@ class Model {
   }
 
   std::shared_ptr<Communicator> comm_;
+  JobGuard* guard_ = nullptr;
   std::unique_ptr<Trainer> trainer_;
   int64_t points_ = 0;
   int64_t epoch_ = -1, pos_ = 0;
@@ -436,7 +442,7 @@ nb::dict Train(const nb::list& options, Comm& comm, Data* train, Data* valid, Da
   out["signal"] = signal == 0 ? std::string() : std::string(SignalName(signal));
   out["result"] = stopped == 0 ? nb::object(EvalDict(result)) : nb::none();
   if (run.trainer) {
-    auto model = std::make_unique<Model>(comm.comm, std::move(run.trainer));
+    auto model = std::make_unique<Model>(comm, std::move(run.trainer));
     model->SetTrainingPoints(run.train_points);
     out["model"] = nb::cast(std::move(model));
   } else {
@@ -459,7 +465,7 @@ std::unique_ptr<Model> Load(const std::string& path, Comm& comm) {
     return InputsChecked(
         *comm.comm, [] { return false; }, [&] { return LoadModel(folder, comm.comm.get(), &m); });
   });
-  auto model = std::make_unique<Model>(comm.comm, std::move(trainer));
+  auto model = std::make_unique<Model>(comm, std::move(trainer));
   model->SetPosition(meta.epoch, meta.pos);
   return model;
 }
@@ -478,17 +484,39 @@ NB_MODULE(_core, m) {
   nb::class_<Comm>(m, "Comm")
       .def_prop_ro("rank", &Comm::rank)
       .def_prop_ro("size", &Comm::size)
-      .def("agree", &Comm::Agree, "ok"_a, "digest"_a);
+      .def("agree", &Comm::Agree, "ok"_a, "digest"_a, "what"_a);
   m.def("local_comm", [] { return Comm{std::make_shared<LocalCommunicator>()}; });
   m.def(
       "mpi_comm",
-      [](int64_t fortran_handle) {
-        return Checked([&] {
+      [](int64_t fortran_handle, const std::string& what) {
+        // Making it is collective (MPI_Comm_dup): first every rank enters the guard.
+        JobGuard* guard = JobGuard::For(fortran_handle);
+        if (guard != nullptr) {
+          nb::gil_scoped_release release;
+          guard->Enter(what);
+        }
+        Comm c = Checked([&] {
           if (fortran_handle < 0) return Comm{std::make_shared<dist::MpiCommunicator>()};
           return Comm{std::make_shared<dist::MpiCommunicator>(fortran_handle)};
         });
+        c.guard = guard;
+        return c;
       },
-      "fortran_handle"_a = -1);
+      "fortran_handle"_a, "what"_a);
+  // The job guard (job_guard.h): made with the first communicator that spans the world
+  // (collective), left when Python exits.
+  m.def("guard_start", &JobGuard::Start, "fortran_handle"_a);
+  m.def(
+      "guard_leave",
+      [](int code) {
+        int finalized = 0;
+        MPI_Finalized(&finalized);  // by the script itself (mpi4py's MPI.Finalize())
+        if (JobGuard* guard = JobGuard::Get(); guard != nullptr && !finalized) {
+          nb::gil_scoped_release release;
+          guard->Leave(code);
+        }
+      },
+      "code"_a);
   m.def("launched_by_mpi", &dist::LaunchedByMpi);
   m.def("mpi_initialize", [] {
     // Open MPI's components expect its library to be global; a Python extension is loaded
@@ -497,7 +525,18 @@ NB_MODULE(_core, m) {
       if (dlopen(lib, RTLD_NOW | RTLD_GLOBAL | RTLD_NOLOAD) != nullptr) break;
     return Checked([] { return dist::EnsureMpiInitialized(); });
   });
-  m.def("mpi_finalize", &dist::FinalizeMpi);
+  m.def(
+      "mpi_finalize",
+      [](double seconds, int exit_code) {
+        int rank = 0, initialized = 0, finalized = 0;
+        MPI_Initialized(&initialized);
+        MPI_Finalized(&finalized);
+        if (!initialized || finalized) return;
+        MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+        nb::gil_scoped_release release;
+        FinalizeWithin(seconds, rank, exit_code, [] { dist::FinalizeMpi(); });
+      },
+      "seconds"_a, "exit_code"_a);
   m.def(
       "mpi_abort", [](int code) { dist::MpiSession::Abort(code); }, "code"_a);
 

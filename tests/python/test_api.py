@@ -239,6 +239,24 @@ def test_options_are_the_executables(task):
     assert "--valid-fraction" in dslide.options_help()
 
 
+def test_an_empty_option_value_says_so(task):
+    """An empty string for an option is refused with the executable's message for
+    `--checkpoint-dir ""` (not the parser's "should follow immediately after the equal
+    sign"), and an empty path for a data set names the set."""
+    for key in ("checkpoint_dir", "save", "metrics", "resume", "config", "lr", "hash"):
+        option = key.replace("_", "-")
+        with pytest.raises(ValueError, match=rf"^option --{option}: an empty value \(leave the "
+                                             rf"option out to go without it\)$"):
+            dslide.train((task.X, task.Y), iterations=2, verbose=False, **{key: ""})
+    for name in ("test", "valid"):
+        with pytest.raises(ValueError, match=rf"^{name}: an empty path"):
+            dslide.train((task.X, task.Y), iterations=2, verbose=False, **{name: ""})
+    with pytest.raises(ValueError, match=r"^train: an empty path"):
+        dslide.train("", iterations=2, verbose=False)
+    with pytest.raises(ValueError, match=r"^train: an empty path"):
+        dslide.train(b"", iterations=2, verbose=False)
+
+
 def test_keyword_options_reach_the_trainer(task, tmp_path):
     metrics = tmp_path / "m.jsonl"
     m = dslide.train((task.X, task.Y), valid_fraction=0.2, hidden=[16, 8], sparsity=[1, 1, 0.05],

@@ -62,17 +62,69 @@ def test_float64_is_converted(small, model):
         dslide.train((big, Y), **FEW)
 
 
+@pytest.fixture(params=["scipy", "scipy-without-float16"])
+def float16_scipy(request, monkeypatch):
+    """SciPy as installed, and SciPy as 1.15 and later are: no sparse matrix can hold float16
+    ("scipy.sparse does not support dtype float16"; 1.13 fails otherwise), which older
+    versions accept (1.10 converts to float32). The package must not ask SciPy for one."""
+    if request.param == "scipy-without-float16":
+        original = sp.csr_matrix
+
+        def csr_matrix(arg1, *args, **kwargs):
+            parts = arg1 if isinstance(arg1, tuple) else (arg1,)
+            if any(getattr(p, "dtype", None) == np.float16 for p in parts) or (
+                    kwargs.get("dtype") is not None and np.dtype(kwargs["dtype"]) == np.float16):
+                raise ValueError("scipy.sparse does not support dtype float16")
+            return original(arg1, *args, **kwargs)
+
+        monkeypatch.setattr(sp, "csr_matrix", csr_matrix)
+    return request.param
+
+
+def sparse_float16(X):
+    """X as a float16 sparse matrix, or None where SciPy cannot hold one (1.15 on)."""
+    try:
+        return X.astype(np.float16)
+    except ValueError:
+        return None
+
+
+def test_dense_float16_trains_as_float32(float16_scipy):
+    """A dense float16 X is converted to float32 before any sparse matrix is made: the same
+    model (weights, loss, predictions) as the same X given as float32."""
+    rng = np.random.default_rng(5)
+    dense = rng.random((60, 12)).astype(np.float16)
+    dense[dense < np.float16(0.6)] = 0
+    Y = rng.integers(0, 7, size=60)
+    X32 = dense.astype(np.float32)
+    opts = dict(FEW, seed=2)
+    ref = dslide.train((X32, Y), test=(X32, Y), **opts)
+    m = dslide.train((dense, Y), test=(dense, Y), **opts)
+    assert m.result["loss"] == ref.result["loss"] and m.result["points"] == 60
+    for name, layer in ref.weights().items():
+        for key, value in layer.items():
+            np.testing.assert_array_equal(m.weights()[name][key], value)
+    for a, b in zip(m.predict(dense), ref.predict(X32)):
+        np.testing.assert_array_equal(a, b)
+    assert m.evaluate(dense, Y)["loss"] == ref.evaluate(X32, Y)["loss"]
+    # The all-zero float16 X of the report trains too.
+    zeros = dslide.train((np.zeros((4, 3), np.float16), np.array([0, 1, 2, 0])), **FEW)
+    assert zeros.features == 3 and zeros.labels == 3
+
+
 def test_float16_is_converted(small):
-    """float16 X, sparse (CSR, COO) or dense, trains, predicts and evaluates as its float32
-    values (float16 to float32 is exact); a non-finite float16 value is refused by row."""
+    """float16 X, sparse (CSR, COO, where SciPy holds float16) or dense, trains, predicts and
+    evaluates as its float32 values (float16 to float32 is exact); a non-finite float16 value
+    is refused by row."""
     X, Y = small
-    X16 = X.astype(np.float16)
-    X32 = X16.astype(np.float32)
+    X16 = sparse_float16(X)
+    X32 = X.copy()
+    X32.data = X.data.astype(np.float16).astype(np.float32)
     ref = dslide.train((X32, Y), **FEW)
     expected = ref.predict(X32)
     # (SciPy's toarray() refuses float16: the dense array is made from float32.)
     dense16 = X32.toarray().astype(np.float16)
-    for given in (X16, X16.tocoo(), dense16):
+    for given in ([] if X16 is None else [X16, X16.tocoo()]) + [dense16]:
         m = dslide.train((given, Y), **FEW)
         for a, b in zip(m.predict(X32), expected):
             np.testing.assert_array_equal(a, b)
@@ -126,6 +178,23 @@ def test_negative_and_out_of_range_ids(small, model):
     bad = csr(np.ones(2, np.float32), np.array([1, 2], np.int32), np.array([0, 1, 5]), (2, 30))
     with pytest.raises(ValueError, match=r"X: X: indptr ends at 5, the arrays hold 2 entries"):
         model.predict(bad)
+
+
+def test_a_sparse_y_without_labels_is_refused(small):
+    """A sparse training Y with no label (no stored entry, or stored zeros only) is refused as
+    a list of empty lists is: nothing to learn, not a model of loss nan over 0 points."""
+    X, _ = small
+    with pytest.raises(ValueError, match=r"^train: Y holds no labels \(the sparse Y of 5 columns "
+                                         r"has no non-zero entry\): nothing to learn"):
+        dslide.train((X[:10], sp.csr_matrix((10, 5))), iterations=3, verbose=False)
+    zeros = sp.csr_matrix((np.zeros(2, np.float32), ([0, 3], [1, 4])), shape=(10, 5))
+    assert zeros.nnz == 2
+    with pytest.raises(ValueError, match=r"^train: Y holds no labels"):
+        dslide.train((X[:10], zeros), **FEW)
+    # One label is enough, and a test set without labels is no training set.
+    one = sp.csr_matrix((np.ones(1, np.float32), ([0], [4])), shape=(10, 5))
+    m = dslide.train((X[:10], one), test=(X[10:20], sp.csr_matrix((10, 5))), **FEW)
+    assert m.labels == 5
 
 
 def test_non_finite_values(small, model):

@@ -4,6 +4,7 @@ gives every rank the merged top-k."""
 import importlib.util
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -55,6 +56,53 @@ def test_an_uncaught_exception_on_one_rank_ends_the_job(task, tmp_path, how):
     assert "RuntimeError: user code failed on rank 1" in r.stderr, r.stderr
     assert "ending every rank of the job (MPI_Abort)" in r.stderr, r.stderr
     assert time.monotonic() - t0 < 60
+
+
+def run_job(cmd, timeout):
+    """(exit code, stderr, seconds) of the job; a job that outlives `timeout` is ended (mpirun
+    and its ranks: a killed mpirun would leave them waiting) and fails the test."""
+    t0 = time.monotonic()
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         start_new_session=True)
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        p.terminate()  # mpirun ends its ranks
+        try:
+            out, err = p.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            out, err = p.communicate()
+        pytest.fail(f"the job still ran after {timeout} s (a rank waits for ever):\n{out}\n{err}")
+    return p.returncode, out + err, time.monotonic() - t0
+
+
+@pytest.mark.parametrize("how", ["exit", "exit-mpi4py", "end", "end-mpi4py", "late"])
+def test_a_rank_that_leaves_python_ends_the_job(task, tmp_path, how):
+    """Rank 1 leaves Python after training (sys.exit(3), or the end of its script) while rank 0
+    goes on to train again: the job ends within seconds, with rank 1's exit code where it is a
+    failure (else 1) and a line naming rank 1 and how it left. It waited for ever (rank 0 in
+    its next collective, rank 1 in MPI_Finalize). A rank whose script ends before the others'
+    without a collective call after it (late) waits for them: exit code 0, nothing printed."""
+    if how.endswith("mpi4py") and importlib.util.find_spec("mpi4py") is None:
+        pytest.skip("mpi4py is not installed")
+    cmd = mpirun_command(2)
+    if cmd is None:
+        pytest.skip("no mpirun")
+    cmd += [sys.executable, os.path.join(HERE, "mpi_train.py"), str(tmp_path),
+            task.train_file, task.test_file, how]
+    code, output, seconds = run_job(cmd, timeout=90)
+    if how == "late":
+        assert code == 0, output
+        assert "dslide" not in output, output
+        assert seconds >= 3
+        return
+    how_left = "sys.exit, exit code 3" if how.startswith("exit") else \
+        "its script ended or raised SystemExit"
+    assert code == (3 if how.startswith("exit") else 1), output
+    assert (f"dslide: rank 1 left Python ({how_left}) while rank 0 waits for it in train: "
+            f"ending every rank of the job (MPI_Abort)") in output, output
+    assert seconds < 60
 
 
 @pytest.mark.parametrize("how", ["mpi4py", "world"])
