@@ -466,10 +466,10 @@ std::vector<LayerState> ReadLayers(const std::string& folder, const CheckpointMe
       }
       const std::string name = "layer" + std::to_string(l);
       Handle g(H5Gopen2(f->get(), name.c_str(), H5P_DEFAULT), H5Gclose);
-      DAMAGED_CHECK(g.ok(), file, ": group ", name, " is missing");
+      DAMAGED_CHECK(g.ok(), file, ": group ", name, " (layer ", l + 1, ") is missing");
       DAMAGED_CHECK(ReadAttr<int64_t>(g.get(), file, "begin") == b0 &&
                         ReadAttr<int64_t>(g.get(), file, "end") == b1,
-                    file, ": ", name, " does not hold neurons [", b0, ", ", b1,
+                    file, ": ", name, " (layer ", l + 1, ") does not hold neurons [", b0, ", ", b1,
                     ") as its metadata says");
       const int64_t at = lo - spec.begin, rows = hi - lo, first = lo - b0, d = spec.in_dim;
       int64_t cols = 0;

@@ -77,9 +77,13 @@ MetricsFile::MetricsFile(const std::string& path, RunEvents* warnings)
     : path_(path), warnings_(warnings) {
   if (path.empty()) return;
   // Append: a resumed run, or one that failed early, keeps the history written before.
-  f_ = std::fopen(path.c_str(), "a");
+  f_ = std::fopen(path.c_str(), "a+");
+  if (f_ == nullptr) f_ = std::fopen(path.c_str(), "a");  // write-only: appended unread
   DSLIDE_CHECK(f_ != nullptr, "option --metrics: cannot write '", path,
                "': ", std::strerror(errno));
+  // A record cut short (a full disk, a killed run) is ended, so that the next record starts
+  // a line of its own.
+  if (std::fseek(f_, -1, SEEK_END) == 0 && std::fgetc(f_) != '\n') std::fputc('\n', f_);
 }
 
 MetricsFile::~MetricsFile() {

@@ -180,7 +180,13 @@ CheckpointMeta Trainer::LoadCheckpoint(const std::string& folder) {
     LayerState& st = states[l];
     if (!spec_.layers[l].dense())
       st.tables_plan = tables_.Restore(layer, st.tables_plan.hash_version, st.tables_plan.rebuild);
-    backend_->LoadLayer(layer, kCheckpoint, st);
+    try {
+      backend_->LoadLayer(layer, kCheckpoint, st);
+    } catch (const OutOfMemory&) {
+      throw;
+    } catch (const Error& e) {  // tables whose checks fail (LshTables::Import): damage
+      throw DamagedCheckpoint(detail::Concat(folder, ": layer ", layer + 1, ": ", e.what()));
+    }
     // Resharded: the tables of the checkpoint's build made again from the loaded weights.
     if (!spec_.layers[l].dense() && st.table_sizes.empty())
       tables_.RepeatLast(backend_.get(), layer);

@@ -320,3 +320,12 @@ expect_in out_stage.txt "checkpoints (writing a copy of one layer's weights and 
   "checkpoints that cannot fit beside the model"
 expect_not_in out_stage.txt "^iter " "checkpoints that cannot fit beside the model"
 pass "checkpoints that cannot fit beside the model: refused before training"
+
+# 22. --metrics onto a file whose last record was cut short (a full disk, a killed run): the
+#     new records start on a line of their own (they were appended to the cut one: no line
+#     of the file read as JSON any more).
+printf '{"event":"progress","iter":1' >cut.jsonl
+"$dslide" "${train[@]}" --iterations 5 --metrics cut.jsonl >out_cut.txt 2>&1 || fail "--metrics onto a cut record"
+[[ $(sed -n 2p cut.jsonl) == '{"event":"start"'* ]] ||
+  fail "--metrics onto a cut record: line 2 is $(sed -n 2p cut.jsonl | cut -c1-80)"
+pass "--metrics onto a cut record: the new records on lines of their own"

@@ -410,6 +410,54 @@ TEST(Checkpoint, ShardsOfAnotherCheckpointAreRefused) {
   b->LoadCheckpoint(two);
 }
 
+// LSH tables written damaged (checksums matching): an id beyond the shard, bucket sizes that
+// do not add up. Their checks (LshTables::Import) refuse them as damage, which --resume skips
+// for the next older checkpoint (they ended the resume with an error instead).
+TEST(Checkpoint, TablesThatFailTheirChecksAreDamage) {
+  SetNumThreads(1);
+  Fixture s;
+  LocalCommunicator comm;
+  auto a = s.Make(&comm);
+  const std::string dir = Dir("ckpt_tables");
+  a->Step(s.data, s.Batch(0));
+  a->SaveCheckpoint(dir, 0, 32, 5);
+  a->Step(s.data, s.Batch(1));
+  a->SaveCheckpoint(dir, 0, 64, 5);
+  const std::string two = CheckpointFolder(dir, 2);
+  const CheckpointMeta m = ReadMeta(two);
+  std::vector<LayerState> intact(a->spec().layers.size());
+  for (size_t l = 0; l < intact.size(); ++l)
+    a->backend().SaveLayer(static_cast<int>(l), kCheckpoint, &intact[l]);
+  ASSERT_FALSE(intact[1].table_ids.empty()) << "the output layer has tables";
+  const std::vector<std::function<void(LayerState*)>> spoils = {
+      [](LayerState* st) { st->table_ids[3] = 1 << 30; },
+      [](LayerState* st) { st->table_sizes[0] += 5; },
+  };
+  for (size_t k = 0; k < spoils.size(); ++k) {
+    SCOPED_TRACE("spoil " + std::to_string(k));
+    std::vector<LayerState> layers = intact;
+    spoils[k](&layers[1]);
+    WriteShard(two, 0, a->spec(), layers, m.run_id, m.iter);
+    auto b = s.Make(&comm);
+    try {
+      b->LoadCheckpoint(two);
+      ADD_FAILURE() << "accepted";
+    } catch (const DamagedCheckpoint& e) {
+      EXPECT_NE(std::string(e.what()).find("layer 2"), std::string::npos) << e.what();
+    }
+    TrainConfig cfg = s.cfg;
+    cfg.resume_dir = dir;
+    cfg.iterations = 3;
+    auto c = std::make_unique<Trainer>(cfg, &comm, MakeBackend(Device::kCpu, 0),
+                                       s.data.num_features, s.data.num_labels);
+    ::testing::internal::CaptureStderr();
+    c->Run(s.data, nullptr, nullptr);
+    const std::string err = ::testing::internal::GetCapturedStderr();
+    EXPECT_NE(err.find("skipping the damaged checkpoint " + two), std::string::npos) << err;
+    EXPECT_EQ(c->iteration(), 3);
+  }
+}
+
 // A meta.h5 written damaged (its checksum matching, as when it was damaged before it was
 // summed): values no run writes are refused as damage naming the file and the attribute,
 // before anything is built from them (they were accepted: a layer of 0 neurons or K = 1000
