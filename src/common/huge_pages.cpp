@@ -23,12 +23,12 @@ void* AllocateLarge(size_t bytes) {
   const size_t span = size + kHugePageBytes;
   void* raw = mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (raw == MAP_FAILED) throw std::bad_alloc();
+  // Offsets from the mapping's start (pointer arithmetic, not integers cast to pointers).
   const uintptr_t begin = reinterpret_cast<uintptr_t>(raw);
-  const uintptr_t aligned = RoundUp(begin);
-  if (aligned > begin) munmap(raw, aligned - begin);
-  const uintptr_t end = begin + span;
-  if (end > aligned + size) munmap(reinterpret_cast<void*>(aligned + size), end - aligned - size);
-  void* p = reinterpret_cast<void*>(aligned);
+  const size_t head = RoundUp(begin) - begin;
+  char* p = static_cast<char*>(raw) + head;
+  if (head > 0) munmap(raw, head);
+  if (span > head + size) munmap(p + size, span - head - size);
 #ifdef MADV_HUGEPAGE
   madvise(p, size, MADV_HUGEPAGE);  // advice only: without THP the pages stay small
 #endif

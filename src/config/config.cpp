@@ -70,7 +70,6 @@ const char* ToString(LabelOrder v) {
 }
 
 using namespace options;  // NOLINT: this file is the option table's
-using detail::Concat;
 
 /// The options of `dslide train`, one row each: the parser, the INI reader and --help take
 /// them from here, and so does SettingsJson (the run's settings in the metrics' start
@@ -387,9 +386,12 @@ void ParseTrainOptions(const std::vector<std::pair<std::string, std::string>>& o
       continue;
     }
     // An unknown name alone, for the parser's message (which suggests the option meant).
-    args.push_back(o != nullptr || name == "config" ? "--" + name + "=" + value : "--" + name);
+    std::string arg = "--" + name;
+    if (o != nullptr || name == "config") arg.append("=").append(value);
+    args.push_back(std::move(arg));
   }
   std::vector<const char*> argv;
+  argv.reserve(args.size());
   for (const std::string& a : args) argv.push_back(a.c_str());
   std::string help;
   DSLIDE_CHECK(ParseTrain(static_cast<int>(argv.size()), argv.data(), cfg, &help),

@@ -26,7 +26,6 @@ namespace fs = std::filesystem;
 using h5::CreateFile;
 using h5::Handle;
 using h5::OpenFile;
-using h5::QuietHdf5;
 using h5::ReadAttr;
 using h5::ReadRows;
 using h5::ReadString;

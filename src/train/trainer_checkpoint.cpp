@@ -202,7 +202,7 @@ CheckpointMeta Trainer::LoadCheckpoint(const std::string& folder) {
 
 CheckpointMeta Trainer::ResumeRun(int64_t points, bool keep_best, std::string* from) {
   const auto t_load = Clock::now();
-  const CheckpointMeta m = ResumeNewestIntact(from);
+  CheckpointMeta m = ResumeNewestIntact(from);
   double load_s = Seconds(t_load);
   comm_->Allreduce(&load_s, 1, ReduceOp::kMax, Traffic::kControl);
   DSLIDE_CHECK(m.pos <= points, *from, ": data position ", m.pos, " is beyond the ", points,
