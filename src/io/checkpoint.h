@@ -154,6 +154,10 @@ void WriteShard(const std::string& folder, int rank, const ModelSpec& spec,
                 const std::vector<LayerState>& layers, uint64_t run_id, int64_t iter);
 /// What a LayerStateSource holds at most: the weights and moments of the widest layer.
 int64_t CheckpointStagingBytes(const ModelSpec& spec);
+/// A LayerState whose arrays have room for any layer of `spec` (CheckpointStagingBytes), for
+/// a LayerStateSource to fill without allocating; throws OutOfMemory, naming `what` ("--save",
+/// "checkpoints"), where that room cannot be had beside the model.
+LayerState CheckpointStaging(const ModelSpec& spec, const std::string& what);
 /// "run 0123456789abcdef at iteration 600": how messages name a checkpoint.
 std::string CheckpointIdentity(uint64_t run_id, int64_t iter);
 /// The state of each spec's block (layer l: its neurons [begin, end)) for the first

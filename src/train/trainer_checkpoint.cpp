@@ -308,27 +308,7 @@ void Trainer::CheckStorage(int64_t total, const std::string& resumed_from) {
   // Writing a checkpoint copies a layer's weights and moments out of the model (WriteShard):
   // the arrays are set aside now, so that a run whose checkpoints cannot fit beside the
   // model is refused before it trains, not at its first checkpoint.
-  {
-    const std::string what =
-        cfg_.checkpoint_dir.empty()
-            ? "--save (writing a copy of one layer's weights and Adam moments)"
-            : "checkpoints (writing a copy of one layer's weights and Adam moments)";
-    const int64_t bytes = CheckpointStagingBytes(spec_);
-    CheckMemoryFits(bytes, what);
-    size_t most = 0, neurons = 0;
-    for (const LayerSpec& l : spec_.layers) {
-      most = std::max(most, static_cast<size_t>(l.local() * l.in_dim));
-      neurons = std::max(neurons, static_cast<size_t>(l.local()));
-    }
-    try {
-      for (std::vector<float>* a : {&staging_.w, &staging_.m, &staging_.v}) a->reserve(most);
-      for (std::vector<float>* a : {&staging_.b, &staging_.mb, &staging_.vb}) a->reserve(neurons);
-    } catch (const std::bad_alloc&) {
-      staging_ = LayerState();
-      throw OutOfMemory(
-          detail::Concat(what, " (", BytesText(bytes), ") cannot be allocated beside the model"));
-    }
-  }
+  staging_ = CheckpointStaging(spec_, cfg_.checkpoint_dir.empty() ? "--save" : "checkpoints");
   // Every shard of a checkpoint, as the folder is shared (one shard: data parallelism): the
   // same figure on every rank.
   int64_t all = CheckpointBytes();
