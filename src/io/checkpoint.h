@@ -145,16 +145,14 @@ CheckpointMeta ReadMeta(const std::string& folder);
 /// checkpoint of run `run_id` at iteration `iter`. `state(layer, parts)` gives the layer's
 /// LayerPart bits `parts`; it is asked for one layer's weights, then its moments, then its
 /// tables, and each is written before the next is asked for, so that one layer's state at a
-/// time is held beside the model (CheckpointStagingBytes).
+/// time is held beside the model (CheckpointStaging).
 using LayerStateSource = std::function<const LayerState&(int layer, unsigned parts)>;
 void WriteShard(const std::string& folder, int rank, const ModelSpec& spec,
                 const LayerStateSource& state, uint64_t run_id, int64_t iter);
 /// The same from the states of every layer.
 void WriteShard(const std::string& folder, int rank, const ModelSpec& spec,
                 const std::vector<LayerState>& layers, uint64_t run_id, int64_t iter);
-/// What a LayerStateSource holds at most: the weights and moments of the widest layer.
-int64_t CheckpointStagingBytes(const ModelSpec& spec);
-/// A LayerState whose arrays have room for any layer of `spec` (CheckpointStagingBytes), for
+/// A LayerState whose arrays have room for the weights and moments of any layer of `spec`, for
 /// a LayerStateSource to fill without allocating; throws OutOfMemory, naming `what` ("--save",
 /// "checkpoints"), where that room cannot be had beside the model.
 LayerState CheckpointStaging(const ModelSpec& spec, const std::string& what);

@@ -126,22 +126,16 @@ void WriteShard(const std::string& folder, int rank, const ModelSpec& spec,
       run_id, iter);
 }
 
-int64_t CheckpointStagingBytes(const ModelSpec& spec) {
-  int64_t most = 0;
-  for (const LayerSpec& s : spec.layers)
-    most = std::max(most, 3 * s.local() * (s.in_dim + 1) * static_cast<int64_t>(sizeof(float)));
-  return most;
-}
-
 LayerState CheckpointStaging(const ModelSpec& spec, const std::string& what) {
-  const std::string need = what + " (writing a copy of one layer's weights and Adam moments)";
-  const int64_t bytes = CheckpointStagingBytes(spec);
-  CheckMemoryFits(bytes, need);
-  size_t most = 0, neurons = 0;
+  size_t most = 0, neurons = 0;  // the most weights and the most neurons of a layer
   for (const LayerSpec& l : spec.layers) {
     most = std::max(most, static_cast<size_t>(l.local() * l.in_dim));
     neurons = std::max(neurons, static_cast<size_t>(l.local()));
   }
+  // w, m, v and b, mb, vb.
+  const int64_t bytes = static_cast<int64_t>(3 * (most + neurons) * sizeof(float));
+  const std::string need = what + " (writing a copy of one layer's weights and Adam moments)";
+  CheckMemoryFits(bytes, need);
   LayerState st;
   try {
     for (std::vector<float>* a : {&st.w, &st.m, &st.v}) a->reserve(most);

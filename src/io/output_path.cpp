@@ -40,10 +40,17 @@ void CheckOutputPath(const std::string& option, const std::string& out,
   DSLIDE_CHECK(!fs::exists(o / "meta.h5", ec), "option ", option, ": ", out,
                " is a checkpoint folder; writing there would destroy that checkpoint: choose "
                "another path");
-  // A run's --checkpoint-dir (its lock file, kept after the run): what is written there is
-  // taken for, or prunes, that run's checkpoints, and the lock file is the run's hold.
-  DSLIDE_CHECK(o.filename() != ".dslide-lock" && !fs::exists(parent / ".dslide-lock", ec),
-               "option ", option, ": ", out, " lies in the checkpoint folder ", parent.string(),
+  CheckOutsideRunFolder(option, out);
+}
+
+void CheckOutsideRunFolder(const std::string& option, const std::string& out) {
+  // A run's --checkpoint-dir holds its lock file, kept after the run: the run's hold on it.
+  const fs::path o = Resolved(out);
+  std::error_code ec;
+  const fs::path given = fs::path(out).parent_path();
+  DSLIDE_CHECK(o.filename() != ".dslide-lock" && !fs::exists(o.parent_path() / ".dslide-lock", ec),
+               "option ", option, ": ", out, " lies in the checkpoint folder ",
+               given.empty() ? std::string(".") : given.string(),
                " of a run (it holds .dslide-lock); writing there would damage that run's "
                "checkpoints: choose a path outside it");
 }

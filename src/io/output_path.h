@@ -15,5 +15,10 @@ namespace dslide {
 /// An empty `out` passes.
 void CheckOutputPath(const std::string& option, const std::string& out,
                      const std::vector<std::pair<std::string, std::string>>& inputs);
+/// Throws Error, naming `option`, where `out` is a run's lock file or lies beside it, in the
+/// run's checkpoint folder (what is written there is taken for, or pruned as, one of that
+/// run's checkpoints). CheckOutputPath checks this too; --save, which may replace a
+/// checkpoint folder of its own, checks this alone.
+void CheckOutsideRunFolder(const std::string& option, const std::string& out);
 
 }  // namespace dslide

@@ -15,6 +15,7 @@
 
 #include "common/error.h"
 #include "common/memory_limit.h"
+#include "io/output_path.h"
 
 namespace dslide {
 
@@ -335,12 +336,7 @@ void Trainer::CheckStorage(int64_t total, const std::string& resumed_from) {
                    cfg_.checkpoint_dir, " (it would be replaced)");
     }
     const std::filesystem::path parent = std::filesystem::path(cfg_.save_dir).parent_path();
-    // Beside a run's checkpoints (its folder holds the run's lock file): eval and --resume of
-    // that folder would take the model for a checkpoint, or the run would prune it.
-    DSLIDE_CHECK(!fs::exists((parent.empty() ? fs::path(".") : parent) / ".dslide-lock", ec),
-                 "option --save: ", cfg_.save_dir, " lies in the checkpoint folder ",
-                 parent.empty() ? std::string(".") : parent.string(),
-                 " of a run (it holds .dslide-lock); choose a path outside it");
+    CheckOutsideRunFolder("--save", cfg_.save_dir);
     CheckWritableDir(parent.empty() ? "." : parent.string(), all, "--save");
     CheckSharedDir(parent.empty() ? "." : parent.string(), "--save");
   }

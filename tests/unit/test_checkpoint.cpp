@@ -47,7 +47,24 @@ struct Fixture {
     return std::make_unique<Trainer>(cfg, comm, MakeBackend(Device::kCpu, 0), data.num_features,
                                      data.num_labels);
   }
+  /// A trainer after two steps, with a checkpoint of each in `dir` (iterations 1 and 2).
+  std::unique_ptr<Trainer> TwoCheckpoints(Communicator* comm, const std::string& dir) const {
+    auto a = Make(comm);
+    a->Step(data, Batch(0));
+    a->SaveCheckpoint(dir, 0, 32, 5);
+    a->Step(data, Batch(1));
+    a->SaveCheckpoint(dir, 0, 64, 5);
+    return a;
+  }
 };
+
+/// Every layer's state, as a checkpoint holds it.
+std::vector<LayerState> AllLayers(Trainer& t) {
+  std::vector<LayerState> layers(t.spec().layers.size());
+  for (size_t l = 0; l < layers.size(); ++l)
+    t.backend().SaveLayer(static_cast<int>(l), kCheckpoint, &layers[l]);
+  return layers;
+}
 
 std::string Dir(const std::string& name) {
   const std::string d = testing::TmpPath(name);
@@ -403,10 +420,7 @@ TEST(Checkpoint, ShardsOfAnotherCheckpointAreRefused) {
                  CheckpointIdentity(m2.run_id, 2) + ", but its folder's meta.h5 names no run");
   // A checkpoint of an earlier version (no identity in meta.h5 or the shard) is read as
   // before.
-  std::vector<LayerState> layers(b->spec().layers.size());
-  for (size_t l = 0; l < layers.size(); ++l)
-    b->backend().SaveLayer(static_cast<int>(l), kCheckpoint, &layers[l]);
-  WriteShard(two, 0, b->spec(), layers, /*run_id=*/0, 2);
+  WriteShard(two, 0, b->spec(), AllLayers(*b), /*run_id=*/0, 2);
   b->LoadCheckpoint(two);
 }
 
@@ -417,17 +431,11 @@ TEST(Checkpoint, TablesThatFailTheirChecksAreDamage) {
   SetNumThreads(1);
   Fixture s;
   LocalCommunicator comm;
-  auto a = s.Make(&comm);
   const std::string dir = Dir("ckpt_tables");
-  a->Step(s.data, s.Batch(0));
-  a->SaveCheckpoint(dir, 0, 32, 5);
-  a->Step(s.data, s.Batch(1));
-  a->SaveCheckpoint(dir, 0, 64, 5);
+  auto a = s.TwoCheckpoints(&comm, dir);
   const std::string two = CheckpointFolder(dir, 2);
   const CheckpointMeta m = ReadMeta(two);
-  std::vector<LayerState> intact(a->spec().layers.size());
-  for (size_t l = 0; l < intact.size(); ++l)
-    a->backend().SaveLayer(static_cast<int>(l), kCheckpoint, &intact[l]);
+  const std::vector<LayerState> intact = AllLayers(*a);
   ASSERT_FALSE(intact[1].table_ids.empty()) << "the output layer has tables";
   const std::vector<std::function<void(LayerState*)>> spoils = {
       [](LayerState* st) { st->table_ids[3] = 1 << 30; },
@@ -467,12 +475,8 @@ TEST(Checkpoint, MetadataNoRunWritesIsDamage) {
   SetNumThreads(1);
   Fixture s;
   LocalCommunicator comm;
-  auto a = s.Make(&comm);
   const std::string dir = Dir("ckpt_meta_values");
-  a->Step(s.data, s.Batch(0));
-  a->SaveCheckpoint(dir, 0, 32, 5);
-  a->Step(s.data, s.Batch(1));
-  a->SaveCheckpoint(dir, 0, 64, 5);
+  s.TwoCheckpoints(&comm, dir);
   const std::string two = CheckpointFolder(dir, 2);
   const CheckpointMeta good = ReadMeta(two);
   ASSERT_EQ(good.out_dims.size(), 2u);
