@@ -39,28 +39,21 @@ def cli_model(task, tmp_path_factory):
     return folder
 
 
-@pytest.mark.parametrize("how", ["raise", "raise-mpi4py"])
-def test_an_uncaught_exception_on_one_rank_ends_the_job(task, tmp_path, how):
-    """Rank 1's own code raises while rank 0 waits in training's collectives: the job ends
-    within seconds with a non-zero code and the traceback, never hangs."""
-    if how == "raise-mpi4py" and importlib.util.find_spec("mpi4py") is None:
+def mpi_train_command(task, tmp_path, how):
+    """mpirun -np 2 of mpi_train.py run `how`'s way; skipped without mpirun, or without mpi4py
+    where `how` (ending in mpi4py) uses it."""
+    if how.endswith("mpi4py") and importlib.util.find_spec("mpi4py") is None:
         pytest.skip("mpi4py is not installed")
     cmd = mpirun_command(2)
     if cmd is None:
         pytest.skip("no mpirun")
-    cmd += [sys.executable, os.path.join(HERE, "mpi_train.py"), str(tmp_path),
-            task.train_file, task.test_file, how]
-    t0 = time.monotonic()
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-    assert r.returncode != 0, r.stdout + r.stderr
-    assert "RuntimeError: user code failed on rank 1" in r.stderr, r.stderr
-    assert "ending every rank of the job (MPI_Abort)" in r.stderr, r.stderr
-    assert time.monotonic() - t0 < 60
+    return cmd + [sys.executable, os.path.join(HERE, "mpi_train.py"), str(tmp_path),
+                  task.train_file, task.test_file, how]
 
 
 def run_job(cmd, timeout):
-    """(exit code, stderr, seconds) of the job; a job that outlives `timeout` is ended (mpirun
-    and its ranks: a killed mpirun would leave them waiting) and fails the test."""
+    """(exit code, stdout, stderr, seconds) of the job; a job that outlives `timeout` is ended
+    (mpirun and its ranks: a killed mpirun would leave them waiting) and fails the test."""
     t0 = time.monotonic()
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                          start_new_session=True)
@@ -74,7 +67,18 @@ def run_job(cmd, timeout):
             os.killpg(p.pid, signal.SIGKILL)
             out, err = p.communicate()
         pytest.fail(f"the job still ran after {timeout} s (a rank waits for ever):\n{out}\n{err}")
-    return p.returncode, out + err, time.monotonic() - t0
+    return p.returncode, out, err, time.monotonic() - t0
+
+
+@pytest.mark.parametrize("how", ["raise", "raise-mpi4py"])
+def test_an_uncaught_exception_on_one_rank_ends_the_job(task, tmp_path, how):
+    """Rank 1's own code raises while rank 0 waits in training's collectives: the job ends
+    within seconds with a non-zero code and the traceback, never hangs."""
+    code, out, err, seconds = run_job(mpi_train_command(task, tmp_path, how), timeout=120)
+    assert code != 0, out + err
+    assert "RuntimeError: user code failed on rank 1" in err, err
+    assert "ending every rank of the job (MPI_Abort)" in err, err
+    assert seconds < 60
 
 
 @pytest.mark.parametrize("how", ["exit", "exit-mpi4py", "end", "end-mpi4py", "late"])
@@ -84,14 +88,8 @@ def test_a_rank_that_leaves_python_ends_the_job(task, tmp_path, how):
     failure (else 1) and a line naming rank 1 and how it left. It waited for ever (rank 0 in
     its next collective, rank 1 in MPI_Finalize). A rank whose script ends before the others'
     without a collective call after it (late) waits for them: exit code 0, nothing printed."""
-    if how.endswith("mpi4py") and importlib.util.find_spec("mpi4py") is None:
-        pytest.skip("mpi4py is not installed")
-    cmd = mpirun_command(2)
-    if cmd is None:
-        pytest.skip("no mpirun")
-    cmd += [sys.executable, os.path.join(HERE, "mpi_train.py"), str(tmp_path),
-            task.train_file, task.test_file, how]
-    code, output, seconds = run_job(cmd, timeout=90)
+    code, out, err, seconds = run_job(mpi_train_command(task, tmp_path, how), timeout=90)
+    output = out + err
     if how == "late":
         assert code == 0, output
         assert "dslide" not in output, output
