@@ -50,6 +50,12 @@ struct RebuildPlan {
 /// pending gradient (for tests).
 struct LayerState {
   std::vector<float> w, b, m, v, mb, vb;
+  /// (kMoments) The step of each weight row's and each bias's last Adam step (0: none yet),
+  /// which the next lazy step catches up from (AdamCatchUp): a row per neuron (local
+  /// entries), or for an input-major layer a row per input (in_dim, the same on every
+  /// rank); a bias per neuron. Empty: the rows owe no steps (a checkpoint of an earlier
+  /// version).
+  std::vector<int64_t> row_step, bias_step;
   std::vector<float> gw, gb;  ///< the pending gradient (kGradient)
   RebuildPlan tables_plan;    ///< the build the tables below are of (kTables)
   /// The LSH tables (LshTables::Export); empty for a dense layer, or to have LoadLayer
@@ -66,11 +72,24 @@ inline void CheckLayerState(const LayerSpec& s, int layer, const LayerState& st,
   const size_t n = static_cast<size_t>(s.local()) * s.in_dim;
   const size_t local = static_cast<size_t>(s.local());
   const bool weights = !(parts & kWeights) || (st.w.size() == n && st.b.size() == local);
-  const bool moments = !(parts & kMoments) || (st.m.size() == n && st.v.size() == n &&
-                                               st.mb.size() == local && st.vb.size() == local);
+  const size_t rows = static_cast<size_t>(s.input_major ? s.in_dim : s.local());
+  const bool moments =
+      !(parts & kMoments) ||
+      (st.m.size() == n && st.v.size() == n && st.mb.size() == local && st.vb.size() == local &&
+       (st.row_step.empty() || st.row_step.size() == rows) &&
+       (st.bias_step.empty() || st.bias_step.size() == local));
   DSLIDE_CHECK(weights && moments, "layer ", layer + 1,
                ": the checkpoint's arrays do not match the shard (", s.local(), " x ", s.in_dim,
                ")");
+}
+
+/// A layer state's last steps (LayerState::row_step, bias_step) into a backend's `to` (sized
+/// for the layer): copied, or where the state has none, -1 (the rows owe no steps).
+inline void LoadLastSteps(const std::vector<int64_t>& from, std::vector<int64_t>* to) {
+  if (from.empty())
+    std::fill(to->begin(), to->end(), int64_t{-1});
+  else
+    std::copy(from.begin(), from.end(), to->begin());
 }
 
 /// Backends index sparse layers with concrete LSH settings: "auto" is resolved before Init
@@ -114,14 +133,15 @@ struct ShardNeed {
 };
 inline ShardNeed ShardStateNeed(const ModelSpec& spec, const BackendOptions& options,
                                 bool first_layer_gradient) {
-  int64_t params = 0, gradient = 0;
+  int64_t params = 0, gradient = 0, steps = 0;
   for (const LayerSpec& s : spec.layers) {
     params += s.local() * (s.in_dim + 1);
+    steps += (s.input_major ? s.in_dim : s.local()) + s.local();  // AdamCatchUp's last steps
     if (first_layer_gradient && s.input_major) gradient += s.local() * (s.in_dim + 1);
   }
   const int64_t moment = options.bf16_moments ? 2 : 4;
   ShardNeed need;
-  need.bytes = params * (4 + 2 * moment) + gradient * 4;
+  need.bytes = params * (4 + 2 * moment) + gradient * 4 + steps * 8;
   need.what = detail::Concat(
       first_layer_gradient ? "its weights, Adam moments and first-layer gradient ("
                            : "its weights and Adam moments (",

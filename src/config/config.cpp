@@ -159,6 +159,10 @@ void options::AddTrainOptions(OptionTable& t, TrainConfig* c) {
   t.Field("eps", &c->eps, "Adam epsilon");
   t.Switch("dense-adam", &c->dense_adam,
            "update every row each step (default: only the rows the batch touched)");
+  t.Field("adam-catch-up", &c->adam_catch_up,
+          "a row's update first applies, in closed form, the steps it missed since the batches "
+          "last touched it, as dense Adam would have with zero gradients (false: it takes only "
+          "the steps of the batches that touch it)");
   t.Field("iterations", &c->iterations, "iterations to train, at most 2^40 (0: use --epochs)");
   t.Field("epochs", &c->epochs, "epochs to train when --iterations is 0, at most 10^6");
   t.Field(

@@ -72,7 +72,8 @@ struct TrainConfig {
   double lr = 1e-3;
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
   bool dense_adam = false;
-  int64_t iterations = 0;  ///< 0: use epochs
+  bool adam_catch_up = true;  // lazy rows take the steps they missed (AdamCatchUp)
+  int64_t iterations = 0;     ///< 0: use epochs
   double epochs = 1.0;
   int64_t eval_every = 0;   ///< 0: only at the end
   int64_t eval_points = 0;  ///< 0: the whole test file

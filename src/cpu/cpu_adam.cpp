@@ -67,19 +67,25 @@ void CpuBackend::UpdateIndexed(Layer& L, const AdamStep& step, bool dense) {
 }
 
 void CpuBackend::AdamRow(Layer& L, const AdamStep& step, size_t o, int64_t n, float* g) {
-  const bool ok = L.bf16 ? AdamUpdateBf16(step, n, L.w.data() + o, g, L.m16.data() + o,
-                                          L.v16.data() + o, o, static_cast<uint32_t>(L.index))
-                         : AdamUpdate(step, n, L.w.data() + o, g, L.m.data() + o, L.v.data() + o);
+  int64_t& last = L.row_step[o / L.cols];
+  const AdamCatchUp c = AdamCatchUp::Of(step, last);
+  last = step.t;
+  const bool ok = L.bf16
+                      ? AdamUpdateBf16(step, n, L.w.data() + o, g, L.m16.data() + o,
+                                       L.v16.data() + o, o, static_cast<uint32_t>(L.index), c)
+                      : AdamUpdate(step, n, L.w.data() + o, g, L.m.data() + o, L.v.data() + o, c);
   if (!ok) L.nonfinite.store(true, std::memory_order_relaxed);
   if (!L.moved.empty()) L.moved[o / L.cols] = 1;  // a row per neuron: its buckets may change
 }
 
 void CpuBackend::AdamBias(Layer& L, const AdamStep& step, int64_t c, float* g) {
+  const AdamCatchUp up = AdamCatchUp::Of(step, L.bias_step[c]);
+  L.bias_step[c] = step.t;
   // Bias c's noise stream follows the weights' (positions past rows x cols).
   const bool ok = L.bf16 ? AdamUpdateBf16(step, 1, &L.b[c], g, &L.mb16[c], &L.vb16[c],
                                           static_cast<uint64_t>(L.rows * L.cols + c),
-                                          static_cast<uint32_t>(L.index))
-                         : AdamUpdate(step, 1, &L.b[c], g, &L.mb[c], &L.vb[c]);
+                                          static_cast<uint32_t>(L.index), up)
+                         : AdamUpdate(step, 1, &L.b[c], g, &L.mb[c], &L.vb[c], up);
   if (!ok) L.nonfinite.store(true, std::memory_order_relaxed);
   if (!L.moved.empty()) L.moved[c] = 1;
 }

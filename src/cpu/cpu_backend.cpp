@@ -54,6 +54,8 @@ void CpuBackend::Init(const ModelSpec& spec, const BackendOptions& options) {
       L->mb.assign(s.local(), 0.0f);
       L->vb.assign(s.local(), 0.0f);
     }
+    L->row_step.assign(L->rows, 0);
+    L->bias_step.assign(s.local(), 0);
     if (L->indexed) {
     } else {
       // The gradient rows (g) only when a gradient is kept pending (BackwardRows): a

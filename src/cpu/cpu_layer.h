@@ -24,6 +24,9 @@ struct CpuBackend::Layer {
   BigVector<uint16_t> m16, v16;
   std::vector<uint16_t> mb16, vb16;
   std::vector<float> b, gb, mb, vb;
+  // The step of each storage row's and bias's last Adam step (AdamCatchUp); -1: it owes
+  // none (loaded without them).
+  std::vector<int64_t> row_step, bias_step;
   std::vector<uint8_t> touched;   // per storage row
   std::vector<uint8_t> btouched;  // per neuron (bias)
   // A row-per-neuron layer keeps a pending batch gradient as neuron -> (sample, delta) lists

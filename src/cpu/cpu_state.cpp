@@ -28,6 +28,7 @@ BackendInfo CpuBackend::Info() const {
     bytes += (L->m16.size() + L->v16.size() + L->mb16.size() + L->vb16.size()) * sizeof(uint16_t);
     bytes += (L->b.size() + L->gb.size() + L->mb.size() + L->vb.size()) * sizeof(float);
     bytes += L->touched.size() + L->btouched.size() + L->moved.size();
+    bytes += (L->row_step.size() + L->bias_step.size()) * sizeof(int64_t);
     for (const auto* a : {&L->batch.active, &L->batch.by_feature}) {
       for (const auto& c : a->count) bytes += c.size() * sizeof(int32_t);
       for (const auto& m : a->mark) bytes += m.size() * sizeof(uint64_t);
@@ -65,6 +66,8 @@ void CpuBackend::SaveLayer(int layer, unsigned parts, LayerState* st) const {
       st->mb = L.mb;
       st->vb = L.vb;
     }
+    st->row_step = L.row_step;
+    st->bias_step = L.bias_step;
   }
   if (parts & kTables) {
     st->tables_plan = L.plan;
@@ -104,6 +107,8 @@ void CpuBackend::LoadLayer(int layer, unsigned parts, const LayerState& st) {
       L.mb = st.mb;
       L.vb = st.vb;
     }
+    LoadLastSteps(st.row_step, &L.row_step);
+    LoadLastSteps(st.bias_step, &L.bias_step);
   }
   if (!(parts & kTables) || s.dense()) return;
   if (st.table_sizes.empty()) {  // none until the caller's RebuildTables

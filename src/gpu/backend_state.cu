@@ -58,6 +58,8 @@ void GpuBackendT<X>::Init(const ModelSpec& spec, const BackendOptions& options) 
     } else {
       Zeros(&L->b, s.local());
     }
+    Zeros(&L->row_step, L->rows);
+    Zeros(&L->bias_step, s.local());
     Zeros(&L->counts, 2);
     if (s.input_major) {
       Zeros(&L->g, n);
@@ -151,6 +153,7 @@ void GpuBackendT<X>::ApplyGradient(int layer, const float* grad, const AdamStep&
   const AdamTargets to = Targets(L);
   x_.For(static_cast<int64_t>(nw), [=] DSLIDE_HD(int64_t t) { to.Weight(a, t, g[t]); });
   x_.For(L.spec.local(), [=] DSLIDE_HD(int64_t c) { to.Bias(a, c, g[nw + c]); });
+  StampAllRows(L, step.t);
   if (L.spec.input_major) {
     Fill(L.g.data(), static_cast<int64_t>(nw), 0.0f);
     Fill(L.gb.data(), L.spec.local(), 0.0f);
@@ -194,6 +197,10 @@ void GpuBackendT<X>::SaveLayer(int layer, unsigned parts, LayerState* st) const 
     StorageToRows(s, Host(L.v), &st->v);
     st->mb = Host(L.mb);
     st->vb = Host(L.vb);
+  }
+  if (parts & kMoments) {
+    st->row_step = Host(L.row_step);
+    st->bias_step = Host(L.bias_step);
   }
   if (parts & kGradient) {
     std::vector<float> flat(GradientSize(layer));
@@ -248,6 +255,14 @@ void GpuBackendT<X>::LoadLayer(int layer, unsigned parts, const LayerState& st) 
     x_.Upload(&L.mb, st.mb.data(), st.mb.size());
     x_.Upload(&L.vb, st.vb.data(), st.vb.size());
   }
+  if (parts & kMoments) {
+    std::vector<int64_t> steps(static_cast<size_t>(L.rows));
+    LoadLastSteps(st.row_step, &steps);
+    x_.Upload(&L.row_step, steps.data(), steps.size());
+    steps.resize(static_cast<size_t>(s.local()));
+    LoadLastSteps(st.bias_step, &steps);
+    x_.Upload(&L.bias_step, steps.data(), steps.size());
+  }
   if (!(parts & kTables) || s.dense()) return;
   if (st.table_sizes.empty()) {  // none until the caller's RebuildTables
     L.hash.reset();
@@ -289,6 +304,7 @@ BackendInfo GpuBackendT<X>::Info() const {
     bytes += L->b.bytes() + L->mb.bytes() + L->vb.bytes() + L->gb.bytes();
     bytes += L->m16.bytes() + L->v16.bytes() + L->mb16.bytes() + L->vb16.bytes();
     bytes += L->touched.bytes() + L->btouched.bytes() + L->rowq.bytes();
+    bytes += L->row_step.bytes() + L->bias_step.bytes();
     bytes += L->toff.bytes() + L->tids.bytes();
   }
   return info;

@@ -131,6 +131,7 @@ class GpuBackendT : public LayerBackend, public RowExchange {
     int64_t rows = 0, cols = 0;
     Buf<float> w, m, v, b, mb, vb;
     Buf<uint16_t> m16, v16, mb16, vb16;  // --state bf16: the moments (m, v, mb, vb empty)
+    Buf<int64_t> row_step, bias_step;    // each storage row's and bias's last Adam step
     Buf<float> g, gb;                    // input-major layer: gradient rows
     Buf<uint8_t> touched, btouched;      // input-major layer
     Buf<uint32_t> row_flag, row_pos;     // input-major layer: the touched rows, listed
@@ -180,6 +181,9 @@ class GpuBackendT : public LayerBackend, public RowExchange {
   AdamTargets Targets(Layer& L) {
     AdamTargets to{L.w.data(),  L.m.data(),  L.v.data(),           L.b.data(),
                    L.mb.data(), L.vb.data(), bad_.data() + L.index};
+    to.row_step = L.row_step.data();
+    to.bias_step = L.bias_step.data();
+    to.cols = L.cols;
     if (opt_.bf16_moments) {
       to.m16 = L.m16.data();
       to.v16 = L.v16.data();
@@ -190,6 +194,10 @@ class GpuBackendT : public LayerBackend, public RowExchange {
     }
     return to;
   }
+
+  /// The last-step stamps (AdamTargets::row_step) of every storage row after an update of
+  /// all of them: step t.
+  void StampAllRows(Layer& L, int64_t t) { Fill(L.row_step.data(), L.rows, t); }
 
   /// The vector on the device; an empty one as one zero (so that kernels get a valid pointer).
   template <class T>

@@ -116,6 +116,16 @@ void CheckValues(const std::string& file, const std::string& name, size_t layer,
         first + static_cast<int64_t>(i) / std::max<int64_t>(width, 1),
         ": no training writes such a value; the checkpoint is damaged");
 }
+
+/// The rows' last Adam steps (LayerState::row_step): -1 (none owed) up to the checkpoint's
+/// iteration.
+void CheckSteps(const std::string& file, const std::string& name, size_t layer, const char* ds,
+                int64_t iter, const std::vector<int64_t>& steps) {
+  for (size_t i = 0; i < steps.size(); ++i)
+    DAMAGED_CHECK(steps[i] >= -1 && steps[i] <= iter, file, ": ", name, "/", ds, " (layer ",
+                  layer + 1, ") holds step ", steps[i], " at row ", i, ", past the checkpoint's ",
+                  iter, ": the checkpoint is damaged");
+}
 }  // namespace
 
 void WriteShard(const std::string& folder, int rank, const ModelSpec& spec,
@@ -127,19 +137,23 @@ void WriteShard(const std::string& folder, int rank, const ModelSpec& spec,
 }
 
 LayerState CheckpointStaging(const ModelSpec& spec, const std::string& what) {
-  size_t most = 0, neurons = 0;  // the most weights and the most neurons of a layer
+  size_t most = 0, neurons = 0, rows = 0;  // the most weights, neurons and rows of a layer
   for (const LayerSpec& l : spec.layers) {
     most = std::max(most, static_cast<size_t>(l.local() * l.in_dim));
     neurons = std::max(neurons, static_cast<size_t>(l.local()));
+    rows = std::max(rows, static_cast<size_t>(l.input_major ? l.in_dim : l.local()));
   }
-  // w, m, v and b, mb, vb.
-  const int64_t bytes = static_cast<int64_t>(3 * (most + neurons) * sizeof(float));
+  // w, m, v; b, mb, vb; the rows' and biases' last steps.
+  const int64_t bytes = static_cast<int64_t>(3 * (most + neurons) * sizeof(float) +
+                                             (rows + neurons) * sizeof(int64_t));
   const std::string need = what + " (writing a copy of one layer's weights and Adam moments)";
   CheckMemoryFits(bytes, need);
   LayerState st;
   try {
     for (std::vector<float>* a : {&st.w, &st.m, &st.v}) a->reserve(most);
     for (std::vector<float>* a : {&st.b, &st.mb, &st.vb}) a->reserve(neurons);
+    st.row_step.reserve(rows);
+    st.bias_step.reserve(neurons);
   } catch (const std::bad_alloc&) {
     throw OutOfMemory(
         detail::Concat(need, " (", BytesText(bytes), ") cannot be allocated beside the model"));
@@ -171,6 +185,8 @@ void WriteShard(const std::string& folder, int rank, const ModelSpec& spec,
       WriteArray(g.get(), file, "v", moments.v.data(), n, d);
       WriteVector(g.get(), file, "mb", moments.mb);
       WriteVector(g.get(), file, "vb", moments.vb);
+      WriteVector(g.get(), file, "row_step", moments.row_step);
+      WriteVector(g.get(), file, "bias_step", moments.bias_step);
       const LayerState& tables = state(layer, kTables);
       WriteAttr(g.get(), file, "hash_version", tables.tables_plan.hash_version);
       WriteAttr(g.get(), file, "rebuilds", tables.tables_plan.rebuild);
@@ -201,6 +217,8 @@ std::vector<LayerState> ReadLayers(const std::string& folder, const CheckpointMe
     }
   }
   std::vector<float> buf;
+  std::vector<int64_t> steps;
+  bool have_steps = !weights_only;  // every shard holds its rows' last steps
   // Each old shard file is opened (and its checksum verified) once for all layers.
   for (int r = 0; r < meta.ranks; ++r) {
     const std::string file = ShardFile(folder, r);
@@ -259,6 +277,24 @@ std::vector<LayerState> ReadLayers(const std::string& folder, const CheckpointMe
         CheckValues(file, name, l, ds, first, 1, buf);
         std::copy(buf.begin(), buf.end(), dst->begin() + at);
       }
+      if (have_steps && H5Lexists(g.get(), "row_step", H5P_DEFAULT) > 0 &&
+          H5Lexists(g.get(), "bias_step", H5P_DEFAULT) > 0) {
+        // A row per neuron: the rows' steps follow their neurons, as the biases' do; an
+        // input-major layer's (a row per input, the same on every rank) are read whole.
+        const bool per_input = spec.input_major;
+        ReadRows(g.get(), file, "row_step", per_input ? 0 : first, per_input ? -1 : rows, &steps);
+        CheckSteps(file, name, l, "row_step", meta.iter, steps);
+        DAMAGED_CHECK(!per_input || static_cast<int64_t>(steps.size()) == d, file, ": ", name,
+                      "/row_step holds ", steps.size(), " steps, expected ", d);
+        st.row_step.resize(per_input ? d : spec.local());
+        std::copy(steps.begin(), steps.end(), st.row_step.begin() + (per_input ? 0 : at));
+        ReadRows(g.get(), file, "bias_step", first, rows, &steps);
+        CheckSteps(file, name, l, "bias_step", meta.iter, steps);
+        st.bias_step.resize(spec.local());
+        std::copy(steps.begin(), steps.end(), st.bias_step.begin() + at);
+      } else {
+        have_steps = false;  // an earlier version's checkpoint: the rows owe no steps
+      }
       st.tables_plan.hash_version =
           std::max(st.tables_plan.hash_version, ReadAttr<int64_t>(g.get(), file, "hash_version"));
       st.tables_plan.rebuild =
@@ -266,6 +302,12 @@ std::vector<LayerState> ReadLayers(const std::string& folder, const CheckpointMe
       if (!weights_only && b0 == spec.begin && b1 == spec.end) {  // the same shard: keep its tables
         ReadTables(g.get(), file, &st);
       }
+    }
+  }
+  if (!have_steps) {
+    for (LayerState& st : states) {
+      st.row_step.clear();
+      st.bias_step.clear();
     }
   }
   return states;

@@ -25,23 +25,29 @@ void InverseBias(const AdamStep& s, float* inv_bias1, float* inv_bias2) {
   *inv_bias2 = c.inv2;
 }
 
-}  // namespace
-
-bool AdamUpdate(const AdamStep& s, int64_t n, float* __restrict w, float* __restrict g,
-                float* __restrict m, float* __restrict v) {
+/// The Adam loop over n parameters; kCatchUp: each first takes the catch-up c.
+template <bool kCatchUp>
+bool AdamLoop(const AdamStep& s, int64_t n, float* __restrict w, float* __restrict g,
+              float* __restrict m, float* __restrict v, const AdamCatchUp& c) {
   const float b1 = s.beta1, b2 = s.beta2, c1 = 1.0f - b1, c2 = 1.0f - b2;
   float inv_bias1, inv_bias2;
   InverseBias(s, &inv_bias1, &inv_bias2);
-  const float lr = s.lr, eps = s.eps;
+  const float lr = s.lr, eps = s.eps, lr_s = s.lr * c.s, d1 = c.d1, d2 = c.d2;
   float check = 0.0f;  // becomes NaN when any new weight is NaN or infinite (inf * 0)
 #pragma omp simd reduction(+ : check)
   for (int64_t i = 0; i < n; ++i) {
     const float gi = g[i];
-    const float mi = b1 * m[i] + c1 * gi;
-    const float vi = b2 * v[i] + c2 * gi * gi;
+    float m0 = m[i], v0 = v[i], w0 = w[i];
+    if (kCatchUp) {
+      w0 -= lr_s * (m0 * inv_bias1) / (std::sqrt(v0 * inv_bias2) + eps);
+      m0 *= d1;
+      v0 *= d2;
+    }
+    const float mi = b1 * m0 + c1 * gi;
+    const float vi = b2 * v0 + c2 * gi * gi;
     m[i] = mi;
     v[i] = vi;
-    const float wi = w[i] - lr * (mi * inv_bias1) / (std::sqrt(vi * inv_bias2) + eps);
+    const float wi = w0 - lr * (mi * inv_bias1) / (std::sqrt(vi * inv_bias2) + eps);
     w[i] = wi;
     check += wi * 0.0f;
     g[i] = 0.0f;
@@ -49,27 +55,48 @@ bool AdamUpdate(const AdamStep& s, int64_t n, float* __restrict w, float* __rest
   return check == 0.0f;
 }
 
-bool AdamUpdateBf16(const AdamStep& s, int64_t n, float* __restrict w, float* __restrict g,
-                    uint16_t* __restrict m, uint16_t* __restrict v, uint64_t pos, uint32_t stream) {
+template <bool kCatchUp>
+bool AdamLoopBf16(const AdamStep& s, int64_t n, float* __restrict w, float* __restrict g,
+                  uint16_t* __restrict m, uint16_t* __restrict v, uint64_t pos, uint32_t stream,
+                  const AdamCatchUp& c) {
   const float b1 = s.beta1, b2 = s.beta2, c1 = 1.0f - b1, c2 = 1.0f - b2;
   float inv_bias1, inv_bias2;
   InverseBias(s, &inv_bias1, &inv_bias2);
-  const float lr = s.lr, eps = s.eps;
+  const float lr = s.lr, eps = s.eps, lr_s = s.lr * c.s, d1 = c.d1, d2 = c.d2;
   float check = 0.0f;
 #pragma omp simd reduction(+ : check)
   for (int64_t i = 0; i < n; ++i) {
     const float gi = g[i];
-    const float mi = b1 * Bf16ToFloat(m[i]) + c1 * gi;
-    const float vi = b2 * Bf16ToFloat(v[i]) + c2 * gi * gi;
+    float m0 = Bf16ToFloat(m[i]), v0 = Bf16ToFloat(v[i]), w0 = w[i];
+    if (kCatchUp) {
+      w0 -= lr_s * (m0 * inv_bias1) / (std::sqrt(v0 * inv_bias2) + eps);
+      m0 *= d1;
+      v0 *= d2;
+    }
+    const float mi = b1 * m0 + c1 * gi;
+    const float vi = b2 * v0 + c2 * gi * gi;
     const uint32_t noise = RoundingNoise(pos + static_cast<uint64_t>(i), s.t, stream);
     m[i] = FloatToBf16(mi, noise);
     v[i] = FloatToBf16(vi, noise >> 16);
-    const float wi = w[i] - lr * (mi * inv_bias1) / (std::sqrt(vi * inv_bias2) + eps);
+    const float wi = w0 - lr * (mi * inv_bias1) / (std::sqrt(vi * inv_bias2) + eps);
     w[i] = wi;
     check += wi * 0.0f;
     g[i] = 0.0f;
   }
   return check == 0.0f;
+}
+
+}  // namespace
+
+bool AdamUpdate(const AdamStep& s, int64_t n, float* w, float* g, float* m, float* v,
+                const AdamCatchUp& c) {
+  return c.any ? AdamLoop<true>(s, n, w, g, m, v, c) : AdamLoop<false>(s, n, w, g, m, v, c);
+}
+
+bool AdamUpdateBf16(const AdamStep& s, int64_t n, float* w, float* g, uint16_t* m, uint16_t* v,
+                    uint64_t pos, uint32_t stream, const AdamCatchUp& c) {
+  return c.any ? AdamLoopBf16<true>(s, n, w, g, m, v, pos, stream, c)
+               : AdamLoopBf16<false>(s, n, w, g, m, v, pos, stream, c);
 }
 
 }  // namespace dslide

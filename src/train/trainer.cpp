@@ -240,6 +240,7 @@ void Trainer::QueueStep(const Dataset& data, const std::vector<int64_t>& points)
   step.beta2 = static_cast<float>(cfg_.beta2);
   step.eps = static_cast<float>(cfg_.eps);
   step.t = iter_ + 1;
+  step.catch_up = cfg_.adam_catch_up;
   const std::optional<double> loss = strategy_->Step(StepContextOf(), data, points, step);
   ++iter_;
   Pending p{{iter_, loss.value_or(0.0), 0}, !loss.has_value()};

@@ -111,5 +111,97 @@ TEST(Adam, Bf16MomentsFollowFp32Moments) {
               dm / mscale);
 }
 
+// A lazy row's catch-up (AdamCatchUp) equals the steps dense Adam gives it while its gradient
+// is zero. Late in a run (bias corrections within 1e-12 of 1) with sqrt(v) far above eps,
+// the two differ only by rounding: checked for gaps of 1 to 400 steps, then the step of a
+// touching batch on top.
+TEST(Adam, CatchUpEqualsDenseStepsWithZeroGradients) {
+  Rng rng(7);
+  const int64_t n = 64, t0 = 30000;
+  std::vector<float> w0(n), m0(n), v0(n), g1(n);
+  for (int64_t i = 0; i < n; ++i) {
+    w0[i] = static_cast<float>(rng.Uniform() - 0.5);
+    m0[i] = 0.01f * static_cast<float>(rng.Uniform() - 0.5);
+    v0[i] = 1e-4f * static_cast<float>(0.5 + rng.Uniform());
+    g1[i] = 0.02f * static_cast<float>(rng.Uniform() - 0.5);
+  }
+  AdamStep s;
+  s.lr = 1e-3f;
+  for (int64_t gap : {1, 2, 7, 50, 400}) {
+    SCOPED_TRACE(gap);
+    std::vector<float> w = w0, m = m0, v = v0, g(n, 0.0f);
+    for (int64_t k = 1; k <= gap; ++k) {  // dense: zero gradients
+      s.t = t0 + k;
+      ASSERT_TRUE(AdamUpdate(s, n, w.data(), g.data(), m.data(), v.data()));
+    }
+    s.t = t0 + gap + 1;
+    g = g1;
+    ASSERT_TRUE(AdamUpdate(s, n, w.data(), g.data(), m.data(), v.data()));
+    std::vector<float> lw = w0, lm = m0, lv = v0, lg = g1;  // lazy: last step t0
+    const AdamCatchUp c = AdamCatchUp::Of(s, t0);
+    ASSERT_TRUE(c.any);
+    ASSERT_TRUE(AdamUpdate(s, n, lw.data(), lg.data(), lm.data(), lv.data(), c));
+    double moved = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      moved = std::max(moved, std::abs(double(w[i]) - w0[i]));
+      EXPECT_NEAR(lm[i], m[i], 1e-5 * std::abs(m[i]) + 1e-12) << i;
+      EXPECT_NEAR(lv[i], v[i], 1e-5 * v[i]) << i;
+      EXPECT_NEAR(lw[i], w[i], 1e-4 * std::abs(w[i] - w0[i]) + 1e-7) << i;
+    }
+    EXPECT_GT(moved, 1e-4) << "the zero-gradient steps should move the weights";
+  }
+}
+
+// A row that owes no steps takes the plain step, bit for bit: touched at the step before
+// (a gap of 0), loaded without its last step (-1), or with the catch-up switched off.
+TEST(Adam, NoCatchUpWhenNoStepIsOwed) {
+  AdamStep s;
+  s.t = 12;
+  EXPECT_FALSE(AdamCatchUp::Of(s, 11).any);
+  EXPECT_FALSE(AdamCatchUp::Of(s, -1).any);
+  EXPECT_TRUE(AdamCatchUp::Of(s, 0).any);
+  s.catch_up = false;
+  EXPECT_FALSE(AdamCatchUp::Of(s, 0).any);
+  s.catch_up = true;
+  // Its factors: the gap's sum of (b1 / sqrt(b2))^k and the moments' decay.
+  const AdamCatchUp c = AdamCatchUp::Of(s, 8);  // steps 9, 10, 11 missed
+  const double r = double(s.beta1) / std::sqrt(double(s.beta2));
+  EXPECT_NEAR(c.s, r + r * r + r * r * r, 1e-6);
+  EXPECT_NEAR(c.d1, std::pow(double(s.beta1), 3), 1e-7);
+  EXPECT_NEAR(c.d2, std::pow(double(s.beta2), 3), 1e-7);
+  std::vector<float> w(8, 0.25f), g(8, 0.1f), m(8, 0.01f), v(8, 1e-3f);
+  std::vector<float> w2 = w, g2 = g, m2 = m, v2 = v;
+  ASSERT_TRUE(AdamUpdate(s, 8, w.data(), g.data(), m.data(), v.data()));
+  ASSERT_TRUE(AdamUpdate(s, 8, w2.data(), g2.data(), m2.data(), v2.data(), AdamCatchUp::Of(s, 11)));
+  EXPECT_EQ(w, w2);
+  EXPECT_EQ(m, m2);
+  EXPECT_EQ(v, v2);
+}
+
+// With bfloat16 moments the catch-up is the fp32 one to a bfloat16 rounding.
+TEST(Adam, Bf16CatchUpFollowsFp32) {
+  AdamStep s;
+  s.lr = 1e-3f;
+  s.t = 5000;
+  const int64_t n = 32;
+  std::vector<float> w(n, 0.5f), g(n, 0.0f), m(n), v(n);
+  std::vector<uint16_t> m16(n), v16(n);
+  for (int64_t i = 0; i < n; ++i) {
+    m[i] = Bf16ToFloat(FloatToBf16Nearest(0.001f * static_cast<float>(i - 16)));
+    v[i] = Bf16ToFloat(FloatToBf16Nearest(1e-5f * static_cast<float>(i + 1)));
+    m16[i] = FloatToBf16Nearest(m[i]);
+    v16[i] = FloatToBf16Nearest(v[i]);
+  }
+  std::vector<float> w16 = w, g16 = g;
+  const AdamCatchUp c = AdamCatchUp::Of(s, 4980);
+  ASSERT_TRUE(AdamUpdate(s, n, w.data(), g.data(), m.data(), v.data(), c));
+  ASSERT_TRUE(AdamUpdateBf16(s, n, w16.data(), g16.data(), m16.data(), v16.data(), 0, 0, c));
+  for (int64_t i = 0; i < n; ++i) {
+    EXPECT_EQ(w16[i], w[i]) << i;  // the weight's step reads the moments before rounding
+    EXPECT_NEAR(Bf16ToFloat(m16[i]), m[i], std::abs(m[i]) / 128) << i;
+    EXPECT_NEAR(Bf16ToFloat(v16[i]), v[i], v[i] / 128) << i;
+  }
+}
+
 }  // namespace
 }  // namespace dslide

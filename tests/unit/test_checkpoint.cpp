@@ -4,6 +4,7 @@
 #include <hdf5.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -16,6 +17,7 @@
 #include "devices/backend_factory.h"
 #include "dist/communicator.h"
 #include "io/checkpoint.h"
+#include "io/hdf5_file.h"
 #include "test_util.h"
 #include "train/trainer.h"
 
@@ -104,6 +106,8 @@ TEST(Checkpoint, EveryFieldRoundTrips) {
     EXPECT_EQ(x.v, y.v);
     EXPECT_EQ(x.mb, y.mb);
     EXPECT_EQ(x.vb, y.vb);
+    EXPECT_EQ(x.row_step, y.row_step);
+    EXPECT_EQ(x.bias_step, y.bias_step);
     EXPECT_EQ(x.tables_plan.hash_version, y.tables_plan.hash_version);
     EXPECT_EQ(x.tables_plan.rebuild, y.tables_plan.rebuild);
     EXPECT_EQ(x.tables_plan.hash_seed, y.tables_plan.hash_seed);
@@ -113,6 +117,9 @@ TEST(Checkpoint, EveryFieldRoundTrips) {
     EXPECT_EQ(x.table_sizes, y.table_sizes);
   }
   LayerState out;
+  a->backend().SaveLayer(0, kCheckpoint, &out);  // a row per input feature
+  EXPECT_LT(*std::min_element(out.row_step.begin(), out.row_step.end()), 12)
+      << "the test should cover rows that owe steps";
   a->backend().SaveLayer(1, kCheckpoint, &out);
   EXPECT_GT(out.tables_plan.hash_version, 1) << "the test should cover a rehash";
   EXPECT_GT(out.tables_plan.rebuild, 1) << "the test should cover a rebuild";
@@ -234,6 +241,46 @@ TEST(Checkpoint, ResumedLossesEqualUninterrupted) {
     EXPECT_EQ(resumed->Step(s.data, s.Batch(it)), expect[it]) << "iteration " << it + 1;
 }
 
+// A checkpoint of an earlier version holds no last steps (row_step, bias_step): it loads, its
+// rows owe no steps (-1) until a batch touches them, and training goes on.
+TEST(Checkpoint, WithoutLastStepsRowsOweNone) {
+  SetNumThreads(1);
+  Fixture s;
+  LocalCommunicator comm;
+  const std::string dir = Dir("ckpt_no_steps");
+  {
+    auto a = s.Make(&comm);
+    for (int64_t it = 0; it < 6; ++it) a->Step(s.data, s.Batch(it));
+    a->SaveCheckpoint(dir, 0, 0, 1);
+  }
+  const std::string shard = LatestCheckpoint(dir) + "/rank-00000.h5";
+  {
+    const hid_t f = H5Fopen(shard.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    ASSERT_GE(f, 0);
+    for (const char* ds :
+         {"layer0/row_step", "layer0/bias_step", "layer1/row_step", "layer1/bias_step"})
+      ASSERT_GE(H5Ldelete(f, ds, H5P_DEFAULT), 0) << ds;
+    H5Fclose(f);
+  }
+  h5::WriteSidecar(shard);
+  auto b = s.Make(&comm);
+  b->LoadCheckpoint(LatestCheckpoint(dir));
+  for (int l = 0; l < 2; ++l) {
+    LayerState st;
+    b->backend().SaveLayer(l, kCheckpoint, &st);
+    EXPECT_EQ(std::count(st.row_step.begin(), st.row_step.end(), -1),
+              static_cast<int64_t>(st.row_step.size()))
+        << "layer " << l;
+    EXPECT_EQ(std::count(st.bias_step.begin(), st.bias_step.end(), -1),
+              static_cast<int64_t>(st.bias_step.size()));
+  }
+  EXPECT_TRUE(std::isfinite(b->Step(s.data, s.Batch(6))));
+  LayerState st;
+  b->backend().SaveLayer(0, kCheckpoint, &st);  // a row per input feature
+  EXPECT_GT(std::count(st.row_step.begin(), st.row_step.end(), 7), 0) << "rows the batch touched";
+  EXPECT_GT(std::count(st.row_step.begin(), st.row_step.end(), -1), 0) << "rows it did not";
+}
+
 TEST(Checkpoint, KeepsTheNewestAndIgnoresUnfinished) {
   SetNumThreads(1);
   Fixture s;
@@ -337,6 +384,11 @@ TEST(Checkpoint, ValuesNoTrainingWritesAreDamage) {
        [&](LayerState* st) { st->m[9] = -1e20f; }},
       {"a second moment of 1e33", "layer1/vb (layer 2) holds 1e+33 at row 3",
        [&](LayerState* st) { st->vb[3] = 1e33f; }},
+      {"a row's last step after the checkpoint's",
+       "layer1/row_step (layer 2) holds step 9 at row 2, past the checkpoint's 1",
+       [&](LayerState* st) { st->row_step[2] = 9; }},
+      {"a bias's last step below -1", "layer0/bias_step (layer 1) holds step -5 at row 4",
+       [&](LayerState* st) { st->bias_step[4] = -5; }},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.what);

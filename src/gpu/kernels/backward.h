@@ -14,44 +14,75 @@ namespace dslide::gpu {
 struct AdamConsts {
   float lr, b1, b2, c1, c2, inv_bias1, inv_bias2, eps;
   int64_t t;  // the step (bfloat16 moments: it seeds the rounding noise)
+  bool catch_up;
   static AdamConsts Of(const AdamStep& s) {
-    return {
-        s.lr,  s.beta1, s.beta2, 1.0f - s.beta1, 1.0f - s.beta2, 1.0f / s.bias1(), 1.0f / s.bias2(),
-        s.eps, s.t};
+    return {s.lr,
+            s.beta1,
+            s.beta2,
+            1.0f - s.beta1,
+            1.0f - s.beta2,
+            1.0f / s.bias1(),
+            1.0f / s.bias2(),
+            s.eps,
+            s.t,
+            s.catch_up};
+  }
+  /// The catch-up of a parameter whose last step was `last` (AdamCatchUp::Of).
+  DSLIDE_HD AdamCatchUp CatchUp(int64_t last) const {
+    return catch_up && last >= 0 ? AdamCatchUp::Of(b1, b2, t - 1 - last) : AdamCatchUp{};
   }
 };
 
-/// One parameter's Adam step (the formula of AdamUpdate); raises *bad on a non-finite result.
-DSLIDE_HD inline void AdamOne(const AdamConsts& a, float g, float* w, float* m, float* v,
-                              uint32_t* bad) {
-  const float mi = a.b1 * *m + a.c1 * g;
-  const float vi = a.b2 * *v + a.c2 * g * g;
+/// One parameter's Adam step after its catch-up c (the formula of AdamUpdate); raises *bad
+/// on a non-finite result.
+DSLIDE_HD inline void AdamOne(const AdamConsts& a, const AdamCatchUp& c, float g, float* w,
+                              float* m, float* v, uint32_t* bad) {
+  float m0 = *m, v0 = *v, w0 = *w;
+  if (c.any) {
+    w0 -= (a.lr * c.s) * (m0 * a.inv_bias1) / (sqrtf(v0 * a.inv_bias2) + a.eps);
+    m0 *= c.d1;
+    v0 *= c.d2;
+  }
+  const float mi = a.b1 * m0 + a.c1 * g;
+  const float vi = a.b2 * v0 + a.c2 * g * g;
   *m = mi;
   *v = vi;
-  const float wi = *w - a.lr * (mi * a.inv_bias1) / (sqrtf(vi * a.inv_bias2) + a.eps);
+  const float wi = w0 - a.lr * (mi * a.inv_bias1) / (sqrtf(vi * a.inv_bias2) + a.eps);
   *w = wi;
   if (!Finite(wi)) *bad = 1;
 }
 
 /// AdamOne with bfloat16 moments (AdamUpdateBf16's formula and rounding noise, from the
 /// parameter's position `pos` in its layer and the layer's `stream`).
-DSLIDE_HD inline void AdamOneBf16(const AdamConsts& a, float g, float* w, uint16_t* m, uint16_t* v,
-                                  uint64_t pos, uint32_t stream, uint32_t* bad) {
-  const float mi = a.b1 * Bf16ToFloat(*m) + a.c1 * g;
-  const float vi = a.b2 * Bf16ToFloat(*v) + a.c2 * g * g;
+DSLIDE_HD inline void AdamOneBf16(const AdamConsts& a, const AdamCatchUp& c, float g, float* w,
+                                  uint16_t* m, uint16_t* v, uint64_t pos, uint32_t stream,
+                                  uint32_t* bad) {
+  float m0 = Bf16ToFloat(*m), v0 = Bf16ToFloat(*v), w0 = *w;
+  if (c.any) {
+    w0 -= (a.lr * c.s) * (m0 * a.inv_bias1) / (sqrtf(v0 * a.inv_bias2) + a.eps);
+    m0 *= c.d1;
+    v0 *= c.d2;
+  }
+  const float mi = a.b1 * m0 + a.c1 * g;
+  const float vi = a.b2 * v0 + a.c2 * g * g;
   const uint32_t noise = RoundingNoise(pos, a.t, stream);
   *m = FloatToBf16(mi, noise);
   *v = FloatToBf16(vi, noise >> 16);
-  const float wi = *w - a.lr * (mi * a.inv_bias1) / (sqrtf(vi * a.inv_bias2) + a.eps);
+  const float wi = w0 - a.lr * (mi * a.inv_bias1) / (sqrtf(vi * a.inv_bias2) + a.eps);
   *w = wi;
   if (!Finite(wi)) *bad = 1;
 }
 
 /// Where a layer's Adam step writes: weights and moments (storage order), biases and their
-/// moments, and the non-finite flag.
+/// moments, the steps of each storage row's and bias's last update, and the non-finite flag.
 struct AdamTargets {
   float *w, *m, *v, *b, *mb, *vb;
   uint32_t* bad;
+  // The step of each storage row's (cols weights) and bias's last update (AdamCatchUp).
+  // Weight reads its row's, which the caller then sets (StampRows: the row's other
+  // weights read it too); Bias sets its own.
+  int64_t *row_step = nullptr, *bias_step = nullptr;
+  int64_t cols = 1;
   // --state bf16: the moments in bfloat16 (m, v, mb, vb unused); the biases' positions
   // follow the weights' (bias_pos = rows x cols), the layer is the noise stream.
   uint16_t *m16 = nullptr, *v16 = nullptr, *mb16 = nullptr, *vb16 = nullptr;
@@ -59,17 +90,20 @@ struct AdamTargets {
   uint32_t stream = 0;
   /// Adam on weight t (gradient g), and on bias c (gradient gb).
   DSLIDE_HD void Weight(const AdamConsts& a, int64_t t, float g) const {
+    const AdamCatchUp c = a.CatchUp(row_step[t / cols]);
     if (m16 != nullptr)
-      AdamOneBf16(a, g, w + t, m16 + t, v16 + t, static_cast<uint64_t>(t), stream, bad);
+      AdamOneBf16(a, c, g, w + t, m16 + t, v16 + t, static_cast<uint64_t>(t), stream, bad);
     else
-      AdamOne(a, g, w + t, m + t, v + t, bad);
+      AdamOne(a, c, g, w + t, m + t, v + t, bad);
   }
   DSLIDE_HD void Bias(const AdamConsts& a, int64_t c, float gb) const {
+    const AdamCatchUp up = a.CatchUp(bias_step[c]);
+    bias_step[c] = a.t;
     if (mb16 != nullptr)
-      AdamOneBf16(a, gb, b + c, mb16 + c, vb16 + c, static_cast<uint64_t>(bias_pos + c), stream,
+      AdamOneBf16(a, up, gb, b + c, mb16 + c, vb16 + c, static_cast<uint64_t>(bias_pos + c), stream,
                   bad);
     else
-      AdamOne(a, gb, b + c, mb + c, vb + c, bad);
+      AdamOne(a, up, gb, b + c, mb + c, vb + c, bad);
   }
 };
 
