@@ -64,6 +64,9 @@ const char* ToString(Strategy v) {
 }
 const char* ToString(Device v) { return v == Device::kGpu ? "gpu" : "cpu"; }
 const char* ToString(OutputBias v) { return v == OutputBias::kPrior ? "prior" : "zero"; }
+const char* ToString(CatchUpScope v) {
+  return v == CatchUpScope::kNone ? "none" : v == CatchUpScope::kAll ? "all" : "first-layer";
+}
 
 const char* ToString(LabelOrder v) {
   return v == LabelOrder::kSpread ? "spread" : v == LabelOrder::kIdentity ? "identity" : "auto";
@@ -159,10 +162,12 @@ void options::AddTrainOptions(OptionTable& t, TrainConfig* c) {
   t.Field("eps", &c->eps, "Adam epsilon");
   t.Switch("dense-adam", &c->dense_adam,
            "update every row each step (default: only the rows the batch touched)");
-  t.Field("adam-catch-up", &c->adam_catch_up,
-          "a row's update first applies, in closed form, the steps it missed since the batches "
-          "last touched it, as dense Adam would have with zero gradients (false: it takes only "
-          "the steps of the batches that touch it)");
+  t.Text(
+      "adam-catch-up", [c] { return ToString(c->adam_catch_up); },
+      "first-layer|all|none: the layers whose rows, at an update, first apply in closed form "
+      "the steps they missed since a batch last touched them, as dense Adam would have with "
+      "zero gradients (first-layer: the rows of the input features; none: a row takes only the "
+      "steps of the batches that touch it)");
   t.Field("iterations", &c->iterations, "iterations to train, at most 2^40 (0: use --epochs)");
   t.Field("epochs", &c->epochs, "epochs to train when --iterations is 0, at most 10^6");
   t.Field(
@@ -267,6 +272,10 @@ void options::FinishTrain(const po::variables_map& vm, TrainConfig* c) {
   c->output_bias =
       ParseEnum<OutputBias>("output-bias", vm["output-bias"].as<std::string>(),
                             {{"prior", OutputBias::kPrior}, {"zero", OutputBias::kZero}});
+  c->adam_catch_up = ParseEnum<CatchUpScope>("adam-catch-up", vm["adam-catch-up"].as<std::string>(),
+                                             {{"first-layer", CatchUpScope::kFirstLayer},
+                                              {"all", CatchUpScope::kAll},
+                                              {"none", CatchUpScope::kNone}});
   c->state = ParseEnum<StateType>("state", vm["state"].as<std::string>(),
                                   {{"fp32", StateType::kFp32}, {"bf16", StateType::kBf16}});
   c->device = ParseEnum<Device>("device", vm["device"].as<std::string>(),

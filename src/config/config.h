@@ -17,6 +17,9 @@ enum class Device { kCpu, kGpu };
 enum class LabelOrder { kSpread, kIdentity, kAuto };
 /// A new model's output biases: zeros, or from the label prior (LabelPriorBiases).
 enum class OutputBias { kZero, kPrior };
+/// Which layers' lazy rows catch up the Adam steps they missed (--adam-catch-up, AdamCatchUp):
+/// none, the first layer's (a row per input feature), or every layer's.
+enum class CatchUpScope { kNone, kFirstLayer, kAll };
 /// How the optimiser state is held: fp32 moments, or bfloat16 moments (--state).
 enum class StateType { kFp32, kBf16 };
 
@@ -33,6 +36,7 @@ const char* ToString(Strategy v);
 const char* ToString(Device v);
 const char* ToString(LabelOrder v);
 const char* ToString(OutputBias v);
+const char* ToString(CatchUpScope v);
 /// "auto" | "spread" | "identity"; throws dslide::Error naming option --label-order otherwise.
 LabelOrder ParseLabelOrder(const std::string& name);
 
@@ -72,8 +76,8 @@ struct TrainConfig {
   double lr = 1e-3;
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
   bool dense_adam = false;
-  bool adam_catch_up = true;  // lazy rows take the steps they missed (AdamCatchUp)
-  int64_t iterations = 0;     ///< 0: use epochs
+  CatchUpScope adam_catch_up = CatchUpScope::kFirstLayer;  // the lazy rows that catch up
+  int64_t iterations = 0;                                  ///< 0: use epochs
   double epochs = 1.0;
   int64_t eval_every = 0;   ///< 0: only at the end
   int64_t eval_points = 0;  ///< 0: the whole test file

@@ -25,10 +25,10 @@ template <class X>
 void GpuBackendT<X>::Update(int layer, const AdamStep& step, bool dense) {
   Layer& L = *layers_[layer];
   if (L.spec.input_major) {
-    FirstLayerAdam(L, AdamConsts::Of(step), dense);
+    FirstLayerAdam(L, AdamConsts::Of(step, /*first_layer=*/true), dense);
     return;
   }
-  RowAdam(L, AdamConsts::Of(step), dense);
+  RowAdam(L, AdamConsts::Of(step, /*first_layer=*/false), dense);
 }
 
 template <class X>

@@ -149,7 +149,7 @@ void GpuBackendT<X>::ApplyGradient(int layer, const float* grad, const AdamStep&
     x_.Upload(&grad_, grad, nw + L.spec.local());
     g = grad_.data();
   }
-  const AdamConsts a = AdamConsts::Of(step);
+  const AdamConsts a = AdamConsts::Of(step, /*first_layer=*/layer == 0);
   const AdamTargets to = Targets(L);
   x_.For(static_cast<int64_t>(nw), [=] DSLIDE_HD(int64_t t) { to.Weight(a, t, g[t]); });
   x_.For(L.spec.local(), [=] DSLIDE_HD(int64_t c) { to.Bias(a, c, g[nw + c]); });

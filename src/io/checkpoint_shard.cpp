@@ -123,8 +123,8 @@ void CheckSteps(const std::string& file, const std::string& name, size_t layer, 
                 int64_t iter, const std::vector<int64_t>& steps) {
   for (size_t i = 0; i < steps.size(); ++i)
     DAMAGED_CHECK(steps[i] >= -1 && steps[i] <= iter, file, ": ", name, "/", ds, " (layer ",
-                  layer + 1, ") holds step ", steps[i], " at row ", i, ", past the checkpoint's ",
-                  iter, ": the checkpoint is damaged");
+                  layer + 1, ") holds step ", steps[i], " at row ", i, ", outside [-1, ", iter,
+                  "] (the checkpoint's iteration): the checkpoint is damaged");
 }
 }  // namespace
 

@@ -17,8 +17,10 @@ struct AdamStep {
   float lr = 1e-4f, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;
   int64_t t = 1;
   /// Lazy steps (a row steps only when a batch touches it) first take, in closed form, the
-  /// steps the row missed since its last one (AdamCatchUp); false: they do not.
-  bool catch_up = true;
+  /// steps the row missed since its last one (AdamCatchUp): in the first layer (a row per
+  /// input feature), in the layers above it.
+  bool catch_up_first = true, catch_up_rest = false;
+  bool CatchesUp(bool first_layer) const { return first_layer ? catch_up_first : catch_up_rest; }
   float bias1() const { return 1.0f - static_cast<float>(std::pow(beta1, t)); }
   float bias2() const { return 1.0f - static_cast<float>(std::pow(beta2, t)); }
 };
@@ -31,7 +33,7 @@ struct AdamStep {
 /// with the bias corrections and eps of the step that applies it.
 /// Without it a lazy row takes only the steps of the batches that touch it, about a tenth
 /// of the movement per gradient that dense Adam's momentum gives (1 / (1 - b1) steps).
-/// missed <= 0, or `catch_up` off: nothing (s = 0, d1 = d2 = 1).
+/// missed <= 0, or the catch-up off for the layer: nothing (s = 0, d1 = d2 = 1).
 struct AdamCatchUp {
   float s = 0.0f, d1 = 1.0f, d2 = 1.0f;
   bool any = false;
@@ -46,13 +48,14 @@ struct AdamCatchUp {
     c.any = true;
     return c;
   }
-  DSLIDE_HD static AdamCatchUp Of(const AdamStep& s, int64_t last);
+  static AdamCatchUp Of(const AdamStep& s, int64_t last, bool first_layer);
 };
 
-/// The catch-up of a parameter whose last step was `last` (0: none yet; -1: it owes none), at
-/// step s.t.
-DSLIDE_HD inline AdamCatchUp AdamCatchUp::Of(const AdamStep& s, int64_t last) {
-  return s.catch_up && last >= 0 ? Of(s.beta1, s.beta2, s.t - 1 - last) : AdamCatchUp{};
+/// The catch-up of a parameter of the first layer or another whose last step was `last` (0:
+/// none yet; -1: it owes none), at step s.t.
+inline AdamCatchUp AdamCatchUp::Of(const AdamStep& s, int64_t last, bool first_layer) {
+  return s.CatchesUp(first_layer) && last >= 0 ? Of(s.beta1, s.beta2, s.t - 1 - last)
+                                               : AdamCatchUp{};
 }
 
 /// Updates n parameters w with gradients g (then zeroes g) and moments m, v:

@@ -240,7 +240,8 @@ void Trainer::QueueStep(const Dataset& data, const std::vector<int64_t>& points)
   step.beta2 = static_cast<float>(cfg_.beta2);
   step.eps = static_cast<float>(cfg_.eps);
   step.t = iter_ + 1;
-  step.catch_up = cfg_.adam_catch_up;
+  step.catch_up_first = cfg_.adam_catch_up != CatchUpScope::kNone;
+  step.catch_up_rest = cfg_.adam_catch_up == CatchUpScope::kAll;
   const std::optional<double> loss = strategy_->Step(StepContextOf(), data, points, step);
   ++iter_;
   Pending p{{iter_, loss.value_or(0.0), 0}, !loss.has_value()};

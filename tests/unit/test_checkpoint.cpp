@@ -385,9 +385,10 @@ TEST(Checkpoint, ValuesNoTrainingWritesAreDamage) {
       {"a second moment of 1e33", "layer1/vb (layer 2) holds 1e+33 at row 3",
        [&](LayerState* st) { st->vb[3] = 1e33f; }},
       {"a row's last step after the checkpoint's",
-       "layer1/row_step (layer 2) holds step 9 at row 2, past the checkpoint's 1",
+       "layer1/row_step (layer 2) holds step 9 at row 2, outside [-1, 1]",
        [&](LayerState* st) { st->row_step[2] = 9; }},
-      {"a bias's last step below -1", "layer0/bias_step (layer 1) holds step -5 at row 4",
+      {"a bias's last step below -1",
+       "layer0/bias_step (layer 1) holds step -5 at row 4, outside [-1, 1]",
        [&](LayerState* st) { st->bias_step[4] = -5; }},
   };
   for (const Case& c : cases) {

@@ -213,6 +213,10 @@ TEST(Config, BadValuesNameTheOption) {
   EXPECT_NE(TrainError({"--train", "a", "--hidden", "12,x"}).find("--hidden"), std::string::npos);
   EXPECT_NE(TrainError({"--train", "a", "--bin-size", "6"}).find("--bin-size"), std::string::npos);
   EXPECT_NE(TrainError({"--test", "b"}).find("--train"), std::string::npos);
+  EXPECT_NE(TrainError({"--train", "a", "--adam-catch-up", "true"}).find("--adam-catch-up"),
+            std::string::npos);
+  for (const char* v : {"first-layer", "all", "none"})
+    EXPECT_EQ(TrainError({"--train", "a", "--adam-catch-up", v}), "") << v;
 }
 
 TEST(Config, IniFileAndCommandLinePrecedence) {

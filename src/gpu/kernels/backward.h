@@ -15,7 +15,8 @@ struct AdamConsts {
   float lr, b1, b2, c1, c2, inv_bias1, inv_bias2, eps;
   int64_t t;  // the step (bfloat16 moments: it seeds the rounding noise)
   bool catch_up;
-  static AdamConsts Of(const AdamStep& s) {
+  /// The constants of step s for a layer, the first or another (AdamStep::CatchesUp).
+  static AdamConsts Of(const AdamStep& s, bool first_layer) {
     return {s.lr,
             s.beta1,
             s.beta2,
@@ -25,7 +26,7 @@ struct AdamConsts {
             1.0f / s.bias2(),
             s.eps,
             s.t,
-            s.catch_up};
+            s.CatchesUp(first_layer)};
   }
   /// The catch-up of a parameter whose last step was `last` (AdamCatchUp::Of).
   DSLIDE_HD AdamCatchUp CatchUp(int64_t last) const {
