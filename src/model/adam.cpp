@@ -32,17 +32,13 @@ bool AdamLoop(const AdamStep& s, int64_t n, float* __restrict w, float* __restri
   const float b1 = s.beta1, b2 = s.beta2, c1 = 1.0f - b1, c2 = 1.0f - b2;
   float inv_bias1, inv_bias2;
   InverseBias(s, &inv_bias1, &inv_bias2);
-  const float lr = s.lr, eps = s.eps, lr_s = s.lr * c.s, d1 = c.d1, d2 = c.d2;
+  const float lr = s.lr, eps = s.eps;
   float check = 0.0f;  // becomes NaN when any new weight is NaN or infinite (inf * 0)
 #pragma omp simd reduction(+ : check)
   for (int64_t i = 0; i < n; ++i) {
     const float gi = g[i];
     float m0 = m[i], v0 = v[i], w0 = w[i];
-    if (kCatchUp) {
-      w0 -= lr_s * (m0 * inv_bias1) / (std::sqrt(v0 * inv_bias2) + eps);
-      m0 *= d1;
-      v0 *= d2;
-    }
+    if (kCatchUp) c.Apply(lr, inv_bias1, inv_bias2, eps, &w0, &m0, &v0);
     const float mi = b1 * m0 + c1 * gi;
     const float vi = b2 * v0 + c2 * gi * gi;
     m[i] = mi;
@@ -62,17 +58,13 @@ bool AdamLoopBf16(const AdamStep& s, int64_t n, float* __restrict w, float* __re
   const float b1 = s.beta1, b2 = s.beta2, c1 = 1.0f - b1, c2 = 1.0f - b2;
   float inv_bias1, inv_bias2;
   InverseBias(s, &inv_bias1, &inv_bias2);
-  const float lr = s.lr, eps = s.eps, lr_s = s.lr * c.s, d1 = c.d1, d2 = c.d2;
+  const float lr = s.lr, eps = s.eps;
   float check = 0.0f;
 #pragma omp simd reduction(+ : check)
   for (int64_t i = 0; i < n; ++i) {
     const float gi = g[i];
     float m0 = Bf16ToFloat(m[i]), v0 = Bf16ToFloat(v[i]), w0 = w[i];
-    if (kCatchUp) {
-      w0 -= lr_s * (m0 * inv_bias1) / (std::sqrt(v0 * inv_bias2) + eps);
-      m0 *= d1;
-      v0 *= d2;
-    }
+    if (kCatchUp) c.Apply(lr, inv_bias1, inv_bias2, eps, &w0, &m0, &v0);
     const float mi = b1 * m0 + c1 * gi;
     const float vi = b2 * v0 + c2 * gi * gi;
     const uint32_t noise = RoundingNoise(pos + static_cast<uint64_t>(i), s.t, stream);

@@ -48,6 +48,14 @@ struct AdamCatchUp {
     c.any = true;
     return c;
   }
+  /// Applies it to one parameter w with moments m and v, given the step's lr, 1 / bias1,
+  /// 1 / bias2 and eps.
+  DSLIDE_HD void Apply(float lr, float inv_bias1, float inv_bias2, float eps, float* w, float* m,
+                       float* v) const {
+    *w -= (lr * s) * (*m * inv_bias1) / (sqrtf(*v * inv_bias2) + eps);
+    *m *= d1;
+    *v *= d2;
+  }
   static AdamCatchUp Of(const AdamStep& s, int64_t last, bool first_layer);
 };
 

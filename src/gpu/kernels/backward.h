@@ -39,11 +39,7 @@ struct AdamConsts {
 DSLIDE_HD inline void AdamOne(const AdamConsts& a, const AdamCatchUp& c, float g, float* w,
                               float* m, float* v, uint32_t* bad) {
   float m0 = *m, v0 = *v, w0 = *w;
-  if (c.any) {
-    w0 -= (a.lr * c.s) * (m0 * a.inv_bias1) / (sqrtf(v0 * a.inv_bias2) + a.eps);
-    m0 *= c.d1;
-    v0 *= c.d2;
-  }
+  if (c.any) c.Apply(a.lr, a.inv_bias1, a.inv_bias2, a.eps, &w0, &m0, &v0);
   const float mi = a.b1 * m0 + a.c1 * g;
   const float vi = a.b2 * v0 + a.c2 * g * g;
   *m = mi;
@@ -59,11 +55,7 @@ DSLIDE_HD inline void AdamOneBf16(const AdamConsts& a, const AdamCatchUp& c, flo
                                   uint16_t* m, uint16_t* v, uint64_t pos, uint32_t stream,
                                   uint32_t* bad) {
   float m0 = Bf16ToFloat(*m), v0 = Bf16ToFloat(*v), w0 = *w;
-  if (c.any) {
-    w0 -= (a.lr * c.s) * (m0 * a.inv_bias1) / (sqrtf(v0 * a.inv_bias2) + a.eps);
-    m0 *= c.d1;
-    v0 *= c.d2;
-  }
+  if (c.any) c.Apply(a.lr, a.inv_bias1, a.inv_bias2, a.eps, &w0, &m0, &v0);
   const float mi = a.b1 * m0 + a.c1 * g;
   const float vi = a.b2 * v0 + a.c2 * g * g;
   const uint32_t noise = RoundingNoise(pos, a.t, stream);
