@@ -68,7 +68,7 @@ void CpuBackend::UpdateIndexed(Layer& L, const AdamStep& step, bool dense) {
 
 void CpuBackend::AdamRow(Layer& L, const AdamStep& step, size_t o, int64_t n, float* g) {
   int64_t& last = L.row_step[o / L.cols];
-  const AdamCatchUp c = AdamCatchUp::Of(step, last, L.index == 0);
+  const AdamCatchUp c = AdamCatchUp::Since(step, last, L.index == 0);
   last = step.t;
   const bool ok = L.bf16
                       ? AdamUpdateBf16(step, n, L.w.data() + o, g, L.m16.data() + o,
@@ -79,7 +79,7 @@ void CpuBackend::AdamRow(Layer& L, const AdamStep& step, size_t o, int64_t n, fl
 }
 
 void CpuBackend::AdamBias(Layer& L, const AdamStep& step, int64_t c, float* g) {
-  const AdamCatchUp up = AdamCatchUp::Of(step, L.bias_step[c], L.index == 0);
+  const AdamCatchUp up = AdamCatchUp::Since(step, L.bias_step[c], L.index == 0);
   L.bias_step[c] = step.t;
   // Bias c's noise stream follows the weights' (positions past rows x cols).
   const bool ok = L.bf16 ? AdamUpdateBf16(step, 1, &L.b[c], g, &L.mb16[c], &L.vb16[c],

@@ -89,13 +89,7 @@ void GpuBackendT<X>::FirstLayerAdam(Layer& L, const AdamConsts& a, bool dense) {
   k.list = list;
   k.g = L.g.data();
   x_.Launch(k);
-  const int64_t t = a.t;
-  if (dense) {
-    StampAllRows(L, t);
-  } else {
-    int64_t* row_step = L.row_step.data();
-    x_.ForCounted(rows, count, 1, [=] DSLIDE_HD(int64_t q) { row_step[list[q]] = t; });
-  }
+  StampRows(L, a.t, dense, rows, count, list);
   x_.For(L.spec.local(), [=] DSLIDE_HD(int64_t c) {
     if (!dense && !btouched[c]) return;
     to.Bias(a, c, gb[c]);
@@ -207,15 +201,7 @@ void GpuBackendT<X>::RowAdam(Layer& L, const AdamConsts& a, bool dense) {
   k.qoff = L.qoff.data();
   k.ed = L.ent_delta.data();
   x_.Launch(k);
-  const int64_t t = a.t;
-  if (dense) {
-    StampAllRows(L, t);
-  } else if (L.pending) {
-    int64_t* row_step = L.row_step.data();
-    const int32_t* qrow = L.qrow.data();
-    x_.ForCounted(L.max_q, L.counts.data() + 1, 1,
-                  [=] DSLIDE_HD(int64_t q) { row_step[qrow[q]] = t; });
-  }
+  if (!k.Empty()) StampRows(L, a.t, dense, L.max_q, L.counts.data() + 1, L.qrow.data());
   ClearPending(L);
 }
 

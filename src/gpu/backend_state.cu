@@ -153,7 +153,7 @@ void GpuBackendT<X>::ApplyGradient(int layer, const float* grad, const AdamStep&
   const AdamTargets to = Targets(L);
   x_.For(static_cast<int64_t>(nw), [=] DSLIDE_HD(int64_t t) { to.Weight(a, t, g[t]); });
   x_.For(L.spec.local(), [=] DSLIDE_HD(int64_t c) { to.Bias(a, c, g[nw + c]); });
-  StampAllRows(L, step.t);
+  StampRows(L, step.t, /*dense=*/true);
   if (L.spec.input_major) {
     Fill(L.g.data(), static_cast<int64_t>(nw), 0.0f);
     Fill(L.gb.data(), L.spec.local(), 0.0f);

@@ -195,9 +195,17 @@ class GpuBackendT : public LayerBackend, public RowExchange {
     return to;
   }
 
-  /// The last-step stamps (AdamTargets::row_step) of every storage row after an update of
-  /// all of them: step t.
-  void StampAllRows(Layer& L, int64_t t) { Fill(L.row_step.data(), L.rows, t); }
+  /// After an update at step t, the last-step stamps (AdamTargets::row_step) of the rows it
+  /// covered: every storage row with `dense`, else the first *count (at most max_rows) of
+  /// `list`, the count read on the device.
+  void StampRows(Layer& L, int64_t t, bool dense, int64_t max_rows = 0,
+                 const int64_t* count = nullptr, const int32_t* list = nullptr) {
+    int64_t* row_step = L.row_step.data();
+    if (dense)
+      Fill(row_step, L.rows, t);
+    else
+      x_.ForCounted(max_rows, count, 1, [=] DSLIDE_HD(int64_t q) { row_step[list[q]] = t; });
+  }
 
   /// The vector on the device; an empty one as one zero (so that kernels get a valid pointer).
   template <class T>

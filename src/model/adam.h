@@ -56,14 +56,17 @@ struct AdamCatchUp {
     *m *= d1;
     *v *= d2;
   }
-  static AdamCatchUp Of(const AdamStep& s, int64_t last, bool first_layer);
+  /// The catch-up at step t of a parameter whose last step was `last` (0: none yet; -1: it
+  /// owes none), where its layer catches up (`on`).
+  DSLIDE_HD static AdamCatchUp Since(bool on, float beta1, float beta2, int64_t t, int64_t last) {
+    return on && last >= 0 ? Of(beta1, beta2, t - 1 - last) : AdamCatchUp{};
+  }
+  /// Since, at step s for a parameter of the first layer or another (AdamStep::CatchesUp).
+  static AdamCatchUp Since(const AdamStep& s, int64_t last, bool first_layer);
 };
 
-/// The catch-up of a parameter of the first layer or another whose last step was `last` (0:
-/// none yet; -1: it owes none), at step s.t.
-inline AdamCatchUp AdamCatchUp::Of(const AdamStep& s, int64_t last, bool first_layer) {
-  return s.CatchesUp(first_layer) && last >= 0 ? Of(s.beta1, s.beta2, s.t - 1 - last)
-                                               : AdamCatchUp{};
+inline AdamCatchUp AdamCatchUp::Since(const AdamStep& s, int64_t last, bool first_layer) {
+  return Since(s.CatchesUp(first_layer), s.beta1, s.beta2, s.t, last);
 }
 
 /// Updates n parameters w with gradients g (then zeroes g) and moments m, v:

@@ -138,7 +138,7 @@ TEST(Adam, CatchUpEqualsDenseStepsWithZeroGradients) {
     g = g1;
     ASSERT_TRUE(AdamUpdate(s, n, w.data(), g.data(), m.data(), v.data()));
     std::vector<float> lw = w0, lm = m0, lv = v0, lg = g1;  // lazy: last step t0
-    const AdamCatchUp c = AdamCatchUp::Of(s, t0, /*first_layer=*/true);
+    const AdamCatchUp c = AdamCatchUp::Since(s, t0, /*first_layer=*/true);
     ASSERT_TRUE(c.any);
     ASSERT_TRUE(AdamUpdate(s, n, lw.data(), lg.data(), lm.data(), lv.data(), c));
     double moved = 0;
@@ -158,17 +158,17 @@ TEST(Adam, CatchUpEqualsDenseStepsWithZeroGradients) {
 TEST(Adam, NoCatchUpWhenNoStepIsOwed) {
   AdamStep s;
   s.t = 12;
-  EXPECT_FALSE(AdamCatchUp::Of(s, 11, true).any);
-  EXPECT_FALSE(AdamCatchUp::Of(s, -1, true).any);
-  EXPECT_TRUE(AdamCatchUp::Of(s, 0, true).any);
-  EXPECT_FALSE(AdamCatchUp::Of(s, 0, /*first_layer=*/false).any);
+  EXPECT_FALSE(AdamCatchUp::Since(s, 11, true).any);
+  EXPECT_FALSE(AdamCatchUp::Since(s, -1, true).any);
+  EXPECT_TRUE(AdamCatchUp::Since(s, 0, true).any);
+  EXPECT_FALSE(AdamCatchUp::Since(s, 0, /*first_layer=*/false).any);
   s.catch_up_rest = true;
-  EXPECT_TRUE(AdamCatchUp::Of(s, 0, false).any);
+  EXPECT_TRUE(AdamCatchUp::Since(s, 0, false).any);
   s.catch_up_first = false;
-  EXPECT_FALSE(AdamCatchUp::Of(s, 0, true).any);
+  EXPECT_FALSE(AdamCatchUp::Since(s, 0, true).any);
   s.catch_up_first = true;
   // Its factors: the gap's sum of (b1 / sqrt(b2))^k and the moments' decay.
-  const AdamCatchUp c = AdamCatchUp::Of(s, 8, true);  // steps 9, 10, 11 missed
+  const AdamCatchUp c = AdamCatchUp::Since(s, 8, true);  // steps 9, 10, 11 missed
   const double r = double(s.beta1) / std::sqrt(double(s.beta2));
   EXPECT_NEAR(c.s, r + r * r + r * r * r, 1e-6);
   EXPECT_NEAR(c.d1, std::pow(double(s.beta1), 3), 1e-7);
@@ -176,8 +176,8 @@ TEST(Adam, NoCatchUpWhenNoStepIsOwed) {
   std::vector<float> w(8, 0.25f), g(8, 0.1f), m(8, 0.01f), v(8, 1e-3f);
   std::vector<float> w2 = w, g2 = g, m2 = m, v2 = v;
   ASSERT_TRUE(AdamUpdate(s, 8, w.data(), g.data(), m.data(), v.data()));
-  ASSERT_TRUE(
-      AdamUpdate(s, 8, w2.data(), g2.data(), m2.data(), v2.data(), AdamCatchUp::Of(s, 11, true)));
+  ASSERT_TRUE(AdamUpdate(s, 8, w2.data(), g2.data(), m2.data(), v2.data(),
+                         AdamCatchUp::Since(s, 11, true)));
   EXPECT_EQ(w, w2);
   EXPECT_EQ(m, m2);
   EXPECT_EQ(v, v2);
@@ -198,7 +198,7 @@ TEST(Adam, Bf16CatchUpFollowsFp32) {
     v16[i] = FloatToBf16Nearest(v[i]);
   }
   std::vector<float> w16 = w, g16 = g;
-  const AdamCatchUp c = AdamCatchUp::Of(s, 4980, true);
+  const AdamCatchUp c = AdamCatchUp::Since(s, 4980, true);
   ASSERT_TRUE(AdamUpdate(s, n, w.data(), g.data(), m.data(), v.data(), c));
   ASSERT_TRUE(AdamUpdateBf16(s, n, w16.data(), g16.data(), m16.data(), v16.data(), 0, 0, c));
   for (int64_t i = 0; i < n; ++i) {

@@ -28,9 +28,9 @@ struct AdamConsts {
             s.t,
             s.CatchesUp(first_layer)};
   }
-  /// The catch-up of a parameter whose last step was `last` (AdamCatchUp::Of).
+  /// The catch-up of a parameter whose last step was `last` (AdamCatchUp::Since).
   DSLIDE_HD AdamCatchUp CatchUp(int64_t last) const {
-    return catch_up && last >= 0 ? AdamCatchUp::Of(b1, b2, t - 1 - last) : AdamCatchUp{};
+    return AdamCatchUp::Since(catch_up, b1, b2, t, last);
   }
 };
 
@@ -72,8 +72,8 @@ struct AdamTargets {
   float *w, *m, *v, *b, *mb, *vb;
   uint32_t* bad;
   // The step of each storage row's (cols weights) and bias's last update (AdamCatchUp).
-  // Weight reads its row's, which the caller then sets (StampRows: the row's other
-  // weights read it too); Bias sets its own.
+  // Weight reads its row's, which the caller then sets (GpuBackendT::StampRows: the row's
+  // other weights read it too); Bias sets its own.
   int64_t *row_step = nullptr, *bias_step = nullptr;
   int64_t cols = 1;
   // --state bf16: the moments in bfloat16 (m, v, mb, vb unused); the biases' positions
