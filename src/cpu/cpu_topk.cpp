@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "common/error.h"
@@ -32,6 +33,15 @@ void CpuBackend::TopKRows(int layer, const BatchRows& in, int k, std::vector<int
     const SparseView x = in.Row(i);
     for (int64_t e = 0; e < x.n; ++e) xs[i * s.in_dim + x.ids[e]] = x.vals[e];
   }
+  // With a width LaneDots takes, the inputs transposed as well (coordinate j's values of
+  // the samples side by side): kR rows' logits for kLanesN samples at a time, the same dot
+  // products as Dot's, each load of an input serving kR rows.
+  const bool lanes = s.in_dim % 16 == 0;
+  const int64_t stride = (B + kBlock - 1) / kBlock * kBlock;
+  std::vector<float> xt(lanes ? static_cast<size_t>(s.in_dim * stride) : 0, 0.0f);
+  if (lanes)
+    for (int64_t i = 0; i < B; ++i)
+      for (int64_t j = 0; j < s.in_dim; ++j) xt[j * stride + i] = xs[i * s.in_dim + j];
   std::vector<int32_t> tids(static_cast<size_t>(threads) * B * k, -1);
   std::vector<float> tsc(static_cast<size_t>(threads) * B * k,
                          -std::numeric_limits<float>::infinity());
@@ -50,16 +60,31 @@ void CpuBackend::TopKRows(int layer, const BatchRows& in, int k, std::vector<int
     // Groups of rows: their logits for one sample at a time, so that the normaliser takes
     // one rescale per group and a vectorised exp over it.
     constexpr int64_t kGroup = CpuTuning::kTopKGroup;
+    constexpr int kR = kLanesN == 16 ? 8 : 4;
+    static_assert(kGroup % kR == 0 && kBlock % kLanesN == 0, "whole tiles of rows and lanes");
     float z[kGroup];
+    std::vector<float> tile(lanes ? kGroup * kBlock : 0);  // [row of the group][sample]
     for (int64_t b0 = 0; b0 < B; b0 += kBlock) {
       const int64_t b1 = std::min(B, b0 + kBlock);
       for (int64_t g0 = r0; g0 < r1; g0 += kGroup) {
         const int64_t g1 = std::min(r1, g0 + kGroup), ng = g1 - g0;
+        if (lanes)
+          for (int64_t q = 0; q < ng; q += kR) {
+            const float* ws[kR];
+            for (int k = 0; k < kR; ++k) ws[k] = L.Row(g0 + std::min<int64_t>(q + k, ng - 1));
+            for (int64_t i0 = b0; i0 < b1; i0 += kLanesN) {
+              VecN zk[kR];
+              LaneDots<kR>(ws, xt.data() + i0, stride, s.in_dim, zk);
+              for (int k = 0; k < kR; ++k)
+                std::memcpy(tile.data() + (q + k) * kBlock + (i0 - b0), &zk[k], sizeof zk[k]);
+            }
+          }
         for (int64_t i = b0; i < b1; ++i) {
           const float* x = xs.data() + i * s.in_dim;
           float gmax = -std::numeric_limits<float>::infinity();
           for (int64_t r = 0; r < ng; ++r) {
-            z[r] = Dot(L.Row(g0 + r), x, s.in_dim) + L.b[g0 + r];
+            z[r] = (lanes ? tile[r * kBlock + (i - b0)] : Dot(L.Row(g0 + r), x, s.in_dim)) +
+                   L.b[g0 + r];
             gmax = std::max(gmax, z[r]);
           }
           if (norm && ng > 0) {

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "common/parallel.h"
@@ -324,6 +325,56 @@ TEST_P(SampledOutput, RowsEverySampleHoldsGoInBlocksWithTheSameResults) {
 // 32 and 128: the forward walk with the row in registers (with AVX-512); 144: the walk's
 // four entries at a time, and a 128-column block of the backward row walk, then 16-column
 // ones; 20: no vector blocks.
+TEST_P(SampledOutput, ExactTopKIsTheBestLogitsTheSameForAnyThreadCount) {
+  // The exact top-k (evaluation, predict) scores every neuron: with widths a multiple of 16
+  // kR rows against the samples in vector lanes, else one dot product at a time. Its k
+  // best are those of the logits w.x + b (computed here in double), in order, and the same
+  // bits on 1 and 3 threads; 37 samples fill neither a block of samples nor its last
+  // vector of lanes.
+  const int64_t width = GetParam();
+  constexpr int64_t kSamples = 37;
+  constexpr int kK = 5;
+  const Net net(width);
+  const BatchRows h = Hidden(width, 3, kSamples);
+  std::vector<int32_t> first_ids;
+  std::vector<float> first_scores;
+  for (int threads : {1, 3}) {
+    SetNumThreads(threads);
+    auto be = net.Make();
+    std::vector<float> w, b;
+    GetLayer(*be, 1, &w, &b);
+    std::vector<int32_t> ids;
+    std::vector<float> scores;
+    testing::TopK(*be, 1, h, kK, &ids, &scores);
+    ASSERT_EQ(ids.size(), static_cast<size_t>(kSamples * kK));
+    if (threads != 1) {
+      EXPECT_EQ(ids, first_ids) << threads << " threads";
+      EXPECT_TRUE(BitEqual(scores, first_scores)) << threads << " threads";
+      continue;
+    }
+    first_ids = ids;
+    first_scores = scores;
+    for (int64_t i = 0; i < kSamples; ++i) {
+      std::vector<std::pair<double, int32_t>> z(kOut);
+      for (int64_t r = 0; r < kOut; ++r) {
+        double d = b[r];
+        for (int64_t j = 0; j < width; ++j) d += double(w[r * width + j]) * h.vals[h.off[i] + j];
+        z[r] = {-d, static_cast<int32_t>(r)};
+      }
+      std::partial_sort(z.begin(), z.begin() + kK + 1, z.end());
+      for (int j = 0; j < kK; ++j) {
+        const double want = -z[j].first;
+        EXPECT_NEAR(scores[i * kK + j], want, 1e-5 * std::max(1.0, std::abs(want)))
+            << "sample " << i << " rank " << j;
+        // The neuron too, where the next logit is not within rounding of this one.
+        if (z[j + 1].first - z[j].first > 1e-4 && (j == 0 || z[j].first - z[j - 1].first > 1e-4))
+          EXPECT_EQ(ids[i * kK + j], z[j].second) << "sample " << i << " rank " << j;
+      }
+    }
+  }
+  SetNumThreads(1);
+}
+
 INSTANTIATE_TEST_SUITE_P(Widths, SampledOutput,
                          ::testing::Values(int64_t{32}, int64_t{128}, int64_t{20}, int64_t{144}));
 
