@@ -157,6 +157,13 @@ void options::AddTrainOptions(OptionTable& t, TrainConfig* c) {
           "index neurons by inner product (MIPS transform) rather than by angle");
   t.Field("batch", &c->batch, "batch size, in [1, 2^20]");
   t.Field("lr", &c->lr, "Adam learning rate");
+  t.Text(
+      "first-lr-scale", [c] { return c->first_lr_scale == 0 ? "auto" : Text(c->first_lr_scale); },
+      "the first layer's learning rate as a multiple of --lr, in [1e-3, 1e3] (auto: max(1, 6 / "
+      "the training inputs' mean L1 norm): Adam moves each weight a batch touches by about the "
+      "rate, and a hidden unit's input by about the rate times the input's L1 norm, so inputs of "
+      "one or a few features (word ids, item ids) get a first layer that moves per step as a "
+      "bag of words' does; inputs with a mean L1 norm of 6 or more keep --lr");
   t.Field("beta1", &c->beta1, "Adam beta1");
   t.Field("beta2", &c->beta2, "Adam beta2");
   t.Field("eps", &c->eps, "Adam epsilon");
@@ -253,6 +260,16 @@ void options::FinishTrain(const po::variables_map& vm, TrainConfig* c) {
     DSLIDE_CHECK(!is.fail() && is.eof() && c->lsh.lsh_share > 0 && c->lsh.lsh_share <= 1,
                  "option --lsh-share: invalid value '", share,
                  "' (expected auto or a share in (0, 1])");
+  }
+  const std::string scale = vm["first-lr-scale"].as<std::string>();
+  if (scale == "auto") {
+    c->first_lr_scale = 0;
+  } else {
+    std::istringstream is(scale);
+    is >> c->first_lr_scale;
+    DSLIDE_CHECK(!is.fail() && is.eof() && c->first_lr_scale >= 1e-3 && c->first_lr_scale <= 1e3,
+                 "option --first-lr-scale: invalid value '", scale,
+                 "' (expected auto or a multiple of --lr in [1e-3, 1e3])");
   }
   const std::string keep = vm["keep-best"].as<std::string>();
   c->keep_best = keep == "auto" ? -1 : ParseBool("keep-best", keep) ? 1 : 0;

@@ -74,6 +74,9 @@ struct TrainConfig {
   LshConfig lsh;
   int batch = 256;
   double lr = 1e-3;
+  /// The first layer's rate as a multiple of lr (0: auto, FirstLayerLrScale of the training
+  /// inputs).
+  double first_lr_scale = 0;
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
   bool dense_adam = false;
   CatchUpScope adam_catch_up = CatchUpScope::kFirstLayer;  // the lazy rows that catch up

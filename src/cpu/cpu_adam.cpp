@@ -66,7 +66,9 @@ void CpuBackend::UpdateIndexed(Layer& L, const AdamStep& step, bool dense) {
   L.batch.pending = false;
 }
 
-void CpuBackend::AdamRow(Layer& L, const AdamStep& step, size_t o, int64_t n, float* g) {
+void CpuBackend::AdamRow(Layer& L, const AdamStep& layer_step, size_t o, int64_t n, float* g) {
+  AdamStep step = layer_step;
+  step.lr = layer_step.WeightLr(L.index == 0);
   int64_t& last = L.row_step[o / L.cols];
   const AdamCatchUp c = AdamCatchUp::Since(step, last, L.index == 0);
   last = step.t;

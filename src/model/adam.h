@@ -20,7 +20,12 @@ struct AdamStep {
   /// steps the row missed since its last one (AdamCatchUp): in the first layer (a row per
   /// input feature), in the layers above it.
   bool catch_up_first = true, catch_up_rest = false;
+  /// The first layer's weights step at lr x first_lr_scale (--first-lr-scale,
+  /// FirstLayerLrScale); its bias and the other layers at lr.
+  float first_lr_scale = 1.0f;
   bool CatchesUp(bool first_layer) const { return first_layer ? catch_up_first : catch_up_rest; }
+  /// The rate of a layer's weights.
+  float WeightLr(bool first_layer) const { return first_layer ? lr * first_lr_scale : lr; }
   float bias1() const { return 1.0f - static_cast<float>(std::pow(beta1, t)); }
   float bias2() const { return 1.0f - static_cast<float>(std::pow(beta2, t)); }
 };

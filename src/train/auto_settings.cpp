@@ -85,6 +85,19 @@ void ResolveAuto(TrainConfig* cfg, int64_t input_dim, int64_t output_dim) {
   AutoLsh(widest > 0 ? widest : output_dim, sparse_input, &cfg->lsh);
 }
 
+double FirstLayerLrScale(const Dataset& data) {
+  double sum = 0;
+  int64_t points = 0;
+  for (int64_t i = 0; i < data.size(); ++i) {
+    const SparseView x = data.Features(i);
+    if (x.n == 0) continue;
+    for (int64_t k = 0; k < x.n; ++k) sum += std::abs(static_cast<double>(x.vals[k]));
+    ++points;
+  }
+  if (points == 0 || sum <= 0) return 1.0;
+  return std::max(1.0, kFirstLayerL1 / (sum / static_cast<double>(points)));
+}
+
 std::vector<float> LabelPriorBiases(const LayerSpec& out, const LabelMap& labels,
                                     const Dataset& data) {
   std::vector<double> share(static_cast<size_t>(out.local()), 0.0);

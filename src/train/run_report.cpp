@@ -52,10 +52,15 @@ void RunReport::Start(const LayerSlots& slots, int64_t points, int64_t total, co
   // One block, written at once.
   std::string text = Format(
       "dslide: %lld training points, %lld features, %lld labels | %lld parameters | "
-      "%d rank(s) x %d thread(s) | %lld iterations (%.2f epochs) of batch %lld, lr %g\n",
+      "%d rank(s) x %d thread(s) | %lld iterations (%.2f epochs) of batch %lld, lr %g%s\n",
       (long long)points, (long long)spec_.layers[0].in_dim, (long long)spec_.layers.back().out_dim,
       (long long)spec_.NumParameters(), comm_->size(), NumThreads(), (long long)total,
-      static_cast<double>(total) / per_epoch_, (long long)B, cfg_.lr);
+      static_cast<double>(total) / per_epoch_, (long long)B, cfg_.lr,
+      cfg_.first_lr_scale == 1.0
+          ? ""
+          : Format(" (first layer x%.3g%s)", cfg_.first_lr_scale,
+                   asked_.first_lr_scale == 0 ? ", --first-lr-scale auto" : "")
+                .c_str());
   text += DescribeLayers(spec_, cfg_, asked_, slots);
   if (!asked_.sparsity_auto() && !asked_.settings_from_checkpoint && slots.raised > 0 &&
       !spec_.layers.back().dense())
@@ -78,7 +83,8 @@ void RunReport::Start(const LayerSlots& slots, int64_t points, int64_t total, co
       .Add("parameters", spec_.NumParameters())
       .Add("iterations", total)
       .Add("batch", B)
-      .Add("lr", cfg_.lr);
+      .Add("lr", cfg_.lr)
+      .Add("first_lr_scale", cfg_.first_lr_scale);
   std::string layers = "[";
   for (size_t l = 0; l < spec_.layers.size(); ++l) {
     const LayerSpec& s = spec_.layers[l];

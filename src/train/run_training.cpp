@@ -159,9 +159,7 @@ EvalResult RunTraining(const TrainConfig& asked, Communicator* comm, RunData dat
   std::unique_ptr<Trainer>& trainer = run->trainer;
   run->train_points = train.size();
   run->collective = true;
-  // A resumed run's biases come from its checkpoint.
-  trainer = BuildTrainer(cfg, comm, train.num_features, train.num_labels, cfg.train_file,
-                         cfg.resume_dir.empty() ? &train : nullptr);
+  trainer = BuildTrainer(cfg, comm, train.num_features, train.num_labels, cfg.train_file, &train);
   return trainer->Run(train, cfg.validating() ? &valid : nullptr,
                       cfg.test_file.empty() ? nullptr : &test, events);
 }

@@ -38,12 +38,19 @@ Trainer::Trainer(const TrainConfig& cfg, Communicator* comm, std::unique_ptr<Lay
       backend_(std::move(backend)),
       schedule_(cfg.lsh.rebuild_n0, cfg.lsh.rebuild_lambda) {
   ResolveAuto(&cfg_, input_dim, output_dim);
+  if (cfg_.first_lr_scale == 0) {  // auto: from the training inputs (rank 0's, for all)
+    double scale = train != nullptr ? FirstLayerLrScale(*train) : 1.0;
+    comm_->Broadcast(&scale, sizeof scale, 0, Traffic::kControl);
+    cfg_.first_lr_scale = scale;
+  }
   spec_ = ModelSpec::Make(input_dim, cfg_.hidden, output_dim,
                           cfg_.LayerSparsity(cfg_.hidden.size() + 1), model_comm_->rank(),
                           model_comm_->size(), cfg_.min_negatives);
   spec_.labels = LabelMap(cfg_.label_order == LabelOrder::kSpread, output_dim);
   BackendOptions options = BackendOptionsOf(cfg_);
-  if (train != nullptr && cfg_.output_bias == OutputBias::kPrior)
+  // A resumed run's biases come from its checkpoint; its first layer's rate, like a new
+  // run's, from the training inputs.
+  if (train != nullptr && cfg_.output_bias == OutputBias::kPrior && cfg_.resume_dir.empty())
     options.output_bias = LabelPriorBiases(spec_.layers.back(), spec_.labels, *train);
   backend_->Init(spec_, options);
   tables_ = TablePlans(spec_, options.seed);
@@ -242,6 +249,7 @@ void Trainer::QueueStep(const Dataset& data, const std::vector<int64_t>& points)
   step.t = iter_ + 1;
   step.catch_up_first = cfg_.adam_catch_up != CatchUpScope::kNone;
   step.catch_up_rest = cfg_.adam_catch_up == CatchUpScope::kAll;
+  step.first_lr_scale = static_cast<float>(cfg_.first_lr_scale);
   const std::optional<double> loss = strategy_->Step(StepContextOf(), data, points, step);
   ++iter_;
   Pending p{{iter_, loss.value_or(0.0), 0}, !loss.has_value()};

@@ -34,8 +34,9 @@ namespace dslide {
 class Trainer {
  public:
   /// `comm` and the datasets must outlive the trainer. Every rank constructs it alike.
-  /// A new model's output biases come from the labels of `train` (--output-bias prior; none
-  /// given: zeros, as for a model a checkpoint will replace).
+  /// From `train`: a new model's output biases (--output-bias prior; a resumed run's come
+  /// from its checkpoint) and the first layer's rate (--first-lr-scale auto). None given:
+  /// zeros and lr, as for a model a checkpoint will replace or that only scores.
   Trainer(const TrainConfig& cfg, Communicator* comm, std::unique_ptr<LayerBackend> backend,
           int64_t input_dim, int64_t output_dim, const Dataset* train = nullptr);
 

@@ -245,6 +245,28 @@ TEST(DSLIDE_EQUIVALENCE_SUITE, FloorOfNegativesAndLshShare) {
     }
 }
 
+/// A step's batch for `layer`: its input (Inputs(seed) or Hidden(seed + 1)), the CPU's
+/// active set (the output layer's with Labels(seed + 2)) and uniform deltas in [-0.5, 0.5)
+/// on it from Rng(seed + 3), one in `zero_one_in` of them 0 (0: none).
+struct StepBatch {
+  BatchRows in, act, delta;
+};
+inline StepBatch RandomStepBatch(Pair& s, int layer, uint64_t seed, int zero_one_in) {
+  StepBatch b;
+  b.in = layer == 0 ? s.Inputs(seed) : s.Hidden(seed + 1);
+  const BatchLabels lab = s.Labels(seed + 2);
+  SelectActive(*s.cpu, layer, b.in, layer == 1 ? &lab : nullptr, 3, &b.act);
+  b.delta.LikeZero(b.act);
+  b.delta.ids = b.act.ids;
+  Rng rng(seed + 3);
+  for (int64_t i = 0; i < b.act.samples(); ++i)
+    for (int64_t k = 0; k < b.act.n[i]; ++k)
+      b.delta.Vals(i)[k] = zero_one_in > 0 && rng.Below(zero_one_in) == 0
+                               ? 0.0f
+                               : static_cast<float>(rng.Uniform() - 0.5);
+  return b;
+}
+
 /// One backward step of `layer` with random deltas on both backends. Fused: Backward with
 /// Adam, then the input gradients, weights and moments compared. Else Backward alone: the
 /// input gradients and pending gradients compared, then both take the same dense Adam step
@@ -255,17 +277,10 @@ TEST(DSLIDE_EQUIVALENCE_SUITE, FloorOfNegativesAndLshShare) {
 inline void CompareStep(Pair& s, int layer, bool fused, const char* what, int untouched_every = 0) {
   const bool dense_adam = s.cfg.dense_adam;
   SCOPED_TRACE(what);
-  const BatchRows in = layer == 0 ? s.Inputs(21) : s.Hidden(22);
-  const BatchLabels lab = s.Labels(23);
-  BatchRows act;
-  SelectActive(*s.cpu, layer, in, layer == 1 ? &lab : nullptr, 3, &act);
-  BatchRows delta;
-  delta.LikeZero(act);
-  delta.ids = act.ids;
-  Rng rng(24);
-  for (int64_t i = 0; i < act.samples(); ++i)
-    for (int64_t k = 0; k < act.n[i]; ++k)
-      delta.Vals(i)[k] = rng.Below(4) == 0 ? 0.0f : static_cast<float>(rng.Uniform() - 0.5);
+  StepBatch batch = RandomStepBatch(s, layer, 21, 4);
+  const BatchRows& in = batch.in;
+  BatchRows& act = batch.act;
+  BatchRows& delta = batch.delta;
   int64_t untouched = 0;
   if (untouched_every > 0)
     for (int64_t i = 0; i < act.samples(); ++i)
@@ -351,6 +366,48 @@ TEST(DSLIDE_EQUIVALENCE_SUITE, BackwardAndAdam) {
   // on the dense layer's own path too.
   CompareStep(dense, 1, true, "dense output layer, untouched rows", 3);
   CompareStep(dense, 0, false, "dense first layer");
+}
+
+/// --first-lr-scale: the first layer's weights step at lr x scale, its bias and the layers
+/// above at lr. The backend under test steps with the scale (lr 2^-7, scale 4); the CPU
+/// without it, at 2^-7, and a second CPU backend at 2^-5 (powers of two: the products are
+/// exact). The first layer's weights are the second CPU's and its bias the first's; the
+/// output layer is the first CPU's: neither ignoring the scale nor applying it to a bias or
+/// another layer gives that.
+TEST(DSLIDE_EQUIVALENCE_SUITE, FirstLayerRateScale) {
+  Pair s(SmallLsh(HashFamily::kDwta, QueryStrategy::kTopK, FillPolicy::kBatch), {0.5, 0.1});
+  cpu::CpuBackend fast;
+  InitBackend(fast, s.spec, BackendOptionsOf(s.cfg));
+  for (int layer : {1, 0}) {
+    SCOPED_TRACE(layer == 0 ? "first layer" : "output layer");
+    StepBatch batch = RandomStepBatch(s, layer, 31, 0);
+    const BatchRows& in = batch.in;
+    const BatchRows& delta = batch.delta;
+    AdamStep plain;
+    plain.lr = 0x1p-7f;
+    plain.t = 2;
+    AdamStep scaled = plain, quick = plain;
+    scaled.first_lr_scale = 4.0f;
+    quick.lr = 0x1p-5f;
+    BatchRows ga, gb;
+    ga.LikeZero(in);
+    gb.LikeZero(in);
+    Backward(*s.cpu, layer, in, delta, layer > 0 ? &ga : nullptr, &plain);
+    Backward(*s.dev, layer, in, delta, layer > 0 ? &gb : nullptr, &scaled);
+    if (layer == 1) {
+      ExpectSameLayer(*s.cpu, *s.dev, layer, kTol, "after Adam");
+      continue;
+    }
+    SelectActive(fast, layer, in, nullptr, 3, &batch.act);
+    Backward(fast, layer, in, delta, nullptr, &quick);
+    std::vector<float> w_slow, b_slow, w_fast, b_fast, w, b;
+    GetLayer(*s.cpu, 0, &w_slow, &b_slow);
+    GetLayer(fast, 0, &w_fast, &b_fast);
+    GetLayer(*s.dev, 0, &w, &b);
+    EXPECT_GT(MaxRelDiff(w_fast, w_slow), 0.0) << "the rates move the weights apart";
+    EXPECT_LE(MaxRelDiff(w, w_fast), kTol) << "weights: lr x scale";
+    EXPECT_LE(MaxRelDiff(b, b_slow), kTol) << "bias: lr";
+  }
 }
 
 /// --state bf16: the moments in bfloat16 on both backends, stochastically rounded from the

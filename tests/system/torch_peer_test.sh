@@ -2,7 +2,8 @@
 # launch/peers/torch_peer.py (the PyTorch peers of launch/bench/bench-gpu.sh) on the CPU: every mode
 # trains on a small learnable generated set and must report its timings, its P@1 curve and a
 # P@1 well above the most popular label's; dense mode must land near dslide's dense mode on
-# the same data, batch and iterations (the two compute the same model).
+# the same data, batch and iterations (the two compute the same model; dslide with its first
+# layer at --lr, as the peer's, where --first-lr-scale auto would raise it for these inputs).
 # Usage: torch_peer_test.sh DSLIDE WORKDIR. Exits 77 (skipped) when no python here can import
 # PyTorch (PYTHON, then python3, then /usr/bin/python3, which Debian's python3-torch serves).
 set -uo pipefail
@@ -22,7 +23,7 @@ rm -rf "$work" && mkdir -p "$work" || exit 1
   fail "dslide gen"
 "$dslide" bench --train "$work/d.train.txt" --test "$work/d.test.txt" --iterations 200 --batch 64 \
   --eval-every 100 --eval-points 1000 --strategy dense-model-parallel --threads 1 \
-  >"$work/dslide.txt" 2>&1 || fail "dslide bench exited $?"
+  --first-lr-scale 1 >"$work/dslide.txt" 2>&1 || fail "dslide bench exited $?"
 # The dense peer from Glorot's weights, as dslide's dense layers start (the others from
 # PyTorch's own).
 for mode in dense dense-tf32 sampled; do

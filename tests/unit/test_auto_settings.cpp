@@ -224,6 +224,31 @@ TEST(AutoSettings, LabelPriorBiasesAreLogSharesBelowTheUniformShare) {
   }
 }
 
+TEST(AutoSettings, FirstLayerRateFollowsTheInputsL1Norm) {
+  // max(1, 6 / the mean L1 norm of the points with features): one-hot ids 6 (values 0.5:
+  // 12), a bag of words of norm 6 or more keeps the rate; points without features and
+  // negative values' signs do not count; no features at all keep it too.
+  Dataset one_hot, halves, bag, mixed, none;
+  for (Dataset* d : {&one_hot, &halves, &bag, &mixed, &none}) {
+    d->num_features = 40;
+    d->num_labels = 2;
+  }
+  for (int32_t i = 0; i < 30; ++i) {
+    one_hot.Add({i}, {1.0f}, {0});
+    halves.Add({i}, {0.5f}, {1});
+    bag.Add({i, i + 1, i + 2, i + 3, i + 4, i + 5}, {1, 1, 1, 1, 1, 1}, {0});
+    none.Add({}, {}, {0});
+  }
+  mixed.Add({1, 2}, {-1.5f, 0.5f}, {0});  // L1 norm 2
+  mixed.Add({}, {}, {1});
+  mixed.Add({3}, {2.0f}, {0});  // 2
+  EXPECT_DOUBLE_EQ(FirstLayerLrScale(one_hot), 6.0);
+  EXPECT_DOUBLE_EQ(FirstLayerLrScale(halves), 12.0);
+  EXPECT_DOUBLE_EQ(FirstLayerLrScale(bag), 1.0);
+  EXPECT_DOUBLE_EQ(FirstLayerLrScale(mixed), 3.0);
+  EXPECT_DOUBLE_EQ(FirstLayerLrScale(none), 1.0);
+}
+
 TEST(AutoSettings, OutputBiasesAreZerosUnlessThePriorIsAsked) {
   // Sampled or dense, the default is zeros; the auto settings keep either choice.
   for (int64_t labels : {983, 206983}) {

@@ -217,6 +217,12 @@ TEST(Config, BadValuesNameTheOption) {
             std::string::npos);
   for (const char* v : {"first-layer", "all", "none"})
     EXPECT_EQ(TrainError({"--train", "a", "--adam-catch-up", v}), "") << v;
+  for (const char* v : {"0", "-2", "x", "1e4", "2,3"})
+    EXPECT_NE(TrainError({"--train", "a", "--first-lr-scale", v}).find("--first-lr-scale"),
+              std::string::npos)
+        << v;
+  for (const char* v : {"auto", "1", "2.5", "0.5"})
+    EXPECT_EQ(TrainError({"--train", "a", "--first-lr-scale", v}), "") << v;
 }
 
 TEST(Config, IniFileAndCommandLinePrecedence) {

@@ -10,11 +10,13 @@
 
 namespace dslide::gpu {
 
-/// Adam's constants of one step (AdamStep with the bias corrections folded in).
+/// Adam's constants of one step (AdamStep with the bias corrections folded in); lr is the
+/// biases' rate, lr_weights the weights' (AdamStep::WeightLr).
 struct AdamConsts {
   float lr, b1, b2, c1, c2, inv_bias1, inv_bias2, eps;
   int64_t t;  // the step (bfloat16 moments: it seeds the rounding noise)
   bool catch_up;
+  float lr_weights;
   /// The constants of step s for a layer, the first or another (AdamStep::CatchesUp).
   static AdamConsts Of(const AdamStep& s, bool first_layer) {
     return {s.lr,
@@ -26,7 +28,14 @@ struct AdamConsts {
             1.0f / s.bias2(),
             s.eps,
             s.t,
-            s.CatchesUp(first_layer)};
+            s.CatchesUp(first_layer),
+            s.WeightLr(first_layer)};
+  }
+  /// The constants as the layer's weights take them.
+  DSLIDE_HD AdamConsts ForWeights() const {
+    AdamConsts w = *this;
+    w.lr = lr_weights;
+    return w;
   }
   /// The catch-up of a parameter whose last step was `last` (AdamCatchUp::Since).
   DSLIDE_HD AdamCatchUp CatchUp(int64_t last) const {
@@ -82,7 +91,8 @@ struct AdamTargets {
   int64_t bias_pos = 0;
   uint32_t stream = 0;
   /// Adam on weight t (gradient g), and on bias c (gradient gb).
-  DSLIDE_HD void Weight(const AdamConsts& a, int64_t t, float g) const {
+  DSLIDE_HD void Weight(const AdamConsts& layer, int64_t t, float g) const {
+    const AdamConsts a = layer.ForWeights();
     const AdamCatchUp c = a.CatchUp(row_step[t / cols]);
     if (m16 != nullptr)
       AdamOneBf16(a, c, g, w + t, m16 + t, v16 + t, static_cast<uint64_t>(t), stream, bad);
