@@ -12,7 +12,6 @@
 #include <functional>
 #include <iterator>
 #include <limits>
-#include <sstream>
 
 #include "common/error.h"
 #include "config/option_table.h"
@@ -251,26 +250,12 @@ void options::FinishTrain(const po::variables_map& vm, TrainConfig* c) {
   c->lsh.family = ParseHashFamily(vm["hash"].as<std::string>(), /*allow_auto=*/true);
   c->lsh.k = ParseAutoInt("K", vm["K"].as<std::string>());
   c->lsh.l = ParseAutoInt("L", vm["L"].as<std::string>());
-  const std::string share = vm["lsh-share"].as<std::string>();
-  if (share == "auto") {
-    c->lsh.lsh_share = 0;
-  } else {
-    std::istringstream is(share);
-    is >> c->lsh.lsh_share;
-    DSLIDE_CHECK(!is.fail() && is.eof() && c->lsh.lsh_share > 0 && c->lsh.lsh_share <= 1,
-                 "option --lsh-share: invalid value '", share,
-                 "' (expected auto or a share in (0, 1])");
-  }
-  const std::string scale = vm["first-lr-scale"].as<std::string>();
-  if (scale == "auto") {
-    c->first_lr_scale = 0;
-  } else {
-    std::istringstream is(scale);
-    is >> c->first_lr_scale;
-    DSLIDE_CHECK(!is.fail() && is.eof() && c->first_lr_scale >= 1e-3 && c->first_lr_scale <= 1e3,
-                 "option --first-lr-scale: invalid value '", scale,
-                 "' (expected auto or a multiple of --lr in [1e-3, 1e3])");
-  }
+  c->lsh.lsh_share = ParseAutoNumber(
+      "lsh-share", vm["lsh-share"].as<std::string>(), [](double v) { return v > 0 && v <= 1; },
+      "a share in (0, 1]");
+  c->first_lr_scale = ParseAutoNumber(
+      "first-lr-scale", vm["first-lr-scale"].as<std::string>(),
+      [](double v) { return v >= 1e-3 && v <= 1e3; }, "a multiple of --lr in [1e-3, 1e3]");
   const std::string keep = vm["keep-best"].as<std::string>();
   c->keep_best = keep == "auto" ? -1 : ParseBool("keep-best", keep) ? 1 : 0;
   c->lsh.insert = ParseEnum<InsertPolicy>(

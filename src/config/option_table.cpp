@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <sstream>
 
 namespace dslide::options {
 
@@ -200,6 +201,17 @@ int ParseAutoInt(const std::string& option, const std::string& value) {
   is >> v;
   DSLIDE_CHECK(!is.fail() && is.eof() && v >= 1, "option --", option, ": invalid value '", value,
                "' (expected auto or a positive integer)");
+  return v;
+}
+
+double ParseAutoNumber(const std::string& option, const std::string& value,
+                       bool (*in_range)(double), const char* expected) {
+  if (value == "auto") return 0;
+  std::istringstream is(value);
+  double v = 0;
+  is >> v;
+  DSLIDE_CHECK(!is.fail() && is.eof() && in_range(v), "option --", option, ": invalid value '",
+               value, "' (expected auto or ", expected, ")");
   return v;
 }
 

@@ -86,6 +86,10 @@ void CheckRange(const char* option, T v, T lo, T hi) {
 uint64_t ParseUnsigned(const std::string& option, const std::string& value);
 /// "auto" -> 0, else a positive integer.
 int ParseAutoInt(const std::string& option, const std::string& value);
+/// "auto" -> 0, else a number that `in_range` accepts; otherwise an error naming --option and
+/// what it expects ("auto or " + expected).
+double ParseAutoNumber(const std::string& option, const std::string& value,
+                       bool (*in_range)(double), const char* expected);
 bool ParseBool(const std::string& option, const std::string& value);
 
 /// The shortest text that reads back as v (0.05, not 0.050000000000000003).

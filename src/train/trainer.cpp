@@ -39,7 +39,7 @@ Trainer::Trainer(const TrainConfig& cfg, Communicator* comm, std::unique_ptr<Lay
       schedule_(cfg.lsh.rebuild_n0, cfg.lsh.rebuild_lambda) {
   ResolveAuto(&cfg_, input_dim, output_dim);
   if (cfg_.first_lr_scale == 0) {  // auto: from the training inputs (rank 0's, for all)
-    double scale = train != nullptr ? FirstLayerLrScale(*train) : 1.0;
+    double scale = comm_->rank() == 0 && train != nullptr ? FirstLayerLrScale(*train) : 1.0;
     comm_->Broadcast(&scale, sizeof scale, 0, Traffic::kControl);
     cfg_.first_lr_scale = scale;
   }
