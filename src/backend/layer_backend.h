@@ -5,6 +5,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -121,7 +122,31 @@ struct BackendOptions {
   bool dense_adam = false;
   /// The output layer's initial biases, one per neuron of this shard (empty: zeros).
   std::vector<float> output_bias;
+  /// Per neuron of the output layer's shard: the share of training points with its label,
+  /// which the log-Q correction (lsh.log_q) of a sampled output layer needs: the chance that
+  /// a batch-mate lists it among the batch's labels. Empty: no training set (no correction).
+  std::vector<float> label_share;
 };
+
+/// Whether a backend corrects layer `s`'s training logits by log-Q: a sampled output layer
+/// with lsh.log_q and the training set's label shares.
+inline bool CorrectsLogQ(const LayerSpec& s, const BackendOptions& o) {
+  if (!s.is_output || s.dense() || !o.lsh.log_q || o.label_share.empty()) return false;
+  DSLIDE_CHECK(static_cast<int64_t>(o.label_share.size()) == s.local(),
+               "label shares: ", o.label_share.size(), " for ", s.local(), " neurons");
+  return true;
+}
+
+/// The chance that one of B - 1 batch-mates has a label held by the share f of the
+/// training points, per neuron: 1 - (1 - f)^(B - 1) (the log-Q correction's batch source).
+inline void BatchLabelChances(const std::vector<float>& share, int64_t batch,
+                              std::vector<float>* q) {
+  q->resize(share.size());
+  const double m = static_cast<double>(batch > 1 ? batch - 1 : 0);
+  for (size_t j = 0; j < share.size(); ++j)
+    (*q)[j] =
+        static_cast<float>(-std::expm1(m * std::log1p(-std::min(0.999999, double{share[j]}))));
+}
 
 /// The least a backend holds of this rank's shard, for the memory checks before Init
 /// allocates anything: every layer's weights and biases with both Adam moments (4 bytes

@@ -154,6 +154,13 @@ void options::AddTrainOptions(OptionTable& t, TrainConfig* c) {
           "draw new hash functions every N iterations (0: never)");
   t.Field("lsh-mips", &c->lsh.mips,
           "index neurons by inner product (MIPS transform) rather than by angle");
+  t.Field("log-q", &c->lsh.log_q,
+          "true|false: in training, subtract from each negative logit of a sampled output layer "
+          "the log of its chance of being drawn (the LSH pool's share kept, a batch-mate's label "
+          "by its frequency, the uniform draws), so that the sampled softmax estimates the full "
+          "one and labels seldom drawn are pushed down as often as a dense layer pushes them "
+          "(docs/user-guide.md, \"Sampling and the update\"); false: the uncorrected sampled "
+          "softmax");
   t.Field("batch", &c->batch, "batch size, in [1, 2^20]");
   t.Field("lr", &c->lr, "Adam learning rate");
   t.Text(

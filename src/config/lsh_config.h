@@ -32,6 +32,9 @@ struct LshConfig {
   double rebuild_lambda = 0.05;  ///< interval growth: t-th interval is n0 * e^(lambda t)
   int64_t rehash_every = 1000;   ///< draw new hash functions every this many iterations (0: never)
   bool mips = false;             ///< index rows with the MIPS (norm-completing) transform
+  /// Correct a sampled output layer's training logits by the log of each negative's chance of
+  /// being drawn (InclusionRates, lsh/select_kernel.h).
+  bool log_q = true;
 
   /// True when no setting is left to ResolveAuto.
   bool resolved() const {

@@ -44,6 +44,8 @@ void CpuBackend::Select(int layer, bool with_labels, int64_t iter) {
 void CpuBackend::Forward(int layer) {
   Buffers& b = At(layer);
   ForwardRows(layer, b.in, &b.out);
+  const Layer::Batch& lb = layers_[layer]->batch;
+  if (lb.log_q_valid) SubtractRows(lb.log_q, &b.out);  // the sampled logits, corrected
 }
 
 void CpuBackend::Chain(int from, int to) {

@@ -89,7 +89,14 @@ struct CpuBackend::Layer {
     std::vector<int64_t> keep, keep_from;
     std::vector<int32_t> kept_sample;
     std::vector<float> kept_delta;
-    std::vector<int32_t> batch_fill;      // FillPolicy::kBatch: this batch's shared random set
+    std::vector<int32_t> batch_fill;  // FillPolicy::kBatch: this batch's shared random set
+    int64_t batch_fill_labels = 0;    // the batch's labels listed first in batch_fill
+    // The log-Q correction (CorrectsLogQ): per active slot, laid out as the layer's output,
+    // the log of its chance of being drawn, which Forward subtracts (valid: this batch has it).
+    bool log_q_valid = false;
+    std::vector<float> log_q;
+    std::vector<float> batch_q;  // BatchLabelChances for batch_q_of samples
+    int64_t batch_q_of = 0;
     std::vector<uint32_t> query_buckets;  // SelectRows over dense inputs: L buckets per sample
   } batch;
 

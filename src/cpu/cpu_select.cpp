@@ -34,11 +34,20 @@ void CpuBackend::SelectRows(int layer, const BatchRows& in, const BatchLabels* l
   // floor of negatives. The batch's shared fill covers that many.
   const int64_t cap = BudgetSampler::ActiveCap(s.budget, max_labels, s.min_negatives, s.local());
   out->Strided(B, cap);
+  // The log-Q correction's chances, written beside the ids (training with labels).
+  L.batch.log_q_valid = labels != nullptr && CorrectsLogQ(s, opt_);
+  if (L.batch.log_q_valid) {
+    L.batch.log_q.resize(out->vals.size());
+    if (L.batch.batch_q_of != B) {
+      BatchLabelChances(opt_.label_share, B, &L.batch.batch_q);
+      L.batch.batch_q_of = B;
+    }
+  }
   const bool batch_fill = opt_.lsh.fill == FillPolicy::kBatch;
   auto batch_list = [&] {
     Rng rng(StreamSeed(opt_.seed, streams::kBatchFill, iter, (uint64_t(layer) << 32) | spec_.rank));
-    BudgetSampler::BatchList(s.begin, s.end, cap, labels ? &labels->ids : nullptr, &rng,
-                             &L.batch.batch_fill);
+    L.batch.batch_fill_labels = BudgetSampler::BatchList(
+        s.begin, s.end, cap, labels ? &labels->ids : nullptr, &rng, &L.batch.batch_fill);
   };
   // Query [x, 1, 0]: the 1 meets the bias coordinate, so collisions follow w.x + b. Dense
   // inputs are hashed in blocks of samples (the rebuild's kernel: the same bits as one at a
@@ -95,9 +104,16 @@ void CpuBackend::SelectRows(int layer, const BatchRows& in, const BatchLabels* l
     }
     Rng rng(StreamSeed(opt_.seed, streams::kSample, iter, i, (uint64_t(layer) << 32) | spec_.rank));
     int32_t* ids = out->Ids(i);
+    Inclusion inclusion;
+    if (L.batch.log_q_valid) {
+      inclusion.batch_q = L.batch.batch_q.data();
+      inclusion.batch_labels = batch_fill ? L.batch.batch_fill_labels : 0;
+      inclusion.log_q = L.batch.log_q.data() + out->off[i];
+    }
     const int64_t k = L.sampler->Select(&L.tables, buckets, ts.forced.data(), ts.forced.size(),
                                         s.budget, s.min_negatives, &rng, &ts.sampler, ids,
-                                        batch_fill ? &L.batch.batch_fill : nullptr);
+                                        batch_fill ? &L.batch.batch_fill : nullptr,
+                                        L.batch.log_q_valid ? &inclusion : nullptr);
     for (int64_t j = 0; j < k; ++j) ids[j] += static_cast<int32_t>(s.begin);
     out->n[i] = k;
   });

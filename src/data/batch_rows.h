@@ -82,6 +82,15 @@ inline void UnpackLike(const float* packed, const BatchRows& layout, BatchRows* 
   out->ids = layout.ids;
 }
 
+/// Subtracts from each entry of `rows` the value at its place in `v` (laid out as rows' values).
+inline void SubtractRows(const std::vector<float>& v, BatchRows* rows) {
+  for (int64_t i = 0; i < rows->samples(); ++i) {
+    float* z = rows->Vals(i);
+    const float* d = v.data() + rows->off[i];
+    for (int64_t j = 0; j < rows->n[i]; ++j) z[j] -= d[j];
+  }
+}
+
 /// Labels of the samples of a batch (global label ids, sorted per sample).
 struct BatchLabels {
   std::vector<int64_t> off{0};

@@ -23,6 +23,7 @@ void GpuBackendT<X>::Forward(int layer) {
     k.bias = L.b.data();
     k.z = out.vals.data();
     x_.Launch(k);
+    SubtractLogQ(layer);
     return;
   }
   // Row-per-neuron: the densified input row in shared memory, or in global memory (xd_)
@@ -40,9 +41,27 @@ void GpuBackendT<X>::Forward(int layer) {
   k.xg = xd_.data();
   k.z = out.vals.data();
   x_.Launch(k);
+  SubtractLogQ(layer);
 }
 
-#define DSLIDE_GPU_MEMBERS(X) template void GpuBackendT<X>::Forward(int layer);
+template <class X>
+void GpuBackendT<X>::SubtractLogQ(int layer) {
+  Batch& b = *batch_[layer];
+  if (!b.log_q_valid) return;
+  // The sampled logits, corrected: z - log q on each sample's active slots.
+  DevRows& out = b.out;
+  const int64_t cap = out.cap;
+  const int64_t* n = out.n.data();
+  const float* lq = b.log_q.data();
+  float* z = out.vals.data();
+  x_.For(out.B * cap, [=] DSLIDE_HD(int64_t t) {
+    if (t % cap < n[t / cap]) z[t] -= lq[t];
+  });
+}
+
+#define DSLIDE_GPU_MEMBERS(X)                       \
+  template void GpuBackendT<X>::Forward(int layer); \
+  template void GpuBackendT<X>::SubtractLogQ(int layer);
 DSLIDE_GPU_INSTANTIATE(DSLIDE_GPU_MEMBERS)
 
 }  // namespace dslide::gpu

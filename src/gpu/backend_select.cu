@@ -37,6 +37,19 @@ void GpuBackendT<X>::Select(int layer, bool with_labels, int64_t iter) {
   out.n.Resize(std::max<int64_t>(B, 1));
   out.ids.Resize(B * cap);
   out.vals.Resize(B * cap);
+  // The log-Q correction's chances, written beside the ids (training with labels).
+  Batch& bt = *batch_[layer];
+  bt.log_q_valid = with_lab && CorrectsLogQ(s, opt_);
+  if (bt.log_q_valid) {
+    bt.log_q.Resize(B * cap);
+    if (batch_q_of_ != B) {
+      std::vector<float> q;
+      BatchLabelChances(opt_.label_share, B, &q);
+      batch_q_.Resize(static_cast<int64_t>(q.size()));
+      x_.Upload(&batch_q_, q.data(), static_cast<int64_t>(q.size()));
+      batch_q_of_ = B;
+    }
+  }
 
   // Device side: each sample's buckets (HashQueries: the query rows [x, 1]), per-sample
   // scratch, and the labels this shard owns as each sample's forced ids.
@@ -87,6 +100,8 @@ void GpuBackendT<X>::Select(int layer, bool with_labels, int64_t iter) {
   k.shared_n = shared_n_.data();
   k.out = out.ids.data();
   k.out_n = out.n.data();
+  k.batch_q = bt.log_q_valid ? batch_q_.data() : nullptr;
+  k.log_q = bt.log_q_valid ? bt.log_q.data() : nullptr;
   // The counting strategies' per-sample sort (top-k) and compaction (threshold) scratch.
   int64_t sort_cap = 1;
   while (sort_cap < cand_cap) sort_cap *= 2;
@@ -166,7 +181,7 @@ void GpuBackendT<X>::DrawBatchFill(const LayerSpec& s, const ShardDraw& draw, in
   fill_.Resize(std::max<int64_t>(room, 1));
   fill_own_.Resize(std::max<int64_t>(2 * n_lab, 1));
   shared_.Resize(std::max<int64_t>(n_lab + room, 1));
-  shared_n_.Resize(1);
+  shared_n_.Resize(2);  // the list's length, the labels leading it
   int64_t pow2 = 1;
   while (pow2 < std::max(std::min(cap, s.local()), n_lab)) pow2 *= 2;
   fill_sort_.Resize(batch_fill ? pow2 : 1);

@@ -117,6 +117,10 @@ class GpuBackendT : public LayerBackend, public RowExchange {
     DevRows in, out;
     bool chained = false;  // the input is the previous layer's output (InRows)
     Buf<float> delta, in_grad;
+    // The log-Q correction (CorrectsLogQ): per output slot, the log of the active id's chance
+    // of being drawn, which Forward subtracts (valid: this batch's selection wrote it).
+    Buf<float> log_q;
+    bool log_q_valid = false;
     BatchRows host[4];  // by Rows
     // The snapshot exchange in device memory (RowExchange): the output's counts (host) and
     // packed offsets; the input's segments (P x B) and their rank-major positions.
@@ -281,6 +285,8 @@ class GpuBackendT : public LayerBackend, public RowExchange {
   /// input densified there (contiguous with the weight rows); the input-major first layer
   /// keeps the sample's (feature, value) list.
   void Forward(int layer) override;
+  /// The output's sampled logits corrected by the selection's log-Q (where it wrote one).
+  void SubtractLogQ(int layer);
 
   /// A layer's input rows: its own buffer, or after Chain the previous layer's output.
   DevRows& InRows(int layer) {
@@ -468,6 +474,8 @@ class GpuBackendT : public LayerBackend, public RowExchange {
   Buf<int64_t> topk_lsample_, shared_n_, n_forced_;
   Buf<double> norm2_;
   Buf<uint64_t> sort_keys_;
+  Buf<float> batch_q_;  // BatchLabelChances of the output shard for batch_q_of_ samples
+  int64_t batch_q_of_ = 0;
 };
 
 }  // namespace dslide::gpu

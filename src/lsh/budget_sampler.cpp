@@ -41,7 +41,8 @@ struct CpuMarks {
 int64_t BudgetSampler::Select(const LshTables* tables, const uint32_t* buckets,
                               const int32_t* forced, int64_t n_forced, int64_t budget,
                               int64_t min_negatives, Rng* rng, SamplerScratch* s, int32_t* out,
-                              const std::vector<int32_t>* shared) const {
+                              const std::vector<int32_t>* shared,
+                              const Inclusion* inclusion) const {
   size_t room = static_cast<size_t>(s->size());
   if (tables != nullptr) {
     room = std::max(room, static_cast<size_t>(tables->num_tables()) * tables->capacity());
@@ -52,7 +53,7 @@ int64_t BudgetSampler::Select(const LshTables* tables, const uint32_t* buckets,
   CpuMarks marks{s};
   return SelectIds(policy_, tables, buckets, forced, n_forced, budget, min_negatives, rng, marks,
                    out, shared ? shared->data() : nullptr,
-                   shared ? static_cast<int64_t>(shared->size()) : 0);
+                   shared ? static_cast<int64_t>(shared->size()) : 0, inclusion);
 }
 
 void BudgetSampler::BatchFill(int64_t n, int64_t count, Rng* rng, std::vector<int32_t>* out) {
@@ -60,15 +61,17 @@ void BudgetSampler::BatchFill(int64_t n, int64_t count, Rng* rng, std::vector<in
   out->resize(BatchFillInto(n, count, rng, out->data()));
 }
 
-void BudgetSampler::BatchList(int64_t begin, int64_t end, int64_t budget,
-                              const std::vector<int32_t>* labels, Rng* rng,
-                              std::vector<int32_t>* out) {
+int64_t BudgetSampler::BatchList(int64_t begin, int64_t end, int64_t budget,
+                                 const std::vector<int32_t>* labels, Rng* rng,
+                                 std::vector<int32_t>* out) {
   const int64_t nl = labels != nullptr ? static_cast<int64_t>(labels->size()) : 0;
   const int64_t room = BatchFillRoom(end - begin, budget);
   std::vector<int32_t> fill(room), own(2 * nl);
   out->resize(nl + room);
+  int64_t listed = 0;
   out->resize(BatchListInto(begin, end, budget, labels != nullptr ? labels->data() : nullptr, nl,
-                            rng, fill.data(), own.data(), out->data()));
+                            rng, fill.data(), own.data(), out->data(), &listed));
+  return listed;
 }
 
 }  // namespace dslide

@@ -52,8 +52,8 @@ class BudgetSampler {
   /// ActiveCap(budget, n_forced, min_negatives, shard) ids. The result has no duplicates.
   int64_t Select(const LshTables* tables, const uint32_t* buckets, const int32_t* forced,
                  int64_t n_forced, int64_t budget, int64_t min_negatives, Rng* rng,
-                 SamplerScratch* s, int32_t* out,
-                 const std::vector<int32_t>* shared = nullptr) const;
+                 SamplerScratch* s, int32_t* out, const std::vector<int32_t>* shared = nullptr,
+                 const Inclusion* inclusion = nullptr) const;
 
   /// The most active ids a sample with `forced` ids can get on a shard of `n` neurons.
   static int64_t ActiveCap(int64_t budget, int64_t forced, int64_t min_negatives, int64_t n) {
@@ -68,9 +68,10 @@ class BudgetSampler {
 
   /// The shared list of FillPolicy::kBatch for a shard [begin, end) of n neurons: the
   /// batch's labels that the shard owns (local ids, in random order; skipped when
-  /// `labels` is null), then a BatchFill of `budget` ids not already listed.
-  static void BatchList(int64_t begin, int64_t end, int64_t budget,
-                        const std::vector<int32_t>* labels, Rng* rng, std::vector<int32_t>* out);
+  /// `labels` is null), then a BatchFill of `budget` ids not already listed. Returns how many
+  /// labels it listed.
+  static int64_t BatchList(int64_t begin, int64_t end, int64_t budget,
+                           const std::vector<int32_t>* labels, Rng* rng, std::vector<int32_t>* out);
 
  private:
   SelectPolicy policy_;

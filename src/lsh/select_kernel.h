@@ -123,11 +123,14 @@ DSLIDE_HD inline int64_t BatchFillInto(int64_t n, int64_t count, Rng* rng, int32
 /// the batch's labels that the shard owns (local ids, in random order; none when `labels`
 /// is null), then a BatchFillInto of `count` ids not already listed. `fill` holds
 /// BatchFillRoom(end - begin, count) ids, `own` 2 * n_labels, `out` n_labels plus the fill's
-/// room. Returns the list's length. One implementation for the CPU and a device thread.
+/// room. Returns the list's length; the number of labels listed first into *listed (when
+/// given). One implementation for the CPU and a device thread.
 DSLIDE_HD inline int64_t BatchListInto(int64_t begin, int64_t end, int64_t count,
                                        const int32_t* labels, int64_t n_labels, Rng* rng,
-                                       int32_t* fill, int32_t* own, int32_t* out) {
+                                       int32_t* fill, int32_t* own, int32_t* out,
+                                       int64_t* listed = nullptr) {
   const int64_t k = BatchFillInto(end - begin, count, rng, fill);
+  if (listed != nullptr) *listed = 0;
   if (labels == nullptr) {
     for (int64_t i = 0; i < k; ++i) out[i] = fill[i];
     return k;
@@ -145,6 +148,7 @@ DSLIDE_HD inline int64_t BatchListInto(int64_t begin, int64_t end, int64_t count
   for (int64_t i = 0; i < m; ++i) out[o++] = own[i];
   for (int64_t i = 0; i < k; ++i)
     if (!SortedHas(sorted, m, fill[i])) out[o++] = fill[i];
+  if (listed != nullptr) *listed = m;
   return o;
 }
 
@@ -197,6 +201,59 @@ struct SelectPolicy {
   int threshold = 2;
   FillPolicy fill = FillPolicy::kBatch;
   float lsh_share = 1.0f;
+};
+
+/// How likely each negative of a sample's active set was to be drawn, from what its selection
+/// counted: the log-Q correction of a sampled softmax (docs/user-guide.md, "Sampling and the
+/// update"). Three sources draw the negatives, each with a known chance per neuron:
+/// - the LSH candidates' pool (the neurons met in the sample's buckets), of which the query
+///   keeps a share: vanilla and threshold keep `lsh` of the pool's neurons met at least
+///   `min_count` times (vanilla: the tables it walked, each neuron counted once); top-k
+///   (cut >= 0) keeps every neuron met more than `cut` times and `tie` of those met exactly
+///   `cut` times;
+/// - the batch's labels (the shared list's first entries), of which the sample took the share
+///   `batch` of those still free; a neuron is a batch-mate's label with its own chance
+///   (Inclusion::batch_q);
+/// - the uniform draws, which reach every free neuron with chance `uniform`.
+/// Sources are taken as independent: a neuron's chance is 1 - the product of the misses.
+struct InclusionRates {
+  float lsh = 0.0f, tie = 0.0f, batch = 0.0f, uniform = 0.0f;
+  int min_count = 1, cut = -1;
+};
+
+/// The log of a neuron's chance of being among a sample's negatives (at most 0): `count` its
+/// collisions in the LSH pool (0: not in it), `batch_q` its chance of being a batch-mate's
+/// label. Floored at 1e-30 (a neuron the rates give no chance is never drawn).
+DSLIDE_HD inline float LogInclusion(const InclusionRates& r, int count, float batch_q) {
+  float pl = 0.0f;
+  if (r.cut >= 0)
+    pl = count > r.cut ? 1.0f : (count > 0 && count == r.cut ? r.tie : 0.0f);
+  else if (count > 0 && count >= r.min_count)
+    pl = r.lsh;
+  const float pb = batch_q * r.batch, pu = r.uniform;
+  // 1 - (1 - pl)(1 - pb)(1 - pu), expanded: no cancellation when every chance is small.
+  float pi = pl + pb + pu - pl * pb - pl * pu - pb * pu + pl * pb * pu;
+  pi = pi < 1e-30f ? 1e-30f : (pi > 1.0f ? 1.0f : pi);
+  return logf(pi);
+}
+
+/// The uniform draws' chance per free neuron: `drawn` of the `free` neurons not yet taken.
+DSLIDE_HD inline float UniformRate(int64_t drawn, int64_t free) {
+  return free > 0 ? static_cast<float>(drawn) / static_cast<float>(free) : 0.0f;
+}
+
+/// A share `num / den` (0 where den is 0).
+DSLIDE_HD inline float ShareOf(int64_t num, int64_t den) {
+  return den > 0 ? static_cast<float>(num) / static_cast<float>(den) : 0.0f;
+}
+
+/// The log-Q correction's inputs and output for SelectIds.
+struct Inclusion {
+  /// Per neuron of the shard: the chance that one of a sample's batch-mates has it as a
+  /// label, 1 - (1 - f)^(B - 1), f the share of training points with that label.
+  const float* batch_q = nullptr;
+  int64_t batch_labels = 0;  ///< the shared list's first entries that are the batch's labels
+  float* log_q = nullptr;    ///< out, per active id: LogInclusion (0 for the forced ids)
 };
 
 /// SelectIds' last step: ids beyond the candidates and the batch's fill, up to `budget`,
@@ -281,9 +338,17 @@ template <class Tables, class Marks>
 DSLIDE_HD int64_t SelectIds(const SelectPolicy& policy, const Tables* tables,
                             const uint32_t* buckets, const int32_t* forced, int64_t n_forced,
                             int64_t budget, int64_t min_negatives, Rng* rng, Marks& s, int32_t* out,
-                            const int32_t* shared, int64_t n_shared) {
+                            const int32_t* shared, int64_t n_shared,
+                            const Inclusion* inc = nullptr) {
   int64_t k = 0, room = 0;
-  if (!SelectFront(policy, forced, n_forced, min_negatives, s, out, &k, &budget, &room)) return k;
+  if (!SelectFront(policy, forced, n_forced, min_negatives, s, out, &k, &budget, &room)) {
+    // No negatives, or every neuron of the shard: each drawn for certain.
+    if (inc != nullptr)
+      for (int64_t i = 0; i < k; ++i) inc->log_q[i] = 0.0f;
+    return k;
+  }
+  const int64_t k_forced = k;
+  InclusionRates rates;
   const QueryStrategy query = policy.query;
   const FillPolicy fill = policy.fill;
   const int threshold = policy.threshold;
@@ -302,10 +367,12 @@ DSLIDE_HD int64_t SelectIds(const SelectPolicy& policy, const Tables* tables,
           const int32_t id = b.ids[j];
           if (!s.Stamped(id)) {
             s.Stamp(id);
+            if (inc != nullptr) s.SetCount(id, 1);  // in the pool the walk met
             cand[nc++] = id;
           }
         }
       }
+      rates.lsh = nc > room ? ShareOf(room, nc) : 1.0f;
       if (nc > room) SampleDown(cand, nc, room, rng);
       for (int64_t i = room; i < nc; ++i) s.Unstamp(cand[i]);  // must not block the fill
     } else {
@@ -329,17 +396,27 @@ DSLIDE_HD int64_t SelectIds(const SelectPolicy& policy, const Tables* tables,
       for (int64_t i = 0; i < nc; ++i) s.Unstamp(cand[i]);
       if (query == QueryStrategy::kThreshold) {
         int64_t kept = 0;
-        for (int64_t i = 0; i < nc; ++i)
-          if (s.Count(cand[i]) >= threshold) cand[kept++] = cand[i];
+        for (int64_t i = 0; i < nc; ++i) {
+          if (s.Count(cand[i]) >= threshold)
+            cand[kept++] = cand[i];
+          else
+            s.SetCount(cand[i], 0);  // out of the pool (counts are zero between calls)
+        }
         nc = kept;
+        rates.min_count = threshold;
+        rates.lsh = nc > room ? ShareOf(room, nc) : 1.0f;
         if (nc > room) SampleDown(cand, nc, room, rng);
-      } else if (nc > room) {
+      } else if (nc <= room) {
+        rates.cut = 0;  // top-k keeps every candidate
+      } else {
         // Top-k: sort by count; the tied group at the cut is sampled uniformly.
         s.SortByCount(cand, nc);
         const int cut = s.Count(cand[room - 1]);
         int64_t lo = room - 1, hi = room;
         while (lo > 0 && s.Count(cand[lo - 1]) == cut) --lo;
         while (hi < nc && s.Count(cand[hi]) == cut) ++hi;
+        rates.cut = cut;
+        rates.tie = ShareOf(room - lo, hi - lo);
         SampleDown(cand + lo, hi - lo, room - lo, rng);
       }
     }
@@ -351,16 +428,36 @@ DSLIDE_HD int64_t SelectIds(const SelectPolicy& policy, const Tables* tables,
     }
     k += take;
   }
+  const int64_t k_lsh = k;
+  // The batch's shared list: its labels first (counted while free, for their share taken),
+  // then its uniform set.
+  const int64_t n_labels = inc != nullptr ? inc->batch_labels : 0;
+  int64_t free_labels = 0, taken_labels = 0;
   if (k < budget && fill == FillPolicy::kBatch) {
-    for (int64_t j = 0; j < n_shared && k < budget; ++j) {
+    for (int64_t j = 0; j < n_shared && (k < budget || j < n_labels); ++j) {
       const int32_t id = shared[j];
-      if (!s.Stamped(id)) {
+      if (s.Stamped(id)) continue;
+      free_labels += j < n_labels ? 1 : 0;
+      if (k < budget) {
         s.Stamp(id);
         out[k++] = id;
+        taken_labels += j < n_labels ? 1 : 0;
       }
     }
   }
-  return SelectFillRest(fill, budget, k, rng, s, out);
+  const int64_t total = SelectFillRest(fill, budget, k, rng, s, out);
+  if (inc != nullptr) {
+    const int64_t before_uniform = k_lsh + taken_labels;
+    rates.batch = ShareOf(taken_labels, free_labels);
+    rates.uniform = UniformRate(total - before_uniform, s.size() - before_uniform);
+    for (int64_t i = 0; i < total; ++i)
+      inc->log_q[i] =
+          i < k_forced ? 0.0f : LogInclusion(rates, s.Count(out[i]), inc->batch_q[out[i]]);
+  }
+  // Counts are zero between calls (the pool's, which LogInclusion read, cleared).
+  if (inc != nullptr || (tables != nullptr && query != QueryStrategy::kVanilla))
+    for (int64_t i = 0; i < nc; ++i) s.SetCount(cand[i], 0);
+  return total;
 }
 
 }  // namespace dslide

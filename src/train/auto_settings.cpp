@@ -116,6 +116,22 @@ std::vector<float> LabelPriorBiases(const LayerSpec& out, const LabelMap& labels
   return b;
 }
 
+std::vector<float> LabelShares(const LayerSpec& out, const LabelMap& labels, const Dataset& data) {
+  std::vector<double> count(static_cast<size_t>(out.local()), 0.0);
+  for (int64_t i = 0; i < data.size(); ++i) {
+    const int32_t* lab = data.Labels(i);
+    for (int64_t j = 0; j < data.NumLabels(i); ++j) {
+      if (j > 0 && lab[j] == lab[j - 1]) continue;  // a label repeated on a line counts once
+      const int64_t neuron = labels.Neuron(lab[j]);
+      if (neuron >= out.begin && neuron < out.end) count[neuron - out.begin] += 1.0;
+    }
+  }
+  const double points = static_cast<double>(std::max<int64_t>(1, data.size()));
+  std::vector<float> share(count.size());
+  for (size_t k = 0; k < count.size(); ++k) share[k] = static_cast<float>(count[k] / points);
+  return share;
+}
+
 LayerSlots OutputSlots(const ModelSpec& spec, int64_t min_negatives, const Dataset& data) {
   const LayerSpec& out = spec.layers.back();
   const int P = spec.ranks;
@@ -207,6 +223,8 @@ std::string DescribeLayers(const ModelSpec& spec, const TrainConfig& resolved,
          << mark(a.k == 0) << " L=" << c.l << mark(a.l == 0) << " " << ToString(c.query)
          << mark(a.query == QueryStrategy::kAuto) << ", LSH share " << c.lsh_share
          << mark(a.lsh_share == 0) << " (the rest: fill " << ToString(c.fill) << ")";
+      if (s.is_output)
+        os << (c.log_q ? ", log-Q corrected" : ", not log-Q corrected (--log-q false)");
     }
     os << "\n";
   }

@@ -51,6 +51,10 @@ double FirstLayerLrScale(const Dataset& data);
 std::vector<float> LabelPriorBiases(const LayerSpec& out, const LabelMap& labels,
                                     const Dataset& data);
 
+/// Per neuron of this rank's shard of `out`: the share of the points of `data` that have its
+/// label (BackendOptions::label_share, for the log-Q correction's batch source).
+std::vector<float> LabelShares(const LayerSpec& out, const LabelMap& labels, const Dataset& data);
+
 /// The active neurons per sample (all ranks) that --sparsity auto gives a layer of
 /// `neurons` neurons that is not dense.
 int64_t AutoBudget(int64_t neurons);

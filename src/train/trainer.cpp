@@ -52,6 +52,9 @@ Trainer::Trainer(const TrainConfig& cfg, Communicator* comm, std::unique_ptr<Lay
   // run's, from the training inputs.
   if (train != nullptr && cfg_.output_bias == OutputBias::kPrior && cfg_.resume_dir.empty())
     options.output_bias = LabelPriorBiases(spec_.layers.back(), spec_.labels, *train);
+  // The log-Q correction's label shares, from the training set (a resumed run's too).
+  if (train != nullptr && cfg_.lsh.log_q && !spec_.layers.back().dense())
+    options.label_share = LabelShares(spec_.layers.back(), spec_.labels, *train);
   backend_->Init(spec_, options);
   tables_ = TablePlans(spec_, options.seed);
   tables_.BuildFirst(backend_.get());

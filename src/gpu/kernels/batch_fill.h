@@ -25,7 +25,7 @@ struct BatchFill {
   int32_t *fill = nullptr, *own = nullptr, *shared = nullptr;
   int32_t* scratch = nullptr;  // pow2 entries, pow2 >= the fill's count and n_lab
   int64_t pow2 = 1;
-  int64_t* shared_n = nullptr;
+  int64_t* shared_n = nullptr;  // 2: the list's length, then how many labels lead it
 
   bool Empty() const { return false; }
   DSLIDE_HD int64_t N() const { return draw.end - draw.begin; }
@@ -76,7 +76,7 @@ inline int64_t HostSortUnique(const BatchFill& k, const int32_t* src, int64_t n,
 inline void RunOnHost(const BatchFill& k, HostOrderSalt* salt) {
   constexpr int nt = BatchFill::kThreads;
   if (!k.on) {
-    *k.shared_n = 0;
+    k.shared_n[0] = k.shared_n[1] = 0;
     return;
   }
   const auto all = [&](auto f) {
@@ -100,7 +100,8 @@ inline void RunOnHost(const BatchFill& k, HostOrderSalt* salt) {
     all([&](int t) {
       for (int64_t i = t; i < got; i += nt) k.shared[i] = k.fill[i];
     });
-    *k.shared_n = got;
+    k.shared_n[0] = got;
+    k.shared_n[1] = 0;
     return;
   }
   int64_t m = HostCompact(
@@ -117,6 +118,7 @@ inline void RunOnHost(const BatchFill& k, HostOrderSalt* salt) {
   const int64_t o = HostCompact(
       got, [&](int64_t i) { return k.NotALabel(i, m); },
       [&](int64_t i, int64_t r) { k.shared[m + r] = k.fill[i]; });
-  *k.shared_n = m + o;
+  k.shared_n[0] = m + o;
+  k.shared_n[1] = m;
 }
 }  // namespace dslide::gpu

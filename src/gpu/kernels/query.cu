@@ -90,24 +90,40 @@ __device__ void SelectTail(const Select& k, int64_t i, Select::Plan& pl, Rng& rn
     __syncthreads();
     if (tid == 0) pl.k += pl.take;
     __syncthreads();
+    const int64_t k_lsh = pl.k, n_labels = k.shared_n[1];
+    int64_t taken_labels = 0;
     if (k.SharedFill(pl)) {
       const int64_t need = pl.budget - pl.k, at = pl.k;
       int32_t* o = k.Out(i);
+      __shared__ unsigned long long free_labels;
+      if (tid == 0) free_labels = 0;
+      __syncthreads();
       const int64_t free = BlockCompact<nt>(
           *k.shared_n, [&](int64_t j) { return k.SharedFree(i, j); },
           [&](int64_t j, int64_t r) {
             if (r < need) o[at + r] = k.shared[j];
+            if (j < n_labels) atomicAdd(&free_labels, 1ull);
           });
       const int64_t taken = free < need ? free : need;
+      const int64_t fl = static_cast<int64_t>(free_labels);
+      taken_labels = fl < taken ? fl : taken;
       k.StampTaken(i, at, taken, tid, nt);
       __syncthreads();
-      if (tid == 0) pl.k += taken;
+      if (tid == 0) {
+        pl.k += taken;
+        pl.free_labels = fl;
+      }
       __syncthreads();
     }
     if (tid == 0) {
       DeviceMarks mk = k.Marks(i);
       pl.k = SelectFillRest(k.policy.fill, pl.budget, pl.k, &rng, mk, k.Out(i));
+      k.RateFill(&pl, k_lsh, taken_labels);
     }
+    __syncthreads();
+  }
+  if (k.log_q != nullptr) {
+    k.LogQ(i, pl, tid, nt);
     __syncthreads();
   }
   k.Finish(i, pl.k, tid, nt);
@@ -170,7 +186,10 @@ __device__ void SelectCounting(const Select& k, int64_t i, int64_t gathered, Sel
       __syncthreads();
       BlockSampleDown(k.Cands(i) + pl.lo, pl.hi - pl.lo, pl.room - pl.lo, &rng, sm, sm_n);
     }
-    if (tid == 0) pl.take = pl.nc < pl.room ? pl.nc : pl.room;
+    if (tid == 0) {
+      k.RateCounting(&pl);
+      pl.take = pl.nc < pl.room ? pl.nc : pl.room;
+    }
     __syncthreads();
   }
   SelectTail(k, i, pl, rng);
@@ -245,7 +264,7 @@ __global__ void __launch_bounds__(BatchFill::kThreads)
   constexpr int nt = BatchFill::kThreads;
   const int tid = threadIdx.x;
   if (!k.on) {
-    if (tid == 0) *k.shared_n = 0;
+    if (tid == 0) k.shared_n[0] = k.shared_n[1] = 0;
     return;
   }
   Rng rng = k.MakeRng();  // thread 0's stream; the others never draw
@@ -267,7 +286,10 @@ __global__ void __launch_bounds__(BatchFill::kThreads)
   }
   if (k.li == nullptr) {
     for (int64_t i = tid; i < got; i += nt) k.shared[i] = k.fill[i];
-    if (tid == 0) *k.shared_n = got;
+    if (tid == 0) {
+      k.shared_n[0] = got;
+      k.shared_n[1] = 0;
+    }
     return;
   }
   int64_t m = BlockCompact<nt>(
@@ -281,7 +303,10 @@ __global__ void __launch_bounds__(BatchFill::kThreads)
   const int64_t o = BlockCompact<nt>(
       got, [&](int64_t i) { return k.NotALabel(i, m); },
       [&](int64_t i, int64_t r) { k.shared[m + r] = k.fill[i]; });
-  if (tid == 0) *k.shared_n = m + o;
+  if (tid == 0) {
+    k.shared_n[0] = m + o;
+    k.shared_n[1] = m;
+  }
 }
 
 void LaunchBatchFill(StreamHandle s, const BatchFill& k) {

@@ -35,8 +35,12 @@ struct Select {
   int32_t* boff = nullptr;      // B x (L + 1): where each table's bucket starts
   int32_t *keys = nullptr, *counts = nullptr, *first = nullptr, *cand = nullptr, *order = nullptr;
   uint8_t* stamps = nullptr;
-  const int32_t* shared = nullptr;  // the batch's fill
-  const int64_t* shared_n = nullptr;
+  const int32_t* shared = nullptr;    // the batch's fill
+  const int64_t* shared_n = nullptr;  // its length, then how many of the batch's labels lead it
+  // The log-Q correction (null: none): per neuron the chance of being a batch-mate's label;
+  // out, per slot (B x draw.cap), the log of the active id's chance of being drawn.
+  const float* batch_q = nullptr;
+  float* log_q = nullptr;
   int32_t* out = nullptr;
   int64_t* out_n = nullptr;
   uint64_t* sort_keys = nullptr;  // B x sort_cap: the top-k sort, the threshold's compaction
@@ -127,6 +131,11 @@ struct Select {
     int64_t k = 0, budget = 0, room = 0, nc = 0, take = 0, lo = 0, hi = 0;
     int32_t total = 0, p_room = -1;
     int done = 0;  // 1: the active set is complete at k
+    // The log-Q correction: the forced ids' number, the end of the vanilla walk's positions,
+    // the batch's listed labels free when the fill met them, and the rates.
+    int64_t k_forced = 0, free_labels = 0;
+    int32_t walk_end = 0;
+    InclusionRates rates;
   };
   DSLIDE_HD Rng SampleRng(int64_t i) const {
     return Rng(StreamSeed(draw.seed, streams::kSample, draw.iter, i, draw.lane));
@@ -141,6 +150,9 @@ struct Select {
                            &pl->room)
                    ? 0
                    : 1;
+    pl->k_forced = pl->k;
+    pl->free_labels = 0;
+    pl->rates = InclusionRates();
   }
   /// Thread 0, vanilla: the forced ids listed, the front, the tables' random order and where
   /// each table's bucket starts in that order.
@@ -161,6 +173,15 @@ struct Select {
   DSLIDE_HD void PlanCounting(int64_t i, int64_t gathered, Plan* pl) const {
     PlanFront(i, pl);
     pl->nc = gathered;
+    if (policy.query == QueryStrategy::kThreshold) pl->rates.min_count = policy.threshold;
+  }
+  /// Thread 0, counting strategies once the candidates are final: the LSH rate of the kept
+  /// (threshold: the pool over the threshold; top-k: every candidate where all fit).
+  DSLIDE_HD void RateCounting(Plan* pl) const {
+    if (policy.query == QueryStrategy::kThreshold)
+      pl->rates.lsh = pl->nc > pl->room ? ShareOf(pl->room, pl->nc) : 1.0f;
+    else if (pl->nc <= pl->room)
+      pl->rates.cut = 0;
   }
   /// Threshold: whether gathered candidate j has at least the threshold's collisions.
   DSLIDE_HD bool OverThreshold(int64_t i, int64_t j) const {
@@ -200,6 +221,8 @@ struct Select {
     while (h < pl->nc && mk.Count(c[h]) == cut) ++h;
     pl->lo = l;
     pl->hi = h;
+    pl->rates.cut = cut;
+    pl->rates.tie = ShareOf(pl->room - l, h - l);
   }
   /// The table (in the random order) whose bucket holds position p.
   DSLIDE_HD int TableAt(int64_t i, int32_t p) const {
@@ -247,14 +270,17 @@ struct Select {
   /// (SampleDown with the sample's stream, as SelectIds does) before TakeChosen.
   DSLIDE_HD void CountVanilla(int64_t i, int64_t gathered, Plan* pl) const {
     int64_t nc = gathered;
+    pl->walk_end = pl->total;
     if (pl->p_room >= 0) {
       const int t = TableAt(i, pl->p_room);
       const int32_t end = boff[i * (L + 1) + t + 1];
       nc = pl->room;
       for (int32_t p = pl->p_room + 1; p < end; ++p) nc += FirstMet(i, p) ? 1 : 0;
+      pl->walk_end = end;
     }
     pl->nc = nc;
     pl->take = nc < pl->room ? nc : pl->room;
+    pl->rates.lsh = nc > pl->room ? ShareOf(pl->room, nc) : 1.0f;
   }
   DSLIDE_HD int32_t* Cands(int64_t i) const { return cand + i * cand_cap; }
   /// All threads: the chosen candidates (the first pl.take of Cands(i)) appended and
@@ -279,6 +305,32 @@ struct Select {
     const int32_t* o = Out(i);
     for (int64_t j = tid; j < taken; j += nt) mk.stamps[mk.InsertConcurrent(o[from + j])] = 1;
   }
+  /// The collisions of local id `id` in the sample's LSH pool (LogInclusion's count): vanilla,
+  /// 1 where the walk met it (its first position before the walk's end; forced ids never
+  /// have one); the counting strategies, its collisions (forced ids are not counted).
+  DSLIDE_HD int PoolCount(int64_t i, const Plan& pl, int32_t id) const {
+    DeviceMarks mk = Marks(i);
+    const int64_t h = mk.Find(id);
+    if (h < 0) return 0;
+    if (Counting()) return mk.counts[h];
+    return mk.first[h] < pl.walk_end ? 1 : 0;
+  }
+  /// Thread 0, after the fill: the batch's and the uniform draws' rates, from `taken` of the
+  /// batch's labels taken and the ids before them (k_lsh: the forced ids and candidates).
+  DSLIDE_HD void RateFill(Plan* pl, int64_t k_lsh, int64_t taken) const {
+    const int64_t before_uniform = k_lsh + taken;
+    pl->rates.batch = ShareOf(taken, pl->free_labels);
+    pl->rates.uniform = UniformRate(pl->k - before_uniform, n - before_uniform);
+  }
+  /// All threads, before Finish: each active id's log-Q (0 for the forced ids).
+  DSLIDE_HD void LogQ(int64_t i, const Plan& pl, int tid, int nt) const {
+    const int32_t* o = Out(i);
+    float* lq = log_q + i * draw.cap;
+    for (int64_t j = tid; j < pl.k; j += nt)
+      lq[j] = j < pl.k_forced || pl.done
+                  ? 0.0f
+                  : LogInclusion(pl.rates, PoolCount(i, pl, o[j]), batch_q[o[j]]);
+  }
   /// All threads: global ids, the padding zeroed (as the CPU backend leaves it), the count.
   DSLIDE_HD void Finish(int64_t i, int64_t k, int tid, int nt) const {
     int32_t* o = Out(i);
@@ -293,8 +345,13 @@ struct Select {
     Rng rng(StreamSeed(draw.seed, streams::kSample, draw.iter, i, draw.lane));
     const int64_t cap = draw.cap;
     int32_t* o = out + i * cap;
-    const int64_t k = SelectIds(policy, &tables, bkt + i * L, Forced(i), n_forced[i], budget,
-                                min_neg, &rng, mk, o, shared, *shared_n);
+    Inclusion inc;
+    inc.batch_q = batch_q;
+    inc.batch_labels = shared_n[1];
+    inc.log_q = log_q != nullptr ? log_q + i * cap : nullptr;
+    const int64_t k =
+        SelectIds(policy, &tables, bkt + i * L, Forced(i), n_forced[i], budget, min_neg, &rng, mk,
+                  o, shared, *shared_n, log_q != nullptr ? &inc : nullptr);
     for (int64_t j = 0; j < k; ++j) o[j] += static_cast<int32_t>(draw.begin);
     for (int64_t j = k; j < cap; ++j) o[j] = 0;  // the padding, as the CPU backend leaves it
     out_n[i] = k;
@@ -314,6 +371,8 @@ inline void RunTailOnHost(const Select& k, int64_t i, Select::Plan& pl, Rng& rng
   if (!pl.done) {
     all([&](int t) { k.TakeChosen(i, pl, t, nt); });
     pl.k += pl.take;
+    const int64_t k_lsh = pl.k, n_labels = k.shared_n[1];
+    int64_t taken_labels = 0;
     if (k.SharedFill(pl)) {
       const int64_t need = pl.budget - pl.k;
       int32_t* o = k.Out(i);
@@ -321,14 +380,18 @@ inline void RunTailOnHost(const Select& k, int64_t i, Select::Plan& pl, Rng& rng
           *k.shared_n, [&](int64_t j) { return k.SharedFree(i, j); },
           [&](int64_t j, int64_t r) {
             if (r < need) o[pl.k + r] = k.shared[j];
+            if (j < n_labels) ++pl.free_labels;
           });
       const int64_t taken = free < need ? free : need;
+      taken_labels = pl.free_labels < taken ? pl.free_labels : taken;
       all([&](int t) { k.StampTaken(i, pl.k, taken, t, nt); });
       pl.k += taken;
     }
     DeviceMarks mk = k.Marks(i);
     pl.k = SelectFillRest(k.policy.fill, pl.budget, pl.k, &rng, mk, k.Out(i));
+    k.RateFill(&pl, k_lsh, taken_labels);
   }
+  if (k.log_q != nullptr) all([&](int t) { k.LogQ(i, pl, t, nt); });
   all([&](int t) { k.Finish(i, pl.k, t, nt); });
 }
 
@@ -383,6 +446,7 @@ inline void RunCountingOnHost(const Select& k, int64_t i, int64_t gathered, Host
       k.TopKCut(i, &pl);
       SampleDown(k.Cands(i) + pl.lo, pl.hi - pl.lo, pl.room - pl.lo, &rng);
     }
+    k.RateCounting(&pl);
     pl.take = pl.nc < pl.room ? pl.nc : pl.room;
   }
   RunTailOnHost(k, i, pl, rng, salt);
