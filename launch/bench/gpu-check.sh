@@ -10,6 +10,10 @@
 #             schedule and with none, for BASELINE's dslide (where set) and this one
 #   bench-gpu launch/bench/bench-gpu.sh on SETS (the GPU backend beside the CPU backend on all
 #             cores and the PyTorch peers on the same GPU)
+#   curves    the sampled output layer against the dense control on the GPU: the defaults,
+#             --log-q false and --sparsity 1 on CURVE_SETS (names under DATA; amazon-670k is
+#             generated), P@1 every CURVE_EVERY iterations to CURVE_ITERS on the first 10,000
+#             test points, one line per run
 # Each stage runs under a share of a deadline.
 # Usage: launch/bench/gpu-check.sh            (from the repository root or anywhere)
 # Environment: DEPS (a folder from ../shared/tools/device-deps, installed first where set),
@@ -21,7 +25,8 @@
 #   and bench-tta), TTA_SETS (gcide8-skipgram amazon-670k delicious), TTA_OUT (a folder for
 #   bench-tta's runs and report; /tmp/bench-tta), LOGS (a folder: every engine's output of
 #   bench-gpu.sh is appended to LOGS/bench-gpu.log, so that few files carry all of them),
-#   BASELINE (a folder holding another dslide, for the rebuild stage's before/after).
+#   BASELINE (a folder holding another dslide, for the rebuild stage's before/after),
+#   CURVE_SETS (amazon-670k gcide8-skipgram), CURVE_ITERS (1500), CURVE_EVERY (250).
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 2
 start=$SECONDS
@@ -83,6 +88,30 @@ if [[ $stages == *" tests "* ]]; then
     (cd build-gpu && bounded 150 150 ctest -R '^(gpu_backend|mpi_gpu_np2|mpi_gpu_np4)$' \
       --output-on-failure 2>&1 | tail -60)
   fi
+fi
+
+if [[ $stages == *" curves "* ]]; then
+  for name in ${CURVE_SETS:-amazon-670k gcide8-skipgram}; do
+    dir=${DATA:-../shared/data}/$name
+    if [[ $name == amazon-670k && ! -f $dir/test.txt ]]; then
+      dir=/tmp/curves-data/amazon-670k
+      mkdir -p "$dir"
+      [[ -f $dir/test.txt ]] || { "$bin" gen --shape amazon-670k --out "$dir/g" >/dev/null &&
+        mv "$dir/g.train.txt" "$dir/train.txt" && mv "$dir/g.test.txt" "$dir/test.txt"; }
+    fi
+    for variant in defaults "--log-q false" "--sparsity 1"; do
+      stage "curve: $name, $variant"
+      more=()
+      [[ $variant != defaults ]] && read -r -a more <<<"$variant"
+      bounded 60 20 "$bin" train --train "$dir/train.txt" --test "$dir/test.txt" --device gpu \
+        --threads "$(nproc)" --iterations "${CURVE_ITERS:-1500}" --eval-every "${CURVE_EVERY:-250}" \
+        --eval-points 10000 --log-every 500 "${more[@]}" 2>&1 |
+        awk -v tag="curve $name $variant:" '/^test / { for (i = 1; i <= NF; ++i) if ($i == "P@1") { p = p " " $(i + 1); break } }
+          /ms\/iter/ { for (i = 1; i <= NF; ++i) if ($i == "ms/iter") ms = $(i - 1) }
+          /error/ { print }
+          END { print tag p " | " ms " ms/iter" }'
+    done
+  done
 fi
 
 if [[ $stages == *" tta "* ]]; then

@@ -182,7 +182,15 @@ void options::AddTrainOptions(OptionTable& t, TrainConfig* c) {
       "zero gradients (first-layer: the rows of the input features; none: a row takes only the "
       "steps of the batches that touch it)");
   t.Field("iterations", &c->iterations, "iterations to train, at most 2^40 (0: use --epochs)");
-  t.Field("epochs", &c->epochs, "epochs to train when --iterations is 0, at most 10^6");
+  t.Text(
+      "epochs", [c] { return c->epochs_auto ? "auto" : Text(c->epochs); },
+      "epochs to train when --iterations is 0, at most 10^6 (auto: 1; when validating, until "
+      "early stopping ends the run (--patience), at most 100 epochs or 5,000 iterations, the "
+      "more)");
+  t.Text(
+      "patience", [c] { return c->patience < 0 ? "auto" : Text(c->patience); },
+      "when validating: stop training after this many evaluations in a row without a better "
+      "validation P@1, keeping the best model (early stopping); 0: never (auto: 5)");
   t.Field(
       "eval-every", &c->eval_every,
       "evaluate every N iterations (0: when validating, about 10 times per run and at most once "
@@ -263,6 +271,11 @@ void options::FinishTrain(const po::variables_map& vm, TrainConfig* c) {
   c->first_lr_scale = ParseAutoNumber(
       "first-lr-scale", vm["first-lr-scale"].as<std::string>(),
       [](double v) { return v >= 1e-3 && v <= 1e3; }, "a multiple of --lr in [1e-3, 1e3]");
+  const std::string epochs = vm["epochs"].as<std::string>();
+  c->epochs_auto = epochs == "auto";
+  if (!c->epochs_auto) c->epochs = ParseNumber("epochs", epochs);
+  const std::string patience = vm["patience"].as<std::string>();
+  c->patience = patience == "auto" ? -1 : static_cast<int64_t>(ParseUnsigned("patience", patience));
   const std::string keep = vm["keep-best"].as<std::string>();
   c->keep_best = keep == "auto" ? -1 : ParseBool("keep-best", keep) ? 1 : 0;
   c->lsh.insert = ParseEnum<InsertPolicy>(
@@ -360,6 +373,10 @@ void TrainConfig::Validate() const {
                static_cast<int64_t>(kMaxEpochs), "], got ", epochs);
   DSLIDE_CHECK(iterations > 0 || epochs > 0,
                "option --epochs: must be positive when --iterations is 0, got ", epochs);
+  CheckRange<int64_t>("patience", patience, -1, kMaxIterations);
+  DSLIDE_CHECK(patience <= 0 || validating(),
+               "option --patience stops on the validation P@1: give --valid FILE or "
+               "--valid-fraction F (the test file is never used to choose the model)");
   CheckRange<int64_t>("eval-every", eval_every, 0, kMaxIterations);
   CheckRange<int64_t>("eval-points", eval_points, 0, kMaxPoints);
   CheckRange<int64_t>("log-every", log_every, 1, kMaxIterations);

@@ -55,6 +55,15 @@ constexpr int64_t kMinNegatives = 256;
 /// least the loss of the first step) is taken as divergence.
 constexpr double kDivergenceFactor = 10;
 
+/// Early stopping when validating (docs/user-guide.md, "Early stopping"): the evaluations in a
+/// row without a better validation P@1 after which training stops (--patience auto), the
+/// length of a run left to --epochs auto (at most this many epochs, and at least this many
+/// iterations), and the fewest iterations between its evaluations.
+constexpr int64_t kAutoPatience = 5;
+constexpr int64_t kAutoMaxEpochs = 100;
+constexpr int64_t kAutoMinIterations = 5000;
+constexpr int64_t kAutoEvalIterations = 100;
+
 /// Options of `dslide train` (and the training part of `dslide bench`).
 struct TrainConfig {
   std::string train_file;
@@ -82,6 +91,12 @@ struct TrainConfig {
   CatchUpScope adam_catch_up = CatchUpScope::kFirstLayer;  // the lazy rows that catch up
   int64_t iterations = 0;                                  ///< 0: use epochs
   double epochs = 1.0;
+  /// --epochs auto (the default): 1 epoch; when validating, until early stopping ends the run
+  /// (at most kAutoMaxEpochs epochs or kAutoMinIterations iterations, the more).
+  bool epochs_auto = true;
+  /// Evaluations in a row without a better validation P@1 after which training stops (early
+  /// stopping); 0: never; -1: auto (kAutoPatience when validating).
+  int64_t patience = -1;
   int64_t eval_every = 0;   ///< 0: only at the end
   int64_t eval_points = 0;  ///< 0: the whole test file
   bool eval_sampled = false;

@@ -194,6 +194,14 @@ std::string JsonString(const std::string& v) {
 std::string Json(const std::string& v) { return JsonString(v); }
 std::string Json(bool v) { return v ? "true" : "false"; }
 
+double ParseNumber(const std::string& option, const std::string& value) {
+  char* end = nullptr;
+  const double v = value.empty() ? 0.0 : std::strtod(value.c_str(), &end);
+  DSLIDE_CHECK(!value.empty() && end == value.c_str() + value.size(), "option --", option,
+               ": invalid value '", value, "' (expected a number)");
+  return v;
+}
+
 int ParseAutoInt(const std::string& option, const std::string& value) {
   if (value == "auto") return 0;
   std::istringstream is(value);

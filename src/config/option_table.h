@@ -84,6 +84,9 @@ void CheckRange(const char* option, T v, T lo, T hi) {
 /// A strict unsigned 64-bit integer: digits only, so that "-1" is an error rather than
 /// 2^64-1 (what Boost's lexical_cast and istream make of it).
 uint64_t ParseUnsigned(const std::string& option, const std::string& value);
+/// A number as strtod reads it (inf and nan too, for the range checks to name), the whole
+/// value; otherwise an error naming --option.
+double ParseNumber(const std::string& option, const std::string& value);
 /// "auto" -> 0, else a positive integer.
 int ParseAutoInt(const std::string& option, const std::string& value);
 /// "auto" -> 0, else a number that `in_range` accepts; otherwise an error naming --option and

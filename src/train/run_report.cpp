@@ -46,16 +46,17 @@ void RunReport::Base(JsonObject& o) const {
 }
 
 void RunReport::Start(const LayerSlots& slots, int64_t points, int64_t total, const Dataset* valid,
-                      int64_t eval_every, bool keep_best) {
+                      int64_t eval_every, bool keep_best, int64_t patience, bool up_to) {
   if (!root_) return;
   const int64_t B = cfg_.batch;
   // One block, written at once.
   std::string text = Format(
       "dslide: %lld training points, %lld features, %lld labels | %lld parameters | "
-      "%d rank(s) x %d thread(s) | %lld iterations (%.2f epochs) of batch %lld, lr %g%s\n",
+      "%d rank(s) x %d thread(s) | %s%lld iterations (%.2f epochs%s) of batch %lld, lr %g%s\n",
       (long long)points, (long long)spec_.layers[0].in_dim, (long long)spec_.layers.back().out_dim,
-      (long long)spec_.NumParameters(), comm_->size(), NumThreads(), (long long)total,
-      static_cast<double>(total) / per_epoch_, (long long)B, cfg_.lr,
+      (long long)spec_.NumParameters(), comm_->size(), NumThreads(), up_to ? "up to " : "",
+      (long long)total, static_cast<double>(total) / per_epoch_,
+      up_to ? ", --epochs auto: until early stopping" : "", (long long)B, cfg_.lr,
       cfg_.first_lr_scale == 1.0
           ? ""
           : Format(" (first layer x%.3g%s)", cfg_.first_lr_scale,
@@ -71,9 +72,14 @@ void RunReport::Start(const LayerSlots& slots, int64_t points, int64_t total, co
         spec_.layers.back().sparsity, (long long)slots.budget, (long long)cfg_.min_negatives,
         (long long)slots.raised, (long long)points, (long long)cfg_.min_negatives);
   if (valid != nullptr)
-    text += Format("validation: %lld points, evaluated every %lld iterations%s\n",
-                   (long long)valid->size(), (long long)eval_every,
-                   keep_best ? "; the best P@1 is kept (--keep-best)" : "");
+    text += Format(
+        "validation: %lld points, evaluated every %lld iterations%s%s\n", (long long)valid->size(),
+        (long long)eval_every, keep_best ? "; the best P@1 is kept (--keep-best)" : "",
+        patience > 0 ? Format("; training stops after %lld evaluations without a better P@1 "
+                              "(--patience)",
+                              (long long)patience)
+                           .c_str()
+                     : "");
   events_->Line(text);
   JsonObject o;
   o.Add("event", "start")
@@ -82,6 +88,7 @@ void RunReport::Start(const LayerSlots& slots, int64_t points, int64_t total, co
       .Add("labels", spec_.layers.back().out_dim)
       .Add("parameters", spec_.NumParameters())
       .Add("iterations", total)
+      .Add("patience", patience)
       .Add("batch", B)
       .Add("lr", cfg_.lr)
       .Add("first_lr_scale", cfg_.first_lr_scale);
@@ -178,6 +185,17 @@ void RunReport::StopRecord(const char* event, int64_t at, const std::string& tex
   JsonObject o;
   o.Add("event", event).Add("iter", at).Add("message", text);
   if (!checkpoint.empty()) o.Add("checkpoint", checkpoint);
+  Base(o);
+  Emit(o);
+}
+
+void RunReport::EarlyStop(int64_t at, int64_t best_iter, double best_p1) {
+  if (!root_) return;
+  JsonObject o;
+  o.Add("event", "early_stop")
+      .Add("iter", at)
+      .Add("best_iter", best_iter)
+      .Add("best_p_at_1", best_p1);
   Base(o);
   Emit(o);
 }

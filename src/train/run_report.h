@@ -37,7 +37,7 @@ class RunReport {
   /// The run's first lines (points, model, ranks, iterations; the layers; the warning of an
   /// output budget raised by --min-negatives; validation) and the "start" record.
   void Start(const LayerSlots& slots, int64_t points, int64_t total, const Dataset* valid,
-             int64_t eval_every, bool keep_best);
+             int64_t eval_every, bool keep_best, int64_t patience, bool up_to);
   /// The "resume" record of a run resumed at `iter` from the checkpoint `from`.
   void Resumed(int64_t iter, const std::string& from);
   /// An evaluation's line: `name` (5 wide), the iteration `at`, P@1/3/5, loss, the
@@ -55,6 +55,9 @@ class RunReport {
   /// the message, and the checkpoint to continue from ("" for none).
   void StopRecord(const char* event, int64_t at, const std::string& text,
                   const std::string& checkpoint);
+  /// The record of an early stop at iteration `at` (--patience): the best validated model's
+  /// iteration and P@1.
+  void EarlyStop(int64_t at, int64_t best_iter, double best_p1);
 
   /// Opens the first progress window now: its clocks (and the run's, for the ETA), the
   /// traffic so far, and the step times from the `steps_timed`-th on.

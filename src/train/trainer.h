@@ -191,6 +191,9 @@ class Trainer {
   /// An evaluation during training (of the validation data, else the test data): its line
   /// and record, and the best model so far kept with --keep-best.
   void EvaluateDuringRun(RunState& r);
+  /// After an evaluation: whether early stopping ends the run here (--patience), said and
+  /// recorded; the run's length is cut to this iteration.
+  bool StopEarly(RunState& r);
   /// The steps' losses, read at the logging cadence and before anything is written or
   /// evaluated (with P ranks, every step): their running mean for the progress line, and the
   /// divergence check, step by step in order. Returns whether a step diverged; *step holds

@@ -71,6 +71,10 @@ struct Trainer::RunState {
   const char* monitor_name = "";
   bool keep_best = false;
   int64_t eval_every = 0;
+  // Early stopping: the evaluations in a row without a better validation P@1 that end the
+  // run (0: never), how many have passed since the best, and the iteration last evaluated.
+  int64_t patience = 0, since_best = 0, evaluated_at = -1;
+  bool auto_length = false;  // --epochs auto with validation: early stopping ends the run
   // The most-popular-label baseline of each evaluation set, printed beside its P@1.
   double monitor_base = 0, test_base = 0;
   RunReport* report = nullptr;
@@ -113,7 +117,7 @@ EvalResult Trainer::Run(const Dataset& train, const Dataset* valid, const Datase
   r.report = &report;
   r.slots = OutputSlots(spec_, cfg_.min_negatives, train);
   divergence_hint_ = DivergenceHint(train, cfg_.lr);
-  report.Start(r.slots, r.N, r.total, valid, r.eval_every, r.keep_best);
+  report.Start(r.slots, r.N, r.total, valid, r.eval_every, r.keep_best, r.patience, r.auto_length);
   if (r.root && comm_->size() > 1) {
     const BackendCapabilities can = backend_->Capabilities();
     if (can.asynchronous) events_->Line(CollectivesNote(can.collectives_on_device) + "\n");
@@ -161,16 +165,22 @@ void Trainer::PlanRun(RunState& r) {
   }
   r.B = cfg_.batch;
   r.per_epoch = (N + r.B - 1) / r.B;
-  r.total = cfg_.iterations > 0
-                ? cfg_.iterations
-                : std::max<int64_t>(1, static_cast<int64_t>(std::ceil(cfg_.epochs * r.per_epoch)));
+  // --epochs auto: one epoch; with validation data, until early stopping ends the run.
+  r.auto_length = cfg_.iterations == 0 && cfg_.epochs_auto && r.valid != nullptr;
+  const double epochs = cfg_.epochs_auto ? 1.0 : cfg_.epochs;
+  r.total = cfg_.iterations > 0 ? cfg_.iterations
+            : r.auto_length
+                ? std::max(kAutoMaxEpochs * r.per_epoch, kAutoMinIterations)
+                : std::max<int64_t>(1, static_cast<int64_t>(std::ceil(epochs * r.per_epoch)));
   r.root = comm_->rank() == 0;
   r.monitor = r.valid != nullptr ? r.valid : r.test;
   r.monitor_name = r.valid != nullptr ? "valid" : "test ";
   r.keep_best = r.valid != nullptr && cfg_.keep_best != 0;
+  r.patience = r.valid == nullptr ? 0 : cfg_.patience < 0 ? kAutoPatience : cfg_.patience;
   r.eval_every = cfg_.eval_every;
   if (r.eval_every == 0 && r.valid != nullptr)
-    r.eval_every = std::max(r.per_epoch, (r.total + 9) / 10);
+    r.eval_every = r.auto_length ? std::max(r.per_epoch, kAutoEvalIterations)
+                                 : std::max(r.per_epoch, (r.total + 9) / 10);
   r.monitor_base = r.monitor ? MostPopularLabelP1(r.train, *r.monitor, cfg_.eval_points) : 0;
   r.test_base = r.test ? MostPopularLabelP1(r.train, *r.test, cfg_.eval_points) : 0;
 }
@@ -210,22 +220,39 @@ void Trainer::EvaluateDuringRun(RunState& r) {
   evals_.emplace_back(iter_, r.last_eval);
   // Evaluation traffic is reported on its own line, not in training's per-iteration figures.
   r.report->ExcludeTraffic(before);
+  r.evaluated_at = iter_;
   // A tie of P@1 (one point in a small validation set) goes to the lower validation loss.
+  // The best validated model is tracked for --keep-best and for early stopping.
   const EvalResult& e = r.last_eval;
   const bool better =
-      r.keep_best && e.points > 0 &&
+      (r.keep_best || r.patience > 0) && e.points > 0 &&
       (e.At(1) > best_p1_ || (e.At(1) == best_p1_ && best_iter_ >= 0 && e.loss < best_loss_));
   r.report->EvalLine(r.monitor_name, iter_, e, r.monitor_base,
                      better && best_iter_ >= 0 ? " (best so far)" : "");
   r.report->EvalRecord(r.valid != nullptr ? "valid" : "test", iter_, e, r.monitor_base, -1, at);
-  if (better) {
-    best_p1_ = e.At(1);
-    best_loss_ = e.loss;
-    best_iter_ = iter_;
-    SnapshotWeights();
-    if (!cfg_.checkpoint_dir.empty())
-      WriteCheckpoint(cfg_.checkpoint_dir + "/best", r.epoch, r.pos);
-  }
+  r.since_best = better ? 0 : r.since_best + 1;
+  if (!better) return;
+  best_p1_ = e.At(1);
+  best_loss_ = e.loss;
+  best_iter_ = iter_;
+  if (!r.keep_best) return;
+  SnapshotWeights();
+  if (!cfg_.checkpoint_dir.empty()) WriteCheckpoint(cfg_.checkpoint_dir + "/best", r.epoch, r.pos);
+}
+
+bool Trainer::StopEarly(RunState& r) {
+  // The ranks' evaluations agree; rank 0's word is broadcast all the same.
+  int64_t stop = r.patience > 0 && r.since_best >= r.patience ? 1 : 0;
+  if (comm_->size() > 1) comm_->Broadcast(&stop, sizeof stop, 0, Traffic::kControl);
+  if (stop == 0) return false;
+  const std::string text = Format(
+      "early stop at iteration %lld: the validation P@1 has not improved for %lld evaluations "
+      "(--patience); the best, %.4f, was at iteration %lld\n",
+      (long long)iter_, (long long)r.since_best, best_p1_, (long long)best_iter_);
+  if (r.root) events_->Line(text);
+  r.report->EarlyStop(iter_, best_iter_, best_p1_);
+  r.total = iter_;
+  return true;
 }
 
 bool Trainer::ReadSteps(RunState& r, StepLossCheck* step) {
@@ -331,7 +358,10 @@ void Trainer::Iterate(RunState& r) {
     r.report->Progress(iter_, total, step_ms_, rss, r.last_eval);
   }
   // Evaluation first, so that a checkpoint of this iteration records its selection.
-  if (eval_now) EvaluateDuringRun(r);
+  if (eval_now) {
+    EvaluateDuringRun(r);
+    if (StopEarly(r)) return;  // FinishRun ends the run at this iteration
+  }
   if (save_now) SaveDuringRun(r);
   // A stop signal on any rank (agreed above) stops every rank after this step; one rank
   // alone also sees a signal that came during the evaluation or checkpoint.
@@ -367,7 +397,7 @@ void Trainer::StopAfterStep(RunState& r, int64_t sig) {
 }
 
 EvalResult Trainer::FinishRun(RunState& r) {
-  EvaluateDuringRun(r);
+  if (r.evaluated_at != iter_) EvaluateDuringRun(r);  // an early stop has evaluated it
   // The last state, for resuming or scoring later (also when no periodic checkpoint fell on
   // the last iteration).
   if (!cfg_.checkpoint_dir.empty() && r.saved_iter != iter_) SaveDuringRun(r);

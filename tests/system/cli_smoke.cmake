@@ -114,6 +114,39 @@ if(NOT OUT MATCHES "the best model so far is that of iteration ${first_best} ")
   message(FATAL_ERROR "the resumed run lost the best model of iteration ${first_best}:\n${OUT}")
 endif()
 
+# Early stopping: at a rate that cannot move the model (1e-30), no evaluation betters the
+# first, so training stops after --patience evaluations without a better validation P@1,
+# keeps the first model, says so and records it.
+set(es --train ${WORK}/syn.train.txt --test ${WORK}/syn.test.txt --hidden 32 --batch 64
+    --valid-fraction 0.2 --lr 1e-30 --threads 2)
+run(TRUE ${DSLIDE} train ${es} --eval-every 10 --iterations 1000 --patience 3
+    --metrics ${WORK}/es.jsonl)
+if(NOT OUT MATCHES "early stop at iteration 40: the validation P@1 has not improved for 3 evaluations"
+   OR NOT OUT MATCHES "kept the model of iteration 10 " OR NOT OUT MATCHES "test +iter 10 \\|")
+  message(FATAL_ERROR "no early stop after 3 evaluations without a better P@1:\n${OUT}")
+endif()
+file(READ ${WORK}/es.jsonl metrics)
+if(NOT metrics MATCHES "\"event\":\"early_stop\",\"iter\":40,\"best_iter\":10")
+  message(FATAL_ERROR "no early_stop record:\n${metrics}")
+endif()
+# --patience 0: to the end.
+run(TRUE ${DSLIDE} train ${es} --eval-every 10 --iterations 60 --patience 0)
+if(OUT MATCHES "early stop" OR NOT OUT MATCHES "valid +iter 50 ")
+  message(FATAL_ERROR "--patience 0 stopped early:\n${OUT}")
+endif()
+# --epochs auto (the default) with validation: up to max(100 epochs, 5,000 iterations),
+# evaluated every max(an epoch, 100 iterations), stopped after 5 evaluations (auto).
+run(TRUE ${DSLIDE} train ${es})
+if(NOT OUT MATCHES "up to 5000 iterations" OR NOT OUT MATCHES "evaluated every 100 iterations"
+   OR NOT OUT MATCHES "early stop at iteration 600: .* for 5 evaluations")
+  message(FATAL_ERROR "--epochs auto with validation did not run until early stopping:\n${OUT}")
+endif()
+# Without validation data --patience has nothing to stop on.
+run(FALSE ${DSLIDE} train --train ${WORK}/syn.train.txt --test ${WORK}/syn.test.txt --patience 3)
+if(NOT OUT MATCHES "option --patience stops on the validation P@1")
+  message(FATAL_ERROR "--patience without validation not refused:\n${OUT}")
+endif()
+
 run(FALSE ${DSLIDE} predict --model ${WORK}/ck/best --input ${WORK}/syn.test.txt --top-k 0
     --out ${WORK}/p0.tsv)
 if(NOT OUT MATCHES "--top-k")
