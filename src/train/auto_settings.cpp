@@ -11,13 +11,15 @@
 
 namespace dslide {
 
-int64_t AutoBudget(int64_t neurons) {
-  // 2 sqrt(n), at least 256: 0.24 % of Amazon-670K's outputs (half the SLIDE papers' 0.5 %),
-  // 0.44 % of gcide8-skipgram's, 25 % at the dense crossover, and sub-linear growth so that
-  // 10^7 outputs cost 6,325 active neurons per sample. Twice that learned about as much per
-  // step (P@1 within 0.015 at every evaluation of 1,500 iterations on two word tasks and the
-  // Amazon-670K shape) and cost 1.5-1.8 times as much (docs/user-guide.md, "Budget").
-  const double beta = std::ceil(2.0 * std::sqrt(static_cast<double>(neurons)));
+int64_t AutoBudget(int64_t neurons, bool log_q) {
+  // 4 sqrt(n) with the log-Q correction, 2 sqrt(n) without, at least 256; sub-linear growth,
+  // so that 10^7 outputs cost 12,650 (6,325) active neurons per sample. Uncorrected, twice
+  // 2 sqrt(n) learned about as much per step (P@1 within 0.015 at every evaluation of 1,500
+  // iterations on two word tasks and the Amazon-670K shape) at 1.5-1.8 times the cost. The
+  // corrected estimator's variance falls with the budget: at 2 sqrt(n) it stayed 0.012-0.024
+  // below the dense layer on the Debian and WordNet sets, at 4 sqrt(n) within 0.01 of it or
+  // above on every real sampled set (docs/user-guide.md, "Budget").
+  const double beta = std::ceil((log_q ? 4.0 : 2.0) * std::sqrt(static_cast<double>(neurons)));
   return std::min(neurons, std::max<int64_t>(256, static_cast<int64_t>(beta)));
 }
 
@@ -42,11 +44,13 @@ void AutoLsh(int64_t neurons, bool sparse_input, LshConfig* lsh) {
   // per step. Where they do not, a bucket holds n / 2^K neurons (15 for delicious' 983), 8
   // tables leave LSH slots to the fill, and L = 50 it is: delicious with LSH forced, test P@1
   // 0.609 / 0.626 / 0.636 / 0.642 at L = 8 / 16 / 32 / 50 (dense 0.648), 3.5-4.2 ms per step
-  // at every L (docs/user-guide.md). Half of the
+  // at every L (docs/user-guide.md). Uncorrected (--log-q false), half of the
   // slots beyond the labels go to LSH candidates, half to the fill (the batch's labels,
   // then uniform neurons): with LSH candidates alone, training collapsed below the
   // most-popular-label baseline at 2 x 10^5 and 6.7 x 10^5 outputs; with uniform negatives
-  // alone, delicious lost 0.05 P@1.
+  // alone, delicious lost 0.05 P@1. With the log-Q correction a quarter: the fill's batch
+  // labels and uniform draws reach the labels the candidates miss, which the correction
+  // weighs up (0.25 scored as 0.5 or above on the Debian, WordNet and word sets).
   if (lsh->family == HashFamily::kAuto)
     lsh->family = sparse_input ? HashFamily::kDwta : HashFamily::kSrp;
   if (lsh->k == 0) lsh->k = 6;
@@ -56,7 +60,8 @@ void AutoLsh(int64_t neurons, bool sparse_input, LshConfig* lsh) {
   }
   if (lsh->query == QueryStrategy::kAuto) lsh->query = QueryStrategy::kVanilla;
   // With --fill stop nothing fills the rest of the slots: the candidates take them all.
-  if (lsh->lsh_share == 0) lsh->lsh_share = lsh->fill == FillPolicy::kStop ? 1.0 : 0.5;
+  if (lsh->lsh_share == 0)
+    lsh->lsh_share = lsh->fill == FillPolicy::kStop ? 1.0 : lsh->log_q ? 0.25 : 0.5;
 }
 
 void ResolveAuto(TrainConfig* cfg, int64_t input_dim, int64_t output_dim) {
@@ -71,7 +76,8 @@ void ResolveAuto(TrainConfig* cfg, int64_t input_dim, int64_t output_dim) {
     // hidden layers densely, as in the SLIDE papers' experiments, which keeps scoring
     // (eval, predict) exact and independent of how points are batched.
     const int64_t out = output_dim;
-    cfg->sparsity = {out >= cfg->dense_below ? SparsityForBudget(AutoBudget(out), out) : 1.0};
+    cfg->sparsity = {
+        out >= cfg->dense_below ? SparsityForBudget(AutoBudget(out, cfg->lsh.log_q), out) : 1.0};
   }
   // The LSH settings follow the widest sparse layer.
   const std::vector<double> s = cfg->LayerSparsity(n);

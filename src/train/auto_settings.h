@@ -56,8 +56,8 @@ std::vector<float> LabelPriorBiases(const LayerSpec& out, const LabelMap& labels
 std::vector<float> LabelShares(const LayerSpec& out, const LabelMap& labels, const Dataset& data);
 
 /// The active neurons per sample (all ranks) that --sparsity auto gives a layer of
-/// `neurons` neurons that is not dense.
-int64_t AutoBudget(int64_t neurons);
+/// `neurons` neurons that is not dense, with or without the log-Q correction (--log-q).
+int64_t AutoBudget(int64_t neurons, bool log_q = true);
 
 /// The sparsity whose budget ceil(s * neurons) is exactly `budget`.
 double SparsityForBudget(int64_t budget, int64_t neurons);

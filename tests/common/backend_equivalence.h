@@ -225,12 +225,13 @@ TEST(DSLIDE_EQUIVALENCE_SUITE, ActiveSetsAndForward) {
 
 TEST(DSLIDE_EQUIVALENCE_SUITE, FloorOfNegativesAndLshShare) {
   // A budget of 4 of 400 with 2 labels per sample: the floor (8) raises every active set to
-  // 10; LSH candidates take half of the slots beyond the labels (or all, with --fill stop).
+  // 10; LSH candidates take a quarter of the slots beyond the labels (auto with the log-Q
+  // correction; or all, with --fill stop).
   for (FillPolicy fill : {FillPolicy::kRandom, FillPolicy::kBatch, FillPolicy::kStop})
     for (QueryStrategy q : {QueryStrategy::kVanilla, QueryStrategy::kTopK}) {
       SCOPED_TRACE(std::string(ToString(q)) + " " + ToString(fill));
       Pair s(SmallLsh(HashFamily::kSrp, q, fill), {1.0, 0.01});
-      EXPECT_EQ(s.cfg.lsh.lsh_share, fill == FillPolicy::kStop ? 1.0 : 0.5);
+      EXPECT_EQ(s.cfg.lsh.lsh_share, fill == FillPolicy::kStop ? 1.0 : 0.25);
       const BatchRows h = s.Hidden(14);
       const BatchLabels lab = s.Labels(15);
       BatchRows a, b;

@@ -84,7 +84,15 @@ TEST(AutoSettings, DenseBelowTheCrossoverAndConcreteAbove) {
   const double s = wide.LayerSparsity(2)[1];
   EXPECT_LT(s, 1.0);
   EXPECT_EQ(ModelSpec::Budget(s, 670091), AutoBudget(670091));
+  EXPECT_EQ(AutoBudget(670091), 3275);  // 4 sqrt(n) with the log-Q correction (the default)
+  EXPECT_EQ(wide.lsh.lsh_share, 0.25);
   EXPECT_TRUE(wide.lsh.resolved());
+  // Without it (--log-q false), the earlier rule: 2 sqrt(n), half the slots to LSH.
+  TrainConfig plain;
+  plain.lsh.log_q = false;
+  ResolveAuto(&plain, 500, 670091);
+  EXPECT_EQ(ModelSpec::Budget(plain.LayerSparsity(2)[1], 670091), 1638);
+  EXPECT_EQ(plain.lsh.lsh_share, 0.5);
   // The output layer's input is the dense hidden activation: SimHash.
   EXPECT_EQ(wide.lsh.family, HashFamily::kSrp);
   // Hidden layers stay dense under auto, however wide.

@@ -115,7 +115,7 @@ TEST(Trainer, ANewSampledModelStartsFromTheLabelPrior) {
 }
 
 std::vector<double> Losses(int iters, CatchUpScope catch_up = CatchUpScope::kFirstLayer,
-                           bool with_train = false) {
+                           bool with_train = false, bool log_q = false) {
   SetNumThreads(1);
   const GenConfig g = SmallShape();
   const Dataset train = GenerateSynthetic(g, 0, 2000);
@@ -127,6 +127,7 @@ std::vector<double> Losses(int iters, CatchUpScope catch_up = CatchUpScope::kFir
   cfg.lsh.rebuild_n0 = 5;  // table rebuilds within a few steps
   cfg.lsh.l = 50;          // explicit: a change of the auto default is not a changed step
   cfg.adam_catch_up = catch_up;
+  cfg.lsh.log_q = log_q;  // and with it the LSH share left to auto (0.25 with, 0.5 without)
   LocalCommunicator comm;
   Trainer tr(cfg, &comm, MakeBackend(Device::kCpu, 0), train.num_features, train.num_labels,
              with_train ? &train : nullptr);
@@ -178,7 +179,8 @@ std::string BuildKey() { return std::string(DSLIDE_CORE_BUILD) + " on " + CpuMod
 // with Glorot's), when the initial weights' normals came two at a time, and when they became
 // uniform of the same variance (Rng::SymmetricPair), and when the first layer's lazy rows
 // came to catch up the steps they missed (AdamCatchUp; the earlier sequence holds bit for bit
-// without it, below).
+// without it, below). Both with --log-q false, which keeps the uncorrected softmax and the
+// LSH share of 0.5 that auto gave before the correction.
 constexpr const char* kPinnedBuild =
     "GNU 12.2.0, -march=native ON, Release on AMD EPYC (family 25, model 17, flags "
     "7deaa9a0622f9750)";
@@ -238,30 +240,30 @@ TEST(Trainer, LossSequenceWithoutCatchUpIsPinned) {
   ExpectPinned(Losses(50, CatchUpScope::kNone), kPinnedLossesWithoutCatchUp);
 }
 
-// The trainer given its training set: the output layer's logits are log-Q corrected (the
-// label shares come from that set) and the first layer's rate follows its inputs' L1 norm;
-// the sequences above are of a trainer without one (neither).
+// The defaults, the trainer given its training set: the output layer's logits are log-Q
+// corrected (the label shares come from that set; the LSH share left to auto is 0.25) and
+// the first layer's rate follows its inputs' L1 norm.
 // Recorded on another machine than the sequences above, so with its own build key.
 constexpr const char* kPinnedBuildWithTrainingSet =
     "GNU 12.2.0, -march=native ON, Release on AMD EPYC (family 26, model 2, flags "
     "0c58d874017274bf)";
 constexpr double kPinnedLossesWithTrainingSet[50] = {
-    0x1.8e12cdbd8550ap+2, 0x1.8d594aac63c09p+2, 0x1.8d6b97ac01cc2p+2, 0x1.8d4e8c288ad9bp+2,
-    0x1.8c481a00ccd29p+2, 0x1.8b59fa652f268p+2, 0x1.8aebf756e4ed7p+2, 0x1.8c41ed749dce2p+2,
-    0x1.89d3efeaafa48p+2, 0x1.8a58834970037p+2, 0x1.8793c853c4e09p+2, 0x1.86978a05cfc2dp+2,
-    0x1.8be61bd45f4afp+2, 0x1.8b2d45a6331fcp+2, 0x1.871fbcbdf864ep+2, 0x1.86db845effcbep+2,
-    0x1.8576d5fb248f1p+2, 0x1.877536139c619p+2, 0x1.85f2055f0da74p+2, 0x1.82be84f0447d6p+2,
-    0x1.82e8ab7c0926ap+2, 0x1.8216cd356e8aep+2, 0x1.85d0fc7560cbdp+2, 0x1.8394b15cc49adp+2,
-    0x1.81632a8284e05p+2, 0x1.7fcdcbbc41956p+2, 0x1.8328a3b827eaap+2, 0x1.7f0e34db1fe39p+2,
-    0x1.820e1eba8ce25p+2, 0x1.7e9a62685d231p+2, 0x1.7e3383c9c9d1cp+2, 0x1.7ba2fd8134b1dp+2,
-    0x1.79bafc8cac43ap+2, 0x1.780bdd2b3ba0bp+2, 0x1.777580f4e214ap+2, 0x1.7a645da692ea9p+2,
-    0x1.73270523ca832p+2, 0x1.71d6169c23a35p+2, 0x1.7611d6754b38p+2,  0x1.771815d723d67p+2,
-    0x1.7283796cf900dp+2, 0x1.6e75453e14bffp+2, 0x1.700629a3e273ep+2, 0x1.713bc6187efcp+2,
-    0x1.7677d7317fa6bp+2, 0x1.703c910b8b6c1p+2, 0x1.6bbb101b592c2p+2, 0x1.69617af115c3dp+2,
-    0x1.6a6a04c39c183p+2, 0x1.6dfebdb4e6d18p+2};
+    0x1.8dffe86bd7252p+2, 0x1.8d2df3947b15ep+2, 0x1.8dba8e8d490e9p+2, 0x1.8d2f308354be1p+2,
+    0x1.8c3b86455f815p+2, 0x1.8b7826882f1b3p+2, 0x1.8ae6528961ed1p+2, 0x1.8bbbf77e6af0bp+2,
+    0x1.8a3d297c7153bp+2, 0x1.89adcd6c038c6p+2, 0x1.87cbd0c9b3473p+2, 0x1.8784fc3bd1834p+2,
+    0x1.8b7dcbe2ab805p+2, 0x1.8a95ccf8b08b6p+2, 0x1.872408eace934p+2, 0x1.86cea5d8c88a9p+2,
+    0x1.858a68a3b686ep+2, 0x1.8771483faf3fp+2,  0x1.860448b5fd258p+2, 0x1.82de53969498ep+2,
+    0x1.82cc2e63f26f5p+2, 0x1.82004cdd7128fp+2, 0x1.8519949180ee5p+2, 0x1.83b159a924188p+2,
+    0x1.80fc2f085e3b3p+2, 0x1.7f8cb2910add9p+2, 0x1.829adf03ce0ecp+2, 0x1.7ea7d42ebc99ep+2,
+    0x1.82585a7cc4a9cp+2, 0x1.7e150d388753ap+2, 0x1.7e39677372155p+2, 0x1.7aff3be684edap+2,
+    0x1.7960df6514505p+2, 0x1.7848c9c2b11cfp+2, 0x1.77673ccf0cf21p+2, 0x1.7a1ab4b8557f4p+2,
+    0x1.73060535d4623p+2, 0x1.7280f1ae0bbd9p+2, 0x1.75f83b1906ae2p+2, 0x1.774a37ca55d3dp+2,
+    0x1.72929a4da781ep+2, 0x1.6e82fd9f2bc65p+2, 0x1.6fe0231345424p+2, 0x1.70b60b139eabap+2,
+    0x1.764d855376239p+2, 0x1.7040a3ef5424p+2,  0x1.6bf04f1f9514cp+2, 0x1.69926224db903p+2,
+    0x1.6aa287a04231p+2,  0x1.6e6340aa1bda2p+2};
 
 TEST(Trainer, LossSequenceWithTrainingSetIsPinned) {
-  ExpectPinned(Losses(50, CatchUpScope::kFirstLayer, true), kPinnedLossesWithTrainingSet,
+  ExpectPinned(Losses(50, CatchUpScope::kFirstLayer, true, true), kPinnedLossesWithTrainingSet,
                kPinnedBuildWithTrainingSet);
 }
 
