@@ -186,7 +186,7 @@ void options::AddTrainOptions(OptionTable& t, TrainConfig* c) {
       "epochs", [c] { return c->epochs_auto ? "auto" : Text(c->epochs); },
       "epochs to train when --iterations is 0, at most 10^6 (auto: 1; when validating, until "
       "early stopping ends the run (--patience), at most 100 epochs or 5,000 iterations, the "
-      "more)");
+      "more, evaluating every epoch but at least every 500 and at most every 100 iterations)");
   t.Text(
       "patience", [c] { return c->patience < 0 ? "auto" : Text(c->patience); },
       "when validating: stop training after this many evaluations in a row without a better "

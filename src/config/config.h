@@ -58,11 +58,12 @@ constexpr double kDivergenceFactor = 10;
 /// Early stopping when validating (docs/user-guide.md, "Early stopping"): the evaluations in a
 /// row without a better validation P@1 after which training stops (--patience auto), the
 /// length of a run left to --epochs auto (at most this many epochs, and at least this many
-/// iterations), and the fewest iterations between its evaluations.
+/// iterations), and the iterations between its evaluations (an epoch, within these bounds).
 constexpr int64_t kAutoPatience = 5;
 constexpr int64_t kAutoMaxEpochs = 100;
 constexpr int64_t kAutoMinIterations = 5000;
 constexpr int64_t kAutoEvalIterations = 100;
+constexpr int64_t kAutoEvalIterationsMost = 500;
 
 /// Options of `dslide train` (and the training part of `dslide bench`).
 struct TrainConfig {
