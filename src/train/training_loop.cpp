@@ -179,10 +179,9 @@ void Trainer::PlanRun(RunState& r) {
   r.patience = r.valid == nullptr ? 0 : cfg_.patience < 0 ? kAutoPatience : cfg_.patience;
   r.eval_every = cfg_.eval_every;
   if (r.eval_every == 0 && r.valid != nullptr)
-    r.eval_every =
-        r.auto_length
-            ? std::clamp(r.per_epoch, kAutoEvalIterations, kAutoEvalIterationsMost)
-            : std::max(r.per_epoch, (r.total + 9) / 10);
+    r.eval_every = r.auto_length
+                       ? std::clamp(r.per_epoch, kAutoEvalIterations, kAutoEvalIterationsMost)
+                       : std::max(r.per_epoch, (r.total + 9) / 10);
   r.monitor_base = r.monitor ? MostPopularLabelP1(r.train, *r.monitor, cfg_.eval_points) : 0;
   r.test_base = r.test ? MostPopularLabelP1(r.train, *r.test, cfg_.eval_points) : 0;
 }
