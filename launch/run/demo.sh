@@ -27,6 +27,6 @@ Next:
   ./build/dslide predict --model out/demo-model/best --input FILE --top-k 5 --out preds.tsv
   ./build/dslide eval --model out/demo-model/best --test out/demo.test.txt
   ./build/dslide export --model out/demo-model/best --out model.h5
-  ./build/dslide train --train YOUR.train.txt --test YOUR.test.txt --valid-fraction 0.1 --epochs 10
+  ./build/dslide train --train YOUR.train.txt --test YOUR.test.txt --valid-fraction 0.1   # early stopping
   sudo launch/bench/scaling            # dslide against real Horovod (launch/setup/setup-horovod.sh) and its own baselines
 EOF
