@@ -17,6 +17,7 @@
 #include "data/batch_rows.h"
 #include "lsh/select_kernel.h"
 #include "model/adam.h"
+#include "model/dropout.h"
 #include "model/model.h"
 #include "model/softmax.h"
 
@@ -326,6 +327,11 @@ class LayerBackend {
   /// input (packed, as the snapshot exchange gathers it); to = from - 1 makes to's delta
   /// from's input gradient times ReLU' of to's output.
   virtual void Chain(int from, int to) = 0;
+  /// Training's dropout of a hidden layer (model/dropout.h). Forward, after Forward: the
+  /// layer's kOutput entries that d drops set to 0, the kept ones scaled. Backward, once the
+  /// layer's kDelta holds the gradient through ReLU' (Chain or the exchange): the kept
+  /// entries' deltas scaled (the dropped ones are 0 already).
+  virtual void Dropout(int layer, const DropoutStep& d, bool backward) = 0;
   /// Queues the mean loss (SoftmaxMeanLoss) of the statistics the last Softmax of
   /// `loss_layer` kept (0 when loss_layer < 0), with the non-finite flags of the updates
   /// since the entry before; nothing waits.

@@ -170,6 +170,13 @@ void options::AddTrainOptions(OptionTable& t, TrainConfig* c) {
       "rate, and a hidden unit's input by about the rate times the input's L1 norm, so inputs of "
       "one or a few features (word ids, item ids) get a first layer that moves per step as a "
       "bag of words' does; inputs with a mean L1 norm of 6 or more keep --lr");
+  t.Text(
+      "dropout", [c] { return c->dropout < 0 ? "auto" : Text(c->dropout); },
+      "the chance, in [0, 0.9], that training drops a hidden layer's activation (the kept "
+      "ones scaled by 1 / (1 - it); evaluation and prediction drop none). auto: 0.2 when "
+      "validating with --epochs auto on a training set of at most 300 batches (early "
+      "stopping then runs through many epochs, which overfit without it), else 0 "
+      "(docs/user-guide.md, \"Dropout\")");
   t.Field("beta1", &c->beta1, "Adam beta1");
   t.Field("beta2", &c->beta2, "Adam beta2");
   t.Field("eps", &c->eps, "Adam epsilon");
@@ -271,6 +278,10 @@ void options::FinishTrain(const po::variables_map& vm, TrainConfig* c) {
   c->first_lr_scale = ParseAutoNumber(
       "first-lr-scale", vm["first-lr-scale"].as<std::string>(),
       [](double v) { return v >= 1e-3 && v <= 1e3; }, "a multiple of --lr in [1e-3, 1e3]");
+  const std::string dropout = vm["dropout"].as<std::string>();
+  c->dropout = dropout == "auto" ? -1 : ParseNumber("dropout", dropout);
+  DSLIDE_CHECK(dropout == "auto" || (c->dropout >= 0 && c->dropout <= kMaxDropout),
+               "option --dropout: must be auto or in [0, ", kMaxDropout, "], got ", dropout);
   const std::string epochs = vm["epochs"].as<std::string>();
   c->epochs_auto = epochs == "auto";
   if (!c->epochs_auto) c->epochs = ParseNumber("epochs", epochs);
@@ -365,6 +376,8 @@ void TrainConfig::Validate() const {
                "option --lr: must be a number > 0 that a float holds (",
                std::numeric_limits<float>::min(), " to ", std::numeric_limits<float>::max(),
                "), got ", lr);
+  DSLIDE_CHECK(dropout == -1 || (dropout >= 0 && dropout <= kMaxDropout),
+               "option --dropout: must be auto or in [0, ", kMaxDropout, "], got ", dropout);
   DSLIDE_CHECK(beta1 >= 0 && beta1 < 1, "option --beta1: must be in [0, 1), got ", beta1);
   DSLIDE_CHECK(beta2 >= 0 && beta2 < 1, "option --beta2: must be in [0, 1), got ", beta2);
   DSLIDE_CHECK(eps > 0 && eps <= 1, "option --eps: must be in (0, 1], got ", eps);

@@ -60,6 +60,11 @@ constexpr double kDivergenceFactor = 10;
 /// length of a run left to --epochs auto (at most this many epochs, and at least this many
 /// iterations), and the iterations between its evaluations (an epoch, within these bounds).
 constexpr int64_t kAutoPatience = 5;
+/// --dropout: the largest rate accepted; auto's rate, when validating with --epochs auto on a
+/// training set whose epoch is at most this many iterations (AutoDropout).
+constexpr double kMaxDropout = 0.9;
+constexpr double kAutoDropout = 0.2;
+constexpr int64_t kAutoDropoutEpochIterations = 300;
 constexpr int64_t kAutoMaxEpochs = 100;
 constexpr int64_t kAutoMinIterations = 5000;
 constexpr int64_t kAutoEvalIterations = 100;
@@ -88,6 +93,9 @@ struct TrainConfig {
   /// inputs).
   double first_lr_scale = 0;
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+  /// The chance that training drops a hidden activation (model/dropout.h); -1: auto
+  /// (AutoDropout of the training set, which the trainer applies).
+  double dropout = -1;
   bool dense_adam = false;
   CatchUpScope adam_catch_up = CatchUpScope::kFirstLayer;  // the lazy rows that catch up
   int64_t iterations = 0;                                  ///< 0: use epochs

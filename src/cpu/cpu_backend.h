@@ -64,6 +64,7 @@ class CpuBackend : public LayerBackend {
   void Backward(int layer) override;
   void BackwardStep(int layer, const AdamStep& step) override;
   void Chain(int from, int to) override;
+  void Dropout(int layer, const DropoutStep& d, bool backward) override;
   void QueueStatus(int loss_layer) override;
   std::vector<StepStatus> TakeQueued() override;
   void RebuildTables(int layer, const RebuildPlan& plan) override;

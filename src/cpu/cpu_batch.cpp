@@ -6,6 +6,7 @@
 #include "cpu/cpu_backend.h"
 #include "cpu/cpu_layer.h"
 #include "model/activation.h"
+#include "model/dropout.h"
 
 namespace dslide::cpu {
 
@@ -76,6 +77,14 @@ void CpuBackend::Chain(int from, int to) {
   // SnapshotExchange::ScatterGrad returns on one rank.
   UnpackLike(grad.vals.data(), prev.out, &prev.delta);
   ReluBackward(prev.out, &prev.delta);
+}
+
+void CpuBackend::Dropout(int layer, const DropoutStep& d, bool backward) {
+  Buffers& b = At(layer);
+  if (backward)
+    DropoutBackward(d, &b.delta);
+  else
+    DropoutForward(d, &b.out);
 }
 
 void CpuBackend::Softmax(int layer) {

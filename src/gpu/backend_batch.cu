@@ -137,6 +137,28 @@ void GpuBackendT<X>::Chain(int from, int to) {
 }
 
 template <class X>
+void GpuBackendT<X>::Dropout(int layer, const DropoutStep& d, bool backward) {
+  Batch& b = *batch_[layer];
+  const DevRows& act = b.out;
+  const int64_t cap = act.cap;
+  const int64_t* n = act.n.data();
+  const float scale = d.Scale();
+  if (backward) {
+    float* g = b.delta.data();
+    x_.For(act.B * cap, [=] DSLIDE_HD(int64_t t) {
+      if (t % cap < n[t / cap]) g[t] *= scale;
+    });
+    return;
+  }
+  const int32_t* ids = act.ids.data();
+  float* v = b.out.vals.data();
+  x_.For(act.B * cap, [=] DSLIDE_HD(int64_t t) {
+    const int64_t i = t / cap;
+    if (t % cap < n[i]) v[t] = d.Keeps(i, ids[t]) ? v[t] * scale : 0.0f;
+  });
+}
+
+template <class X>
 void GpuBackendT<X>::SendInput(int layer, const BatchRows& rows) {
   batch_[layer]->chained = false;
   SendRows(rows, &send_rows_, &batch_[layer]->in);
@@ -198,6 +220,7 @@ void GpuBackendT<X>::CommitRows(int layer, Rows which) {
   template void GpuBackendT<X>::Densify(const DevRows& d, int64_t width, Buf<float>* out) const; \
   template void GpuBackendT<X>::SetLabels(const BatchLabels* labels);                            \
   template void GpuBackendT<X>::Chain(int from, int to);                                         \
+  template void GpuBackendT<X>::Dropout(int layer, const DropoutStep& d, bool backward);         \
   template void GpuBackendT<X>::SendInput(int layer, const BatchRows& rows);                     \
   template BatchRows* GpuBackendT<X>::HostRows(int layer, Rows which, Access access);            \
   template void GpuBackendT<X>::CommitRows(int layer, Rows which);

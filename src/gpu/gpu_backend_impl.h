@@ -324,6 +324,7 @@ class GpuBackendT : public LayerBackend, public RowExchange {
   /// snapshot would be: dense rows for a dense layer. Backward: to's delta is from's input
   /// gradient times ReLU' of to's output (the same padded layout: the input is the output).
   void Chain(int from, int to) override;
+  void Dropout(int layer, const DropoutStep& d, bool backward) override;
 
   void TopK(int layer, int k, std::vector<int32_t>* ids, std::vector<float>* scores,
             const BatchLabels* labels, SoftmaxStats* st) override;

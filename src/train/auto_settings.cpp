@@ -91,6 +91,16 @@ void ResolveAuto(TrainConfig* cfg, int64_t input_dim, int64_t output_dim) {
   AutoLsh(widest > 0 ? widest : output_dim, sparse_input, &cfg->lsh);
 }
 
+double AutoDropout(const TrainConfig& cfg, int64_t train_points) {
+  // Where validation sets the length (early stopping) and an epoch is short, training runs
+  // through many epochs and overfits without it; one epoch, or the few of a large set that
+  // early stopping allows, underfit with it.
+  const bool until_early_stop = cfg.validating() && cfg.epochs_auto && cfg.iterations == 0;
+  const int64_t epoch = (train_points + cfg.batch - 1) / std::max(1, cfg.batch);
+  return until_early_stop && train_points > 0 && epoch <= kAutoDropoutEpochIterations ? kAutoDropout
+                                                                                      : 0.0;
+}
+
 double FirstLayerLrScale(const Dataset& data) {
   double sum = 0;
   int64_t points = 0;
@@ -232,6 +242,11 @@ std::string DescribeLayers(const ModelSpec& spec, const TrainConfig& resolved,
       if (s.is_output)
         os << (c.log_q ? ", log-Q corrected" : ", not log-Q corrected (--log-q false)");
     }
+    if (!s.is_output && resolved.dropout > 0)
+      os << ", dropout " << resolved.dropout << " in training"
+         << (asked.dropout < 0 ? " (--dropout auto: early stopping over epochs of at most " +
+                                     std::to_string(kAutoDropoutEpochIterations) + " iterations)"
+                               : std::string());
     os << "\n";
   }
   if (any_auto) os << "  (* chosen by auto from the layer's size)\n";

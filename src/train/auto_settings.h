@@ -73,6 +73,11 @@ void AutoLsh(int64_t neurons, bool sparse_input, LshConfig* lsh);
 /// Idempotent.
 void ResolveAuto(TrainConfig* cfg, int64_t input_dim, int64_t output_dim);
 
+/// --dropout auto for a training set of `train_points`: kAutoDropout when validating with
+/// --epochs auto (early stopping ends the run) and an epoch takes at most
+/// kAutoDropoutEpochIterations iterations, else 0.
+double AutoDropout(const TrainConfig& cfg, int64_t train_points);
+
 /// What a layer's active set holds over the points of a dataset, all ranks together.
 struct LayerSlots {
   int64_t budget = 0;              ///< beta: active neurons per sample by the sparsity

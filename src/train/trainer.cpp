@@ -43,6 +43,11 @@ Trainer::Trainer(const TrainConfig& cfg, Communicator* comm, std::unique_ptr<Lay
     comm_->Broadcast(&scale, sizeof scale, 0, Traffic::kControl);
     cfg_.first_lr_scale = scale;
   }
+  if (cfg_.dropout < 0) {  // auto: from the training set's size (rank 0's, for all)
+    double rate = comm_->rank() == 0 && train != nullptr ? AutoDropout(cfg_, train->size()) : 0.0;
+    comm_->Broadcast(&rate, sizeof rate, 0, Traffic::kControl);
+    cfg_.dropout = rate;
+  }
   spec_ = ModelSpec::Make(input_dim, cfg_.hidden, output_dim,
                           cfg_.LayerSparsity(cfg_.hidden.size() + 1), model_comm_->rank(),
                           model_comm_->size(), cfg_.min_negatives);
@@ -69,7 +74,8 @@ Trainer::Trainer(const TrainConfig& cfg, Communicator* comm, std::unique_ptr<Lay
 }
 
 void Trainer::ForwardHidden(const Dataset& data, const std::vector<int64_t>& points,
-                            const BatchLabels* labels, int64_t stream, bool through_output) {
+                            const BatchLabels* labels, int64_t stream, bool through_output,
+                            const DropoutStep* dropout) {
   // The data rows and labels are all of the batch that goes into the backend.
   DataRows(data, points, backend_->HostRows(0, Rows::kInput, Access::kWrite));
   backend_->CommitRows(0, Rows::kInput);
@@ -82,6 +88,7 @@ void Trainer::ForwardHidden(const Dataset& data, const std::vector<int64_t>& poi
     backend_->Select(l, out && labels != nullptr, stream);
     auto t1 = Clock::now();
     backend_->Forward(l);
+    if (dropout != nullptr && !out) backend_->Dropout(l, *dropout, /*backward=*/false);
     auto t2 = Clock::now();
     phases_.query += std::chrono::duration<double>(t1 - t0).count();
     phases_.forward += std::chrono::duration<double>(t2 - t1).count();
@@ -191,9 +198,20 @@ std::string DivergenceHint(const Dataset& train, double lr) {
 
 double Trainer::Loss(const Dataset& data, const std::vector<int64_t>& points) {
   const BatchLabels labels = Labels(data, points, spec_.labels);
-  ForwardHidden(data, points, &labels, iter_, /*through_output=*/true);
+  const DropoutStep drop = DropoutOf(points);
+  ForwardHidden(data, points, &labels, iter_, /*through_output=*/true,
+                drop.rate > 0 ? &drop : nullptr);
   Softmax(labels);
   return MeanLoss(labels);
+}
+
+DropoutStep Trainer::DropoutOf(const std::vector<int64_t>& points) const {
+  DropoutStep d;
+  if (cfg_.dropout > 0 && !points.empty()) {
+    d.rate = static_cast<float>(cfg_.dropout);
+    d.key = DropoutKey(cfg_.seed, iter_, points[0]);
+  }
+  return d;
 }
 
 double Trainer::ForwardBackward(const Dataset& data, const std::vector<int64_t>& points) {
@@ -204,9 +222,11 @@ std::optional<double> Trainer::Backpropagate(const Dataset& data,
                                              const std::vector<int64_t>& points,
                                              const AdamStep* step, bool queue) {
   const BatchLabels labels = Labels(data, points, spec_.labels);
-  ForwardHidden(data, points, &labels, iter_, /*through_output=*/true);
+  const DropoutStep drop = DropoutOf(points);
+  const DropoutStep* dropout = drop.rate > 0 ? &drop : nullptr;
+  ForwardHidden(data, points, &labels, iter_, /*through_output=*/true, dropout);
   Softmax(labels);
-  BackwardPass(step);
+  BackwardPass(step, dropout);
   // The loss after the backward pass. With one rank and `queue` it waits in the backend
   // with the step's non-finite flags, read at the logging cadence (TakeSteps): the host does
   // not wait for the device per step. A non-finite loss or weights stop the run when read,
@@ -220,7 +240,7 @@ std::optional<double> Trainer::Backpropagate(const Dataset& data,
   return loss;
 }
 
-void Trainer::BackwardPass(const AdamStep* step) {
+void Trainer::BackwardPass(const AdamStep* step, const DropoutStep* dropout) {
   for (int l = static_cast<int>(spec_.layers.size()) - 1; l >= 0; --l) {
     auto t0 = Clock::now();
     // With `step`, a layer's weights are not needed again this step once its input gradient
@@ -235,6 +255,7 @@ void Trainer::BackwardPass(const AdamStep* step) {
     if (l > 0) {  // the layer's input gradient, to the layer below
       t0 = Clock::now();
       exchange_.PassBackward(backend_.get(), l, segs_[l - 1]);
+      if (dropout != nullptr) backend_->Dropout(l - 1, *dropout, /*backward=*/true);
       phases_.comm += Seconds(t0);
     }
   }

@@ -62,7 +62,8 @@ class Trainer {
   /// the backend (SaveLayer with kGradient). Returns the mean loss. Active sets depend on the
   /// current iteration only.
   double ForwardBackward(const Dataset& data, const std::vector<int64_t>& points);
-  /// Collective: the mean loss of the batch with the active sets ForwardBackward would use.
+  /// Collective: the mean loss of the batch with the active sets and dropout masks
+  /// ForwardBackward would use.
   double Loss(const Dataset& data, const std::vector<int64_t>& points);
 
   /// Collective: P@k on the first `max_points` points of `test` (all when <= 0), exact
@@ -137,8 +138,11 @@ class Trainer {
  private:
   /// What the step strategy may use of this trainer (StepContext).
   StepContext StepContextOf();
+  /// The batch through the layers (through the output layer too with `through_output`);
+  /// with `dropout` (training), each hidden layer's output dropped out before it moves on.
   void ForwardHidden(const Dataset& data, const std::vector<int64_t>& points,
-                     const BatchLabels* labels, int64_t stream, bool through_output);
+                     const BatchLabels* labels, int64_t stream, bool through_output,
+                     const DropoutStep* dropout = nullptr);
   /// The softmax phases on the output layer: with one rank the whole normaliser is local
   /// and the statistics stay in the backend; with P, one all-reduce of each rank's max and
   /// sums (CombineSoftmax) between the phases.
@@ -146,6 +150,8 @@ class Trainer {
   /// The batch's mean loss from the last Softmax (with one rank, the backend's one read-back
   /// of the step).
   double MeanLoss(const BatchLabels& labels);
+  /// The dropout of the training step on `points` at this iteration (rate 0: none).
+  DropoutStep DropoutOf(const std::vector<int64_t>& points) const;
   /// Forward, loss and backward; with `step`, each layer is updated inside its backward.
   /// With `queue` and one rank, the loss is queued in the backend (read by TakeSteps) and
   /// none is returned.
@@ -153,7 +159,7 @@ class Trainer {
                                       const AdamStep* step, bool queue = false);
   /// The layers' backward from the output layer's delta down (and with `step` their
   /// updates), the input gradients chained or reduce-scattered between them.
-  void BackwardPass(const AdamStep* step);
+  void BackwardPass(const AdamStep* step, const DropoutStep* dropout);
 
   /// The checkpoint metadata of the current state at data position (epoch, pos).
   CheckpointMeta MetaNow(int64_t epoch, int64_t pos) const;

@@ -246,6 +246,61 @@ TEST(DSLIDE_EQUIVALENCE_SUITE, FloorOfNegativesAndLshShare) {
     }
 }
 
+/// Dropout (model/dropout.h) on a hidden layer, dense and sampled: both backends drop the
+/// same entries as the shared rule says and scale the rest by 1 / (1 - rate), forward and
+/// backward; about `rate` of the entries drop.
+TEST(DSLIDE_EQUIVALENCE_SUITE, DropoutMasksAlike) {
+  for (double sparsity : {1.0, 0.5}) {
+    SCOPED_TRACE("hidden sparsity " + std::to_string(sparsity));
+    Pair s(SmallLsh(HashFamily::kSrp, QueryStrategy::kVanilla, FillPolicy::kRandom),
+           {sparsity, 0.1}, nullptr, /*hidden_units=*/64);
+    const BatchRows x = s.Inputs(81);
+    BatchRows a, b;
+    s.SelectBoth(0, x, nullptr, 7, &a, &b);
+    ASSERT_EQ(a.n, b.n);
+    Forward(*s.cpu, 0, x, &a);
+    Forward(*s.dev, 0, x, &b);
+    BatchRows before = a;
+    DropoutStep d;
+    d.rate = 0.3f;
+    d.key = DropoutKey(5, 9, 123);
+    s.cpu->Dropout(0, d, /*backward=*/false);
+    s.dev->Dropout(0, d, /*backward=*/false);
+    CopyValues(*s.cpu->HostRows(0, Rows::kOutput, Access::kRead), &a);
+    CopyValues(*s.dev->HostRows(0, Rows::kOutput, Access::kRead), &b);
+    int64_t dropped = 0, entries = 0;
+    for (int64_t i = 0; i < s.B; ++i)
+      for (int64_t k = 0; k < a.n[i]; ++k) {
+        const bool keeps = d.Keeps(i, a.Ids(i)[k]);
+        const float want = keeps ? before.Vals(i)[k] * d.Scale() : 0.0f;
+        ASSERT_NEAR(a.Vals(i)[k], want, 1e-6 * std::max(1.0f, std::abs(want)))
+            << "sample " << i << " slot " << k;
+        ASSERT_NEAR(b.Vals(i)[k], want, kTol * std::max(1.0f, std::abs(want)))
+            << "sample " << i << " slot " << k;
+        dropped += !keeps;
+        ++entries;
+      }
+    EXPECT_NEAR(static_cast<double>(dropped) / entries, d.rate, 0.06) << "of " << entries;
+    // Backward: a delta laid out like the output, every kept entry's gradient scaled.
+    BatchRows delta = a;
+    for (int64_t i = 0; i < s.B; ++i)
+      for (int64_t k = 0; k < a.n[i]; ++k) delta.Vals(i)[k] = 0.25f + 0.01f * static_cast<float>(k);
+    BatchRows da = delta, db = delta;
+    for (auto [backend, out] : {std::pair{s.cpu.get(), &da}, std::pair{s.dev.get(), &db}}) {
+      Stage(*backend, 0, Rows::kOutput, a);
+      Stage(*backend, 0, Rows::kDelta, delta);
+      backend->Dropout(0, d, /*backward=*/true);
+      CopyValues(*backend->HostRows(0, Rows::kDelta, Access::kRead), out);
+    }
+    for (int64_t i = 0; i < s.B; ++i)
+      for (int64_t k = 0; k < a.n[i]; ++k) {
+        const float want = delta.Vals(i)[k] * d.Scale();
+        ASSERT_NEAR(da.Vals(i)[k], want, 1e-6f) << "sample " << i << " slot " << k;
+        ASSERT_NEAR(db.Vals(i)[k], want, kTol) << "sample " << i << " slot " << k;
+      }
+  }
+}
+
 /// The log-Q correction (BackendOptions::label_share given): both backends select the same
 /// ids as without it and write the same corrected logits (within kTol); against a backend
 /// without label shares, a sample's labels keep their logits and every negative's is raised

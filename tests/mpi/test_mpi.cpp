@@ -41,7 +41,7 @@ Dataset Small(int64_t points) {
   return GenerateSynthetic(testing::SyntheticShape(300, 90, 12, 3, points), 0, points);
 }
 
-TEST(Distributed, DenseEqualsOneRank) {
+void ExpectDenseEqualsOneRank(double dropout) {
   SetNumThreads(1);
   const Dataset data = Small(2000);
   TrainConfig cfg;
@@ -49,6 +49,7 @@ TEST(Distributed, DenseEqualsOneRank) {
   cfg.sparsity = {1.0, 1.0, 1.0};
   cfg.batch = 32;
   cfg.lr = 1e-3;
+  cfg.dropout = dropout;
   Trainer dist_tr(cfg, g_comm, MakeBackend(Device::kCpu, 0), data.num_features, data.num_labels);
   LocalCommunicator local;
   Trainer one(cfg, &local, MakeBackend(Device::kCpu, 0), data.num_features, data.num_labels);
@@ -70,6 +71,12 @@ TEST(Distributed, DenseEqualsOneRank) {
   }
   EXPECT_LT(max_diff, 1e-5) << "weights after 20 iterations";
 }
+
+TEST(Distributed, DenseEqualsOneRank) { ExpectDenseEqualsOneRank(0.0); }
+
+// Each rank drops its own shard's activations by (batch, sample, global neuron id): the
+// masks of P ranks together are one rank's.
+TEST(Distributed, DenseWithDropoutEqualsOneRank) { ExpectDenseEqualsOneRank(0.5); }
 
 TEST(Distributed, GpuDenseEqualsCpu) {
   // The GPU backend inside the same distributed step: P ranks sharing one GPU equal the

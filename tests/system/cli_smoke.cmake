@@ -141,6 +141,19 @@ if(NOT OUT MATCHES "up to 5000 iterations" OR NOT OUT MATCHES "evaluated every 1
    OR NOT OUT MATCHES "early stop at iteration 600: .* for 5 evaluations")
   message(FATAL_ERROR "--epochs auto with validation did not run until early stopping:\n${OUT}")
 endif()
+# ... and with it --dropout auto drops a fifth of the hidden activations (a short epoch); an
+# explicit --iterations, or no validation, drops none.
+if(NOT OUT MATCHES "layer 1 \\(hidden, ReLU\\): 32 neurons, dense[^\n]*, dropout 0.2 in training \\(--dropout auto")
+  message(FATAL_ERROR "--dropout auto did not choose 0.2 when validating with --epochs auto:\n${OUT}")
+endif()
+run(TRUE ${DSLIDE} train ${es} --iterations 20)
+if(OUT MATCHES "dropout")
+  message(FATAL_ERROR "--dropout auto dropped with --iterations:\n${OUT}")
+endif()
+run(TRUE ${DSLIDE} train ${es} --iterations 20 --dropout 0.5)
+if(NOT OUT MATCHES "32 neurons, dense[^\n]*, dropout 0.5 in training\n")
+  message(FATAL_ERROR "--dropout 0.5 not said:\n${OUT}")
+endif()
 # Without validation data --patience has nothing to stop on.
 run(FALSE ${DSLIDE} train --train ${WORK}/syn.train.txt --test ${WORK}/syn.test.txt --patience 3)
 if(NOT OUT MATCHES "option --patience stops on the validation P@1")

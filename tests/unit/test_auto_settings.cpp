@@ -270,5 +270,30 @@ TEST(AutoSettings, OutputBiasesAreZerosUnlessThePriorIsAsked) {
   }
 }
 
+TEST(AutoSettings, DropoutWhereValidationRunsManyShortEpochs) {
+  // auto: kAutoDropout when validating with --epochs auto (early stopping ends the run) and
+  // an epoch is at most kAutoDropoutEpochIterations batches, else none.
+  const int64_t most = kAutoDropoutEpochIterations * 256;
+  struct Case {
+    double valid_fraction;
+    bool epochs_auto;
+    int64_t iterations, points;
+    double want;
+  };
+  for (const Case& c : {Case{0.1, true, 0, 4000, kAutoDropout},
+                        Case{0.1, true, 0, most, kAutoDropout}, Case{0.1, true, 0, most + 1, 0.0},
+                        Case{0, true, 0, 4000, 0.0}, Case{0.1, false, 0, 4000, 0.0},
+                        Case{0.1, true, 500, 4000, 0.0}, Case{0.1, true, 0, 0, 0.0}}) {
+    TrainConfig cfg;
+    EXPECT_EQ(cfg.dropout, -1) << "auto by default";
+    EXPECT_EQ(cfg.batch, 256);
+    cfg.valid_fraction = c.valid_fraction;
+    cfg.epochs_auto = c.epochs_auto;
+    cfg.iterations = c.iterations;
+    EXPECT_EQ(AutoDropout(cfg, c.points), c.want)
+        << c.valid_fraction << " " << c.epochs_auto << " " << c.iterations << " " << c.points;
+  }
+}
+
 }  // namespace
 }  // namespace dslide

@@ -223,6 +223,11 @@ TEST(Config, BadValuesNameTheOption) {
         << v;
   for (const char* v : {"auto", "1", "2.5", "0.5"})
     EXPECT_EQ(TrainError({"--train", "a", "--first-lr-scale", v}), "") << v;
+  for (const char* v : {"-0.1", "-1", "0.95", "1", "x", "nan"})
+    EXPECT_NE(TrainError({"--train", "a", "--dropout", v}).find("--dropout"), std::string::npos)
+        << v;
+  for (const char* v : {"auto", "0", "0.2", "0.9"})
+    EXPECT_EQ(TrainError({"--train", "a", "--dropout", v}), "") << v;
 }
 
 TEST(Config, IniFileAndCommandLinePrecedence) {

@@ -15,7 +15,8 @@
 namespace dslide {
 namespace {
 
-void CheckGradients(std::vector<double> sparsity, std::vector<int64_t> hidden, FillPolicy fill) {
+void CheckGradients(std::vector<double> sparsity, std::vector<int64_t> hidden, FillPolicy fill,
+                    double dropout = 0) {
   SCOPED_TRACE(std::string("fill ") + ToString(fill));
   SetNumThreads(1);
   const Dataset data = GenerateSynthetic(testing::SyntheticShape(40, 30, 8, 3, 16), 0, 16);
@@ -31,6 +32,7 @@ void CheckGradients(std::vector<double> sparsity, std::vector<int64_t> hidden, F
   cfg.lsh.l = 1;
   cfg.lsh.fill = fill;
   cfg.batch = 16;
+  cfg.dropout = dropout;  // Loss draws the masks ForwardBackward drew (same iteration)
   LocalCommunicator comm;
   Trainer tr(cfg, &comm, MakeBackend(Device::kCpu, 0), data.num_features, data.num_labels);
   std::vector<int64_t> pts(16);
@@ -81,6 +83,13 @@ TEST(Gradients, DenseNetworkMatchesFiniteDifferences) { CheckGradients({1.0, 1.0
 TEST(Gradients, SparseOutputMatchesFiniteDifferences) {
   // Active sets stay fixed between the analytic and numeric passes (same iteration stream).
   CheckGradients({1.0, 0.4}, {12});
+}
+
+TEST(Gradients, DropoutMatchesFiniteDifferences) {
+  // Half of each hidden layer's activations dropped and the rest doubled: the gradients of
+  // the network with those masks, through both hidden layers.
+  CheckGradients({1.0, 1.0, 1.0}, {12, 10}, FillPolicy::kBatch, 0.5);
+  CheckGradients({1.0, 0.5, 0.4}, {12, 10}, FillPolicy::kRandom, 0.5);
 }
 
 TEST(Gradients, SparseHiddenLayersMatchFiniteDifferences) {

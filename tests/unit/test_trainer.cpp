@@ -115,7 +115,7 @@ TEST(Trainer, ANewSampledModelStartsFromTheLabelPrior) {
 }
 
 std::vector<double> Losses(int iters, CatchUpScope catch_up = CatchUpScope::kFirstLayer,
-                           bool with_train = false, bool log_q = false) {
+                           bool with_train = false, bool log_q = false, double dropout = 0) {
   SetNumThreads(1);
   const GenConfig g = SmallShape();
   const Dataset train = GenerateSynthetic(g, 0, 2000);
@@ -128,6 +128,7 @@ std::vector<double> Losses(int iters, CatchUpScope catch_up = CatchUpScope::kFir
   cfg.lsh.l = 50;          // explicit: a change of the auto default is not a changed step
   cfg.adam_catch_up = catch_up;
   cfg.lsh.log_q = log_q;  // and with it the LSH share left to auto (0.25 with, 0.5 without)
+  cfg.dropout = dropout;
   LocalCommunicator comm;
   Trainer tr(cfg, &comm, MakeBackend(Device::kCpu, 0), train.num_features, train.num_labels,
              with_train ? &train : nullptr);
@@ -140,6 +141,17 @@ std::vector<double> Losses(int iters, CatchUpScope catch_up = CatchUpScope::kFir
 TEST(Trainer, OneThreadIsDeterministic) {
   const auto a = Losses(15), b = Losses(15);
   EXPECT_EQ(a, b);
+  EXPECT_LT(a.back(), a.front());
+}
+
+TEST(Trainer, DropoutChangesTheStepsAndRepeatsThem) {
+  // The masks come from (seed, iteration, batch, sample, neuron): the same run twice is the
+  // same, and the first step's loss already differs from the run without dropout.
+  const auto a = Losses(15, CatchUpScope::kFirstLayer, false, false, 0.5);
+  const auto b = Losses(15, CatchUpScope::kFirstLayer, false, false, 0.5);
+  const auto none = Losses(15);
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a.front(), none.front());
   EXPECT_LT(a.back(), a.front());
 }
 
