@@ -1,6 +1,8 @@
 #include "common/atomic_file.h"
 
+#include <fcntl.h>
 #include <unistd.h>
+
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -28,17 +30,42 @@ void WriteAtomically(const std::string& given,
     if (!ec) path = target.string();
   }
   const std::string tmp = path + ".tmp";
+  // One writer at a time: the temporary file is locked for as long as it is written and
+  // renamed, so that a second process writing the same path is refused instead of writing
+  // into the first one's file. An open file description's lock (F_OFD_SETLK): it holds
+  // while the writer opens and closes the file by name, does not meet the flock() that
+  // HDF5 takes on the files it writes, and ends with the process, so a writer that died
+  // leaves the file unlocked for the next. Where the file cannot be opened here (a folder
+  // in the way), `write` says why.
+  const int lock = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+  struct flock whole = {};
+  whole.l_type = F_WRLCK;
+  whole.l_whence = SEEK_SET;
+  if (lock >= 0 && ::fcntl(lock, F_OFD_SETLK, &whole) != 0) {
+    const int err = errno;
+    ::close(lock);
+    DSLIDE_CHECK(err != EAGAIN && err != EACCES, "cannot write ", given,
+                 ": another process is writing it (", tmp,
+                 " is locked); wait for it to end, or write elsewhere");
+    throw Error(detail::Concat("cannot lock ", tmp, ": ", std::strerror(err)));
+  }
+  auto unlock = [lock] {
+    if (lock >= 0) ::close(lock);
+  };
   try {
     write(tmp);
   } catch (...) {
     ::unlink(tmp.c_str());  // a file it wrote (never a folder of that name)
+    unlock();
     throw;
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     const int err = errno;
     ::unlink(tmp.c_str());
+    unlock();
     throw Error(detail::Concat("cannot rename ", tmp, " to ", path, ": ", std::strerror(err)));
   }
+  unlock();
 }
 
 void CloseWritten(std::unique_ptr<FILE, int (*)(FILE*)>* f, const std::string& path) {

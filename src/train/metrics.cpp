@@ -1,14 +1,21 @@
 // JSON rendering and process statistics.
 #include "train/metrics.h"
 
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <csignal>
 #include <cstring>
 
 #include "common/error.h"
+#include "common/stop_signal.h"
 
 namespace dslide {
 
@@ -76,6 +83,17 @@ JsonObject& JsonObject::AddRaw(const std::string& key, const std::string& json) 
 MetricsFile::MetricsFile(const std::string& path, RunEvents* warnings)
     : path_(path), warnings_(warnings) {
   if (path.empty()) return;
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
+    // A pipe, FIFO, terminal or socket: written, never read. Opened read-write the run would
+    // be a reader of its own FIFO, so a pipe whose reader went away would fill and block
+    // the run for good; non-blocking, a reader that stops reading cannot hold it either.
+    fd_ = ::open(path.c_str(), O_WRONLY | O_APPEND | O_NONBLOCK | O_CLOEXEC);
+    DSLIDE_CHECK(fd_ >= 0 || errno != ENXIO, "option --metrics: no process reads the FIFO '", path,
+                 "': start its reader first, or give a regular file");
+    DSLIDE_CHECK(fd_ >= 0, "option --metrics: cannot write '", path, "': ", std::strerror(errno));
+    return;
+  }
   // Append: a resumed run, or one that failed early, keeps the history written before.
   f_ = std::fopen(path.c_str(), "a+");
   if (f_ == nullptr) f_ = std::fopen(path.c_str(), "a");  // write-only: appended unread
@@ -88,21 +106,72 @@ MetricsFile::MetricsFile(const std::string& path, RunEvents* warnings)
 
 MetricsFile::~MetricsFile() {
   if (f_) std::fclose(f_);
+  if (fd_ >= 0) ::close(fd_);
 }
 
 void MetricsFile::Record(const std::string& json) {
-  if (!f_) return;
   const std::string line = json + "\n";
+  if (fd_ >= 0) {
+    const std::string why = WriteToStream(line);
+    if (!why.empty()) Fail(why);
+    return;
+  }
+  if (!f_) return;
   errno = 0;
   if (std::fwrite(line.data(), 1, line.size(), f_) == line.size() && std::fflush(f_) == 0) return;
-  const char* why = errno != 0 ? std::strerror(errno) : "an unknown error";
+  Fail(errno != 0 ? std::strerror(errno) : "an unknown error");
+}
+
+std::string MetricsFile::WriteToStream(const std::string& line) {
+  // SIGPIPE, which a write to a pipe without a reader raises, asks a run to stop (a closed
+  // output); from this descriptor it is a failed write of the metrics alone: held in this
+  // thread while writing, and the one the write raised taken back.
+  sigset_t pipe_only, before;
+  sigemptyset(&pipe_only);
+  sigaddset(&pipe_only, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe_only, &before);
+  std::string why;
+  double waited = 0;
+  for (size_t done = 0; done < line.size() && why.empty();) {
+    const ssize_t n = ::write(fd_, line.data() + done, line.size() - done);
+    if (n > 0) {
+      done += static_cast<size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      if (StopSignal() != 0) {
+        why = "its reader had not read for a while when the run was asked to stop";
+      } else if (waited >= kPipeWaitSeconds) {
+        why = Format("its reader has not read for %.0f s", kPipeWaitSeconds);
+      } else {
+        pollfd p{fd_, POLLOUT, 0};
+        ::poll(&p, 1, 100);
+        waited += 0.1;
+      }
+      continue;
+    }
+    why = n < 0 && errno == EPIPE ? "its reader has gone" : n < 0 ? std::strerror(errno) : "";
+    if (why.empty()) why = "nothing written";
+    if (n < 0 && errno == EPIPE) {
+      const timespec now{0, 0};
+      sigtimedwait(&pipe_only, nullptr, &now);
+    }
+  }
+  pthread_sigmask(SIG_SETMASK, &before, nullptr);
+  return why;
+}
+
+void MetricsFile::Fail(const std::string& why) {
   if (warnings_ != nullptr)
     warnings_->Warning(Format(
         "dslide: warning: --metrics %s: write failed (%s): no more metrics are recorded there; "
         "training goes on (its checkpoints and model are written as asked)\n",
-        path_.c_str(), why));
-  std::fclose(f_);
+        path_.c_str(), why.c_str()));
+  if (f_) std::fclose(f_);
+  if (fd_ >= 0) ::close(fd_);
   f_ = nullptr;
+  fd_ = -1;
 }
 
 std::string FormatDuration(double s) {

@@ -51,8 +51,20 @@ class MetricsFile final : public RunEvents {
   void Write(const JsonObject& obj) { Record(obj.str()); }
   void Record(const std::string& json) override;
 
+  /// How long a record waits for a pipe's reader to make room before the metrics give up.
+  static constexpr double kPipeWaitSeconds = 10.0;
+
  private:
-  FILE* f_ = nullptr;
+  /// A pipe, FIFO, terminal or socket (anything but a regular file): the whole line through
+  /// the non-blocking descriptor, waiting at most kPipeWaitSeconds (and never past a stop
+  /// signal) for room; a reader gone (EPIPE) is a failed write, not a stop of the run.
+  /// Returns "" or why it failed.
+  std::string WriteToStream(const std::string& line);
+  /// The warning and the end of the metrics after a failed write.
+  void Fail(const std::string& why);
+
+  FILE* f_ = nullptr;  // a regular file
+  int fd_ = -1;        // or a stream
   std::string path_;
   RunEvents* warnings_;
 };

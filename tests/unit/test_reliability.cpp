@@ -4,7 +4,9 @@
 // partial folder; a diverging loss stops the run before it is checkpointed; --resume skips
 // damaged checkpoints; LSH tables are optional in checkpoints and stored compactly; export
 // never replaces a good file with a partial one; the checkpoint folder is checked at start.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <csignal>
 #include <cstdlib>
@@ -12,6 +14,7 @@
 #include <fstream>
 
 #include "../common/test_presets.h"
+#include "common/atomic_file.h"
 #include "common/error.h"
 #include "common/parallel.h"
 #include "common/stop_signal.h"
@@ -338,6 +341,41 @@ TEST(Reliability, FailedDataWriteLeavesTheExistingFile) {
   fs::remove(path + ".tmp");
   WriteBinary(s.data, path);  // and when it can, the file is replaced whole
   EXPECT_TRUE(ReadXc(path) == s.data);
+  EXPECT_FALSE(fs::exists(path + ".tmp"));
+}
+
+TEST(Reliability, ASecondWriterOfOnePathIsRefused) {
+  // Two processes writing one output (two `predict --out F` at once) wrote the same F.tmp,
+  // and one reported rows the file did not hold. The writer's lock on F.tmp (an open file
+  // description's, which another description meets even in this process) refuses the
+  // second, naming the file, and leaves F as it was; once the lock is gone F is written.
+  const std::string path = testing::WriteFile("locked.tsv", "first\n");
+  const int held = ::open((path + ".tmp").c_str(), O_WRONLY | O_CREAT, 0644);
+  ASSERT_GE(held, 0);
+  struct flock whole = {};
+  whole.l_type = F_WRLCK;
+  whole.l_whence = SEEK_SET;
+  ASSERT_EQ(::fcntl(held, F_OFD_SETLK, &whole), 0);
+  bool wrote = false;
+  auto write = [&](const std::string& tmp) {
+    std::ofstream(tmp) << "second\n";
+    wrote = true;
+  };
+  try {
+    WriteAtomically(path, write);
+    ADD_FAILURE() << "a second writer was not refused";
+  } catch (const Error& e) {
+    EXPECT_NE(
+        std::string(e.what()).find("cannot write " + path + ": another process is writing it (" +
+                                   path + ".tmp is locked)"),
+        std::string::npos)
+        << e.what();
+  }
+  EXPECT_FALSE(wrote);
+  EXPECT_EQ(testing::ReadFile(path), "first\n");
+  ::close(held);  // the first writer ends
+  WriteAtomically(path, write);
+  EXPECT_EQ(testing::ReadFile(path), "second\n");
   EXPECT_FALSE(fs::exists(path + ".tmp"));
 }
 

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 
 namespace dslide::testing {
@@ -30,6 +31,12 @@ inline std::string WriteFile(const std::string& name, const std::string& text) {
   const std::string p = TmpPath(name);
   std::ofstream(p) << text;
   return p;
+}
+
+/// The whole text of a file ("" when it cannot be read).
+inline std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
 /// The real datasets' folder (env DSLIDE_DATA_DIR overrides); "" when absent.

@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# The fourth round of fault cases (docs/user-guide.md: Reliability), through the command
+# line: --metrics into a pipe whose reader goes away or stops reading costs the metrics
+# alone (the run neither hangs nor stops), and a FIFO no process reads is refused at the
+# start; two writers of one output file: the second is refused, the first's file whole.
+# Usage: reliability_round4.sh DSLIDE WORKDIR
+set -uo pipefail
+dslide=$1 work=$2
+here=$(cd "$(dirname "$0")" && pwd)
+rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
+# shellcheck source=cli_lib.sh
+source "$here/cli_lib.sh"  # fail, expect_*, wait_iter; syn.* and ${train[@]}
+
+# A run long enough to write far more records than a pipe holds (64 KiB: about 200 records).
+long=("${train[@]}" --iterations 1500 --log-every 1 --checkpoint-dir)
+
+# 1. A FIFO whose reader reads a few records and exits: the run was left blocked in a write
+#    for good, deaf to SIGTERM (the FIFO opened read-write, the run its own reader). Now the
+#    write fails (its reader has gone), one warning says so, and the run trains to the end.
+mkfifo m1.fifo
+head -c 2000 m1.fifo >/dev/null &
+timeout -s KILL 120 "$dslide" "${long[@]}" ck1 --metrics m1.fifo >out_gone.txt 2>&1
+expect_rc $? 0 "--metrics into a FIFO whose reader went away"
+expect_in out_gone.txt "warning: --metrics m1.fifo: write failed (its reader has gone): no more metrics are recorded there; training goes on" \
+  "--metrics into a FIFO whose reader went away"
+expect_in out_gone.txt "^test " "--metrics into a FIFO whose reader went away"
+[[ -d ck1/ckpt-000000001500 ]] || fail "--metrics into a FIFO whose reader went away: no final checkpoint"
+pass "--metrics into a FIFO whose reader went away: one warning, the run trains to the end"
+
+# 2. The same through process substitution, the form a shell user writes.
+timeout -s KILL 120 "$dslide" "${long[@]}" ck2 --metrics >(head -c 2000 >/dev/null) >out_subst.txt 2>&1
+expect_rc $? 0 "--metrics >(head -c 2000)"
+expect_in out_subst.txt "write failed (its reader has gone)" "--metrics >(head -c 2000)"
+pass "--metrics >(head -c 2000): one warning, the run trains to the end"
+
+# 3. A reader that holds the FIFO open and never reads: the pipe fills, a record waits at
+#    most 10 s for room, then the metrics give up and the run goes on; a SIGTERM meanwhile
+#    lands the checkpoint (exit 75) instead of waiting on the pipe.
+mkfifo m3.fifo
+sleep 300 <m3.fifo &
+holder=$!
+timeout -s KILL 120 "$dslide" "${long[@]}" ck3 --metrics m3.fifo >out_full_pipe.txt 2>&1
+expect_rc $? 0 "--metrics into a FIFO nobody reads"
+expect_in out_full_pipe.txt "write failed (its reader has not read for 10 s)" "--metrics into a FIFO nobody reads"
+expect_in out_full_pipe.txt "^test " "--metrics into a FIFO nobody reads"
+kill $holder 2>/dev/null
+mkfifo m3b.fifo
+sleep 300 <m3b.fifo &
+holder=$!
+"$dslide" "${train[@]}" --iterations 100000 --log-every 1 --checkpoint-dir ck3b --metrics m3b.fifo \
+  >out_full_term.txt 2>&1 &
+pid=$!
+sleep 3  # the pipe is full by now and a record waits for room
+kill -TERM $pid
+start=$SECONDS
+wait $pid
+rc=$?
+kill $holder 2>/dev/null
+expect_rc $rc 75 "SIGTERM while a record waits on a full pipe"
+((SECONDS - start <= 5)) || fail "SIGTERM while a record waits on a full pipe: took $((SECONDS - start)) s"
+[[ -n $(ls -d ck3b/ckpt-* 2>/dev/null) ]] || fail "SIGTERM while a record waits on a full pipe: no checkpoint"
+pass "--metrics into a FIFO nobody reads: gives up after 10 s, the run goes on; SIGTERM lands the checkpoint at once"
+
+# 4. A FIFO that no process reads: refused at the start, naming it and what to do (it was
+#    opened as its own reader and the run hung once the pipe filled).
+mkfifo m4.fifo
+timeout -s KILL 60 "$dslide" "${train[@]}" --iterations 10 --metrics m4.fifo >out_noreader.txt 2>&1
+expect_rc $? 1 "--metrics into a FIFO without a reader"
+expect_in out_noreader.txt "option --metrics: no process reads the FIFO 'm4.fifo': start its reader first, or give a regular file" \
+  "--metrics into a FIFO without a reader"
+pass "--metrics into a FIFO without a reader: refused at the start"
+
+# 5. Two predict runs onto one --out: while one writes (here a process that holds the lock
+#    on preds.tsv.tmp, as a writer does), another is refused, naming the file and what to do,
+#    and the existing preds.tsv stays as it was; once the first is gone the file is written
+#    whole. (Both wrote preds.tsv.tmp, and one reported rows the file did not hold.)
+"$dslide" "${train[@]}" --iterations 20 --checkpoint-dir ck5 >out_model.txt 2>&1 || fail "the model for predict"
+predict=(predict --model ck5/ckpt-000000000020 --input syn.test.txt --out preds.tsv)
+"$dslide" "${predict[@]}" --top-k 3 >out_predict1.txt 2>&1 || fail "the first predict"
+cp preds.tsv preds.first.tsv
+python3 -c 'import fcntl, sys, time
+f = open("preds.tsv.tmp", "w"); fcntl.lockf(f, fcntl.LOCK_EX); open("locked", "w").close(); time.sleep(60)' &
+holder=$!
+for _ in $(seq 100); do [[ -e locked ]] && break; sleep 0.1; done
+"$dslide" "${predict[@]}" --top-k 5 >out_predict2.txt 2>&1
+rc=$?
+kill $holder 2>/dev/null
+wait $holder 2>/dev/null
+expect_rc $rc 1 "a second predict onto the same --out"
+expect_in out_predict2.txt "cannot write preds.tsv: another process is writing it (preds.tsv.tmp is locked); wait for it to end, or write elsewhere" \
+  "a second predict onto the same --out"
+cmp -s preds.tsv preds.first.tsv || fail "a second predict onto the same --out: preds.tsv changed"
+"$dslide" "${predict[@]}" --top-k 5 >out_predict3.txt 2>&1 || fail "predict once the writer is gone"
+[[ $(wc -l <preds.tsv) == 500 && $(head -1 preds.tsv | tr ' ' '\n' | wc -l) == 5 ]] ||
+  fail "predict once the writer is gone: preds.tsv not its 500 rows of 5"
+pass "two writers of one --out: the second refused, the file unchanged; written whole after"
