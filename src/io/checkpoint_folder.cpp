@@ -141,6 +141,12 @@ CheckpointDirLock CheckpointDirLock::Claim(const std::string& dir,
                " holds checkpoints of another run (newest: ", theirs.empty() ? "" : theirs.back(),
                "); continue that run with --resume ", dir,
                ", or move them away, or choose another folder");
+  // Another run's best model alone (its checkpoints pruned or moved, or the run killed
+  // before its first): this run's first evaluation would replace it.
+  DSLIDE_CHECK(!fs::exists(fs::path(dir) / "best" / "meta.h5") || ours,
+               "option --checkpoint-dir: ", dir, " holds the best model of another run (", dir,
+               "/best); continue from it with --resume ", dir,
+               "/best, or move it away, or choose another folder");
   char host[256] = "host";
   gethostname(host, sizeof host - 1);
   const std::string me = "process " + std::to_string(getpid()) + " on " + host + "\n";

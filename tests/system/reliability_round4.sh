@@ -2,7 +2,8 @@
 # The fourth round of fault cases (docs/user-guide.md: Reliability), through the command
 # line: --metrics into a pipe whose reader goes away or stops reading costs the metrics
 # alone (the run neither hangs nor stops), and a FIFO no process reads is refused at the
-# start; two writers of one output file: the second is refused, the first's file whole.
+# start; two writers of one output file: the second is refused, the first's file whole; a
+# fresh run does not replace another run's best model.
 # Usage: reliability_round4.sh DSLIDE WORKDIR
 set -uo pipefail
 dslide=$1 work=$2
@@ -94,3 +95,22 @@ cmp -s preds.tsv preds.first.tsv || fail "a second predict onto the same --out: 
 [[ $(wc -l <preds.tsv) == 500 && $(head -1 preds.tsv | tr ' ' '\n' | wc -l) == 5 ]] ||
   fail "predict once the writer is gone: preds.tsv not its 500 rows of 5"
 pass "two writers of one --out: the second refused, the file unchanged; written whole after"
+
+# 6. A folder that holds another run's best model and no checkpoint (pruned, moved, or the
+#    run killed before its first): a fresh run is refused before its first step, naming it,
+#    and the best model stays; --resume of it continues. (It was replaced without a word.)
+"$dslide" "${train[@]}" --iterations 30 --valid-fraction 0.2 --eval-every 10 --checkpoint-dir ck6 \
+  >out_best_first.txt 2>&1 || fail "the run with a best model"
+[[ -f ck6/best/meta.h5 ]] || fail "no ck6/best"
+rm -rf ck6/ckpt-*
+before=$(md5sum ck6/best/*.h5 | md5sum)
+"$dslide" "${train[@]}" --iterations 30 --valid-fraction 0.2 --eval-every 10 --checkpoint-dir ck6 \
+  >out_best_fresh.txt 2>&1
+expect_rc $? 1 "a fresh run into a folder with another run's best model"
+expect_in out_best_fresh.txt "option --checkpoint-dir: ck6 holds the best model of another run (ck6/best); continue from it with --resume ck6/best, or move it away, or choose another folder" \
+  "a fresh run into a folder with another run's best model"
+expect_not_in out_best_fresh.txt "^iter " "a fresh run into a folder with another run's best model"
+[[ $(md5sum ck6/best/*.h5 | md5sum) == "$before" ]] || fail "ck6/best changed"
+"$dslide" "${train[@]}" --iterations 40 --valid-fraction 0.2 --eval-every 10 --checkpoint-dir ck6 \
+  --resume ck6/best >out_best_resume.txt 2>&1 || fail "--resume ck6/best"
+pass "a fresh run into a folder with another run's best model: refused, the model kept; --resume continues"
