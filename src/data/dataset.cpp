@@ -114,22 +114,19 @@ class LineReader {
   bool Next(std::string* line) {
     line->clear();
     char buf[1 << 16];
-    bool any = false;
+    bool any = false, complete = false;
     while (gzgets(file_, buf, sizeof(buf)) != nullptr) {
       any = true;
       size_t n = std::strlen(buf);
-      const bool complete = n > 0 && buf[n - 1] == '\n';
+      complete = n > 0 && buf[n - 1] == '\n';
       if (complete) --n;
       line->append(buf, n);
       if (complete) break;
     }
-    if (!any) {
-      int err = 0;
-      const char* msg = gzerror(file_, &err);
-      DSLIDE_CHECK(err == Z_OK || err == Z_STREAM_END, path_, ":", line_no_ + 1,
-                   ": read error: ", msg);
-      return false;
-    }
+    // A line without its newline is the last one: where the read stopped on an error (a
+    // gzip stream cut short or damaged), that is the error, not the line's content.
+    if (!complete) CheckRead();
+    if (!any) return false;
     if (!line->empty() && line->back() == '\r') line->pop_back();
     ++line_no_;
     return true;
@@ -137,6 +134,17 @@ class LineReader {
   int64_t line_no() const { return line_no_; }
 
  private:
+  void CheckRead() {
+    int err = 0;
+    std::string msg = gzerror(file_, &err);
+    if (msg.rfind(path_ + ": ", 0) == 0) msg.erase(0, path_.size() + 2);  // zlib names it
+    DSLIDE_CHECK(err != Z_BUF_ERROR, path_, ":", line_no_ + 1,
+                 ": the file ends inside its gzip stream (", msg,
+                 "): it was cut short; copy or compress it again");
+    DSLIDE_CHECK(err == Z_OK || err == Z_STREAM_END, path_, ":", line_no_ + 1,
+                 ": read error: ", msg, err == Z_DATA_ERROR ? " (a damaged gzip stream)" : "");
+  }
+
   std::string path_;
   gzFile file_ = nullptr;
   int64_t line_no_ = 0;
