@@ -130,6 +130,13 @@ CheckpointMeta ReadResumeMeta(const std::string& path) {
                              " checkpoint(s) in ", path, " has an intact meta.h5"));
 }
 
+namespace {
+/// The optional attributes of meta.h5 (absent from earlier versions' checkpoints) that every
+/// checkpoint of this version writes.
+constexpr const char* kAlwaysWritten =
+    "best_iter,best_p_at_1,best_loss,run_id,query,lsh_share,min_negatives,settings";
+}  // namespace
+
 void WriteMeta(const std::string& folder, const CheckpointMeta& m) {
   const std::string file = folder + "/meta.h5";
   {  // the file is closed before its checksum is taken
@@ -159,12 +166,20 @@ void WriteMeta(const std::string& folder, const CheckpointMeta& m) {
     WriteAttr(g, file, "lsh_share", m.lsh_share);
     WriteAttr(g, file, "min_negatives", m.min_negatives);
     WriteString(g, file, "settings", m.settings);
+    std::string written = kAlwaysWritten;
     if (m.data_digest != 0) {
       WriteAttr(g, file, "data_digest", m.data_digest);
       WriteAttr(g, file, "data_points", m.data_points);
+      written += ",data_digest,data_points";
     }
     // Absent where unknown (""), as in the checkpoints of earlier versions.
-    if (!m.label_order.empty()) WriteString(g, file, "label_order", m.label_order);
+    if (!m.label_order.empty()) {
+      WriteString(g, file, "label_order", m.label_order);
+      written += ",label_order";
+    }
+    // The attributes that earlier versions did not write, named: where they are named,
+    // one that cannot be found is damage, not an earlier version's checkpoint.
+    WriteString(g, file, "attributes", written);
     errno = 0;
     DSLIDE_CHECK(f.Close(), file, ": cannot write", OsReason(errno));
   }
@@ -238,6 +253,20 @@ CheckpointMeta ReadMeta(const std::string& folder) {
   Handle f = OpenFile(file);
   const hid_t g = f.get();
   CheckpointMeta m;
+  if (H5Aexists(g, "attributes") > 0) {
+    const std::string written = ReadString(g, file, "attributes");
+    std::string name;
+    for (size_t i = 0; i <= written.size(); ++i) {
+      if (i < written.size() && written[i] != ',') {
+        name += written[i];
+        continue;
+      }
+      DAMAGED_CHECK(!name.empty() && H5Aexists(g, name.c_str()) > 0, file, ": attribute '", name,
+                    "' is missing or unreadable, though the file lists it among those written: "
+                    "the metadata is damaged");
+      name.clear();
+    }
+  }
   DSLIDE_CHECK(ReadAttr<int64_t>(g, file, "format_version") == 1, file, ": unknown format version");
   m.iter = ReadAttr<int64_t>(g, file, "iter");
   m.epoch = ReadAttr<int64_t>(g, file, "epoch");
