@@ -11,6 +11,7 @@
 #include "app/console_events.h"
 #include "app/peers.h"
 #include "common/error.h"
+#include "common/memory_limit.h"
 #include "common/parallel.h"
 #include "common/process_clock.h"
 #include "common/stop_signal.h"
@@ -221,7 +222,7 @@ struct BenchData {
   double load_s = 0, baseline = 0;
 };
 
-BenchData LoadBenchData(const BenchConfig& cfg) {
+BenchData LoadBenchData(const BenchConfig& cfg, int ranks) {
   BenchData d;
   d.files = cfg.train.train_file != "(generated)";
   Dataset& train = d.train;
@@ -247,6 +248,28 @@ BenchData LoadBenchData(const BenchConfig& cfg) {
         std::min<int64_t>(gen.test_points, std::max<int64_t>(cfg.train.eval_points, 1));
     gen.out = "(memory)";
     gen.Validate();
+    // The model first: data generated for a model that cannot be held is time lost (a
+    // minute and more for 10^9 labels). Weights and both Adam moments, a rank's share;
+    // BuildTrainer checks the exact figure.
+    int64_t params = 0, in = gen.features;
+    std::string hidden;
+    for (int64_t h : cfg.train.hidden) {
+      params += (in + 1) * h;
+      in = h;
+      hidden += (hidden.empty() ? "" : ",") + std::to_string(h);
+    }
+    params += (in + 1) * gen.labels;
+    const int64_t per_param = cfg.train.state == StateType::kBf16 ? 8 : 12;
+    try {
+      CheckMemoryFits(params / std::max(1, ranks) * per_param,
+                      detail::Concat("the model of --hidden ", hidden, ", ", gen.features,
+                                     " features (--features) and ", gen.labels,
+                                     " labels (--labels), a rank's share of its ", params,
+                                     " parameters with their Adam moments,"),
+                      "needs at least");
+    } catch (const OutOfMemory& e) {
+      throw Error(e.what());
+    }
     CheckGeneratedDataFits(gen, gen.points, gen.test_points);
     train = GenerateSynthetic(gen, 0, gen.points);
     test = GenerateSynthetic(gen, gen.points, gen.test_points);
@@ -432,7 +455,7 @@ int Bench(int argc, const char* const* argv, Communicator* comm) {
     SetStopNotice("");
     SetSecondSignalNotice(Root(comm));
   }
-  const BenchData d = LoadBenchData(cfg);
+  const BenchData d = LoadBenchData(cfg, comm->size());
   if (Root(comm)) {
     std::printf(
         "bench: %s %s: %lld train / %lld test points in %.1fs; "

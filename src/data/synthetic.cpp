@@ -99,11 +99,16 @@ Dataset GenerateSynthetic(const GenConfig& cfg, int64_t first_index, int64_t n) 
 void CheckGeneratedDataFits(const GenConfig& cfg, int64_t points, int64_t test_points) {
   // The label popularity table (a double per label), then per point two offsets, at least
   // one label and at least one feature (its id and value).
-  const int64_t bytes = cfg.labels * 8 + (points + test_points) * (8 + 8 + 4 + 8);
+  const int64_t table = cfg.labels * 8, bytes = table + (points + test_points) * (8 + 8 + 4 + 8);
   try {
+    // Named by what takes the most: the labels' table or the points.
     CheckMemoryFits(bytes,
-                    detail::Concat("option --points: ", points, " points and ", test_points,
-                                   " test points, generated in memory,"),
+                    table * 2 > bytes
+                        ? detail::Concat("option --labels: ", cfg.labels,
+                                         " labels (a popularity table of 8 bytes each) and ",
+                                         points + test_points, " points, generated in memory,")
+                        : detail::Concat("option --points: ", points, " points and ", test_points,
+                                         " test points, generated in memory,"),
                     "need at least");
   } catch (const OutOfMemory& e) {
     throw Error(e.what());

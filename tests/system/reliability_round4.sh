@@ -131,3 +131,18 @@ done
 expect_rc $? 1 "predict of a cut .gz"
 expect_in out_cut_predict.txt "cut.txt.gz:[0-9]*: the file ends inside its gzip stream" "predict of a cut .gz"
 pass "a .gz cut short at 20 places: each refused as cut, by train and predict"
+
+# 8. Sizes that cannot fit, named by what does not: bench with 2,000,000,000 labels is
+#    refused before it generates its data, naming the model's options (it generated for 90 s
+#    first); gen's table of 2,000,000,000 labels under a 4 GB address space names --labels
+#    (it named --points).
+timeout -s KILL 30 "$dslide" bench --labels 2000000000 --points 1000 --iterations 1 >out_bench_labels.txt 2>&1
+expect_rc $? 1 "bench --labels 2000000000"
+expect_in out_bench_labels.txt "the model of --hidden 128, 135909 features (--features) and 2000000000 labels (--labels), a rank's share of its 258017396480 parameters with their Adam moments, needs at least" \
+  "bench --labels 2000000000"
+(ulimit -v 4000000 && exec "$dslide" gen --points 100 --features 10 --nnz 5 --labels 2000000000 --out big) \
+  >out_gen_labels.txt 2>&1
+expect_rc $? 1 "gen --labels 2000000000 under ulimit -v"
+expect_in out_gen_labels.txt "option --labels: 2000000000 labels (a popularity table of 8 bytes each) and 120 points, generated in memory, need at least 15 GB" \
+  "gen --labels 2000000000 under ulimit -v"
+pass "bench and gen with 2,000,000,000 labels: refused at once, naming --labels"
