@@ -84,6 +84,14 @@ void CheckMetaFits(const CheckpointMeta& m, const std::string& file, const Model
     DSLIDE_CHECK(m.out_dims[l] == spec.layers[l].out_dim, file, ": layer ", l + 1, " has ",
                  m.out_dims[l], " neurons in the checkpoint, ", spec.layers[l].out_dim,
                  " here (--hidden, data)");
+    // A dense strategy computes every layer densely: a sampled checkpoint resumed under one
+    // differs by the strategy, not by --sparsity.
+    const std::string strategy = ToString(cfg.strategy);
+    DSLIDE_CHECK(m.sparsity[l] == spec.layers[l].sparsity || m.strategy.empty() ||
+                     m.strategy == strategy || cfg.strategy == Strategy::kSparse,
+                 file, ": the checkpoint was trained with --strategy ", m.strategy, " (layer ",
+                 l + 1, " sparsity ", m.sparsity[l], "); --strategy ", strategy,
+                 " computes every layer densely: resume with --strategy ", m.strategy);
     DSLIDE_CHECK(m.sparsity[l] == spec.layers[l].sparsity, file, ": layer ", l + 1, " sparsity ",
                  m.sparsity[l], " in the checkpoint, ", spec.layers[l].sparsity,
                  " here (--sparsity)");

@@ -146,3 +146,12 @@ expect_rc $? 1 "gen --labels 2000000000 under ulimit -v"
 expect_in out_gen_labels.txt "option --labels: 2000000000 labels (a popularity table of 8 bytes each) and 120 points, generated in memory, need at least 15 GB" \
   "gen --labels 2000000000 under ulimit -v"
 pass "bench and gen with 2,000,000,000 labels: refused at once, naming --labels"
+
+# 9. A sampled run resumed under a dense strategy: the strategy named, not --sparsity.
+for s in dense-model-parallel data-parallel; do
+  "$dslide" "${train[@]}" --iterations 30 --checkpoint-dir ck1 --resume ck1 --strategy $s >out_strategy.txt 2>&1
+  expect_rc $? 1 "--strategy $s on resume"
+  expect_in out_strategy.txt "meta.h5: the checkpoint was trained with --strategy sparse (layer 2 sparsity [0-9.]*); --strategy $s computes every layer densely: resume with --strategy sparse" \
+    "--strategy $s on resume"
+done
+pass "a sampled run resumed under a dense strategy: refused naming --strategy"
