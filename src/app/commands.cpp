@@ -81,6 +81,8 @@ int Train(int argc, const char* const* argv, Communicator* comm) {
       "--metrics", cfg.metrics_file,
       {{"--train", cfg.train_file}, {"--test", cfg.test_file}, {"--valid", cfg.valid_file}});
   InstallStopHandlers();  // main's, again after MPI's start
+  // One rank stops reading its data at a signal; P ranks read on and agree at the first step.
+  SetStopDuringLoad(comm->size() == 1);
   // With P ranks a rank's SIGTERM may be the launcher ending a job whose other rank failed:
   // no rank promises anything at the signal; rank 0 says what happens once all agree, and
   // alone says that a second signal ends the job.

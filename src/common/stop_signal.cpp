@@ -17,6 +17,7 @@ namespace {
 std::atomic<int> g_signal{0};
 static_assert(std::atomic<int>::is_always_lock_free, "the signal handler needs a lock-free int");
 volatile std::sig_atomic_t g_second_notice = 1;
+std::atomic<bool> g_stop_during_load{false};
 // What the handler prints on the first signal ("" prints nothing); set before training.
 char g_notice[512] =
     "dslide: stop requested: the run stops after its current step, or before its first (a "
@@ -58,6 +59,9 @@ sigset_t StopSet() {
 }
 
 }  // namespace
+
+void SetStopDuringLoad(bool on) { g_stop_during_load = on; }
+bool StopDuringLoad() { return g_stop_during_load; }
 
 void HoldStopSignals() {
   const sigset_t set = StopSet();

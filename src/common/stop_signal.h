@@ -44,6 +44,11 @@ void SetStopNotice(const std::string& text);
 void SetSecondSignalNotice(bool on);
 /// The first stop signal received since the handlers were installed (0: none).
 int StopSignal();
+/// Whether reading a data file ends at a stop signal (a Stop, exit kExitStopped) instead of
+/// reading on to the end: on for a training run of one rank, which has nothing to agree on
+/// with others (P ranks read on and agree at the first step).
+void SetStopDuringLoad(bool on);
+bool StopDuringLoad();
 /// Forgets a received signal (tests).
 void ClearStopSignal();
 /// "SIGTERM", "SIGINT", "SIGUSR1", "SIGHUP", "SIGPIPE" or "a signal".

@@ -21,6 +21,7 @@
 #include "common/checksum.h"
 #include "common/error.h"
 #include "common/rng.h"
+#include "common/stop_signal.h"
 #include "data/xc_line.h"
 
 namespace dslide {
@@ -393,6 +394,11 @@ bool DatasetStream::NextBinary(int64_t max_points, Dataset* chunk) {
   return true;
 }
 
+namespace {
+/// Lines between the text reader's looks at a stop signal (StopDuringLoad).
+constexpr int64_t kStopCheckLines = 4096;
+}  // namespace
+
 bool DatasetStream::NextText(int64_t max_points, Dataset* chunk) {
   Impl& m = *impl_;
   // The header is not trusted for memory: a count of billions in a short file must end in
@@ -406,6 +412,11 @@ bool DatasetStream::NextText(int64_t max_points, Dataset* chunk) {
     chunk->label_off.reserve(reserve);
     while (got < max_points && m.lines->Next(&m.line)) {
       const int64_t ln = m.lines->line_no();
+      if (ln % kStopCheckLines == 0 && StopDuringLoad() && StopSignal() != 0)
+        throw Stop(kExitStopped,
+                   detail::Concat("stopped by ", SignalName(StopSignal()), " while reading ",
+                                  m.path, " (line ", ln, " of ", num_points_ + 1,
+                                  "): nothing was trained, nothing was saved"));
       // A line of zero characters (a carriage return before the newline aside) is not a
       // point: a point without labels and features is a line holding one space.
       DSLIDE_CHECK(!m.line.empty(), m.path, ":", ln,

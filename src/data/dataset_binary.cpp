@@ -1,5 +1,7 @@
 // The binary dataset format (`.dsb`): written and read whole, its header, arrays and checksum
 // checked before anything is trusted.
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <climits>
@@ -16,6 +18,8 @@
 #include "common/error.h"
 #include "data/dataset.h"
 
+#include <sys/stat.h>
+
 namespace dslide {
 
 namespace {
@@ -23,6 +27,10 @@ constexpr char kMagic[8] = {'D', 'S', 'L', 'I', 'D', 'E', 'B', '1'};
 }  // namespace
 
 bool IsBinaryDataset(const std::string& path) {
+  // A pipe, FIFO or device is read once, as text (plain or gzip): a look at its first bytes
+  // would take them from the reader, and a binary set is read by seeking.
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) return false;
   std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
   char head[8];
   return f && std::fread(head, 1, 8, f.get()) == 8 && std::memcmp(head, kMagic, 8) == 0;

@@ -155,3 +155,26 @@ for s in dense-model-parallel data-parallel; do
     "--strategy $s on resume"
 done
 pass "a sampled run resumed under a dense strategy: refused naming --strategy"
+
+# 10. A stop while the training data loads (here from a FIFO, which also shows a pipe read as
+#     a file: its first bytes were taken by a look for the binary format's mark): one rank
+#     stops reading within 4,096 lines, exit 75, nothing written (it read on to the end of
+#     the data, minutes for a large set, before it stopped).
+mkfifo load.fifo
+"$dslide" train --train load.fifo --test syn.test.txt --threads 1 --iterations 10 --checkpoint-dir ck10 \
+  >out_load.txt 2>&1 &
+pid=$!
+exec 8>load.fifo
+echo "100000 2000 3000" >&8
+tail -n +2 syn.train.txt | head -1000 >&8
+sleep 0.5
+kill -TERM $pid
+for _ in 1 2 3 4 5; do tail -n +2 syn.train.txt >&8 2>/dev/null || break; done
+for _ in $(seq 100); do kill -0 $pid 2>/dev/null || break; sleep 0.1; done
+exec 8>&-
+wait $pid
+expect_rc $? 75 "a stop while the data loads"
+expect_in out_load.txt "stopped by SIGTERM while reading load.fifo (line 4096 of 100001): nothing was trained, nothing was saved" \
+  "a stop while the data loads"
+[[ -z $(ls -A ck10 2>/dev/null | grep -v '^\.dslide-lock$') ]] || fail "a stop while the data loads: ck10 holds $(ls ck10)"
+pass "a stop while the data loads: ends within 4,096 lines, exit 75, nothing written"
