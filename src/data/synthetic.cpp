@@ -97,9 +97,12 @@ Dataset GenerateSynthetic(const GenConfig& cfg, int64_t first_index, int64_t n) 
 }
 
 void CheckGeneratedDataFits(const GenConfig& cfg, int64_t points, int64_t test_points) {
-  // The label popularity table (a double per label), then per point two offsets, at least
-  // one label and at least one feature (its id and value).
-  const int64_t table = cfg.labels * 8, bytes = table + (points + test_points) * (8 + 8 + 4 + 8);
+  // The label popularity table (a double per label), then per point two offsets, its labels
+  // (1 to labels_per_point: the mean) and its features (up to nnz, ids and values: the
+  // prototypes' and the noise's seldom meet).
+  const int64_t per_point =
+      16 + 4 * (1 + std::max(1, cfg.labels_per_point)) / 2 + 8 * std::max(1, cfg.nnz);
+  const int64_t table = cfg.labels * 8, bytes = table + (points + test_points) * per_point;
   try {
     // Named by what takes the most: the labels' table or the points.
     CheckMemoryFits(bytes,
@@ -108,7 +111,8 @@ void CheckGeneratedDataFits(const GenConfig& cfg, int64_t points, int64_t test_p
                                          " labels (a popularity table of 8 bytes each) and ",
                                          points + test_points, " points, generated in memory,")
                         : detail::Concat("option --points: ", points, " points and ", test_points,
-                                         " test points, generated in memory,"),
+                                         " test points of ", std::max(1, cfg.nnz),
+                                         " features each (--nnz), generated in memory,"),
                     "need at least");
   } catch (const OutOfMemory& e) {
     throw Error(e.what());

@@ -232,7 +232,7 @@ pass "a second signal to 2 ranks: one line"
 ) || exit 1
 expect_in out_huge_model.txt "cannot allocate the model of --hidden 1000000 and syn.train.txt's 2000 features and 3000 labels: its weights and Adam moments (5001003000 parameters) need 56 GB; this process can have .* (the address-space limit RLIMIT_AS (ulimit -v)" \
   "--hidden 1000000 under ulimit -v"
-expect_in out_huge_data.txt "option --points: 2000000000 points and 1000 test points, generated in memory, need at least 52 GB; this process can have .* RLIMIT_AS" \
+expect_in out_huge_data.txt "option --points: 2000000000 points and 1000 test points of 75 features each (--nnz), generated in memory, need at least 1170 GB; this process can have .* RLIMIT_AS" \
   "bench --points 2000000000 under ulimit -v"
 pass "a model or generated data beyond the memory limit: refused before allocating, naming the option"
 

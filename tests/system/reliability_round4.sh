@@ -178,3 +178,13 @@ expect_in out_load.txt "stopped by SIGTERM while reading load.fifo (line 4096 of
   "a stop while the data loads"
 [[ -z $(ls -A ck10 2>/dev/null | grep -v '^\.dslide-lock$') ]] || fail "a stop while the data loads: ck10 holds $(ls ck10)"
 pass "a stop while the data loads: ends within 4,096 lines, exit 75, nothing written"
+
+# 11. bench's generated data counted at its real size (the shape's features per point): 200
+#     million points of the Amazon shape are refused at once where memory cannot hold them
+#     (a bound of 28 bytes a point, 30 times too low, let it fill memory for a minute).
+(ulimit -v 16000000 && exec timeout -s KILL 30 "$dslide" bench --points 200000000 --iterations 1) \
+  >out_bench_points.txt 2>&1
+expect_rc $? 1 "bench --points 200000000 under a 16 GB address space"
+expect_in out_bench_points.txt "option --points: 200000000 points and 1000 test points of 75 features each (--nnz), generated in memory, need at least 117 GB" \
+  "bench --points 200000000 under a 16 GB address space"
+pass "bench --points 200000000: refused at once, at the data's size"
