@@ -519,11 +519,6 @@ TEST(Checkpoint, TablesThatFailTheirChecksAreDamage) {
   }
 }
 
-// A meta.h5 written damaged (its checksum matching, as when it was damaged before it was
-// summed): values no run writes are refused as damage naming the file and the attribute,
-// before anything is built from them (they were accepted: a layer of 0 neurons or K = 1000
-// reached the model that eval builds from the metadata), and --resume skips such a
-// checkpoint for the next older one.
 TEST(Checkpoint, AnAttributeOfTheMetadataLostIsDamageNotAnEarlierVersion) {
   // An attribute that earlier versions did not write (the label order, the run's identity,
   // ...) made unreadable behind a matching checksum (renamed here) read as a checkpoint of
@@ -561,6 +556,11 @@ TEST(Checkpoint, AnAttributeOfTheMetadataLostIsDamageNotAnEarlierVersion) {
   }
 }
 
+// A meta.h5 written damaged (its checksum matching, as when it was damaged before it was
+// summed): values no run writes are refused as damage naming the file and the attribute,
+// before anything is built from them (they were accepted: a layer of 0 neurons or K = 1000
+// reached the model that eval builds from the metadata), and --resume skips such a
+// checkpoint for the next older one.
 TEST(Checkpoint, MetadataNoRunWritesIsDamage) {
   SetNumThreads(1);
   Fixture s;
