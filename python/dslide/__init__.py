@@ -34,9 +34,10 @@ if "GOMP_SPINCOUNT" not in os.environ:
 
 from . import _core  # noqa: E402
 from ._data import Pending, fspath, input_data, is_path  # noqa: E402
+from ._estimator import Classifier  # noqa: E402
 
-__all__ = ["train", "load", "read_xc", "Model", "Interrupted", "Diverged", "options_help",
-           "__version__"]
+__all__ = ["train", "load", "read_xc", "Model", "Classifier", "Interrupted", "Diverged",
+           "options_help", "__version__"]
 
 __version__ = _core.version
 #: The backends this build has ("cpu" or "cpu, gpu"), as ``dslide --version`` says.

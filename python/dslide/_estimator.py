@@ -1,0 +1,288 @@
+"""dslide.Classifier: train() and Model behind scikit-learn's estimator conventions, so that
+a model is fitted, scored, cloned, pickled and put in a Pipeline or cross_val_score as any
+scikit-learn classifier is. One process (no MPI communicator): for P ranks, use train()."""
+
+import inspect
+import io
+import os
+import tarfile
+import tempfile
+
+import numpy as np
+import scipy.sparse as sp
+
+
+def _as_rows(X, what: str, normalize=None):
+    """X as a CSR matrix of float32 (a SciPy sparse matrix or a 2-D array-like), its rows
+    scaled to unit L2 norm with normalize="l2"."""
+    if np.issubdtype((X if sp.issparse(X) else np.asarray(X)).dtype, np.complexfloating):
+        raise ValueError(f"{what}: Complex data not supported (X holds complex numbers); give "
+                         f"real features")
+    if sp.issparse(X):
+        X = sp.csr_matrix(X, dtype=np.float32)
+    else:
+        X = np.asarray(X)
+        if X.ndim != 2:
+            raise ValueError(f"{what}: X must be 2-D (points x features), got {X.ndim}-D. "
+                             f"Reshape your data with X.reshape(-1, 1) if it has one feature "
+                             f"or X.reshape(1, -1) if it is one point")
+        if X.dtype == object or not np.issubdtype(X.dtype, np.number):
+            X = X.astype(np.float32)  # raises for what is not a number
+        X = sp.csr_matrix(X.astype(np.float32, copy=False))
+    # The minimum-size messages in scikit-learn's words, which its tools look for.
+    if X.shape[0] == 0:
+        raise ValueError(f"{what}: X has 0 sample(s) (shape={X.shape}) while a minimum of 1 is "
+                         f"required.")
+    if X.shape[1] == 0:
+        raise ValueError(f"{what}: X has 0 feature(s) (shape={X.shape}) while a minimum of 1 "
+                         f"is required.")
+    if X.nnz and not np.isfinite(X.data).all():
+        raise ValueError(f"{what}: X holds NaN or infinite values")
+    if normalize == "l2":
+        norms = np.sqrt(np.asarray(X.multiply(X).sum(axis=1)).ravel())
+        norms[norms == 0] = 1
+        X = sp.csr_matrix(sp.diags(1.0 / norms).dot(X), dtype=np.float32)
+    elif normalize is not None:
+        raise ValueError(f"{what}: normalize must be 'l2' or None, got {normalize!r}")
+    return X
+
+
+def _targets(y):
+    """(Y for train(), classes_, multilabel): a 1-D y of any labels (multiclass: classes_
+    its sorted distinct values), or a 2-D 0/1 indicator matrix, dense or sparse, as
+    scikit-learn's MultiLabelBinarizer writes (multilabel: classes_ its column numbers). A
+    dense column (points x 1) is a 1-D y, with scikit-learn's DataConversionWarning."""
+    lists = ValueError("fit: y holds a list of labels per point; give the 0/1 indicator matrix "
+                       "of scikit-learn's MultiLabelBinarizer instead (or use train())")
+    if not sp.issparse(y):
+        try:
+            y = np.asarray(y)
+        except ValueError:  # lists of different lengths
+            raise lists from None
+    if not sp.issparse(y) and y.ndim == 2 and y.shape[1] == 1:
+        import warnings
+
+        try:
+            from sklearn.exceptions import DataConversionWarning as kind
+        except ImportError:
+            kind = UserWarning
+        warnings.warn("A column-vector y was passed when a 1d array was expected (fit: read "
+                      "as one label per point)", kind, stacklevel=3)
+        y = np.ravel(y)
+    if sp.issparse(y) or y.ndim == 2:
+        Y = sp.csr_matrix(y)
+        if Y.shape[1] == 0:
+            raise ValueError("fit: y has 0 columns (labels)")
+        if Y.nnz and not np.isin(Y.data, (0, 1)).all():
+            raise lists if not sp.issparse(y) else ValueError(
+                "fit: a 2-D y must be a 0/1 indicator matrix (points x labels), as "
+                "MultiLabelBinarizer writes; it holds other values")
+        Y.data = (Y.data != 0).astype(np.float32)
+        Y.eliminate_zeros()
+        return Y, np.arange(Y.shape[1]), True
+    if y.ndim != 1:
+        raise ValueError(f"fit: y must be 1-D (a label per point) or a 2-D 0/1 indicator "
+                         f"matrix, got shape {y.shape}")
+    if y.dtype == object and len(y) and isinstance(y[0], (list, tuple, set, np.ndarray)):
+        raise lists
+    if np.issubdtype(y.dtype, np.floating):
+        if not np.isfinite(y).all():
+            raise ValueError("fit: y holds NaN or infinite values")
+        if (y != np.round(y)).any():
+            raise ValueError("fit: Unknown label type: continuous y (a regression target); "
+                             "give class labels")
+    classes, ids = np.unique(y, return_inverse=True)
+    return ids.astype(np.int64), classes, False
+
+
+#: predict_proba's proba="auto": a dense array of every class's probability up to this many
+#: classes, above it a sparse matrix of the k most probable.
+_DENSE_PROBA_MOST = 1024
+
+
+class Classifier:
+    """A dslide network as a scikit-learn classifier.
+
+    fit(X, y) trains with dslide's defaults and, by default, a tenth of the points held back
+    for validation (early stopping keeps the best model; with it, dropout on small sets): y is
+    a label per point (multiclass, any labels: ``classes_``) or a 0/1 indicator matrix of
+    points x labels, dense or sparse (multi-label, as MultiLabelBinarizer writes).
+    predict(X): the most probable label of each point (multi-label: an indicator matrix
+    with that one label set). predict_proba(X): points x classes of softmax probabilities:
+    up to 1,024 classes an array of all of them, above it (or with proba="sparse") a SciPy
+    CSR matrix of each point's k most probable (the rest are not computed). score(X, y): precision at 1, the share of points whose most probable label is
+    one of theirs (for a label per point, accuracy).
+
+    Parameters are train()'s options of the same names; ``options`` passes any other
+    (``{"sparsity": 0.1}``). normalize="l2" (the default) scales every row of X to unit L2
+    norm before training and prediction, as the extreme-classification libraries expect
+    their input (None: X as it is, what train() and the executable see). Pickling keeps the
+    trained model (its checkpoint files)."""
+
+    _estimator_type = "classifier"  # scikit-learn's is_classifier (stratified folds, checks)
+
+    def __init__(self, hidden=128, epochs="auto", iterations=0, valid_fraction=0.1,
+                 patience="auto", dropout="auto", lr=1e-3, batch=256, threads=0, seed=1, k=5,
+                 normalize="l2", proba="auto", verbose=False, options=None):
+        self.hidden = hidden
+        self.epochs = epochs
+        self.iterations = iterations
+        self.valid_fraction = valid_fraction
+        self.patience = patience
+        self.dropout = dropout
+        self.lr = lr
+        self.batch = batch
+        self.threads = threads
+        self.seed = seed
+        self.k = k
+        self.normalize = normalize
+        self.proba = proba
+        self.verbose = verbose
+        self.options = options
+
+    # scikit-learn's parameter protocol (BaseEstimator's, without depending on it).
+    @classmethod
+    def _param_names(cls):
+        return [p for p in inspect.signature(cls.__init__).parameters if p != "self"]
+
+    def get_params(self, deep=True):
+        return {name: getattr(self, name) for name in self._param_names()}
+
+    def set_params(self, **params):
+        names = self._param_names()
+        for name, value in params.items():
+            if name not in names:
+                raise ValueError(f"Classifier.set_params: no parameter {name!r} (it has "
+                                 f"{', '.join(names)})")
+            setattr(self, name, value)
+        return self
+
+    def __repr__(self):
+        default = inspect.signature(type(self).__init__).parameters
+        given = [f"{n}={getattr(self, n)!r}" for n in self._param_names()
+                 if getattr(self, n) != default[n].default]
+        return f"Classifier({', '.join(given)})"
+
+    def _more_tags(self):
+        return {"multilabel": True, "requires_y": True}
+
+    def fit(self, X, y):
+        from . import train  # the package's, imported at call time (no cycle at import)
+
+        if y is None:
+            raise ValueError("fit: Classifier requires y to be passed, but the target y is None")
+        X = _as_rows(X, "fit", self.normalize)
+        Y, classes, multilabel = _targets(y)
+        if Y.shape[0] != X.shape[0]:
+            raise ValueError(f"fit: X has {X.shape[0]} points, y {Y.shape[0]}")
+        options = dict(self.options or {})
+        hidden = self.hidden
+        options.update(
+            hidden=list(hidden) if isinstance(hidden, (list, tuple)) else hidden,
+            epochs=self.epochs, iterations=self.iterations, patience=self.patience,
+            dropout=self.dropout, lr=self.lr, batch=self.batch, threads=self.threads,
+            seed=self.seed)
+        if self.valid_fraction:
+            options["valid_fraction"] = self.valid_fraction
+        elif self.patience == "auto":
+            options.pop("patience")  # nothing to stop on without validation
+        if not multilabel:
+            # Every class an output, also one that only the held-back points have.
+            Y = sp.csr_matrix((np.ones(len(Y), dtype=np.float32), Y, np.arange(len(Y) + 1)),
+                              shape=(len(Y), len(classes)))
+        self.model_ = train((X, Y), verbose=self.verbose, **options)
+        self.classes_ = classes
+        self.multilabel_ = multilabel
+        self.n_features_in_ = X.shape[1]
+        return self
+
+    def _check_fitted(self, what):
+        if not hasattr(self, "model_"):
+            raise _not_fitted(f"Classifier.{what}: call fit first")
+
+    def _rows(self, X, what):
+        self._check_fitted(what)
+        X = _as_rows(X, what, self.normalize)
+        if X.shape[1] != self.n_features_in_:
+            raise ValueError(f"{what}: X has {X.shape[1]} features, the model was fitted on "
+                             f"{self.n_features_in_}")
+        return X
+
+    def predict(self, X):
+        X = self._rows(X, "predict")
+        ids, _ = self.model_.predict(X, k=1, threads=self.threads or None)
+        top = ids[:, 0]
+        if not self.multilabel_:
+            return self.classes_[top]
+        out = np.zeros((X.shape[0], len(self.classes_)), dtype=np.int64)
+        out[np.arange(X.shape[0]), top] = 1
+        return out
+
+    def predict_proba(self, X):
+        """Points x classes: with proba "sparse" (auto: above 1,024 classes) a CSR matrix of
+        each point's k most probable classes' probabilities, the rest not computed; with
+        "dense" (auto: up to 1,024) an array of every class's."""
+        X = self._rows(X, "predict_proba")
+        c = len(self.classes_)
+        dense = self.proba == "dense" or (self.proba == "auto" and c <= _DENSE_PROBA_MOST)
+        if self.proba not in ("auto", "dense", "sparse"):
+            raise ValueError(f"predict_proba: proba must be 'auto', 'dense' or 'sparse', got "
+                             f"{self.proba!r}")
+        k = c if dense else max(1, min(int(self.k), c))
+        ids, scores = self.model_.predict(X, k=k, threads=self.threads or None)
+        n = X.shape[0]
+        keep = ids >= 0
+        rows = np.repeat(np.arange(n), k).reshape(n, k)
+        if dense:
+            out = np.zeros((n, c), dtype=np.float64)
+            out[rows[keep], ids[keep]] = scores[keep]
+            return out
+        return sp.csr_matrix((scores[keep], (rows[keep], ids[keep])), shape=(n, c))
+
+    def score(self, X, y, sample_weight=None):
+        """Precision at 1: the (weighted) share of points whose most probable label is one of
+        theirs."""
+        X = self._rows(X, "score")
+        ids, _ = self.model_.predict(X, k=1, threads=self.threads or None)
+        top = ids[:, 0]
+        if self.multilabel_:
+            Y = sp.csr_matrix(y) if sp.issparse(y) else sp.csr_matrix(np.asarray(y))
+            hit = np.asarray(Y[np.arange(X.shape[0]), top]).ravel() != 0
+        else:
+            hit = self.classes_[top] == np.asarray(y)
+        return float(np.average(hit, weights=sample_weight))
+
+    # Pickling: the model's checkpoint files travel with the estimator.
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        model = state.pop("model_", None)
+        if model is not None:
+            with tempfile.TemporaryDirectory() as tmp:
+                folder = os.path.join(tmp, "model")
+                model.save(folder)
+                buf = io.BytesIO()
+                with tarfile.open(fileobj=buf, mode="w") as tar:
+                    tar.add(folder, arcname="model")
+                state["_model_tar"] = buf.getvalue()
+        return state
+
+    def __setstate__(self, state):
+        from . import load
+
+        blob = state.pop("_model_tar", None)
+        self.__dict__.update(state)
+        if blob is not None:
+            with tempfile.TemporaryDirectory() as tmp:
+                with tarfile.open(fileobj=io.BytesIO(blob), mode="r") as tar:
+                    tar.extractall(tmp)
+                self.model_ = load(os.path.join(tmp, "model"))
+
+
+def _not_fitted(message):
+    """scikit-learn's NotFittedError where it is installed (what its checks expect), else a
+    ValueError with the same message."""
+    try:
+        from sklearn.exceptions import NotFittedError
+    except ImportError:
+        return ValueError(message)
+    return NotFittedError(message)
