@@ -121,6 +121,9 @@ struct BackendOptions {
   /// BackwardStep's Adam on every parameter of the layer (--dense-adam), not only on the
   /// rows and biases the batch touched (lazy Adam).
   bool dense_adam = false;
+  /// The batch size, for the memory check of the batch's rows (ShardStateNeed; 0: not
+  /// counted).
+  int64_t batch = 0;
   /// The output layer's initial biases, one per neuron of this shard (empty: zeros).
   std::vector<float> output_bias;
   /// Per neuron of the output layer's shard: the share of training points with its label,
@@ -151,8 +154,11 @@ inline void BatchLabelChances(const std::vector<float>& share, int64_t batch,
 
 /// The least a backend holds of this rank's shard, for the memory checks before Init
 /// allocates anything: every layer's weights and biases with both Adam moments (4 bytes
-/// each, 2 in bfloat16) and, with `first_layer_gradient`, the input-major layer's gradient
-/// rows (the GPU backend keeps them); `what` names it in the refusal.
+/// each, 2 in bfloat16), with `first_layer_gradient` the input-major layer's gradient rows
+/// (the GPU backend keeps them), and with options.batch the batch's rows: per layer its
+/// active entries' ids, values and deltas on this shard, and the next layer's gathered
+/// input and its gradient (a hidden layer of 2^23 neurons: 51 GB at batch 256, where its
+/// weights on 10 features took 1 GB); `what` names it in the refusal.
 struct ShardNeed {
   int64_t bytes = 0;
   std::string what;
@@ -165,14 +171,26 @@ inline ShardNeed ShardStateNeed(const ModelSpec& spec, const BackendOptions& opt
     steps += (s.input_major ? s.in_dim : s.local()) + s.local();  // AdamCatchUp's last steps
     if (first_layer_gradient && s.input_major) gradient += s.local() * (s.in_dim + 1);
   }
+  int64_t rows = 0;  // a sample's entries in the batch buffers, all layers
+  for (size_t l = 0; l < spec.layers.size(); ++l) {
+    const LayerSpec& s = spec.layers[l];
+    const int64_t here = s.dense() ? s.local() : std::min(s.local(), s.budget);
+    const int64_t gathered = s.dense() ? s.out_dim : std::min(s.out_dim, s.budget * spec.ranks);
+    rows += here * 12;                                      // ids, values, deltas
+    if (l + 1 < spec.layers.size()) rows += gathered * 12;  // the next input, its gradient
+  }
+  const int64_t batch_bytes = std::max<int64_t>(options.batch, 0) * rows;
   const int64_t moment = options.bf16_moments ? 2 : 4;
   ShardNeed need;
-  need.bytes = params * (4 + 2 * moment) + gradient * 4 + steps * 8;
+  need.bytes = params * (4 + 2 * moment) + gradient * 4 + steps * 8 + batch_bytes;
   need.what = detail::Concat(
       first_layer_gradient ? "its weights, Adam moments and first-layer gradient ("
                            : "its weights and Adam moments (",
       params, " parameters",
-      spec.layers.back().local() < spec.layers.back().out_dim ? " on this rank" : "", ")");
+      spec.layers.back().local() < spec.layers.back().out_dim ? " on this rank" : "", ")",
+      batch_bytes > 0 ? detail::Concat(" and a batch's activations and gradients (--batch ",
+                                       options.batch, ": ", batch_bytes >> 20, " MB)")
+                      : std::string());
   return need;
 }
 

@@ -23,6 +23,7 @@ inline BackendOptions BackendOptionsOf(const TrainConfig& cfg) {
   o.seed = cfg.seed;
   o.bf16_moments = cfg.state == StateType::kBf16;
   o.dense_adam = cfg.dense_adam;
+  o.batch = cfg.batch;
   return o;
 }
 

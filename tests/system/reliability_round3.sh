@@ -230,7 +230,7 @@ pass "a second signal to 2 ranks: one line"
   "$dslide" bench --points 2000000000 --threads 1 >out_huge_data.txt 2>&1
   expect_rc $? 1 "bench --points 2000000000 under ulimit -v"
 ) || exit 1
-expect_in out_huge_model.txt "cannot allocate the model of --hidden 1000000 and syn.train.txt's 2000 features and 3000 labels: its weights and Adam moments (5001003000 parameters) need 56 GB; this process can have .* (the address-space limit RLIMIT_AS (ulimit -v)" \
+expect_in out_huge_model.txt "cannot allocate the model of --hidden 1000000 and syn.train.txt's 2000 features and 3000 labels: its weights and Adam moments (5001003000 parameters) and a batch's activations and gradients (--batch 256: 5860 MB) need 62 GB; this process can have .* (the address-space limit RLIMIT_AS (ulimit -v)" \
   "--hidden 1000000 under ulimit -v"
 expect_in out_huge_data.txt "option --points: 2000000000 points and 1000 test points of 75 features each (--nnz), generated in memory, need at least 1170 GB; this process can have .* RLIMIT_AS" \
   "bench --points 2000000000 under ulimit -v"

@@ -188,3 +188,15 @@ expect_rc $? 1 "bench --points 200000000 under a 16 GB address space"
 expect_in out_bench_points.txt "option --points: 200000000 points and 1000 test points of 75 features each (--nnz), generated in memory, need at least 117 GB" \
   "bench --points 200000000 under a 16 GB address space"
 pass "bench --points 200000000: refused at once, at the data's size"
+
+# 12. A hidden layer of 2^23 neurons on 10 features: its weights are 1.6 GB, its batch rows
+#     48 GB. The memory check counts both and refuses it before allocating (it counted the
+#     weights alone, and the kernel killed the run at 21.7 GB).
+"$dslide" gen --points 300 --test-points 50 --features 10 --labels 5 --nnz 3 --out tiny >/dev/null ||
+  fail "gen tiny"
+(ulimit -v 16000000 && exec timeout -s KILL 60 "$dslide" train --train tiny.train.txt --test tiny.test.txt \
+  --hidden 8388608 --iterations 1 --threads 1) >out_wide_hidden.txt 2>&1
+expect_rc $? 1 "--hidden 8388608 under a 16 GB address space"
+expect_in out_wide_hidden.txt "its weights and Adam moments (134217733 parameters) and a batch's activations and gradients (--batch 256: 49152 MB) need 50 GB" \
+  "--hidden 8388608 under a 16 GB address space"
+pass "a hidden layer of 2^23 neurons: refused at once, the batch's rows counted"
