@@ -336,6 +336,10 @@ class _Events:
 
 # --- the model ---------------------------------------------------------------------------
 
+#: The options left to auto that a checkpoint fixes (a loaded Model's settings resolve them).
+_FIXED_BY_CHECKPOINT = {"sparsity", "hash", "K", "L", "query", "lsh-share", "label-order"}
+
+
 class Model:
     """A trained (train) or loaded (load) network, spread over the ranks it was made on."""
 
@@ -379,8 +383,16 @@ class Model:
     @property
     def settings(self) -> dict:
         """Every train option with the value it ran with ("auto" resolved), as checkpoints
-        and --metrics record them."""
-        return json.loads(self._m.settings)
+        and --metrics record them. A loaded model's come from its checkpoint's record; of the
+        options left to auto there, those its checkpoint fixes (sparsity, the LSH settings,
+        the label order) are resolved, those the training data chose (dropout,
+        first-lr-scale, ...) stay "auto"."""
+        now = json.loads(self._m.settings)
+        recorded = self._m.recorded_settings
+        if not recorded:
+            return now
+        return {key: now.get(key, value) if value == "auto" and key in _FIXED_BY_CHECKPOINT
+                else value for key, value in json.loads(recorded).items()}
 
     @property
     def evals(self) -> list:

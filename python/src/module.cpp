@@ -225,6 +225,10 @@ class Model {
     return out;
   }
   std::string settings() const { return SettingsJson(trainer_->config()); }
+  /// A loaded model's settings as its checkpoint recorded them (as given, "auto" where left
+  /// to it; "" for a trained model or a checkpoint of an earlier version).
+  const std::string& recorded_settings() const { return recorded_settings_; }
+  void SetRecordedSettings(std::string json) { recorded_settings_ = std::move(json); }
   nb::list evals() const {
     nb::list out;
     for (const auto& [iter, r] : trainer_->evals()) out.append(nb::make_tuple(iter, EvalDict(r)));
@@ -344,6 +348,7 @@ class Model {
   std::unique_ptr<Trainer> trainer_;
   int64_t points_ = 0;
   int64_t epoch_ = -1, pos_ = 0;
+  std::string recorded_settings_;  // a loaded model's, from its checkpoint
 };
 
 /// A run's events handed to Python callables, each called with the GIL held: lines to
@@ -467,6 +472,7 @@ std::unique_ptr<Model> Load(const std::string& path, Comm& comm) {
   });
   auto model = std::make_unique<Model>(comm, std::move(trainer));
   model->SetPosition(meta.epoch, meta.pos);
+  model->SetRecordedSettings(meta.settings);  // "" in checkpoints of earlier versions
   return model;
 }
 
@@ -596,6 +602,7 @@ NB_MODULE(_core, m) {
       .def_prop_ro("rank", &Model::rank)
       .def_prop_ro("layer_sizes", &Model::layer_sizes)
       .def_prop_ro("settings", &Model::settings)
+      .def_prop_ro("recorded_settings", &Model::recorded_settings)
       .def_prop_ro("evals", &Model::evals)
       .def("predict", &Model::Predict, "data"_a, "k"_a, "threads"_a)
       .def("evaluate", &Model::Evaluate, "data"_a, "ks"_a, "threads"_a)

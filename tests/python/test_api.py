@@ -272,6 +272,24 @@ def test_keyword_options_reach_the_trainer(task, tmp_path):
     assert start["settings"]["train"] == "train (arrays)"
 
 
+def test_a_loaded_model_reports_the_settings_it_was_trained_with(task, tmp_path):
+    # load(folder).settings reported the defaults of the options the checkpoint's shapes do
+    # not set (lr 0.001, batch 256, ...); it reports what the run used, as the checkpoint
+    # records it.
+    m = dslide.train((task.X, task.Y), hidden=[16], lr=0.003, batch=64, dropout=0.1,
+                     iterations=4, threads=1, verbose=False)
+    m.save(tmp_path / "m")
+    s, trained = dslide.load(tmp_path / "m").settings, m.settings
+    assert s["lr"] == 0.003 and s["batch"] == 64 and s["dropout"] == "0.1" and s["hidden"] == "16"
+    for key in ("hash", "K", "L", "query", "lsh-share", "label-order", "seed"):
+        assert s[key] == trained[key], key
+    # The output layer's (the loaded model says every layer's: "1,0.213...").
+    assert s["sparsity"].split(",")[-1] == trained["sparsity"].split(",")[-1]
+    # What the training data chose is not in the checkpoint: said as auto, not a default.
+    assert s["first-lr-scale"] == "auto" and trained["first-lr-scale"] != "auto"
+    assert set(s) == set(trained)
+
+
 def test_validation_and_test_arrays(task):
     m = dslide.train((task.X, task.Y), valid=(task.Xt, task.Yt), test=(task.Xt, task.Yt),
                      iterations=6, eval_every=3, hidden=16, threads=1, verbose=False)
