@@ -604,7 +604,27 @@ def _shape_of(sets: dict, pending: dict):
     _refuse_unlabelled(pending["train"])
     if columns:
         return features, columns.pop()
+    _refuse_outlying_id(pending)
     return features, max([p.max_id for p in pending.values()] + [0]) + 1
+
+
+def _refuse_outlying_id(pending: dict) -> None:
+    """A largest label id far beyond every other (one mistyped id) would make the output
+    layer that large without a word: 100,000 for 10 labels. Refused where it is at least
+    1,000 and more than 10 times the next largest id; a sparse Y states the label count."""
+    ids = np.unique(np.concatenate([p.lids for p in pending.values() if p.labels is None]
+                                   + [np.zeros(0, dtype=np.int64)]))
+    if ids.size == 0 or ids[-1] < 1000:
+        return
+    top = int(ids[-1])
+    second = int(ids[-2]) if ids.size > 1 else -1
+    if top > 10 * (second + 1):
+        where = next(name for name, p in pending.items() if p.labels is None and
+                     p.lids.size and int(p.lids.max()) == top)
+        raise ValueError(
+            f"{where}: label id {top} is more than 10 times the next largest ({second}): the "
+            f"output layer would have {top + 1} neurons for {ids.size} labels. A mistyped "
+            f"id? To mean it, give Y as a sparse matrix of {top + 1} columns")
 
 
 def _refuse_unlabelled(train) -> None:

@@ -272,6 +272,22 @@ def test_keyword_options_reach_the_trainer(task, tmp_path):
     assert start["settings"]["train"] == "train (arrays)"
 
 
+def test_one_mistyped_label_id_is_refused_not_made_outputs(task):
+    # One id of 100,000 among ids below 1,200 made a 100,001-output model without a word.
+    Y = [list(y) for y in task.Y]
+    Y[17] = [100000]
+    with pytest.raises(ValueError, match=r"^train: label id 100000 is more than 10 times the "
+                                         r"next largest \(11[0-9][0-9]\): the output layer "
+                                         r"would have 100001 neurons"):
+        dslide.train((task.X, Y), iterations=1, threads=1, verbose=False)
+    # Meant: a sparse Y of that many columns trains it.
+    rows = [i for i, y in enumerate(Y) for _ in y]
+    Ysp = sp.csr_matrix((np.ones(len(rows), np.float32), (rows, [l for y in Y for l in y])),
+                        shape=(len(Y), 100001))
+    assert dslide.train((task.X, Ysp), iterations=1, hidden=8, threads=1,
+                        verbose=False).labels == 100001
+
+
 def test_a_loaded_model_reports_the_settings_it_was_trained_with(task, tmp_path):
     # load(folder).settings reported the defaults of the options the checkpoint's shapes do
     # not set (lr 0.001, batch 256, ...); it reports what the run used, as the checkpoint
