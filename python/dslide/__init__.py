@@ -462,6 +462,12 @@ class Model:
             folder = fspath(folder)
             while len(folder) > 1 and folder.endswith("/"):
                 folder = folder[:-1]
+            # A folder whose mode allows no writes (also as root, whom access() lets write)
+            # is someone's choice: not replaced.
+            if os.path.isdir(folder) and not os.stat(folder).st_mode & 0o222:
+                raise PermissionError(
+                    f"save: {folder} is read-only (mode {os.stat(folder).st_mode & 0o777:o}): "
+                    f"make it writable or give another folder")
             if (os.path.exists(folder) and not os.path.isfile(os.path.join(folder, "meta.h5"))
                     and not (os.path.isdir(folder) and not os.listdir(folder))):
                 raise FileExistsError(

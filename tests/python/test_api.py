@@ -272,6 +272,23 @@ def test_keyword_options_reach_the_trainer(task, tmp_path):
     assert start["settings"]["train"] == "train (arrays)"
 
 
+def test_saving_into_a_read_only_folder_is_refused(task, tmp_path):
+    # An empty folder of mode 555 was replaced by the checkpoint (as root too).
+    m = dslide.train((task.X, task.Y), iterations=1, hidden=8, threads=1, verbose=False)
+    folder = tmp_path / "locked"
+    folder.mkdir()
+    folder.chmod(0o555)
+    try:
+        with pytest.raises(PermissionError, match=r"is read-only \(mode 555\): make it writable"):
+            m.save(folder)
+        assert folder.is_dir() and not list(folder.iterdir())
+        assert folder.stat().st_mode & 0o777 == 0o555
+    finally:
+        folder.chmod(0o755)
+    m.save(folder)  # writable: saved
+    assert (folder / "meta.h5").is_file()
+
+
 def test_one_mistyped_label_id_is_refused_not_made_outputs(task):
     # One id of 100,000 among ids below 1,200 made a 100,001-output model without a word.
     Y = [list(y) for y in task.Y]
