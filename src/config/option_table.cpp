@@ -160,9 +160,38 @@ bool Parse(int argc, const char* const* argv, const po::options_description& des
                    "' is a folder; give an INI file (key = value lines)");
       std::ifstream in(path);
       DSLIDE_CHECK(in.good(), "option --config: cannot open '", path, "'");
-      std::istringstream body(IniForCommand(in, path, argc > 0 ? argv[0] : ""));
+      const std::string command = argc > 0 ? argv[0] : "";
+      const std::string text = IniForCommand(in, path, command);
+      std::istringstream body(text);
       try {
         po::store(po::parse_config_file(body, desc, /*allow_unregistered=*/false), *vm);
+      } catch (const po::unknown_option& e) {
+        // Name the line, and where it is a key before any section (which applies to every
+        // command), say where a key of one command goes.
+        std::string key = e.get_option_name();
+        key.erase(0, key.find_first_not_of('-'));
+        std::istringstream lines(text);
+        std::string line;
+        int64_t at = 0, ln = 0;
+        while (at == 0 && std::getline(lines, line)) {
+          ++ln;
+          const size_t a = line.find_first_not_of(" \t");
+          if (a != std::string::npos && line.compare(a, key.size(), key) == 0 &&
+              line.find_first_not_of(" \t", a + key.size()) == line.find('=', a))
+            at = ln;
+        }
+        bool before_sections = at > 0;  // no [section] header above the line
+        std::ifstream again(path);
+        for (int64_t i = 1; before_sections && i < at && std::getline(again, line); ++i) {
+          const size_t a = line.find_first_not_of(" \t\r");
+          before_sections = a == std::string::npos || line[a] != '[';
+        }
+        throw Error(Concat("config file '", path, "'", at > 0 ? Concat(" line ", at) : "", ": '",
+                           key, "' is not an option of ", command,
+                           before_sections
+                               ? " (keys before any section apply to every command: put a key "
+                                 "of one command under its section, such as [train])"
+                               : ""));
       } catch (const po::error& e) {
         throw Error(Concat("config file '", path, "': ", e.what()));
       }

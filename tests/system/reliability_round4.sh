@@ -200,3 +200,15 @@ expect_rc $? 1 "--hidden 8388608 under a 16 GB address space"
 expect_in out_wide_hidden.txt "its weights and Adam moments (134217733 parameters) and a batch's activations and gradients (--batch 256: 49152 MB) need 50 GB" \
   "--hidden 8388608 under a 16 GB address space"
 pass "a hidden layer of 2^23 neurons: refused at once, the batch's rows counted"
+
+# 13. An INI file with train's keys before any section, given to eval: the line and the key
+#     named, and where a command's own keys go (it said only "unrecognised option 'hidden'").
+printf 'hidden = 64\nthreads = 1\n[train]\nlr = 0.01\n' >train_first.ini
+"$dslide" eval --model ck5/ckpt-000000000020 --test syn.test.txt --config train_first.ini >out_ini.txt 2>&1
+expect_rc $? 1 "eval --config with train's keys before any section"
+expect_in out_ini.txt "config file 'train_first.ini' line 1: 'hidden' is not an option of eval (keys before any section apply to every command: put a key of one command under its section, such as \[train\])" \
+  "eval --config with train's keys before any section"
+printf '[train]\nhidden = 64\n[eval]\nthreads = 1\n' >sections.ini
+"$dslide" eval --model ck5/ckpt-000000000020 --test syn.test.txt --config sections.ini >out_ini2.txt 2>&1 ||
+  fail "eval --config with train's keys under [train]"
+pass "train's keys before any section, given to eval: the line named and where they go; under [train]: eval runs"
