@@ -186,9 +186,11 @@ bool Parse(int argc, const char* const* argv, const po::options_description& des
           const size_t a = line.find_first_not_of(" \t\r");
           before_sections = a == std::string::npos || line[a] != '[';
         }
-        throw Error(Concat("config file '", path, "'", at > 0 ? Concat(" line ", at) : "", ": '",
-                           key, "' is not an option of ", command,
-                           before_sections
+        const std::string unknown = UnknownOptionMessage(e, all);
+        const bool misspelt = unknown.find("did you mean") != std::string::npos;
+        throw Error(Concat("config file '", path, "'", at > 0 ? Concat(" line ", at) : "", ": ",
+                           unknown, ": not an option of ", command,
+                           before_sections && !misspelt
                                ? " (keys before any section apply to every command: put a key "
                                  "of one command under its section, such as [train])"
                                : ""));

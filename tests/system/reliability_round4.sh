@@ -206,7 +206,7 @@ pass "a hidden layer of 2^23 neurons: refused at once, the batch's rows counted"
 printf 'hidden = 64\nthreads = 1\n[train]\nlr = 0.01\n' >train_first.ini
 "$dslide" eval --model ck5/ckpt-000000000020 --test syn.test.txt --config train_first.ini >out_ini.txt 2>&1
 expect_rc $? 1 "eval --config with train's keys before any section"
-expect_in out_ini.txt "config file 'train_first.ini' line 1: 'hidden' is not an option of eval (keys before any section apply to every command: put a key of one command under its section, such as \[train\])" \
+expect_in out_ini.txt "config file 'train_first.ini' line 1: unrecognised option 'hidden': not an option of eval (keys before any section apply to every command: put a key of one command under its section, such as \[train\])" \
   "eval --config with train's keys before any section"
 printf '[train]\nhidden = 64\n[eval]\nthreads = 1\n' >sections.ini
 "$dslide" eval --model ck5/ckpt-000000000020 --test syn.test.txt --config sections.ini >out_ini2.txt 2>&1 ||
