@@ -28,10 +28,13 @@ FaultPlan FaultPlan::FromEnv() {
     p.kind = Kind::kKill;
   else if (kind == "term")
     p.kind = Kind::kTerm;
+  else if (kind == "term2")
+    p.kind = Kind::kTerm2;
   else if (kind == "enospc")
     p.kind = Kind::kEnospc;
   else
-    DSLIDE_CHECK(false, "DSLIDE_FAULT='", v, "': KIND must be throw, oom, kill, term or enospc");
+    DSLIDE_CHECK(false, "DSLIDE_FAULT='", v,
+                 "': KIND must be throw, oom, kill, term, term2 or enospc");
   char* end = nullptr;
   p.rank = static_cast<int>(std::strtol(v.c_str() + a + 1, &end, 10));
   DSLIDE_CHECK(end == v.c_str() + b && p.rank >= 0, "DSLIDE_FAULT='", v, "': bad RANK");
@@ -44,6 +47,10 @@ void FaultPlan::MaybeFailWrite(int rank, int64_t iter, const std::string& file) 
   if (kind != Kind::kEnospc || rank != this->rank || iter != this->iter) return;
   throw Error(file + ": cannot write dataset 'w' (" + std::strerror(ENOSPC) +
               ", injected by DSLIDE_FAULT)");
+}
+
+void FaultPlan::AfterStopSaved(int rank) const {
+  if (kind == Kind::kTerm2 && rank == this->rank) ::kill(::getpid(), SIGTERM);
 }
 
 void FaultPlan::MaybeFire(int rank, int64_t iter) const {
@@ -62,6 +69,7 @@ void FaultPlan::MaybeFire(int rank, int64_t iter) const {
       ::kill(::getpid(), SIGKILL);
       break;
     case Kind::kTerm:
+    case Kind::kTerm2:
       ::kill(::getpid(), SIGTERM);
       break;
     case Kind::kNone:

@@ -4,6 +4,7 @@
 //   oom    an allocation that cannot be satisfied (std::bad_alloc),
 //   kill   SIGKILL to itself (a crashed or OOM-killed node),
 //   term   SIGTERM to itself (preemption: the stop handler, when installed, takes it),
+//   term2  term, and a second SIGTERM once the stop's checkpoint is written (AfterStopSaved),
 //   enospc its checkpoint shard of iteration ITER fails part-way as on a full disk.
 // Unset, it costs one comparison per iteration.
 #pragma once
@@ -14,7 +15,7 @@
 namespace dslide {
 
 struct FaultPlan {
-  enum class Kind { kNone, kThrow, kOom, kKill, kTerm, kEnospc };
+  enum class Kind { kNone, kThrow, kOom, kKill, kTerm, kTerm2, kEnospc };
   Kind kind = Kind::kNone;
   int rank = -1;
   int64_t iter = -1;
@@ -23,6 +24,8 @@ struct FaultPlan {
   static FaultPlan FromEnv();
   /// Fires the fault when (rank, iter) match.
   void MaybeFire(int rank, int64_t iter) const;
+  /// kTerm2: the second SIGTERM, once the stop's checkpoint of `rank` is written.
+  void AfterStopSaved(int rank) const;
   /// kEnospc: throws, as a write to a full disk would, when (rank, iter) match; `file`
   /// names what was being written.
   void MaybeFailWrite(int rank, int64_t iter, const std::string& file) const;

@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <atomic>
 #include <csignal>
+#include <cstdio>
 #include <cstring>
 #include <initializer_list>
+#include <string>
 
 namespace dslide {
 
@@ -18,6 +20,9 @@ std::atomic<int> g_signal{0};
 static_assert(std::atomic<int>::is_always_lock_free, "the signal handler needs a lock-free int");
 volatile std::sig_atomic_t g_second_notice = 1;
 std::atomic<bool> g_stop_during_load{false};
+// The second signal's line once the stop's checkpoint is written ("" before).
+char g_saved_notice[512] = "";
+std::atomic<bool> g_stop_saved{false};
 // What the handler prints on the first signal ("" prints nothing); set before training.
 char g_notice[512] =
     "dslide: stop requested: the run stops after its current step, or before its first (a "
@@ -38,6 +43,10 @@ extern "C" void OnStopSignal(int sig) {
   }
   // A closed output raises SIGPIPE at every later write: the stop it asked for is under way.
   if (sig == SIGPIPE) return;
+  if (g_stop_saved) {  // the stop's checkpoint landed: what a requeue needs is there
+    if (g_second_notice) Write(g_saved_notice);
+    _exit(kExitStopped);
+  }
   if (g_second_notice) Write("dslide: second stop signal: exiting now, without a checkpoint\n");
   _exit(128 + sig);
 }
@@ -59,6 +68,14 @@ sigset_t StopSet() {
 }
 
 }  // namespace
+
+void MarkStopSaved(const std::string& where) {
+  const std::string text =
+      "dslide: second stop signal: exiting now; the stop's checkpoint is written (" +
+      where.substr(0, 400) + ")\n";
+  std::snprintf(g_saved_notice, sizeof g_saved_notice, "%s", text.c_str());
+  g_stop_saved = true;
+}
 
 void SetStopDuringLoad(bool on) { g_stop_during_load = on; }
 bool StopDuringLoad() { return g_stop_during_load; }
@@ -97,7 +114,10 @@ void SetSecondSignalNotice(bool on) { g_second_notice = on ? 1 : 0; }
 
 int StopSignal() { return g_signal.load(); }
 
-void ClearStopSignal() { g_signal.store(0); }
+void ClearStopSignal() {
+  g_stop_saved = false;  // a new run's stop has written nothing yet
+  g_signal.store(0);
+}
 
 const char* SignalName(int sig) {
   switch (sig) {

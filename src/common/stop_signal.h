@@ -44,12 +44,17 @@ void SetStopNotice(const std::string& text);
 void SetSecondSignalNotice(bool on);
 /// The first stop signal received since the handlers were installed (0: none).
 int StopSignal();
+/// Says that the stop's checkpoint (or saved model) is written: a second signal after it
+/// ends the process with kExitStopped and a line that says so, not as a run without one
+/// (exit 128 + signal). `where` (at most 400 characters kept) names it.
+void MarkStopSaved(const std::string& where);
 /// Whether reading a data file ends at a stop signal (a Stop, exit kExitStopped) instead of
 /// reading on to the end: on for a training run of one rank, which has nothing to agree on
 /// with others (P ranks read on and agree at the first step).
 void SetStopDuringLoad(bool on);
 bool StopDuringLoad();
-/// Forgets a received signal (tests).
+/// Forgets a received signal, and a stop's written checkpoint (MarkStopSaved): the Python
+/// package's runs, one after another in a process, and tests.
 void ClearStopSignal();
 /// "SIGTERM", "SIGINT", "SIGUSR1", "SIGHUP", "SIGPIPE" or "a signal".
 const char* SignalName(int sig);

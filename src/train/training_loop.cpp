@@ -394,6 +394,10 @@ void Trainer::StopAfterStep(RunState& r, int64_t sig) {
       saved,
       where.empty() && saved.empty() ? "; nothing was saved (no --checkpoint-dir or --save)" : "");
   r.report->StopRecord("stopped", iter_, text, where);
+  if (!where.empty() || !saved.empty()) {
+    MarkStopSaved(where.empty() ? cfg_.save_dir : where);
+    fault_.AfterStopSaved(comm_->rank());
+  }
   throw Stop(kExitStopped, text);
 }
 

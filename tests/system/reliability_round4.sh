@@ -212,3 +212,17 @@ printf '[train]\nhidden = 64\n[eval]\nthreads = 1\n' >sections.ini
 "$dslide" eval --model ck5/ckpt-000000000020 --test syn.test.txt --config sections.ini >out_ini2.txt 2>&1 ||
   fail "eval --config with train's keys under [train]"
 pass "train's keys before any section, given to eval: the line named and where they go; under [train]: eval runs"
+
+# 14. A second SIGTERM after the stop's checkpoint landed (DSLIDE_FAULT=term2: the first at
+#     iteration 5, the second once the checkpoint is written): exit 75 and a line that says
+#     the checkpoint is there (it said "exiting now, without a checkpoint" and exited 143, so
+#     a scheduler that requeues on 75 lost the job).
+DSLIDE_FAULT=term2:0:5 "$dslide" "${train[@]}" --iterations 1000 --checkpoint-dir ck14 >out_term2.txt 2>&1
+expect_rc $? 75 "a second SIGTERM after the stop's checkpoint"
+expect_in out_term2.txt "second stop signal: exiting now; the stop's checkpoint is written (ck14/ckpt-000000000005)" \
+  "a second SIGTERM after the stop's checkpoint"
+expect_not_in out_term2.txt "without a checkpoint" "a second SIGTERM after the stop's checkpoint"
+[[ -f ck14/ckpt-000000000005/meta.h5 ]] || fail "a second SIGTERM after the stop's checkpoint: no checkpoint 5"
+"$dslide" "${train[@]}" --iterations 10 --checkpoint-dir ck14 --resume ck14 >out_term2_resume.txt 2>&1 ||
+  fail "--resume after a second SIGTERM"
+pass "a second SIGTERM after the stop's checkpoint: exit 75, the checkpoint said and resumable"
