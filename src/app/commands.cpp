@@ -253,14 +253,8 @@ BenchData LoadBenchData(const BenchConfig& cfg, int ranks) {
     // The model first: data generated for a model that cannot be held is time lost (a
     // minute and more for 10^9 labels). Weights and both Adam moments, a rank's share;
     // BuildTrainer checks the exact figure.
-    int64_t params = 0, in = gen.features;
     std::string hidden;
-    for (int64_t h : cfg.train.hidden) {
-      params += (in + 1) * h;
-      in = h;
-      hidden += (hidden.empty() ? "" : ",") + std::to_string(h);
-    }
-    params += (in + 1) * gen.labels;
+    const int64_t params = NetworkParameters(cfg.train.hidden, gen.features, gen.labels, &hidden);
     const int64_t per_param = cfg.train.state == StateType::kBf16 ? 8 : 12;
     try {
       CheckMemoryFits(params / std::max(1, ranks) * per_param,

@@ -166,14 +166,12 @@ struct ShardNeed {
 inline ShardNeed ShardStateNeed(const ModelSpec& spec, const BackendOptions& options,
                                 bool first_layer_gradient) {
   int64_t params = 0, gradient = 0, steps = 0;
-  for (const LayerSpec& s : spec.layers) {
-    params += s.local() * (s.in_dim + 1);
-    steps += (s.input_major ? s.in_dim : s.local()) + s.local();  // AdamCatchUp's last steps
-    if (first_layer_gradient && s.input_major) gradient += s.local() * (s.in_dim + 1);
-  }
   int64_t rows = 0;  // a sample's entries in the batch buffers, all layers
   for (size_t l = 0; l < spec.layers.size(); ++l) {
     const LayerSpec& s = spec.layers[l];
+    params += s.local() * (s.in_dim + 1);
+    steps += (s.input_major ? s.in_dim : s.local()) + s.local();  // AdamCatchUp's last steps
+    if (first_layer_gradient && s.input_major) gradient += s.local() * (s.in_dim + 1);
     const int64_t here = s.dense() ? s.local() : std::min(s.local(), s.budget);
     const int64_t gathered = s.dense() ? s.out_dim : std::min(s.out_dim, s.budget * spec.ranks);
     rows += here * 12;                                      // ids, values, deltas

@@ -18,8 +18,6 @@
 #include "common/error.h"
 #include "data/dataset.h"
 
-#include <sys/stat.h>
-
 namespace dslide {
 
 namespace {

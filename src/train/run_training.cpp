@@ -49,18 +49,24 @@ void WarnOfData(const Dataset& d, const std::string& file, bool in_memory, RunEv
 
 }  // namespace
 
+int64_t NetworkParameters(const std::vector<int64_t>& hidden, int64_t features, int64_t labels,
+                          std::string* hidden_text) {
+  int64_t params = 0, in = features;
+  for (int64_t h : hidden) {
+    params += (in + 1) * h;
+    in = h;
+    if (hidden_text != nullptr)
+      *hidden_text += (hidden_text->empty() ? "" : ",") + std::to_string(h);
+  }
+  return params + (in + 1) * labels;
+}
+
 std::unique_ptr<Trainer> BuildTrainer(const TrainConfig& cfg, Communicator* comm, int64_t features,
                                       int64_t labels, const std::string& data_name,
                                       const Dataset* train) {
   // What the model is, for the messages: its parameters and the options that set them.
-  int64_t params = 0, in = features;
   std::string hidden;
-  for (int64_t h : cfg.hidden) {
-    params += (in + 1) * h;
-    in = h;
-    hidden += (hidden.empty() ? "" : ",") + std::to_string(h);
-  }
-  params += (in + 1) * labels;
+  const int64_t params = NetworkParameters(cfg.hidden, features, labels, &hidden);
   const std::string model =
       detail::Concat(hidden.empty() ? std::string("no hidden layer") : "--hidden " + hidden,
                      " and ", data_name, "'s ", features, " features and ", labels, " labels");

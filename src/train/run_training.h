@@ -46,6 +46,11 @@ EvalResult RunTraining(const TrainConfig& cfg, Communicator* comm, RunData data,
 /// its backend made as cfg says. A model that cannot fit in memory (refused before it is
 /// allocated, or an allocation that failed) throws dslide::Error naming --hidden, the data
 /// and the sizes. A new model's output biases come from the labels of `train` (Trainer).
+/// The weights and biases of a network of `hidden` layers from `features` inputs to `labels`
+/// outputs; `hidden_text` (may be null) gets the --hidden value that names it ("" for none).
+int64_t NetworkParameters(const std::vector<int64_t>& hidden, int64_t features, int64_t labels,
+                          std::string* hidden_text);
+
 std::unique_ptr<Trainer> BuildTrainer(const TrainConfig& cfg, Communicator* comm, int64_t features,
                                       int64_t labels, const std::string& data_name,
                                       const Dataset* train = nullptr);

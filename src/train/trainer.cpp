@@ -38,16 +38,18 @@ Trainer::Trainer(const TrainConfig& cfg, Communicator* comm, std::unique_ptr<Lay
       backend_(std::move(backend)),
       schedule_(cfg.lsh.rebuild_n0, cfg.lsh.rebuild_lambda) {
   ResolveAuto(&cfg_, input_dim, output_dim);
-  if (cfg_.first_lr_scale == 0) {  // auto: from the training inputs (rank 0's, for all)
-    double scale = comm_->rank() == 0 && train != nullptr ? FirstLayerLrScale(*train) : 1.0;
-    comm_->Broadcast(&scale, sizeof scale, 0, Traffic::kControl);
-    cfg_.first_lr_scale = scale;
-  }
-  if (cfg_.dropout < 0) {  // auto: from the training set's size (rank 0's, for all)
-    double rate = comm_->rank() == 0 && train != nullptr ? AutoDropout(cfg_, train->size()) : 0.0;
-    comm_->Broadcast(&rate, sizeof rate, 0, Traffic::kControl);
-    cfg_.dropout = rate;
-  }
+  // Settings left to auto that the training set chooses: rank 0's, broadcast to every rank
+  // (`none` without a training set).
+  auto from_training = [&](double none, const auto& of) {
+    double v = comm_->rank() == 0 && train != nullptr ? of(*train) : none;
+    comm_->Broadcast(&v, sizeof v, 0, Traffic::kControl);
+    return v;
+  };
+  if (cfg_.first_lr_scale == 0)  // the training inputs' mean L1 norm
+    cfg_.first_lr_scale = from_training(1.0, [](const Dataset& d) { return FirstLayerLrScale(d); });
+  if (cfg_.dropout < 0)  // the training set's size
+    cfg_.dropout =
+        from_training(0.0, [&](const Dataset& d) { return AutoDropout(cfg_, d.size()); });
   spec_ = ModelSpec::Make(input_dim, cfg_.hidden, output_dim,
                           cfg_.LayerSparsity(cfg_.hidden.size() + 1), model_comm_->rank(),
                           model_comm_->size(), cfg_.min_negatives);
