@@ -36,7 +36,7 @@ from . import _core  # noqa: E402
 from ._data import Pending, fspath, input_data, is_path  # noqa: E402
 from ._estimator import Classifier  # noqa: E402
 
-__all__ = ["train", "load", "read_xc", "Model", "Classifier", "Interrupted", "Diverged",
+__all__ = ["train", "load", "read_xc", "Model", "Classifier", "Interrupted", "Stopped", "Diverged",
            "options_help", "__version__"]
 
 __version__ = _core.version
@@ -72,6 +72,17 @@ def _die_by_uncaught_interrupt(previous):
             os.kill(os.getpid(), sig)
 
     return hook
+
+
+class Stopped(Exception):
+    """Training stopped because the callback raised (its own stopping rule, say) after its
+    current step: on every rank alike, though the callback runs on rank 0 alone. ``model``
+    holds the model of the last step (as trained so far: a --keep-best selection is not
+    applied); on rank 0 ``__cause__`` is the callback's exception."""
+
+    def __init__(self, message: str, model: "Model | None"):
+        super().__init__(message)
+        self.model = model
 
 
 class Diverged(RuntimeError):
@@ -307,7 +318,7 @@ class _Events:
     """A run's events as _core.train hands them over, on the thread that trains, with the GIL
     held: its lines to standard error (when verbose), its records to the callback (as dicts),
     its warnings to standard error. A callback that raises stops the run after its current
-    step; train() raises the exception."""
+    step; train() raises Stopped from the exception."""
 
     def __init__(self, verbose: bool, callback):
         self.verbose = verbose
@@ -400,8 +411,9 @@ class Model:
         return list(self._m.evals)
 
     def predict(self, X, k: int = 5, *, threads: int | None = None):
-        """The k most probable labels of every row of X (best first) and their softmax
-        probabilities: (ids, scores), NumPy arrays of int32 and float32 of shape (rows, k).
+        """The k most probable labels of every row of X (best first) and their probabilities
+        (a softmax model's over all labels; a one-vs-rest model's each label's own sigmoid):
+        (ids, scores), NumPy arrays of int32 and float32 of shape (rows, k).
         X: a SciPy sparse matrix or 2-D array of the model's feature count (see the data
         rules in docs/python.md), or a path (XC text, gzip or .dsb; labels ignored).
         Scoring is exact, as ``dslide predict`` does; with P ranks it is collective (every
@@ -417,7 +429,8 @@ class Model:
         return self._m.predict(data, k, threads)
 
     def evaluate(self, X, Y=None, *, threads: int | None = None) -> dict:
-        """Exact P@1, P@3, P@5 and the full-softmax loss of the model on (X, Y), as
+        """Exact P@1, P@3, P@5 and the loss over every label (the model's: softmax or
+        one-vs-rest) of the model on (X, Y), as
         ``dslide eval`` computes them: {'p_at_1', 'p_at_3', 'p_at_5', 'loss', 'points',
         'seconds'} (a cut-off above the label count is NaN). X may be a path instead (the
         file's labels are used). Collective with P ranks."""
@@ -523,8 +536,10 @@ def train(train, test=None, valid=None, *, comm=None, callback=None, verbose: bo
 
     comm: an mpi4py communicator; None: MPI's world under an MPI launcher, else one rank.
     callback: called with each metrics object (the JSON lines of --metrics, as dicts) on
-    rank 0 as the run reports it, between its steps; an exception in it stops the run after
-    its step and is raised. verbose: the executable's lines on standard error (False: none).
+    rank 0 as the run reports it, between its steps; an exception in it (a stopping rule of
+    the caller's) stops the run after its step, and every rank raises Stopped, its ``model``
+    the model of that step, on rank 0 from the callback's exception. verbose: the
+    executable's lines on standard error (False: none).
 
     Ctrl-C (SIGINT, also SIGTERM, SIGUSR1) stops the run after its current step and raises
     Interrupted, a KeyboardInterrupt whose ``model`` attribute holds the model; a second
@@ -565,8 +580,15 @@ def train(train, test=None, valid=None, *, comm=None, callback=None, verbose: bo
     out = _core.train(pairs, core_comm, data.get("train"), data.get("valid"), data.get("test"),
                       events.line, events.record, events.warning)
     model = Model(out["model"], core_comm, out["result"]) if out["model"] is not None else None
-    if events.error is not None:
-        raise events.error
+    # The callback runs on rank 0 alone: every rank learns whether it stopped the run, and
+    # each raises the same Stopped (where the stop would reach the others as a signal's).
+    stopped = events.error is not None
+    if core_comm.size > 1:
+        stopped = not core_comm.agree(not stopped, 0, "train")[0]
+    if stopped:
+        at = model.iteration if model is not None else 0
+        raise Stopped(f"training stopped by the callback (on rank 0) at iteration {at}; "
+                      f"the model of that step is kept (Stopped.model)", model) from events.error
     if out["stopped"] == 75:
         raise Interrupted(out["message"], model, out["signal"])
     if out["stopped"] == 3:

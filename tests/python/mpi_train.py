@@ -65,6 +65,26 @@ if how == "mismatch":
     with open(os.path.join(out, f"mismatch-rank-{model.rank}.json"), "w") as f:
         json.dump(seen, f)
     sys.exit(0)
+if how == "callback":
+    # Rank 0's callback stops the run: every rank raises Stopped with the model of that step.
+    def callback(o):
+        if o.get("iter") == 4:
+            raise LookupError("enough")
+
+    try:
+        dslide.train((X, Y), iterations=100000, log_every=2, hidden=8, threads=1,
+                     verbose=False, callback=callback)
+        seen = {"raised": None}
+    except Exception as e:  # noqa: BLE001: what each rank raised, for the test to compare
+        m = getattr(e, "model", None)
+        seen = {"raised": type(e).__name__, "message": str(e),
+                "cause": type(e.__cause__).__name__ if e.__cause__ else None,
+                "iteration": m.iteration if m is not None else None,
+                "predicts": m is not None and m.predict(Xt[:4], k=2)[0].shape == (4, 2)}
+    rank = int(os.environ.get("OMPI_COMM_WORLD_RANK", os.environ.get("PMI_RANK", "0")))
+    with open(os.path.join(out, f"callback-rank-{rank}.json"), "w") as f:
+        json.dump(seen, f)
+    sys.exit(0)
 if how.startswith("raise"):
     model = dslide.train((X, Y), iterations=2, hidden=8, threads=1, verbose=False, comm=comm)
     if model.rank == 1:

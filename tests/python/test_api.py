@@ -386,14 +386,21 @@ def test_callback_gets_the_metrics_objects(task):
     assert seen[-1]["set"] == "test" and 0 <= seen[-1]["p_at_1"] <= 1
 
 
-def test_a_failing_callback_stops_the_run(task):
+def test_a_failing_callback_stops_the_run_and_keeps_the_model(task):
+    # A stopping rule of the caller's: Stopped, from the callback's exception, with the model
+    # of the step that reported.
     def callback(o):
         if o.get("iter") == 2:
             raise LookupError("enough")
 
-    with pytest.raises(LookupError, match="enough"):
+    with pytest.raises(dslide.Stopped, match="stopped by the callback .* at iteration 2") as e:
         dslide.train((task.X, task.Y), iterations=100000, log_every=2, hidden=16, threads=1,
                      verbose=False, callback=callback)
+    assert isinstance(e.value.__cause__, LookupError) and str(e.value.__cause__) == "enough"
+    model = e.value.model
+    assert model is not None and model.iteration == 2
+    ids, _ = model.predict(task.Xt[:4], k=3)
+    assert ids.shape == (4, 3) and (ids >= 0).all()
 
 
 def test_threads_option(task):

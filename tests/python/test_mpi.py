@@ -157,3 +157,18 @@ def test_arguments_that_differ_between_ranks_raise_on_every_rank(task, tmp_path)
         assert s["after"] == "ok"
     assert "predict: the arguments failed their checks on another rank" in seen[0]["predict"]
     assert "X: X row 0: feature" in seen[1]["predict"] and "nan" in seen[1]["predict"]
+
+
+def test_a_callback_that_stops_the_run_raises_alike_on_every_rank(task, tmp_path):
+    """Rank 0's callback raises: both ranks raise Stopped with the same message and the model
+    of the same step, rank 0 from the callback's exception (no rank gets Interrupted)."""
+    mpirun(sys.executable, os.path.join(HERE, "mpi_train.py"), tmp_path, task.train_file,
+           task.test_file, "callback", timeout=300)
+    seen = [json.loads((tmp_path / f"callback-rank-{r}.json").read_text()) for r in (0, 1)]
+    for s in seen:
+        assert s["raised"] == "Stopped", s
+        # The ranks agree on the stop at the step after the callback's record.
+        assert 4 <= s["iteration"] <= 5 and s["predicts"], s
+    assert seen[0]["message"] == seen[1]["message"]
+    assert seen[0]["iteration"] == seen[1]["iteration"]
+    assert seen[0]["cause"] == "LookupError" and seen[1]["cause"] is None
