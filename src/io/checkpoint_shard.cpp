@@ -106,15 +106,26 @@ std::string ShardFile(const std::string& folder, int rank) {
 /// run whose values grow so far diverges first. `buf` holds rows from `first` of `width`.
 void CheckValues(const std::string& file, const std::string& name, size_t layer, const char* ds,
                  int64_t first, int64_t width, const std::vector<float>& buf) {
-  constexpr float kMaxWeight = 1e15f;
-  const bool second_moment = ds[0] == 'v';
-  const float limit = second_moment ? kMaxWeight * kMaxWeight : kMaxWeight;
+  // Weights and biases: Adam moves one by at most about 3.2 lr a step (|m| / sqrt(v) <=
+  // (1 - beta1) / sqrt(1 - beta2)), so 1e8 takes some 3e7 steps at lr 1, and a loss diverges
+  // long before (the divergence check stops such a run). Moments: far beyond any gradient.
+  constexpr float kMaxWeight = 1e8f, kMaxMoment = 1e15f;
+  const bool second_moment = ds[0] == 'v', weight = ds[0] == 'w' || ds[0] == 'b';
+  const float limit = second_moment ? kMaxMoment * kMaxMoment : weight ? kMaxWeight : kMaxMoment;
   for (size_t i = 0; i < buf.size(); ++i)
     DAMAGED_CHECK(
         std::isfinite(buf[i]) && std::abs(buf[i]) <= limit && !(second_moment && buf[i] < 0.0f),
         file, ": ", name, "/", ds, " (layer ", layer + 1, ") holds ", buf[i], " at row ",
         first + static_cast<int64_t>(i) / std::max<int64_t>(width, 1),
         ": no training writes such a value; the checkpoint is damaged");
+  // A block of weights that is all zeros: the initialisation draws every weight at random
+  // and no step returns them all to 0 (a layout message damaged behind a matching checksum
+  // reads a layer so).
+  if (ds[0] == 'w' && !buf.empty())
+    DAMAGED_CHECK(std::any_of(buf.begin(), buf.end(), [](float v) { return v != 0.0f; }), file,
+                  ": ", name, "/w (layer ", layer + 1, ") holds only zeros in rows ", first, " to ",
+                  first + static_cast<int64_t>(buf.size()) / std::max<int64_t>(width, 1) - 1,
+                  ": no initialisation or training writes that; the checkpoint is damaged");
 }
 
 /// The rows' last Adam steps (LayerState::row_step): -1 (none owed) up to the checkpoint's
