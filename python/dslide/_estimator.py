@@ -108,10 +108,13 @@ class Classifier:
     a label per point (multiclass, any labels: ``classes_``) or a 0/1 indicator matrix of
     points x labels, dense or sparse (multi-label, as MultiLabelBinarizer writes).
     predict(X): the most probable label of each point (multi-label: an indicator matrix
-    with that one label set). predict_proba(X): points x classes of softmax probabilities:
-    up to 1,024 classes an array of all of them, above it (or with proba="sparse") a SciPy
-    CSR matrix of each point's k most probable (the rest are not computed). score(X, y): precision at 1, the share of points whose most probable label is
-    one of theirs (for a label per point, accuracy).
+    with that one label set). predict_proba(X): points x classes of probabilities (under the
+    softmax loss, the default, a distribution over the classes; under one-vs-rest,
+    ``options={"loss": "one-vs-rest"}``, each class's own probability): up to 1,024
+    classes an array of all of them, above it (or with proba="sparse") a SciPy CSR matrix
+    of each point's k most probable (the rest are not computed). score(X, y): precision at
+    1, the share of points whose most probable label is one of theirs (for a label per
+    point, accuracy).
 
     Parameters are train()'s options of the same names; ``options`` passes any other
     (``{"sparsity": 0.1}``). normalize="l2" (the default) scales every row of X to unit L2

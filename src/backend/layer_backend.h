@@ -126,6 +126,8 @@ struct BackendOptions {
   int64_t batch = 0;
   /// The output layer's initial biases, one per neuron of this shard (empty: zeros).
   std::vector<float> output_bias;
+  /// The output layer's loss (resolved: kSoftmax or kOneVsRest).
+  OutputLoss loss = OutputLoss::kSoftmax;
   /// Per neuron of the output layer's shard: the share of training points with its label,
   /// which the log-Q correction (lsh.log_q) of a sampled output layer needs: the chance that
   /// a batch-mate lists it among the batch's labels. Empty: no training set (no correction).
@@ -133,9 +135,12 @@ struct BackendOptions {
 };
 
 /// Whether a backend corrects layer `s`'s training logits by log-Q: a sampled output layer
-/// with lsh.log_q and the training set's label shares.
+/// with lsh.log_q and the training set's label shares, under the softmax loss (one-vs-rest
+/// scores each neuron alone: there is no normaliser for the sampling to bias).
 inline bool CorrectsLogQ(const LayerSpec& s, const BackendOptions& o) {
-  if (!s.is_output || s.dense() || !o.lsh.log_q || o.label_share.empty()) return false;
+  if (!s.is_output || s.dense() || !o.lsh.log_q || o.label_share.empty() ||
+      o.loss != OutputLoss::kSoftmax)
+    return false;
   DSLIDE_CHECK(static_cast<int64_t>(o.label_share.size()) == s.local(),
                "label shares: ", o.label_share.size(), " for ", s.local(), " neurons");
   return true;

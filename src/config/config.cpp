@@ -62,7 +62,14 @@ const char* ToString(Strategy v) {
   return "?";
 }
 const char* ToString(Device v) { return v == Device::kGpu ? "gpu" : "cpu"; }
-const char* ToString(OutputBias v) { return v == OutputBias::kPrior ? "prior" : "zero"; }
+const char* ToString(OutputBias v) {
+  return v == OutputBias::kPrior ? "prior" : v == OutputBias::kZero ? "zero" : "auto";
+}
+const char* ToString(OutputLoss v) {
+  return v == OutputLoss::kSoftmax     ? "softmax"
+         : v == OutputLoss::kOneVsRest ? "one-vs-rest"
+                                       : "auto";
+}
 const char* ToString(CatchUpScope v) {
   return v == CatchUpScope::kNone ? "none" : v == CatchUpScope::kAll ? "all" : "first-layer";
 }
@@ -113,11 +120,22 @@ void options::AddTrainOptions(OptionTable& t, TrainConfig* c) {
       "checkpoint's own order when resuming (identity for checkpoints that recorded none)");
   t.Text(
       "output-bias", [c] { return ToString(c->output_bias); },
-      "zero|prior: a new model's output biases. zero: all 0; prior: the log of each label's "
-      "share of the training labels against the uniform share (a point's labels sharing it "
-      "equally, add-one smoothed) where that is below 0, else 0, so that the labels rarer than "
-      "uniform start below the others (docs/user-guide.md, \"Output biases\", measures both). "
-      "A resumed run keeps its checkpoint's");
+      "auto|zero|prior: a new model's output biases. zero: all 0; prior: under the softmax, "
+      "the log of each label's share of the training labels against the uniform share (a "
+      "point's labels sharing it equally, add-one smoothed) where that is below 0, else 0, so "
+      "that the labels rarer than uniform start below the others; under one-vs-rest, the "
+      "log-odds of the share of training points with the label (add-one smoothed), the bias "
+      "of a model that knows nothing else. auto: prior under one-vs-rest, zero under the "
+      "softmax (docs/user-guide.md, \"Output biases\", measures them). A resumed run keeps its "
+      "checkpoint's");
+  t.Text(
+      "loss", [c] { return ToString(c->loss); },
+      "auto|softmax|one-vs-rest: the output layer's loss. softmax: one distribution over the "
+      "labels, the target spread over a point's labels; one-vs-rest: a logistic loss per "
+      "output neuron (does the point have this label?), as extreme-classification libraries "
+      "train; predictions' scores are then each label's own probability (docs/user-guide.md, "
+      "\"Output loss\", measures both). auto: softmax for a new model; a resumed or loaded "
+      "model keeps its checkpoint's");
   t.Text(
       "state", [c] { return c->state == StateType::kBf16 ? "bf16" : "fp32"; },
       "fp32|bf16: how Adam's moments of the weights are held. bf16: in bfloat16 with "
@@ -235,6 +253,13 @@ void options::AddTrainOptions(OptionTable& t, TrainConfig* c) {
           "stop when a step's loss exceeds this factor times its running level (0: never)");
 }
 
+OutputLoss ParseOutputLoss(const std::string& name) {
+  return ParseEnum<OutputLoss>("loss", name,
+                               {{"auto", OutputLoss::kAuto},
+                                {"softmax", OutputLoss::kSoftmax},
+                                {"one-vs-rest", OutputLoss::kOneVsRest}});
+}
+
 LabelOrder ParseLabelOrder(const std::string& name) {
   return ParseEnum<LabelOrder>("label-order", name,
                                {{"auto", LabelOrder::kAuto},
@@ -302,9 +327,10 @@ void options::FinishTrain(const po::variables_map& vm, TrainConfig* c) {
                                        {"batch", FillPolicy::kBatch},
                                        {"stop", FillPolicy::kStop}});
   c->label_order = ParseLabelOrder(vm["label-order"].as<std::string>());
-  c->output_bias =
-      ParseEnum<OutputBias>("output-bias", vm["output-bias"].as<std::string>(),
-                            {{"prior", OutputBias::kPrior}, {"zero", OutputBias::kZero}});
+  c->loss = ParseOutputLoss(vm["loss"].as<std::string>());
+  c->output_bias = ParseEnum<OutputBias>(
+      "output-bias", vm["output-bias"].as<std::string>(),
+      {{"auto", OutputBias::kAuto}, {"prior", OutputBias::kPrior}, {"zero", OutputBias::kZero}});
   c->adam_catch_up = ParseEnum<CatchUpScope>("adam-catch-up", vm["adam-catch-up"].as<std::string>(),
                                              {{"first-layer", CatchUpScope::kFirstLayer},
                                               {"all", CatchUpScope::kAll},

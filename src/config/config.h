@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "config/lsh_config.h"
+#include "config/output_loss.h"
 
 namespace dslide {
 
@@ -15,8 +16,9 @@ enum class Device { kCpu, kGpu };
 /// How output neurons are numbered from label ids (model/label_map.h); kAuto: kSpread for a
 /// new model, a checkpoint's own order when resuming or scoring one.
 enum class LabelOrder { kSpread, kIdentity, kAuto };
-/// A new model's output biases: zeros, or from the label prior (LabelPriorBiases).
-enum class OutputBias { kZero, kPrior };
+/// A new model's output biases: zeros, or from the label prior (LabelPriorBiases); kAuto:
+/// the prior under the one-vs-rest loss, zeros under the softmax.
+enum class OutputBias { kZero, kPrior, kAuto };
 /// Which layers' lazy rows catch up the Adam steps they missed (--adam-catch-up, AdamCatchUp):
 /// none, the first layer's (a row per input feature), or every layer's.
 enum class CatchUpScope { kNone, kFirstLayer, kAll };
@@ -37,6 +39,9 @@ const char* ToString(Device v);
 const char* ToString(LabelOrder v);
 const char* ToString(OutputBias v);
 const char* ToString(CatchUpScope v);
+const char* ToString(OutputLoss v);
+/// "auto" | "softmax" | "one-vs-rest"; throws dslide::Error naming option --loss otherwise.
+OutputLoss ParseOutputLoss(const std::string& name);
 /// "auto" | "spread" | "identity"; throws dslide::Error naming option --label-order otherwise.
 LabelOrder ParseLabelOrder(const std::string& name);
 
@@ -84,8 +89,11 @@ struct TrainConfig {
   int64_t dense_below = kAutoDenseBelow;       ///< auto: layers narrower than this are dense
   int64_t min_negatives = kMinNegatives;       ///< per sample, beyond its labels (all ranks)
   LabelOrder label_order = LabelOrder::kAuto;  ///< output neurons by label id
-  OutputBias output_bias = OutputBias::kZero;  ///< a new model's output biases
-  StateType state = StateType::kFp32;          ///< Adam's weight moments: fp32 or bf16
+  OutputBias output_bias = OutputBias::kAuto;  ///< a new model's output biases
+  /// The output layer's loss; kAuto: the softmax for a new model, a checkpoint's own loss
+  /// when resuming or scoring one.
+  OutputLoss loss = OutputLoss::kAuto;
+  StateType state = StateType::kFp32;  ///< Adam's weight moments: fp32 or bf16
   LshConfig lsh;
   int batch = 256;
   double lr = 1e-3;

@@ -89,22 +89,22 @@ void CpuBackend::Dropout(int layer, const DropoutStep& d, bool backward) {
 
 void CpuBackend::Softmax(int layer) {
   Buffers& b = At(layer);
-  SoftmaxOnHost(b.out, labels_, kSoftmaxAll, &stats_, &b.delta);
+  SoftmaxOnHost(b.out, labels_, kSoftmaxAll, &stats_, &b.delta, opt_.loss);
 }
 
 void CpuBackend::SoftmaxPartials(int layer, SoftmaxStats* st) {
   Buffers& b = At(layer);
-  SoftmaxOnHost(b.out, labels_, kSoftmaxMax | kSoftmaxSums, st, &b.delta);
+  SoftmaxOnHost(b.out, labels_, kSoftmaxMax | kSoftmaxSums, st, &b.delta, opt_.loss);
 }
 
 void CpuBackend::SoftmaxDelta(int layer, const SoftmaxStats& st) {
   Buffers& b = At(layer);
-  SoftmaxDeltaOnHost(b.out, labels_, st, &b.delta);
+  SoftmaxDeltaOnHost(b.out, labels_, st, &b.delta, opt_.loss);
 }
 
 void CpuBackend::QueueStatus(int loss_layer) {
   StepStatus s;
-  if (loss_layer >= 0) s.loss = SoftmaxMeanLoss(stats_, labels_);
+  if (loss_layer >= 0) s.loss = SoftmaxMeanLoss(stats_, labels_, opt_.loss);
   for (size_t l = 0; l < layers_.size(); ++l)
     if (layers_[l]->nonfinite.exchange(false)) s.bad_layers |= uint64_t{1} << l;
   queued_.push_back(s);

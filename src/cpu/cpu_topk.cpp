@@ -47,6 +47,7 @@ void CpuBackend::TopKRows(int layer, const BatchRows& in, int k, std::vector<int
                          -std::numeric_limits<float>::infinity());
   // Per thread and sample, the running max of the logits and the sum of exp(z - max).
   const bool norm = st != nullptr;
+  const bool ovr = opt_.loss == OutputLoss::kOneVsRest;
   std::vector<float> tmx(norm ? static_cast<size_t>(threads) * B : 0,
                          -std::numeric_limits<float>::infinity());
   std::vector<double> tsum(norm ? static_cast<size_t>(threads) * B : 0, 0.0);
@@ -87,7 +88,14 @@ void CpuBackend::TopKRows(int layer, const BatchRows& in, int k, std::vector<int
                    L.b[g0 + r];
             gmax = std::max(gmax, z[r]);
           }
-          if (norm && ng > 0) {
+          if (norm && ng > 0 && ovr) {
+            // One-vs-rest: the sum of softplus(z) (every neuron's loss as a negative), mx 0.
+            my_mx[i] = 0.0f;
+            float acc = 0.0f;
+#pragma omp simd reduction(+ : acc)
+            for (int64_t r = 0; r < ng; ++r) acc += SoftplusFast(z[r]);
+            my_sum[i] += acc;
+          } else if (norm && ng > 0) {
             if (gmax > my_mx[i]) {
               my_sum[i] *= static_cast<double>(ExpNonPositive(my_mx[i] - gmax));
               my_mx[i] = gmax;

@@ -48,6 +48,7 @@ void GpuBackendT<X>::SoftmaxPhases(int layer, unsigned phases, const SoftmaxStat
   k.do_max = do_max;
   k.do_sums = do_sums;
   k.do_delta = do_delta;
+  k.ovr = opt_.loss == OutputLoss::kOneVsRest;
   k.lo = lab_off_.data();
   k.li = lab_ids_.data();
   k.inv_b = 1.0f / static_cast<float>(B);
@@ -67,6 +68,7 @@ void GpuBackendT<X>::QueueStatus(int loss_layer) {
   StepLoss k;
   k.B = loss_layer >= 0 ? batch_[loss_layer]->out.B : 0;
   k.n_layers = static_cast<int64_t>(layers_.size());
+  k.ovr = opt_.loss == OutputLoss::kOneVsRest;
   k.lo = lab_off_.data();
   k.red = sm_red_.data();
   k.bad = bad_.data();

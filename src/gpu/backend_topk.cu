@@ -31,6 +31,7 @@ void GpuBackendT<X>::DeviceTopK(int layer, int k, std::vector<int32_t>* ids,
   {
     TopKSegments t;
     t.k = k;
+    t.ovr = opt_.loss == OutputLoss::kOneVsRest;
     t.B = B;
     t.n = n;
     t.nseg = nseg;

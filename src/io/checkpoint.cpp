@@ -60,6 +60,7 @@ CheckpointMeta MetaOf(const ModelSpec& spec, const TrainConfig& cfg, int ranks, 
   m.lsh_share = cfg.lsh.lsh_share;
   m.min_negatives = cfg.min_negatives;
   m.label_order = ToString(cfg.label_order);
+  m.loss = ToString(cfg.loss);
   return m;
 }
 
@@ -100,6 +101,9 @@ void CheckMetaFits(const CheckpointMeta& m, const std::string& file, const Model
                m.seed);
   DSLIDE_CHECK(m.batch == cfg.batch, file, ": --batch ", cfg.batch,
                " differs from the checkpoint's ", m.batch);
+  DSLIDE_CHECK(cfg.loss == m.Loss(), file, ": --loss ", ToString(cfg.loss),
+               " differs from the checkpoint's ", ToString(m.Loss()),
+               " (the loss is part of the model: leave --loss to auto to keep it)");
   DSLIDE_CHECK(cfg.label_order == m.Order(), file, ": --label-order ", ToString(cfg.label_order),
                " differs from the checkpoint's ", ToString(m.Order()));
   const LshConfig& c = cfg.lsh;
@@ -122,6 +126,8 @@ bool AdoptCheckpointSettings(const CheckpointMeta& m, TrainConfig* cfg) {
   if (cfg->lsh.lsh_share == 0) cfg->lsh.lsh_share = m.lsh_share > 0 ? m.lsh_share : 1.0;
   // The neurons' order is part of the model: a checkpoint without one numbered them by label.
   if (cfg->label_order == LabelOrder::kAuto) cfg->label_order = m.Order();
+  // So is its loss: a checkpoint without one trained the softmax.
+  if (cfg->loss == OutputLoss::kAuto) cfg->loss = m.Loss();
   return adopted;
 }
 
@@ -184,6 +190,10 @@ void WriteMeta(const std::string& folder, const CheckpointMeta& m) {
     if (!m.label_order.empty()) {
       WriteString(g, file, "label_order", m.label_order);
       written += ",label_order";
+    }
+    if (!m.loss.empty()) {
+      WriteString(g, file, "loss", m.loss);
+      written += ",loss";
     }
     // The attributes that earlier versions did not write, named: where they are named,
     // one that cannot be found is damage, not an earlier version's checkpoint.
@@ -311,6 +321,11 @@ CheckpointMeta ReadMeta(const std::string& folder) {
     m.label_order = ReadString(g, file, "label_order");
     DAMAGED_CHECK(m.label_order == "spread" || m.label_order == "identity", file,
                   ": unknown label order '", m.label_order, "'");
+  }
+  if (H5Aexists(g, "loss") > 0) {
+    m.loss = ReadString(g, file, "loss");
+    DAMAGED_CHECK(m.loss == "softmax" || m.loss == "one-vs-rest", file, ": unknown loss '", m.loss,
+                  "'");
   }
   DAMAGED_CHECK(m.ranks >= 1 && m.iter >= 0 && m.pos >= 0 && m.input_dim > 0 &&
                     !m.out_dims.empty() && m.sparsity.size() == m.out_dims.size(),

@@ -61,6 +61,11 @@ struct CheckpointMeta {
   LabelOrder Order() const {
     return label_order.empty() ? LabelOrder::kIdentity : ParseLabelOrder(label_order);
   }
+  /// The output layer's loss ("softmax" or "one-vs-rest"; "" in checkpoints of earlier
+  /// versions, which trained the softmax).
+  std::string loss;
+  /// The resolved loss ("" read as softmax).
+  OutputLoss Loss() const { return loss.empty() ? OutputLoss::kSoftmax : ParseOutputLoss(loss); }
   /// Every option of the run as given ("auto" where left to it): the option table's JSON
   /// echo (SettingsJson), the same object as the metrics' start event; "" in checkpoints of
   /// earlier versions. The fields above are the resolved values a checkpoint is checked

@@ -60,12 +60,14 @@ void LabelSlots(const int32_t* id, int64_t n, const int32_t* lb, int64_t k,
 }  // namespace
 
 void SoftmaxOnHost(const BatchRows& z, const BatchLabels& labels, unsigned phases, SoftmaxStats* st,
-                   BatchRows* delta) {
+                   BatchRows* delta, OutputLoss loss) {
+  const bool ovr = loss == OutputLoss::kOneVsRest;
   const int64_t B = z.samples();
   st->Resize(B);
   float* mx = st->mx.data();
   float* red = st->red.data();
-  if (phases & kSoftmaxMax) {
+  if ((phases & kSoftmaxMax) && ovr) std::fill_n(mx, B, 0.0f);
+  if ((phases & kSoftmaxMax) && !ovr) {
     ParallelFor(B, 8, [&](int64_t i) {
       float m = -std::numeric_limits<float>::infinity();
       for (int64_t j = 0; j < z.n[i]; ++j) m = std::max(m, z.vals[z.off[i] + j]);
@@ -99,10 +101,18 @@ void SoftmaxOnHost(const BatchRows& z, const BatchLabels& labels, unsigned phase
       float* e = delta->vals.data() + z.off[i];
       const float m = mx[i];
       const int64_t n = z.n[i];
+      if (ovr) {
+        // sigmoid(z) for the delta phase; the loss's sum of softplus(z).
 #pragma omp simd
-      for (int64_t j = 0; j < n; ++j) e[j] = ExpNonPositive(v[j] - m);
+        for (int64_t j = 0; j < n; ++j) e[j] = SigmoidFast(v[j]);
 #pragma omp simd reduction(+ : sum)
-      for (int64_t j = 0; j < n; ++j) sum += e[j];
+        for (int64_t j = 0; j < n; ++j) sum += SoftplusFast(v[j]);
+      } else {
+#pragma omp simd
+        for (int64_t j = 0; j < n; ++j) e[j] = ExpNonPositive(v[j] - m);
+#pragma omp simd reduction(+ : sum)
+        for (int64_t j = 0; j < n; ++j) sum += e[j];
+      }
       thread_local std::vector<int64_t> slots;
       LabelSlots(id, z.n[i], lb, k, &slots);
       for (int64_t j : slots) lab += v[j] - mx[i];
@@ -110,11 +120,12 @@ void SoftmaxOnHost(const BatchRows& z, const BatchLabels& labels, unsigned phase
       red[B + i] = static_cast<float>(lab);
     });
   }
-  if (phases & kSoftmaxDelta) SoftmaxDeltaOnHost(z, labels, *st, delta);
+  if (phases & kSoftmaxDelta) SoftmaxDeltaOnHost(z, labels, *st, delta, loss);
 }
 
 void SoftmaxDeltaOnHost(const BatchRows& z, const BatchLabels& labels, const SoftmaxStats& st,
-                        BatchRows* delta) {
+                        BatchRows* delta, OutputLoss loss) {
+  const bool ovr = loss == OutputLoss::kOneVsRest;
   const int64_t B = z.samples();
   const float* red = st.red.data();
   DSLIDE_CHECK(delta->vals.size() == z.vals.size() && delta->n == z.n,
@@ -129,7 +140,9 @@ void SoftmaxDeltaOnHost(const BatchRows& z, const BatchLabels& labels, const Sof
     }
     const int32_t* lb = labels.Of(i);
     const int32_t* id = z.ids.data() + z.off[i];
-    const float scale = inv_b / red[i], t = inv_b / static_cast<float>(k);
+    // softmax: exp(z - mx) / sum - 1 / k at the labels; one-vs-rest: sigmoid(z) - 1 there.
+    const float scale = ovr ? inv_b : inv_b / red[i],
+                t = ovr ? inv_b : inv_b / static_cast<float>(k);
     for (int64_t j = 0; j < z.n[i]; ++j) e[j] *= scale;
     thread_local std::vector<int64_t> slots;
     LabelSlots(id, z.n[i], lb, k, &slots);
@@ -137,7 +150,7 @@ void SoftmaxDeltaOnHost(const BatchRows& z, const BatchLabels& labels, const Sof
   });
 }
 
-double SoftmaxMeanLoss(const SoftmaxStats& st, const BatchLabels& labels) {
+double SoftmaxMeanLoss(const SoftmaxStats& st, const BatchLabels& labels, OutputLoss kind) {
   const int64_t B = static_cast<int64_t>(st.mx.size());
   double loss = 0;
   int64_t labelled = 0;
@@ -145,7 +158,7 @@ double SoftmaxMeanLoss(const SoftmaxStats& st, const BatchLabels& labels) {
     const int64_t k = labels.Count(i);
     if (k == 0) continue;
     ++labelled;
-    loss += std::log(static_cast<double>(st.red[i])) - st.red[B + i] / static_cast<double>(k);
+    loss += SampleLoss(kind, st.red[i], st.red[B + i], k);
   }
   return labelled ? loss / labelled : 0.0;
 }

@@ -11,6 +11,12 @@
 // included: between the sums and the delta phase it may hold exp(z - mx), so both get the
 // same rows. On one rank all three run in one call (kSoftmaxAll), which a backend may fuse
 // into one kernel.
+// Under the one-vs-rest loss (OutputLoss::kOneVsRest, output_loss.h) the same phases run with
+// mx[i] = 0, so that every combination over ranks is a plain sum:
+//   kSoftmaxMax    mx[i]     = 0
+//   kSoftmaxSums   red[i]    = sum_j softplus(z_ij), red[B+i] = sum over labelled j of z_ij
+//   kSoftmaxDelta  delta_ij  = (sigmoid(z_ij) - [j labelled]) / B (0 without labels)
+// and a sample's loss is red[i] - red[B+i], the sum of its neurons' binary cross-entropies.
 #pragma once
 
 #include <cmath>
@@ -18,6 +24,7 @@
 #include <cstring>
 #include <vector>
 
+#include "config/output_loss.h"
 #include "data/batch_rows.h"
 
 namespace dslide {
@@ -62,14 +69,43 @@ inline float ExpNonPositive(float x) {
 
 /// The phases of `phases` on the host (the CPU backend's implementation).
 void SoftmaxOnHost(const BatchRows& z, const BatchLabels& labels, unsigned phases, SoftmaxStats* st,
-                   BatchRows* delta);
+                   BatchRows* delta, OutputLoss loss = OutputLoss::kSoftmax);
 
 /// The kSoftmaxDelta phase on the host from the normaliser `st` (SoftmaxOnHost's sums phase
-/// left exp(z - mx) in `delta`).
+/// left exp(z - mx), or sigmoid(z) under one-vs-rest, in `delta`).
 void SoftmaxDeltaOnHost(const BatchRows& z, const BatchLabels& labels, const SoftmaxStats& st,
-                        BatchRows* delta);
+                        BatchRows* delta, OutputLoss loss = OutputLoss::kSoftmax);
 
 /// The mean loss over the labelled samples, from reduced statistics.
-double SoftmaxMeanLoss(const SoftmaxStats& st, const BatchLabels& labels);
+double SoftmaxMeanLoss(const SoftmaxStats& st, const BatchLabels& labels,
+                       OutputLoss loss = OutputLoss::kSoftmax);
+
+/// One labelled sample's loss from its reduced statistics: log(red) - lab / k (softmax) or
+/// red - lab (one-vs-rest).
+inline double SampleLoss(OutputLoss loss, double red, double lab, int64_t k) {
+  return loss == OutputLoss::kOneVsRest ? red - lab : std::log(red) - lab / static_cast<double>(k);
+}
+
+/// softplus(z) = log(1 + exp(z)) for a float z to about 1e-7 relative, in plain arithmetic so
+/// that loops vectorise: max(z, 0) + log1p(t), t = exp(-|z|) in (0, 1], and log1p(t) =
+/// 2 atanh(u), u = t / (2 + t) <= 1/3, by its series to u^13.
+inline float SoftplusFast(float z) {
+  const float t = ExpNonPositive(-std::fabs(z));
+  const float u = t / (2.0f + t), u2 = u * u;
+  float p = 1.0f / 13.0f;
+  p = p * u2 + 1.0f / 11.0f;
+  p = p * u2 + 1.0f / 9.0f;
+  p = p * u2 + 1.0f / 7.0f;
+  p = p * u2 + 1.0f / 5.0f;
+  p = p * u2 + 1.0f / 3.0f;
+  p = p * u2 + 1.0f;
+  return (z > 0.0f ? z : 0.0f) + 2.0f * u * p;
+}
+
+/// sigmoid(z) for a float z, in plain arithmetic (ExpNonPositive) so that loops vectorise.
+inline float SigmoidFast(float z) {
+  const float e = ExpNonPositive(-std::fabs(z));
+  return z >= 0.0f ? 1.0f / (1.0f + e) : e / (1.0f + e);
+}
 
 }  // namespace dslide

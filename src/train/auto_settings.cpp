@@ -115,7 +115,18 @@ double FirstLayerLrScale(const Dataset& data) {
 }
 
 std::vector<float> LabelPriorBiases(const LayerSpec& out, const LabelMap& labels,
-                                    const Dataset& data) {
+                                    const Dataset& data, OutputLoss loss) {
+  if (loss == OutputLoss::kOneVsRest) {
+    // The log-odds of f = (points with the label + 1) / (points + 2).
+    const std::vector<float> f = LabelShares(out, labels, data);
+    const double points = static_cast<double>(std::max<int64_t>(1, data.size()));
+    std::vector<float> b(f.size());
+    for (size_t k = 0; k < f.size(); ++k) {
+      const double c = static_cast<double>(f[k]) * points;
+      b[k] = static_cast<float>(std::log((c + 1.0) / (points - c + 1.0)));
+    }
+    return b;
+  }
   std::vector<double> share(static_cast<size_t>(out.local()), 0.0);
   for (int64_t i = 0; i < data.size(); ++i) {
     const int64_t n = data.NumLabels(i);
@@ -209,7 +220,10 @@ std::string DescribeLayers(const ModelSpec& spec, const TrainConfig& resolved,
     const LayerSpec& s = spec.layers[l];
     char buf[512];
     std::snprintf(buf, sizeof buf, "  layer %zu (%s): %lld neurons", l + 1,
-                  s.is_output ? "output, softmax" : "hidden, ReLU", (long long)s.out_dim);
+                  !s.is_output                              ? "hidden, ReLU"
+                  : resolved.loss == OutputLoss::kOneVsRest ? "output, one-vs-rest"
+                                                            : "output, softmax",
+                  (long long)s.out_dim);
     os << buf;
     const bool auto_s = asked.sparsity_auto();
     any_auto |= auto_s;
@@ -239,7 +253,7 @@ std::string DescribeLayers(const ModelSpec& spec, const TrainConfig& resolved,
          << mark(a.k == 0) << " L=" << c.l << mark(a.l == 0) << " " << ToString(c.query)
          << mark(a.query == QueryStrategy::kAuto) << ", LSH share " << c.lsh_share
          << mark(a.lsh_share == 0) << " (the rest: fill " << ToString(c.fill) << ")";
-      if (s.is_output)
+      if (s.is_output && resolved.loss == OutputLoss::kSoftmax)
         os << (c.log_q ? ", log-Q corrected" : ", not log-Q corrected (--log-q false)");
     }
     if (!s.is_output && resolved.dropout > 0)

@@ -24,6 +24,7 @@ inline BackendOptions BackendOptionsOf(const TrainConfig& cfg) {
   o.bf16_moments = cfg.state == StateType::kBf16;
   o.dense_adam = cfg.dense_adam;
   o.batch = cfg.batch;
+  o.loss = cfg.loss == OutputLoss::kOneVsRest ? OutputLoss::kOneVsRest : OutputLoss::kSoftmax;
   return o;
 }
 
@@ -49,8 +50,13 @@ double FirstLayerLrScale(const Dataset& data);
 /// labels start at 0, not above: a large positive bias points a row along the queries' bias
 /// coordinate, and its LSH codes then collide with every query (docs/user-guide.md,
 /// "Output biases", has the measurements, and why zeros stay the default).
+/// Under the one-vs-rest loss, the log-odds of the share of `data`'s points that have each
+/// label (add-one smoothed): the biases of a model that knows nothing but the label
+/// frequencies. From zeros every sigmoid starts at 1/2, and Adam moves a bias by about the
+/// learning rate a step: thousands of steps before a rare label's reaches its log-odds (-4
+/// to -13), and a sampled layer's rows that are seldom active stay above the trained ones.
 std::vector<float> LabelPriorBiases(const LayerSpec& out, const LabelMap& labels,
-                                    const Dataset& data);
+                                    const Dataset& data, OutputLoss loss = OutputLoss::kSoftmax);
 
 /// Per neuron of this rank's shard of `out`: the share of the points of `data` that have its
 /// label (BackendOptions::label_share, for the log-Q correction's batch source).

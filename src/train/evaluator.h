@@ -14,8 +14,9 @@ struct EvalResult {
   std::vector<double> p_at_k;  ///< precision at each cut-off
   int64_t points = 0;
   double seconds = 0;
-  /// Mean full-softmax cross-entropy over the labelled points (every output neuron in the
-  /// normaliser, target spread over the labels); NaN where not computed (LSH-sampled).
+  /// Mean loss over the labelled points with every output neuron: the full softmax's
+  /// cross-entropy (target spread over the labels) or the one-vs-rest sum of binary
+  /// cross-entropies; NaN where not computed (LSH-sampled).
   double loss = std::numeric_limits<double>::quiet_NaN();
   double At(int kk) const;  ///< precision at cut-off kk (NaN if not computed)
 };

@@ -41,8 +41,7 @@ void PredictTopK(Trainer& model, const Dataset& data, int64_t row0, int k,
         const int32_t id = sc.ids[i * k + j];
         if (id < 0) break;
         (*ids)[(b0 + i) * k + j] = id;
-        (*probs)[(b0 + i) * k + j] =
-            std::exp(static_cast<double>(sc.logits[i * k + j]) - sc.log_z[i]);
+        (*probs)[(b0 + i) * k + j] = sc.probs[i * k + j];
       }
     }
   }

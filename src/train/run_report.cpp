@@ -91,7 +91,9 @@ void RunReport::Start(const LayerSlots& slots, int64_t points, int64_t total, co
       .Add("patience", patience)
       .Add("batch", B)
       .Add("lr", cfg_.lr)
-      .Add("first_lr_scale", cfg_.first_lr_scale);
+      .Add("first_lr_scale", cfg_.first_lr_scale)
+      .Add("dropout", cfg_.dropout)
+      .Add("output_loss", ToString(cfg_.loss));
   std::string layers = "[";
   for (size_t l = 0; l < spec_.layers.size(); ++l) {
     const LayerSpec& s = spec_.layers[l];

@@ -53,12 +53,16 @@ Trainer::Trainer(const TrainConfig& cfg, Communicator* comm, std::unique_ptr<Lay
   spec_ = ModelSpec::Make(input_dim, cfg_.hidden, output_dim,
                           cfg_.LayerSparsity(cfg_.hidden.size() + 1), model_comm_->rank(),
                           model_comm_->size(), cfg_.min_negatives);
+  if (cfg_.loss == OutputLoss::kAuto) cfg_.loss = OutputLoss::kSoftmax;  // a new model
   spec_.labels = LabelMap(cfg_.label_order == LabelOrder::kSpread, output_dim);
   BackendOptions options = BackendOptionsOf(cfg_);
   // A resumed run's biases come from its checkpoint; its first layer's rate, like a new
   // run's, from the training inputs.
-  if (train != nullptr && cfg_.output_bias == OutputBias::kPrior && cfg_.resume_dir.empty())
-    options.output_bias = LabelPriorBiases(spec_.layers.back(), spec_.labels, *train);
+  // auto: the prior under one-vs-rest (LabelPriorBiases says why), zeros under the softmax.
+  const bool prior = cfg_.output_bias == OutputBias::kPrior ||
+                     (cfg_.output_bias == OutputBias::kAuto && cfg_.loss == OutputLoss::kOneVsRest);
+  if (train != nullptr && prior && cfg_.resume_dir.empty())
+    options.output_bias = LabelPriorBiases(spec_.layers.back(), spec_.labels, *train, cfg_.loss);
   // The log-Q correction's label shares, from the training set (a resumed run's too).
   if (train != nullptr && cfg_.lsh.log_q && !spec_.layers.back().dense())
     options.label_share = LabelShares(spec_.layers.back(), spec_.labels, *train);
@@ -145,7 +149,7 @@ void Trainer::Softmax(const BatchLabels& labels) {
 }
 
 double Trainer::MeanLoss(const BatchLabels& labels) {
-  if (model_comm_->size() > 1) return SoftmaxMeanLoss(stats_, labels);
+  if (model_comm_->size() > 1) return SoftmaxMeanLoss(stats_, labels, Loss());
   DSLIDE_ASSERT(
       std::none_of(pending_.begin(), pending_.end(), [](const Pending& p) { return p.queued; }),
       "a loss read while steps are queued");

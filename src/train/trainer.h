@@ -68,24 +68,27 @@ class Trainer {
 
   /// Collective: P@k on the first `max_points` points of `test` (all when <= 0), exact
   /// (every output neuron scored) or LSH-sampled; exact evaluation also gives the
-  /// full-softmax loss over every output neuron.
+  /// loss over every output neuron (softmax or one-vs-rest).
   EvalResult Evaluate(const Dataset& test, int64_t max_points, bool sampled,
                       const std::vector<int>& k = {1, 3, 5});
 
   /// Collective: exact scores of the points [b0, b0 + count) of `data`: the k best outputs
   /// of each point over all ranks (ids and logits, best first, ties to the smaller id; -1
-  /// where there are fewer), each point's log-normaliser log sum_j exp(z_j) over every
-  /// output neuron, and the sum of the logits of its labels.
+  /// where there are fewer), their probabilities (softmax: exp(z - log sum_j exp(z_j)) over
+  /// every output neuron; one-vs-rest: sigmoid(z)), and each point's loss over every output
+  /// neuron (0 for a point without labels).
   struct Scores {
-    std::vector<int32_t> ids;         ///< count x k label ids (not neurons), best first
-    std::vector<float> logits;        ///< count x k
-    std::vector<double> log_z;        ///< count
-    std::vector<double> label_logit;  ///< count
+    std::vector<int32_t> ids;   ///< count x k label ids (not neurons), best first
+    std::vector<float> logits;  ///< count x k
+    std::vector<double> probs;  ///< count x k
+    std::vector<double> loss;   ///< count
   };
   /// `row0` is the index of data's first point in the whole input: scoring a point depends
   /// only on its index and the block it is scored in (blocks of EvalBlock() points from 0,
   /// as Evaluate scores them), also where hidden layers are sampled.
   void Score(const Dataset& data, int64_t b0, int64_t count, int k, Scores* out, int64_t row0 = 0);
+  /// The output layer's loss (resolved).
+  OutputLoss Loss() const { return cfg_.loss; }
   /// Points per block of Evaluate.
   int64_t EvalBlock() const { return std::max<int64_t>(cfg_.batch, 64); }
 

@@ -1,6 +1,6 @@
 // The trainer's exact scoring and its evaluation: every output neuron of a block of points
 // scored on each rank, the normaliser and the k best merged over the ranks (Score), and P@k
-// (and the full-softmax loss) over a dataset, exact or LSH-sampled (Evaluate).
+// (and the loss over every output neuron) over a dataset, exact or LSH-sampled (Evaluate).
 #include "train/trainer.h"
 
 #include <algorithm>
@@ -45,11 +45,17 @@ void Trainer::Score(const Dataset& data, int64_t b0, int64_t count, int k, Score
                     ? 0.0f
                     : st.red[i] * std::exp(st.mx[i] - mx[i]);
   model_comm_->Allreduce(st.red.data(), 2 * count, ReduceOp::kSum, Traffic::kEval);
-  out->log_z.resize(count);
-  out->label_logit.resize(count);
+  // Under one-vs-rest mx is 0 (or -inf where a rank has no neurons): the sums are plain.
+  const OutputLoss kind = Loss();
+  std::vector<double> log_z(count);
+  out->loss.resize(count);
   for (int64_t i = 0; i < count; ++i) {
-    out->log_z[i] = static_cast<double>(mx[i]) + std::log(static_cast<double>(st.red[i]));
-    out->label_logit[i] = st.red[count + i];
+    log_z[i] = static_cast<double>(mx[i]) + std::log(static_cast<double>(st.red[i]));
+    const int64_t nl = labels.Count(i);
+    out->loss[i] = nl == 0 ? 0.0
+                   : kind == OutputLoss::kOneVsRest
+                       ? st.red[i] - st.red[count + i]
+                       : log_z[i] - st.red[count + i] / static_cast<double>(nl);
   }
   all_ids.resize(static_cast<size_t>(P) * count * k);
   all_sc.resize(all_ids.size());
@@ -60,6 +66,14 @@ void Trainer::Score(const Dataset& data, int64_t b0, int64_t count, int k, Score
   out->logits.resize(count * k);
   MergeTopKLists(all_ids.data(), all_sc.data(), P, count, k, out->ids.data(), out->logits.data());
   spec_.labels.ToLabels(out->ids.data(), count * k);
+  out->probs.resize(count * k);
+  for (int64_t i = 0; i < count; ++i)
+    for (int j = 0; j < k; ++j) {
+      const double z = out->logits[i * k + j];
+      out->probs[i * k + j] = out->ids[i * k + j] < 0          ? 0.0
+                              : kind == OutputLoss::kOneVsRest ? Sigmoid(z)
+                                                               : std::exp(z - log_z[i]);
+    }
 }
 
 EvalResult Trainer::Evaluate(const Dataset& test, int64_t max_points, bool sampled,
@@ -86,8 +100,8 @@ EvalResult Trainer::Evaluate(const Dataset& test, int64_t max_points, bool sampl
       for (int64_t i = 0; i < B; ++i) {
         const int64_t nl = test.NumLabels(b0 + i);
         counter.Add(scores.ids.data() + i * kmax, kmax, test.Labels(b0 + i), nl);
-        if (nl > 0) {  // the full-softmax cross-entropy, target spread over the labels
-          loss += scores.log_z[i] - scores.label_logit[i] / static_cast<double>(nl);
+        if (nl > 0) {  // the loss over every output neuron
+          loss += scores.loss[i];
           ++labelled;
         }
       }

@@ -86,8 +86,8 @@ struct Trainer::RunState {
   std::string resumed_from;  // the checkpoint folder loaded ("" for a fresh run)
   // Divergence: a step's loss far above its running level (a finite blow-up: a NaN or
   // infinite loss is an error of its own, in Backpropagate). The level starts at the loss of
-  // a model that knows nothing (log of the active slots per sample), so early steps cannot
-  // trip it.
+  // a model that knows nothing (logits of 0 over the active slots per sample), so early steps
+  // cannot trip it.
   double uninformed = 0, level = -1;
 };
 
@@ -133,9 +133,13 @@ EvalResult Trainer::Run(const Dataset& train, const Dataset* valid, const Datase
   Resume(r);
   CheckStorage(r.total, r.resumed_from);
   training_ = true;
-  r.uninformed = std::log(std::max(2.0, spec_.layers.back().dense()
-                                            ? static_cast<double>(spec_.layers.back().out_dim)
-                                            : r.slots.mean_active));
+  {
+    const double active =
+        std::max(2.0, spec_.layers.back().dense() ? static_cast<double>(spec_.layers.back().out_dim)
+                                                  : r.slots.mean_active);
+    // Logits of 0: the softmax's log of the slots; one-vs-rest's log 2 per slot.
+    r.uninformed = Loss() == OutputLoss::kOneVsRest ? std::log(2.0) * active : std::log(active);
+  }
   report.StartAt(iter_);
   // What a stop signal does, said by the handler of a one-process run; with P ranks rank 0
   // says it once every rank has agreed to stop (a rank's own signal may also come from a

@@ -664,6 +664,83 @@ TEST(DSLIDE_EQUIVALENCE_SUITE, SoftmaxLossAndDelta) {
   ExpectSameLayer(*s.cpu, *s.dev, 1, kTol, "after the updates");
 }
 
+/// The one-vs-rest loss on both backends, fused and in two calls: each active neuron's
+/// delta is (sigmoid(z) - [labelled]) / B, the sums are softplus(z) and the labels' z (max
+/// 0), against the formula on the logits; and the exact top-k's statistics over every
+/// neuron (the evaluation's loss, predict's probabilities).
+TEST(DSLIDE_EQUIVALENCE_SUITE, OneVsRestLossAndDelta) {
+  TrainConfig cfg = SmallLsh(HashFamily::kDwta, QueryStrategy::kTopK, FillPolicy::kBatch);
+  cfg.loss = OutputLoss::kOneVsRest;
+  Pair s(cfg, {1.0, 0.1});
+  const BatchRows h = s.Hidden(71);
+  BatchLabels lab = s.Labels(72);
+  BatchRows za, zb;
+  s.SelectBoth(1, h, &lab, 5, &za, &zb);
+  ASSERT_EQ(za.ids, zb.ids);
+  Forward(*s.cpu, 1, h, &za);
+  Forward(*s.dev, 1, h, &zb);
+  double want_loss = 0;
+  for (int64_t i = 0; i < s.B; ++i)
+    for (int64_t j = 0; j < za.n[i]; ++j) {
+      const double z = za.Vals(i)[j];
+      const bool y = std::binary_search(lab.ids.begin() + lab.off[i],
+                                        lab.ids.begin() + lab.off[i + 1], za.Ids(i)[j]);
+      want_loss += (Softplus(z) - (y ? z : 0.0)) / static_cast<double>(s.B);
+    }
+  for (bool fused : {true, false}) {
+    SCOPED_TRACE(fused ? "fused" : "two calls");
+    BatchRows da, db;
+    if (fused) {
+      const double la = Softmax(*s.cpu, 1, za, lab, &da);
+      const double lb = Softmax(*s.dev, 1, zb, lab, &db);
+      EXPECT_NEAR(la, want_loss, 1e-5 * want_loss) << "loss against the formula";
+      EXPECT_NEAR(lb, la, kTol * la) << "loss";
+    } else {
+      SoftmaxStats sa, sb;
+      SoftmaxPartials(*s.cpu, 1, za, lab, &sa);
+      SoftmaxPartials(*s.dev, 1, zb, lab, &sb);
+      for (int64_t i = 0; i < s.B; ++i) EXPECT_EQ(sa.mx[i], 0.0f) << "one-vs-rest: max 0";
+      EXPECT_EQ(sb.mx, sa.mx);
+      EXPECT_LE(MaxRelDiff(sb.red, sa.red), kTol) << "softplus sums and label terms";
+      EXPECT_NEAR(SoftmaxMeanLoss(sa, lab, OutputLoss::kOneVsRest), want_loss, 1e-5 * want_loss);
+      // The delta needs no other rank's sums: a stand-in changes nothing.
+      for (int64_t i = 0; i < s.B; ++i) sa.red[i] = sb.red[i] = sa.red[i] * 1.75f;
+      SoftmaxDelta(*s.cpu, 1, za, sa, &da);
+      SoftmaxDelta(*s.dev, 1, zb, sb, &db);
+    }
+    ASSERT_EQ(db.ids, da.ids);
+    EXPECT_LE(MaxRelDiff(db.vals, da.vals), kTol) << "deltas";
+    for (int64_t i = 0; i < s.B; ++i)
+      for (int64_t j = 0; j < za.n[i]; ++j) {
+        const double z = za.Vals(i)[j];
+        const bool y = std::binary_search(lab.ids.begin() + lab.off[i],
+                                          lab.ids.begin() + lab.off[i + 1], za.Ids(i)[j]);
+        EXPECT_NEAR(da.Vals(i)[j], (Sigmoid(z) - (y ? 1.0 : 0.0)) / static_cast<double>(s.B), 1e-6)
+            << "sample " << i << " slot " << j;
+      }
+  }
+  std::vector<float> w, b;
+  GetLayer(*s.cpu, 1, &w, &b);
+  std::vector<int32_t> ia, ib;
+  std::vector<float> sa, sb;
+  SoftmaxStats ca, cb;
+  TopK(*s.cpu, 1, h, 5, &ia, &sa, &lab, &ca);
+  TopK(*s.dev, 1, h, 5, &ib, &sb, &lab, &cb);
+  EXPECT_EQ(ia, ib);
+  for (int64_t i = 0; i < s.B; ++i) {
+    double sum = 0;
+    for (int64_t r = 0; r < s.out; ++r) {
+      double d = b[r];
+      for (int64_t j = 0; j < s.hidden; ++j) d += double(w[r * s.hidden + j]) * h.Row(i).vals[j];
+      sum += Softplus(d);
+    }
+    EXPECT_EQ(ca.mx[i], 0.0f) << "sample " << i;
+    EXPECT_EQ(cb.mx[i], 0.0f) << "sample " << i;
+    EXPECT_NEAR(ca.red[i], sum, 2e-5 * sum) << "sample " << i;
+    EXPECT_NEAR(cb.red[i], sum, 2e-5 * sum) << "sample " << i;
+  }
+}
+
 TEST(DSLIDE_EQUIVALENCE_SUITE, ExactTopK) {
   Pair s(TrainConfig{}, {1.0, 0.1});
   std::vector<float> w, b;
@@ -760,20 +837,25 @@ TEST(DSLIDE_EQUIVALENCE_SUITE, CheckpointsCrossBackends) {
 }
 
 TEST(DSLIDE_EQUIVALENCE_SUITE, TrainerLossesMatch) {
-  // Whole steps through the trainer: sparse output layer, batch fill, lazy Adam.
-  SetNumThreads(1);
-  const Dataset data = GenerateSynthetic(SyntheticShape(200, 300, 10, 2, 600), 0, 600);
-  TrainConfig cfg = SmallLsh(HashFamily::kDwta, QueryStrategy::kVanilla, FillPolicy::kBatch);
-  cfg.hidden = {32};
-  cfg.sparsity = {0.2};
-  cfg.batch = 32;
-  cfg.lr = 1e-3;
-  cfg.lsh.rebuild_n0 = 10;
-  LocalCommunicator c1, c2;
-  Trainer a(cfg, &c1, std::make_unique<cpu::CpuBackend>(), data.num_features, data.num_labels);
-  Trainer b(cfg, &c2, BackendUnderTest(), data.num_features, data.num_labels);
-  ASSERT_NO_FATAL_FAILURE(StepInLockstep(b, a, data, 25, cfg.batch, 1e-4));
-  ExpectSameLayer(a.backend(), b.backend(), 1, 1e-4, "after 25 steps");
+  // Whole steps through the trainer: sparse output layer, batch fill, lazy Adam; under
+  // either loss.
+  for (OutputLoss loss : {OutputLoss::kSoftmax, OutputLoss::kOneVsRest}) {
+    SCOPED_TRACE(ToString(loss));
+    SetNumThreads(1);
+    const Dataset data = GenerateSynthetic(SyntheticShape(200, 300, 10, 2, 600), 0, 600);
+    TrainConfig cfg = SmallLsh(HashFamily::kDwta, QueryStrategy::kVanilla, FillPolicy::kBatch);
+    cfg.hidden = {32};
+    cfg.sparsity = {0.2};
+    cfg.batch = 32;
+    cfg.lr = 1e-3;
+    cfg.lsh.rebuild_n0 = 10;
+    cfg.loss = loss;
+    LocalCommunicator c1, c2;
+    Trainer a(cfg, &c1, std::make_unique<cpu::CpuBackend>(), data.num_features, data.num_labels);
+    Trainer b(cfg, &c2, BackendUnderTest(), data.num_features, data.num_labels);
+    ASSERT_NO_FATAL_FAILURE(StepInLockstep(b, a, data, 25, cfg.batch, 1e-4));
+    ExpectSameLayer(a.backend(), b.backend(), 1, 1e-4, "after 25 steps");
+  }
 }
 
 /// Rows compared sample by sample (the backends may lay a batch out differently): the same

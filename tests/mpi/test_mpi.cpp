@@ -41,7 +41,7 @@ Dataset Small(int64_t points) {
   return GenerateSynthetic(testing::SyntheticShape(300, 90, 12, 3, points), 0, points);
 }
 
-void ExpectDenseEqualsOneRank(double dropout) {
+void ExpectDenseEqualsOneRank(double dropout, OutputLoss loss = OutputLoss::kSoftmax) {
   SetNumThreads(1);
   const Dataset data = Small(2000);
   TrainConfig cfg;
@@ -50,6 +50,7 @@ void ExpectDenseEqualsOneRank(double dropout) {
   cfg.batch = 32;
   cfg.lr = 1e-3;
   cfg.dropout = dropout;
+  cfg.loss = loss;
   Trainer dist_tr(cfg, g_comm, MakeBackend(Device::kCpu, 0), data.num_features, data.num_labels);
   LocalCommunicator local;
   Trainer one(cfg, &local, MakeBackend(Device::kCpu, 0), data.num_features, data.num_labels);
@@ -77,6 +78,11 @@ TEST(Distributed, DenseEqualsOneRank) { ExpectDenseEqualsOneRank(0.0); }
 // Each rank drops its own shard's activations by (batch, sample, global neuron id): the
 // masks of P ranks together are one rank's.
 TEST(Distributed, DenseWithDropoutEqualsOneRank) { ExpectDenseEqualsOneRank(0.5); }
+
+// One-vs-rest: each rank's neurons' deltas are their own; the loss's sums add over ranks.
+TEST(Distributed, DenseOneVsRestEqualsOneRank) {
+  ExpectDenseEqualsOneRank(0.0, OutputLoss::kOneVsRest);
+}
 
 TEST(Distributed, GpuDenseEqualsCpu) {
   // The GPU backend inside the same distributed step: P ranks sharing one GPU equal the

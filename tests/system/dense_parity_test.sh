@@ -20,8 +20,10 @@ done
 fail() { echo "FAIL: $*"; exit 1; }
 rm -rf "$work" && mkdir -p "$work" || exit 1
 train=$data/bibtex/train.txt test=$data/bibtex/test.txt
+# The peer's loss is the softmax (bibtex's labels would make auto choose one-vs-rest).
 "$dslide" train --train "$train" --test "$test" --sparsity 1 --iterations 300 --eval-every 50 \
   --eval-points 0 --threads 1 --seed 2 --label-order identity --metrics "$work/metrics.jsonl" \
+  --loss softmax \
   >"$work/dslide.txt" 2>&1 || { tail -5 "$work/dslide.txt"; fail "dslide train exited $?"; }
 OMP_NUM_THREADS=1 "$py" "$here/launch/peers/torch_peer.py" "$train" "$test" --mode dense \
   --iterations 300 --eval-every 50 --eval-points 0 --device cpu --seed 2 --match-dslide \

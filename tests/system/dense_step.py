@@ -1,6 +1,7 @@
 """One Adam step of the dense network in PyTorch from dslide's state of step t, against
 dslide's state of step t + 1 (tests/system/dense_step_test.sh). Usage: dense_step.py DATA STATE_T
-STATE_T1 T HIDDEN. Exits 1 when any parameter or moment differs by more than the tolerance,
+STATE_T1 T HIDDEN [LOSS]: LOSS softmax (the default: the target spread over a point's labels) or
+one-vs-rest (a binary cross-entropy per output, summed over the outputs). Exits 1 when any parameter or moment differs by more than the tolerance,
 or when the step did not move the weights (nothing compared)."""
 import os
 import sys
@@ -12,6 +13,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from xc_text import parse, read_lines  # noqa: E402
 
 data, dir0, dir1, t0, hidden = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
+loss_kind = sys.argv[6] if len(sys.argv) > 6 else "softmax"
 torch.set_num_threads(1)
 d, c, lines = read_lines(data)
 
@@ -44,7 +46,12 @@ for i, (labels, ids, vals) in enumerate(points):
     for lab in labels:
         T[i, lab] = 1.0 / len(labels)
 h = torch.relu(X @ params["l0w"].t() + params["l0b"])
-loss = -(T * torch.log_softmax(h @ params["l1w"].t() + params["l1b"], dim=1)).sum(dim=1).mean()
+z = h @ params["l1w"].t() + params["l1b"]
+if loss_kind == "one-vs-rest":
+    Y = (T > 0).float()
+    loss = torch.nn.functional.binary_cross_entropy_with_logits(z, Y, reduction="none").sum(dim=1).mean()
+else:
+    loss = -(T * torch.log_softmax(z, dim=1)).sum(dim=1).mean()
 opt.zero_grad()
 loss.backward()
 opt.step()

@@ -258,16 +258,35 @@ TEST(AutoSettings, FirstLayerRateFollowsTheInputsL1Norm) {
 }
 
 TEST(AutoSettings, OutputBiasesAreZerosUnlessThePriorIsAsked) {
-  // Sampled or dense, the default is zeros; the auto settings keep either choice.
+  // Sampled or dense, the default is auto (the trainer's: the prior under one-vs-rest,
+  // zeros under the softmax); the auto settings keep any choice.
   for (int64_t labels : {983, 206983}) {
-    for (OutputBias asked : {OutputBias::kZero, OutputBias::kPrior}) {
+    for (OutputBias asked : {OutputBias::kZero, OutputBias::kPrior, OutputBias::kAuto}) {
       TrainConfig cfg;
-      EXPECT_EQ(cfg.output_bias, OutputBias::kZero);
+      EXPECT_EQ(cfg.output_bias, OutputBias::kAuto);
       cfg.output_bias = asked;
       ResolveAuto(&cfg, 1000, labels);
       EXPECT_EQ(cfg.output_bias, asked) << labels;
     }
   }
+}
+
+TEST(AutoSettings, OneVsRestPriorBiasesAreTheLabelsLogOdds) {
+  // Label 0 on 3 of 4 points, label 1 on 1, label 2 on none: log((c + 1) / (N - c + 1)).
+  Dataset d;
+  d.num_features = 2;
+  d.num_labels = 3;
+  d.Add({0}, {1.0f}, {0});
+  d.Add({0}, {1.0f}, {0, 1});
+  d.Add({1}, {1.0f}, {0});
+  d.Add({1}, {1.0f}, {});
+  const ModelSpec spec = ModelSpec::Make(2, {4}, 3, {1.0, 1.0}, 0, 1);
+  const std::vector<float> b =
+      LabelPriorBiases(spec.layers.back(), spec.labels, d, OutputLoss::kOneVsRest);
+  ASSERT_EQ(b.size(), 3u);
+  EXPECT_NEAR(b[0], std::log(4.0 / 2.0), 1e-6);
+  EXPECT_NEAR(b[1], std::log(2.0 / 4.0), 1e-6);
+  EXPECT_NEAR(b[2], std::log(1.0 / 5.0), 1e-6);
 }
 
 TEST(AutoSettings, DropoutWhereValidationRunsManyShortEpochs) {

@@ -19,6 +19,7 @@
 #include "io/checkpoint.h"
 #include "io/hdf5_file.h"
 #include "test_util.h"
+#include "train/predict.h"
 #include "train/trainer.h"
 
 namespace dslide {
@@ -222,6 +223,57 @@ TEST(Checkpoint, LabelOrderIsPartOfTheModel) {
   EXPECT_EQ(auto_cfg.label_order, LabelOrder::kIdentity);
 }
 
+// The output loss (--loss) is part of the model: recorded, adopted by auto and by a loaded
+// model (its probabilities the sigmoid of its logits), refused when asked otherwise; a
+// checkpoint of an earlier version, which records none, trained the softmax.
+TEST(Checkpoint, OutputLossIsPartOfTheModel) {
+  SetNumThreads(1);
+  Fixture s;
+  s.cfg.loss = OutputLoss::kOneVsRest;
+  LocalCommunicator comm;
+  auto a = s.Make(&comm);
+  for (int64_t it = 0; it < 3; ++it) a->Step(s.data, s.Batch(it));
+  const std::string dir = Dir("ckpt_loss");
+  a->SaveCheckpoint(dir, 0, 0, 1);
+  const std::string folder = LatestCheckpoint(dir);
+  CheckpointMeta m = ReadMeta(folder);
+  EXPECT_EQ(m.loss, "one-vs-rest");
+  TrainConfig cfg = s.cfg;
+  cfg.loss = OutputLoss::kAuto;
+  AdoptCheckpointSettings(m, &cfg);
+  EXPECT_EQ(cfg.loss, OutputLoss::kOneVsRest);
+  CheckpointMeta loaded_meta;
+  auto b = LoadModel(folder, &comm, &loaded_meta);
+  EXPECT_EQ(b->Loss(), OutputLoss::kOneVsRest);
+  Trainer::Scores sa, sb;
+  a->Score(s.data, 0, 40, 3, &sa);
+  b->Score(s.data, 0, 40, 3, &sb);
+  EXPECT_EQ(sa.ids, sb.ids);
+  for (size_t j = 0; j < sb.probs.size(); ++j)
+    EXPECT_NEAR(sb.probs[j], 1.0 / (1.0 + std::exp(-double{sb.logits[j]})), 1e-6) << j;
+  // Asked for the softmax: refused, naming the option.
+  TrainConfig other = s.cfg;
+  other.loss = OutputLoss::kSoftmax;
+  Trainer c(other, &comm, MakeBackend(Device::kCpu, 0), s.data.num_features, s.data.num_labels);
+  try {
+    c.LoadCheckpoint(folder);
+    ADD_FAILURE() << "a one-vs-rest checkpoint was loaded as a softmax model";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--loss softmax differs from the checkpoint's "
+                                         "one-vs-rest"),
+              std::string::npos)
+        << e.what();
+  }
+  // An earlier version's checkpoint (no loss recorded) is read as the softmax.
+  m.loss.clear();
+  WriteMeta(folder, m);
+  const CheckpointMeta old = ReadMeta(folder);
+  EXPECT_EQ(old.loss, "");
+  EXPECT_EQ(old.Loss(), OutputLoss::kSoftmax);
+  auto d = LoadModel(folder, &comm, &loaded_meta);
+  EXPECT_EQ(d->Loss(), OutputLoss::kSoftmax);
+}
+
 TEST(Checkpoint, ResumedLossesEqualUninterrupted) {
   SetNumThreads(1);
   Fixture s;
@@ -380,6 +432,14 @@ TEST(Checkpoint, ValuesNoTrainingWritesAreDamage) {
       // A flipped exponent bit: finite, but beyond what any run writes.
       {"a weight of 1e37", "layer1/w (layer 2) holds 1e+37 at row 4",
        [&](LayerState* st) { st->w[4 * 24] = 1e37f; }},
+      // Weights no run reaches before its loss diverges (a resume would blame the rate).
+      {"a weight of 1e12", "layer1/w (layer 2) holds 1e+12 at row 5",
+       [&](LayerState* st) { st->w[5 * 24 + 1] = 1e12f; }},
+      {"a bias of -1e10", "layer0/b (layer 1) holds -1e+10 at row 3",
+       [&](LayerState* st) { st->b[3] = -1e10f; }},
+      // A layer read as zeros (a damaged layout message behind a matching checksum).
+      {"a layer of zeros", "layer0/w (layer 1) holds only zeros in rows 0 to",
+       [&](LayerState* st) { std::fill(st->w.begin(), st->w.end(), 0.0f); }},
       {"a first moment of -1e20", "layer0/m (layer 1) holds -1e+20 at row",
        [&](LayerState* st) { st->m[9] = -1e20f; }},
       {"a second moment of 1e33", "layer1/vb (layer 2) holds 1e+33 at row 3",

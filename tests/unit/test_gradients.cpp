@@ -16,8 +16,8 @@ namespace dslide {
 namespace {
 
 void CheckGradients(std::vector<double> sparsity, std::vector<int64_t> hidden, FillPolicy fill,
-                    double dropout = 0) {
-  SCOPED_TRACE(std::string("fill ") + ToString(fill));
+                    double dropout = 0, OutputLoss loss = OutputLoss::kSoftmax) {
+  SCOPED_TRACE(std::string("fill ") + ToString(fill) + ", loss " + ToString(loss));
   SetNumThreads(1);
   const Dataset data = GenerateSynthetic(testing::SyntheticShape(40, 30, 8, 3, 16), 0, 16);
   TrainConfig cfg;
@@ -33,8 +33,10 @@ void CheckGradients(std::vector<double> sparsity, std::vector<int64_t> hidden, F
   cfg.lsh.fill = fill;
   cfg.batch = 16;
   cfg.dropout = dropout;  // Loss draws the masks ForwardBackward drew (same iteration)
+  cfg.loss = loss;
   LocalCommunicator comm;
   Trainer tr(cfg, &comm, MakeBackend(Device::kCpu, 0), data.num_features, data.num_labels);
+  ASSERT_EQ(tr.Loss(), loss);
   std::vector<int64_t> pts(16);
   std::iota(pts.begin(), pts.end(), 0);
   tr.ForwardBackward(data, pts);
@@ -90,6 +92,15 @@ TEST(Gradients, DropoutMatchesFiniteDifferences) {
   // the network with those masks, through both hidden layers.
   CheckGradients({1.0, 1.0, 1.0}, {12, 10}, FillPolicy::kBatch, 0.5);
   CheckGradients({1.0, 0.5, 0.4}, {12, 10}, FillPolicy::kRandom, 0.5);
+}
+
+TEST(Gradients, OneVsRestMatchesFiniteDifferences) {
+  // The logistic loss per output neuron: dense, and over a sampled output layer's active
+  // neurons (the loss Trainer::Loss computes, the same active sets).
+  for (FillPolicy fill : {FillPolicy::kBatch, FillPolicy::kRandom}) {
+    CheckGradients({1.0, 1.0}, {12}, fill, 0.0, OutputLoss::kOneVsRest);
+    CheckGradients({1.0, 0.4}, {12}, fill, 0.0, OutputLoss::kOneVsRest);
+  }
 }
 
 TEST(Gradients, SparseHiddenLayersMatchFiniteDifferences) {

@@ -59,6 +59,41 @@ TEST(Trainer, GeneratedDataIsLearnable) {
   EXPECT_GE(exact.At(1), exact.At(3) - 1e-9);  // precision falls with k on 1-2 label points
 }
 
+TEST(Trainer, LossAndOutputBiasesLeftToAuto) {
+  // --loss auto: the softmax for a new model, multi-label data or not; --output-bias auto:
+  // the labels' log-odds under one-vs-rest (dense or sampled), zeros under the softmax.
+  SetNumThreads(1);
+  const GenConfig g = testing::SyntheticShape(300, 200, 10, 3, 1500);
+  const Dataset train = GenerateSynthetic(g, 0, g.points);
+  EXPECT_EQ(TrainConfig{}.loss, OutputLoss::kAuto);
+  EXPECT_EQ(TrainConfig{}.output_bias, OutputBias::kAuto);
+  for (double sparsity : {1.0, 0.1}) {
+    for (OutputLoss asked : {OutputLoss::kAuto, OutputLoss::kSoftmax, OutputLoss::kOneVsRest}) {
+      for (bool with_data : {true, false}) {
+        TrainConfig cfg;
+        cfg.hidden = {16};
+        cfg.sparsity = {sparsity};
+        cfg.loss = asked;
+        LocalCommunicator comm;
+        Trainer tr(cfg, &comm, MakeBackend(Device::kCpu, 0), train.num_features, train.num_labels,
+                   with_data ? &train : nullptr);
+        SCOPED_TRACE(::testing::Message() << "sparsity " << sparsity << ", loss " << ToString(asked)
+                                          << (with_data ? "" : ", no data"));
+        const bool ovr = asked == OutputLoss::kOneVsRest;
+        EXPECT_EQ(tr.Loss(), ovr ? OutputLoss::kOneVsRest : OutputLoss::kSoftmax);
+        LayerState st;
+        tr.backend().SaveLayer(1, kWeights, &st);
+        const std::vector<float> want =
+            ovr && with_data ? LabelPriorBiases(tr.spec().layers.back(), tr.spec().labels, train,
+                                                OutputLoss::kOneVsRest)
+                             : std::vector<float>(st.b.size(), 0.0f);
+        EXPECT_EQ(st.b, want);
+        if (ovr && with_data) EXPECT_LT(*std::max_element(st.b.begin(), st.b.end()), 0.0f);
+      }
+    }
+  }
+}
+
 /// Generated points whose labels are folded onto the first 50 of the 500.
 Dataset FoldedLabels(const GenConfig& g, int64_t first, int64_t n) {
   Dataset d = GenerateSynthetic(g, first, n);
@@ -90,7 +125,7 @@ TEST(Trainer, ANewSampledModelStartsFromTheLabelPrior) {
       LayerState st;
       tr.backend().SaveLayer(last, kWeights, &st);
       const std::vector<float> want =
-          prior ? LabelPriorBiases(tr.spec().layers.back(), tr.spec().labels, train)
+          prior ? LabelPriorBiases(tr.spec().layers.back(), tr.spec().labels, train, tr.Loss())
                 : std::vector<float>(st.b.size(), 0.0f);
       EXPECT_EQ(st.b, want) << "prior " << prior;
       int64_t seen = 0;

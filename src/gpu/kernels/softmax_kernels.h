@@ -11,12 +11,21 @@
 
 namespace dslide::gpu {
 
+/// softplus(v) = log(1 + exp(v)) and sigmoid(v) without overflow.
+DSLIDE_HD inline float SoftplusF(float v) { return fmaxf(v, 0.0f) + log1pf(expf(-fabsf(v))); }
+DSLIDE_HD inline float SigmoidF(float v) {
+  const float e = expf(-fabsf(v));
+  return v >= 0.0f ? 1.0f / (1.0f + e) : e / (1.0f + e);
+}
+
 /// A block per sample: block reductions (CUB) of the max and of the sums, then the delta.
-/// Phases not run read their results from mx and red.
+/// Phases not run read their results from mx and red. With ovr, the one-vs-rest loss's
+/// phases (softmax.h): max 0, the sums of softplus(z) and of the labels' z, the delta
+/// (sigmoid(z) - [labelled]) / B.
 struct Softmax {
   static constexpr int kThreads = 256;
   RowsView z;  // the logits of the active neurons
-  bool do_max = false, do_sums = false, do_delta = false;
+  bool do_max = false, do_sums = false, do_delta = false, ovr = false;
   const int64_t* lo = nullptr;  // the labels
   const int32_t* li = nullptr;
   float inv_b = 0;
@@ -26,6 +35,7 @@ struct Softmax {
 
   bool Empty() const { return z.B <= 0; }
   DSLIDE_HD float PartMax(int64_t i, int tid, int nt) const {
+    if (ovr) return 0.0f;
     float m = -HUGE_VALF;
     for (int64_t j = tid; j < z.n[i]; j += nt) m = fmaxf(m, z.vals[i * z.cap + j]);
     return m;
@@ -36,7 +46,7 @@ struct Softmax {
     double ss = 0.0, ll = 0.0;
     for (int64_t j = tid; j < z.n[i]; j += nt) {
       const float v = z.vals[i * z.cap + j];
-      ss += expf(v - m);
+      ss += ovr ? SoftplusF(v) : expf(v - m);
       if (k > 0 && SortedHas(li + lo[i], k, z.ids[i * z.cap + j])) ll += v - m;
     }
     *s = ss;
@@ -44,11 +54,14 @@ struct Softmax {
   }
   DSLIDE_HD void Delta(int64_t i, int tid, int nt, float m, float sum) const {
     const int64_t k = lo[i + 1] - lo[i];
-    const float scale = inv_b / sum, t = k > 0 ? inv_b / static_cast<float>(k) : 0.0f;
+    const float scale = ovr ? inv_b : inv_b / sum, t = k == 0 ? 0.0f
+                                                       : ovr  ? inv_b
+                                                              : inv_b / static_cast<float>(k);
     for (int64_t j = tid; j < z.cap; j += nt) {
       float e = 0.0f;
       if (k > 0 && j < z.n[i]) {
-        e = expf(z.vals[i * z.cap + j] - m) * scale;
+        const float v = z.vals[i * z.cap + j];
+        e = (ovr ? SigmoidF(v) : expf(v - m)) * scale;
         if (SortedHas(li + lo[i], k, z.ids[i * z.cap + j])) e -= t;
       }
       d[i * z.cap + j] = e;
@@ -94,6 +107,7 @@ inline void RunOnHost(const Softmax& k, HostOrderSalt* salt) {
 struct StepLoss {
   static constexpr int kThreads = 256;
   int64_t B = 0, n_layers = 0;
+  bool ovr = false;  // one-vs-rest: a sample's loss is red[i] - red[B + i]
   const int64_t* lo = nullptr;
   const float* red = nullptr;
   uint32_t* bad = nullptr;
@@ -108,7 +122,8 @@ struct StepLoss {
       const int64_t k = lo[i + 1] - lo[i];
       if (k == 0) continue;
       c += 1.0;
-      s += log(static_cast<double>(red[i])) - red[B + i] / static_cast<double>(k);
+      s += ovr ? static_cast<double>(red[i]) - red[B + i]
+               : log(static_cast<double>(red[i])) - red[B + i] / static_cast<double>(k);
     }
     *loss = s;
     *labelled = c;

@@ -10,12 +10,14 @@
 namespace dslide::gpu {
 
 /// A thread per (segment of `segment` neurons, sample): the segment's k largest logits
-/// (ids and scores, descending), its max and its sum of exp(z - max), from the sample's
+/// (ids and scores, descending), its max and its sum of exp(z - max) (one-vs-rest: 0 and the
+/// sum of softplus(z)), from the sample's
 /// dense input x (B x cols), at (sample, segment) of the outputs. Consecutive threads take
 /// consecutive samples of one segment: a warp's lanes read the same weight row at once.
 struct TopKSegments : PerIndex<TopKSegments> {
   static constexpr int kMaxK = 32;
   int k = 0;
+  bool ovr = false;  // one-vs-rest: max 0 and the sum of softplus(z) (softmax.h)
   int64_t B = 0, n = 0, nseg = 0, segment = 0, cols = 0, begin = 0;
   const float *x = nullptr, *w = nullptr, *bias = nullptr;
   int32_t* oid = nullptr;  // B x nseg x k
@@ -37,7 +39,10 @@ struct TopKSegments : PerIndex<TopKSegments> {
       float z = 0.0f;
       for (int64_t j = 0; j < cols; ++j) z += w[r * cols + j] * x[i * cols + j];
       z += bias[r];
-      if (z > m) {
+      if (ovr) {
+        m = 0.0f;
+        sum += fmaxf(z, 0.0f) + log1pf(expf(-fabsf(z)));
+      } else if (z > m) {
         sum = sum * expf(m - z) + 1.0f;
         m = z;
       } else {
