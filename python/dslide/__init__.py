@@ -671,14 +671,15 @@ def _refuse_unlabelled(train) -> None:
 
 def load(folder, *, comm=None) -> Model:
     """The model of a checkpoint folder (written by ``dslide train --save/--checkpoint-dir``
-    or Model.save; a --checkpoint-dir gives its newest checkpoint), spread over the ranks of
-    `comm` (any number: the shards are re-cut)."""
+    or Model.save; a --checkpoint-dir gives its newest checkpoint), or of a serving model
+    file (``dslide export``'s: the weights alone), spread over the ranks of `comm` (any
+    number: the shards are re-cut)."""
     core_comm = _communicator(comm, "load")
     error = None
     try:
         folder = fspath(folder)
-        if not os.path.isdir(folder):
-            raise FileNotFoundError(f"load: no such folder: {folder}")
+        if not os.path.exists(folder):
+            raise FileNotFoundError(f"load: no such folder or file: {folder}")
     except Exception as e:  # noqa: BLE001: raised by _agree, on every rank
         error = e
     _agree(core_comm, error, [folder], "load")

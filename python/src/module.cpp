@@ -460,8 +460,8 @@ std::unique_ptr<Model> Load(const std::string& path, Comm& comm) {
   std::string folder;
   CheckpointMeta meta;
   Checked([&] {
-    folder = ResolveCheckpoint(path, "--model");
-    meta = ReadMeta(folder);
+    folder = ResolveModel(path, "--model");
+    meta = ReadModelMeta(folder);
     return 0;
   });
   std::unique_ptr<Trainer> trainer = Collective(comm.comm.get(), [&] {

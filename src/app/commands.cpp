@@ -124,10 +124,10 @@ int Eval(int argc, const char* const* argv, Communicator* comm) {
     return 0;
   }
   SetNumThreads(cfg.threads);
-  const std::string folder = ResolveCheckpoint(cfg.model_dir, "--model");
+  const std::string folder = ResolveModel(cfg.model_dir, "--model");
   const Dataset test = ReadXc(cfg.test_file);
   DSLIDE_CHECK(test.size() > 0, cfg.test_file, ": no points to score (the header says 0)");
-  CheckpointMeta meta = ReadMeta(folder);
+  CheckpointMeta meta = ReadModelMeta(folder);
   DSLIDE_CHECK(test.num_features == meta.input_dim && test.num_labels == meta.out_dims.back(),
                cfg.test_file, ": ", test.num_features, " features and ", test.num_labels,
                " labels, the model has ", meta.input_dim, " inputs and ", meta.out_dims.back(),

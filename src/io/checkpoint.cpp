@@ -151,53 +151,56 @@ constexpr const char* kAlwaysWritten =
     "best_iter,best_p_at_1,best_loss,run_id,query,lsh_share,min_negatives,settings";
 }  // namespace
 
+void WriteMetaTo(hid_t g, const std::string& file, const CheckpointMeta& m) {
+  WriteAttr(g, file, "format_version", int64_t{1});
+  WriteAttr(g, file, "iter", m.iter);
+  WriteAttr(g, file, "epoch", m.epoch);
+  WriteAttr(g, file, "pos", m.pos);
+  WriteAttr(g, file, "ranks", static_cast<int64_t>(m.ranks));
+  WriteAttr(g, file, "input_dim", m.input_dim);
+  WriteAttr(g, file, "seed", m.seed);
+  WriteAttr(g, file, "batch", m.batch);
+  WriteString(g, file, "strategy", m.strategy);
+  WriteString(g, file, "hash_family", m.hash_family);
+  WriteAttr(g, file, "hash_k", m.hash_k);
+  WriteAttr(g, file, "hash_l", m.hash_l);
+  WriteAttr(g, file, "hash_bin", m.hash_bin);
+  WriteAttr(g, file, "hash_bucket", m.hash_bucket);
+  WriteVector(g, file, "out_dims", m.out_dims);
+  WriteVector(g, file, "sparsity", m.sparsity);
+  WriteAttr(g, file, "best_iter", m.best_iter);
+  WriteAttr(g, file, "best_p_at_1", m.best_p_at_1);
+  WriteAttr(g, file, "best_loss", m.best_loss);
+  WriteAttr(g, file, "run_id", m.run_id);
+  WriteString(g, file, "query", m.query);
+  WriteAttr(g, file, "lsh_share", m.lsh_share);
+  WriteAttr(g, file, "min_negatives", m.min_negatives);
+  WriteString(g, file, "settings", m.settings);
+  std::string written = kAlwaysWritten;
+  if (m.data_digest != 0) {
+    WriteAttr(g, file, "data_digest", m.data_digest);
+    WriteAttr(g, file, "data_points", m.data_points);
+    written += ",data_digest,data_points";
+  }
+  // Absent where unknown (""), as in the checkpoints of earlier versions.
+  if (!m.label_order.empty()) {
+    WriteString(g, file, "label_order", m.label_order);
+    written += ",label_order";
+  }
+  if (!m.loss.empty()) {
+    WriteString(g, file, "loss", m.loss);
+    written += ",loss";
+  }
+  // The attributes that earlier versions did not write, named: where they are named,
+  // one that cannot be found is damage, not an earlier version's checkpoint.
+  WriteString(g, file, "attributes", written);
+}
+
 void WriteMeta(const std::string& folder, const CheckpointMeta& m) {
   const std::string file = folder + "/meta.h5";
   {  // the file is closed before its checksum is taken
     Handle f = CreateFile(file);
-    const hid_t g = f.get();
-    WriteAttr(g, file, "format_version", int64_t{1});
-    WriteAttr(g, file, "iter", m.iter);
-    WriteAttr(g, file, "epoch", m.epoch);
-    WriteAttr(g, file, "pos", m.pos);
-    WriteAttr(g, file, "ranks", static_cast<int64_t>(m.ranks));
-    WriteAttr(g, file, "input_dim", m.input_dim);
-    WriteAttr(g, file, "seed", m.seed);
-    WriteAttr(g, file, "batch", m.batch);
-    WriteString(g, file, "strategy", m.strategy);
-    WriteString(g, file, "hash_family", m.hash_family);
-    WriteAttr(g, file, "hash_k", m.hash_k);
-    WriteAttr(g, file, "hash_l", m.hash_l);
-    WriteAttr(g, file, "hash_bin", m.hash_bin);
-    WriteAttr(g, file, "hash_bucket", m.hash_bucket);
-    WriteVector(g, file, "out_dims", m.out_dims);
-    WriteVector(g, file, "sparsity", m.sparsity);
-    WriteAttr(g, file, "best_iter", m.best_iter);
-    WriteAttr(g, file, "best_p_at_1", m.best_p_at_1);
-    WriteAttr(g, file, "best_loss", m.best_loss);
-    WriteAttr(g, file, "run_id", m.run_id);
-    WriteString(g, file, "query", m.query);
-    WriteAttr(g, file, "lsh_share", m.lsh_share);
-    WriteAttr(g, file, "min_negatives", m.min_negatives);
-    WriteString(g, file, "settings", m.settings);
-    std::string written = kAlwaysWritten;
-    if (m.data_digest != 0) {
-      WriteAttr(g, file, "data_digest", m.data_digest);
-      WriteAttr(g, file, "data_points", m.data_points);
-      written += ",data_digest,data_points";
-    }
-    // Absent where unknown (""), as in the checkpoints of earlier versions.
-    if (!m.label_order.empty()) {
-      WriteString(g, file, "label_order", m.label_order);
-      written += ",label_order";
-    }
-    if (!m.loss.empty()) {
-      WriteString(g, file, "loss", m.loss);
-      written += ",loss";
-    }
-    // The attributes that earlier versions did not write, named: where they are named,
-    // one that cannot be found is damage, not an earlier version's checkpoint.
-    WriteString(g, file, "attributes", written);
+    WriteMetaTo(f.get(), file, m);
     errno = 0;
     DSLIDE_CHECK(f.Close(), file, ": cannot write", OsReason(errno));
   }
@@ -269,7 +272,10 @@ void CheckMetaValues(const CheckpointMeta& m, const std::string& file) {
 CheckpointMeta ReadMeta(const std::string& folder) {
   const std::string file = folder + "/meta.h5";
   Handle f = OpenFile(file);
-  const hid_t g = f.get();
+  return ReadMetaFrom(f.get(), file);
+}
+
+CheckpointMeta ReadMetaFrom(hid_t g, const std::string& file) {
   CheckpointMeta m;
   if (H5Aexists(g, "attributes") > 0) {
     const std::string written = ReadString(g, file, "attributes");

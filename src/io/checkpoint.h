@@ -145,6 +145,9 @@ CheckpointMeta ReadResumeMeta(const std::string& path);
 void WriteMeta(const std::string& folder, const CheckpointMeta& meta);
 /// Throws dslide::Error naming the file when it is missing, truncated or corrupted.
 CheckpointMeta ReadMeta(const std::string& folder);
+/// The same attributes in HDF5 group `g` of `file` (meta.h5's root; a serving model's /meta).
+void WriteMetaTo(int64_t g, const std::string& file, const CheckpointMeta& meta);
+CheckpointMeta ReadMetaFrom(int64_t g, const std::string& file);
 
 /// This rank's shard of every layer to folder/rank-<rank>.h5, marked as a part of the
 /// checkpoint of run `run_id` at iteration `iter`. `state(layer, parts)` gives the layer's
@@ -177,9 +180,26 @@ std::vector<LayerState> ReadLayers(const std::string& folder, const CheckpointMe
 /// /layer<l>/weights (out x in, row per neuron; the output layer's row i is label i, whatever
 /// --label-order trained it in), /layer<l>/biases (out), l = 1 ... layers numbered as
 /// training prints them (the output layer last), and on the root
-/// group the attributes input_dim, layers, iteration, activation ("relu, ..., softmax")
-/// and the LSH settings. Returns the number of parameters written. The file is written as
-/// OUT.tmp and renamed when complete (a failure leaves an existing OUT as it was).
+/// group the attributes input_dim, layers, iteration, activation ("relu, ..., softmax"; a
+/// one-vs-rest model's ends in "sigmoid") and the LSH settings, and /meta, the checkpoint's
+/// metadata as one rank's with its rows in label order (what makes the file a serving
+/// model). Returns the number of parameters written. The file is written as OUT.tmp and
+/// renamed when complete (a failure leaves an existing OUT as it was).
 int64_t ExportModel(const std::string& folder, const std::string& out_file);
+
+/// Whether `path` is a file ExportModel wrote (a serving model: its /meta group holds the
+/// checkpoint's metadata as one rank's, the output rows in label order), which predict,
+/// eval and Python's load read as they read a checkpoint folder.
+bool IsServingModel(const std::string& path);
+/// A serving model's metadata (ranks 1, label order identity); DamagedCheckpoint where
+/// it is not one.
+CheckpointMeta ReadServingMeta(const std::string& path);
+/// What --model PATH names: PATH itself when it is a serving model, else the checkpoint
+/// ResolveCheckpoint finds; and its metadata (ReadServingMeta or ReadMeta).
+std::string ResolveModel(const std::string& path, const char* option);
+CheckpointMeta ReadModelMeta(const std::string& path);
+/// Each spec's block of rows (neurons [begin, end)) of every layer's weights and biases.
+std::vector<LayerState> ReadServingLayers(const std::string& path, const CheckpointMeta& meta,
+                                          const std::vector<LayerSpec>& specs);
 
 }  // namespace dslide

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -50,6 +52,11 @@ int64_t ExportModel(const std::string& folder, const std::string& final_file) {
       out.b.swap(b);
     }
   }
+  // What dslide reads the file back with (a serving model): the checkpoint's metadata as
+  // one rank's, its rows in label order.
+  CheckpointMeta served = meta;
+  served.ranks = 1;
+  served.label_order = ToString(LabelOrder::kIdentity);
   int64_t params = 0;
   // A failed export never replaces an existing file with a partial one.
   WriteAtomically(final_file, [&](const std::string& out_file) {
@@ -58,8 +65,14 @@ int64_t ExportModel(const std::string& folder, const std::string& final_file) {
     WriteAttr(g, out_file, "input_dim", meta.input_dim);
     WriteAttr(g, out_file, "layers", static_cast<int64_t>(n));
     WriteAttr(g, out_file, "iteration", meta.iter);
+    {
+      Handle mg(H5Gcreate2(g, "meta", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
+      DSLIDE_CHECK(mg.ok(), out_file, ": cannot create group meta");
+      WriteMetaTo(mg.get(), out_file, served);
+    }
     std::string act;
-    for (int l = 0; l < n; ++l) act += l + 1 < n ? "relu, " : "softmax";
+    for (int l = 0; l < n; ++l)
+      act += l + 1 < n ? "relu, " : meta.Loss() == OutputLoss::kOneVsRest ? "sigmoid" : "softmax";
     WriteString(g, out_file, "activation", act);
     WriteString(g, out_file, "lsh", meta.LshText());
     WriteVector(g, out_file, "layer_sizes", meta.out_dims);
@@ -80,6 +93,73 @@ int64_t ExportModel(const std::string& folder, const std::string& final_file) {
                  OsReason(errno));
   });
   return params;
+}
+
+bool IsServingModel(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) return false;
+  // Quietly: a file that is not HDF5 is not one (H5Fis_hdf5 returns <= 0).
+  H5E_auto2_t func = nullptr;
+  void* data = nullptr;
+  H5Eget_auto2(H5E_DEFAULT, &func, &data);
+  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+  bool yes = false;
+  if (H5Fis_hdf5(path.c_str()) > 0) {
+    const hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (f >= 0) {
+      yes = H5Lexists(f, "meta", H5P_DEFAULT) > 0 && H5Lexists(f, "layer1", H5P_DEFAULT) > 0;
+      H5Fclose(f);
+    }
+  }
+  H5Eset_auto2(H5E_DEFAULT, func, data);
+  return yes;
+}
+
+CheckpointMeta ReadServingMeta(const std::string& path) {
+  Handle f = h5::OpenUnsummedFile(path);
+  Handle g(H5Gopen2(f.get(), "meta", H5P_DEFAULT), H5Gclose);
+  DAMAGED_CHECK(g.ok(), path, ": group meta is missing: not a model dslide export wrote");
+  CheckpointMeta m = ReadMetaFrom(g.get(), path + " (meta)");
+  DAMAGED_CHECK(m.ranks == 1 && m.Order() == LabelOrder::kIdentity, path,
+                ": a serving model holds one block of label-ordered rows per layer");
+  return m;
+}
+
+std::string ResolveModel(const std::string& path, const char* option) {
+  return IsServingModel(path) ? path : ResolveCheckpoint(path, option);
+}
+
+CheckpointMeta ReadModelMeta(const std::string& path) {
+  return IsServingModel(path) ? ReadServingMeta(path) : ReadMeta(path);
+}
+
+std::vector<LayerState> ReadServingLayers(const std::string& path, const CheckpointMeta& meta,
+                                          const std::vector<LayerSpec>& specs) {
+  DSLIDE_CHECK(specs.size() == meta.out_dims.size(), path, ": ", meta.out_dims.size(), " layers, ",
+               specs.size(), " were asked for");
+  Handle f = h5::OpenUnsummedFile(path);
+  std::vector<LayerState> states(specs.size());
+  for (size_t l = 0; l < specs.size(); ++l) {
+    const LayerSpec& s = specs[l];
+    const std::string name = "layer" + std::to_string(l + 1);
+    Handle g(H5Gopen2(f.get(), name.c_str(), H5P_DEFAULT), H5Gclose);
+    DAMAGED_CHECK(g.ok(), path, ": group ", name, " is missing");
+    int64_t cols = 0;
+    LayerState& st = states[l];
+    h5::ReadRows(g.get(), path, "weights", s.begin, s.local(), &st.w, &cols);
+    DAMAGED_CHECK(cols == s.in_dim && static_cast<int64_t>(st.w.size()) == s.local() * s.in_dim,
+                  path, ": ", name, "/weights has ", cols, " columns, expected ", s.in_dim);
+    h5::ReadRows(g.get(), path, "biases", s.begin, s.local(), &st.b);
+    DAMAGED_CHECK(static_cast<int64_t>(st.b.size()) == s.local(), path, ": ", name,
+                  "/biases holds ", st.b.size(), " values, expected ", s.local());
+    for (const std::vector<float>* a : {&st.w, &st.b})
+      for (size_t i = 0; i < a->size(); ++i)
+        DAMAGED_CHECK(std::isfinite((*a)[i]) && std::abs((*a)[i]) <= 1e8f, path, ": ", name,
+                      a == &st.w ? "/weights" : "/biases", " holds ", (*a)[i], " at row ",
+                      s.begin + static_cast<int64_t>(i) / (a == &st.w ? s.in_dim : 1),
+                      ": no training writes such a value; the file is damaged");
+  }
+  return states;
 }
 
 }  // namespace dslide

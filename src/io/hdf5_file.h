@@ -237,6 +237,16 @@ inline Handle OpenFile(const std::string& file) {
   return f;
 }
 
+/// A file without a checksum sidecar (a serving model travels as one file): its values are
+/// checked as they are read instead.
+inline Handle OpenUnsummedFile(const std::string& file) {
+  QuietHdf5();
+  DAMAGED_CHECK(std::filesystem::exists(file), file, ": the file is missing");
+  Handle f(H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
+  DAMAGED_CHECK(f.ok(), file, ": not a readable HDF5 file (truncated or corrupted)");
+  return f;
+}
+
 inline Handle CreateFile(const std::string& file) {
   QuietHdf5();
   errno = 0;

@@ -17,13 +17,17 @@ namespace dslide {
 
 std::unique_ptr<Trainer> LoadModel(const std::string& folder, Communicator* comm,
                                    CheckpointMeta* meta) {
-  *meta = ReadMeta(folder);
+  const bool serving = IsServingModel(folder);
+  *meta = serving ? ReadServingMeta(folder) : ReadMeta(folder);
   // The network as the checkpoint describes it, sharded over this job's ranks.
   const TrainConfig tc = ConfigOf(*meta);
   auto trainer =
       std::make_unique<Trainer>(tc, comm, MakeBackend(tc.device, comm->rank(), tc.gpus_per_node),
                                 meta->input_dim, meta->out_dims.back());
-  trainer->LoadCheckpoint(folder);
+  if (serving)
+    trainer->LoadServingModel(folder);
+  else
+    trainer->LoadCheckpoint(folder);
   return trainer;
 }
 
@@ -49,12 +53,12 @@ void PredictTopK(Trainer& model, const Dataset& data, int64_t row0, int k,
 
 int64_t Predict(const PredictConfig& cfg, Communicator* comm) {
   SetNumThreads(cfg.threads);
-  const std::string folder = ResolveCheckpoint(cfg.model_dir, "--model");
+  const std::string folder = ResolveModel(cfg.model_dir, "--model");
   CheckpointMeta meta;
   DatasetStream in(cfg.input);
   // Checked before the model is loaded: a wrong file fails fast.
   {
-    const CheckpointMeta m = ReadMeta(folder);
+    const CheckpointMeta m = ReadModelMeta(folder);
     DSLIDE_CHECK(in.num_features() == m.input_dim, cfg.input, ":1: ", in.num_features(),
                  " features, the model (", folder, ") has ", m.input_dim, " inputs");
   }

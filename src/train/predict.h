@@ -14,8 +14,9 @@
 
 namespace dslide {
 
-/// Collective: the network of checkpoint `folder` (written by any number of ranks),
-/// sharded over this job's ranks, with its weights; `meta` receives its metadata.
+/// Collective: the network of checkpoint `folder` (written by any number of ranks), or of
+/// the serving model file `export` wrote, sharded over this job's ranks, with its weights;
+/// `meta` receives its metadata.
 std::unique_ptr<Trainer> LoadModel(const std::string& folder, Communicator* comm,
                                    CheckpointMeta* meta);
 

@@ -122,6 +122,9 @@ class Trainer {
   /// Collective: restores a checkpoint folder written by any number of ranks; returns its
   /// metadata (iteration, data position). Throws when it does not fit this configuration.
   CheckpointMeta LoadCheckpoint(const std::string& folder);
+  /// Collective: the weights of a serving model (ExportModel's file), this rank's rows of
+  /// every layer; a sampled layer's tables built from them. Returns its metadata.
+  CheckpointMeta LoadServingModel(const std::string& path);
 
   /// (iteration, result) of every evaluation Run made, in order.
   const std::vector<std::pair<int64_t, EvalResult>>& evals() const { return evals_; }

@@ -201,6 +201,23 @@ CheckpointMeta Trainer::LoadCheckpoint(const std::string& folder) {
   return m;
 }
 
+CheckpointMeta Trainer::LoadServingModel(const std::string& path) {
+  CheckpointMeta m = ReadServingMeta(path);
+  CheckMetaFits(m, path, spec_, cfg_);
+  std::vector<LayerState> states = ReadServingLayers(path, m, spec_.layers);
+  for (size_t l = 0; l < states.size(); ++l) {
+    const int layer = static_cast<int>(l);
+    backend_->LoadLayer(layer, kWeights, states[l]);
+    // No tables in the file: a sampled layer's are built from the loaded weights.
+    if (!spec_.layers[l].dense()) tables_.RebuildLayer(backend_.get(), layer);
+  }
+  iter_ = m.iter;
+  best_iter_ = m.best_iter;
+  best_p1_ = m.best_p_at_1;
+  best_loss_ = m.best_loss;
+  return m;
+}
+
 CheckpointMeta Trainer::ResumeRun(int64_t points, bool keep_best, std::string* from) {
   const auto t_load = Clock::now();
   CheckpointMeta m = ResumeNewestIntact(from);

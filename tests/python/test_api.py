@@ -120,6 +120,15 @@ def test_save_and_load_round_trip(task, model, tmp_path):
     assert (other / "notes.txt").read_text() == "mine"
     run_cli("export", "--model", folder, "--out", tmp_path / "model.h5")
     assert (tmp_path / "model.h5").stat().st_size > 0
+    # The exported file is a serving model: load reads it, and it predicts the same labels.
+    served = dslide.load(tmp_path / "model.h5")
+    assert served.iteration == 24 and served.labels == 1200
+    ids, scores = served.predict(task.Xt)
+    want_ids, want_scores = model.predict(task.Xt)
+    np.testing.assert_array_equal(ids, want_ids)
+    np.testing.assert_allclose(scores, want_scores, rtol=1e-5)
+    with pytest.raises(ValueError, match="not a readable HDF5|no complete checkpoint"):
+        dslide.load(tmp_path / "other" / "notes.txt")
 
 
 def test_weights_are_the_layers_as_training_numbers_them(task, model, tmp_path):
@@ -179,9 +188,9 @@ def test_export_names_layers_as_training_and_weights_do(task, model, tmp_path):
     listing = subprocess.run(["h5ls", str(out)], check=True, capture_output=True,
                              text=True).stdout
     groups = re.findall(r"^(\S+)\s+Group", listing, re.M)
-    assert groups == ["layer1", "layer2"]
+    assert groups == ["layer1", "layer2", "meta"]  # meta: what makes it a serving model
     w = model.weights()
-    for name in groups:
+    for name in groups[:2]:
         np.testing.assert_array_equal(h5_dataset(out, f"/{name}/weights"), w[name]["weights"])
         np.testing.assert_array_equal(h5_dataset(out, f"/{name}/biases"), w[name]["biases"])
 

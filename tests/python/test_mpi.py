@@ -172,3 +172,20 @@ def test_a_callback_that_stops_the_run_raises_alike_on_every_rank(task, tmp_path
     assert seen[0]["message"] == seen[1]["message"]
     assert seen[0]["iteration"] == seen[1]["iteration"]
     assert seen[0]["cause"] == "LookupError" and seen[1]["cause"] is None
+
+
+def test_two_ranks_predict_from_the_exported_model(task, cli_model, tmp_path):
+    """The serving model `export` writes, read by `predict` on 2 ranks (each its rows), gives
+    the labels that one rank gives from the checkpoint (scores to the normaliser's order)."""
+    served = tmp_path / "served.h5"
+    run_cli("export", "--model", cli_model, "--out", served)
+    one = tmp_path / "one.tsv"
+    run_cli("predict", "--model", cli_model, "--input", task.test_file, "--top-k", 5,
+            "--out", one)
+    two = tmp_path / "two.tsv"
+    mpirun(cli_path(), "predict", "--model", served, "--input", task.test_file, "--top-k", 5,
+           "--out", two)
+    ids1, scores1 = tasks.read_predictions(one)
+    ids2, scores2 = tasks.read_predictions(two)
+    np.testing.assert_array_equal(ids2, ids1)
+    np.testing.assert_allclose(scores2, scores1, rtol=1e-5)
