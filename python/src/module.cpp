@@ -27,6 +27,7 @@
 
 #include "arrays.h"
 #include "backend/layer_backend.h"
+#include "collective.h"
 #include "common/checksum.h"
 #include "common/error.h"
 #include "common/parallel.h"
@@ -37,6 +38,7 @@
 #include "io/checkpoint.h"
 #include "io/output_path.h"
 #include "job_guard.h"
+#include "model.h"
 #include "train/predict.h"
 #include "train/run_events.h"
 #include "train/run_training.h"
@@ -47,93 +49,6 @@ using namespace nb::literals;
 namespace dslide::py {
 
 namespace {
-
-/// The ranks a model is spread over: in-process (one rank) or MPI.
-struct Comm {
-  std::shared_ptr<Communicator> comm;
-  /// The job guard where the communicator spans MPI's world (job_guard.h), else null.
-  JobGuard* guard = nullptr;
-  int rank() const { return comm->rank(); }
-  int size() const { return comm->size(); }
-  /// Collective: whether every rank is `ok`, and whether every rank has the same `digest`
-  /// (of the arguments of the collective call `what`, which must be alike on every rank).
-  std::pair<bool, bool> Agree(bool ok, uint64_t digest, const std::string& what);
-};
-
-/// One data set of a call, built from arrays or read from a file; training moves it out.
-struct Data {
-  Dataset data;
-  std::string name;
-  int64_t rows() const { return data.size(); }
-  /// A checksum of the set's sizes and arrays.
-  uint64_t Digest() const;
-};
-
-/// Runs `f` with the GIL released. A failure inside a collective on one of P > 1 ranks would
-/// leave the others waiting in it for ever: as the executable does, the failing rank then
-/// prints its error and ends the job (MPI_Abort). With one rank, or for a Stop (which every
-/// rank throws alike), the exception goes on to Python.
-template <class F>
-auto Collective(Communicator* comm, F&& f) {
-  try {
-    nb::gil_scoped_release release;
-    return f();
-  } catch (const Stop&) {
-    throw;
-  } catch (const nb::builtin_exception&) {
-    throw;  // raised on purpose, alike on every rank
-  } catch (const std::exception& e) {
-    if (comm->size() > 1) {
-      const bool oom = dynamic_cast<const std::bad_alloc*>(&e) != nullptr;
-      std::fprintf(stderr, "[rank %d] dslide error: %s\n", comm->rank(),
-                   oom ? "out of memory (an allocation failed)" : e.what());
-      std::fflush(stderr);
-      dist::MpiSession::Abort(1);
-    }
-    throw;
-  }
-}
-
-/// Runs `f` (checks that every rank makes alike, before any collective) with the GIL
-/// released; dslide's errors become ValueError.
-template <class F>
-auto Checked(F&& f) {
-  try {
-    nb::gil_scoped_release release;
-    return f();
-  } catch (const Error& e) {
-    throw nb::value_error(e.what());
-  }
-}
-
-/// Runs `f` inside a collective call (Collective) where dslide's errors are about the call's
-/// inputs (files, checkpoints) up to where `inputs_checked()` says so: with one rank they
-/// become ValueError, as Checked's do. With P > 1 ranks such an error may be one rank's alone
-/// (each rank reads its part of a checkpoint), so it goes on to Collective, which ends the
-/// job.
-template <class F, class G>
-auto InputsChecked(const Communicator& comm, G&& inputs_checked, F&& f) {
-  try {
-    return f();
-  } catch (const Error& e) {
-    if (comm.size() > 1 || inputs_checked()) throw;
-    throw nb::value_error(e.what());
-  }
-}
-
-std::pair<bool, bool> Comm::Agree(bool ok, uint64_t digest, const std::string& what) {
-  if (size() == 1) return {ok, true};
-  return Collective(comm.get(), [&] {
-    if (guard != nullptr) guard->Enter(what);  // every rank is here, or one has left
-    int64_t low[2] = {ok ? 1 : 0, static_cast<int64_t>(digest)};
-    int64_t high = low[1];
-    comm->Allreduce(low, 2, ReduceOp::kMin, Traffic::kControl);
-    comm->Allreduce(&high, 1, ReduceOp::kMax, Traffic::kControl);
-    return std::make_pair(low[0] == 1, low[1] == high);
-  });
-}
-
-uint64_t Data::Digest() const { return data.Digest(); }
 
 /// The stop signals of the executable (SIGTERM, SIGINT, SIGUSR1: the run ends after its
 /// current step) while training runs, and the process's own handlers (Python's) again after.
@@ -167,188 +82,6 @@ class StopSignals {
   static inline std::mutex mutex_;
   static inline bool active_ = false;
   struct sigaction saved_[3];
-};
-
-nb::dict EvalDict(const EvalResult& r) {
-  nb::dict d;
-  for (size_t i = 0; i < r.k.size(); ++i)
-    d[("p_at_" + std::to_string(r.k[i])).c_str()] = r.p_at_k[i];
-  d["loss"] = r.loss;
-  d["points"] = r.points;
-  d["seconds"] = r.seconds;
-  return d;
-}
-
-/// A NumPy array of `shape` that owns `v` (moved in; freed with the array).
-template <size_t N, class T>
-nb::ndarray<nb::numpy, T, nb::ndim<N>> Owned(std::vector<T> v,
-                                             std::initializer_list<size_t> shape) {
-  auto* owned = new std::vector<T>(std::move(v));
-  owned->reserve(1);  // a data pointer also for 0 elements
-  nb::capsule owner(owned, [](void* p) noexcept { delete static_cast<std::vector<T>*>(p); });
-  return nb::ndarray<nb::numpy, T, nb::ndim<N>>(owned->data(), shape, owner);
-}
-
-template <class T>
-nb::ndarray<nb::numpy, T, nb::ndim<2>> Matrix(std::vector<T> v, size_t rows, size_t cols) {
-  return Owned<2>(std::move(v), {rows, cols});
-}
-
-template <class T>
-nb::ndarray<nb::numpy, T, nb::ndim<1>> Vector(std::vector<T> v) {
-  const size_t n = v.size();
-  return Owned<1>(std::move(v), {n});
-}
-
-/// A trained or loaded network and the ranks it is spread over.
-class Model {
- public:
-  Model(const Comm& comm, std::unique_ptr<Trainer> trainer)
-      : comm_(comm.comm), guard_(comm.guard), trainer_(std::move(trainer)) {}
-
-  /// Trained here on `points` training points: its data position follows from the iteration.
-  void SetTrainingPoints(int64_t points) { points_ = points; }
-  /// Loaded: the data position its checkpoint recorded.
-  void SetPosition(int64_t epoch, int64_t pos) {
-    epoch_ = epoch;
-    pos_ = pos;
-  }
-
-  int64_t features() const { return trainer_->spec().layers.front().in_dim; }
-  int64_t labels() const { return trainer_->spec().layers.back().out_dim; }
-  int64_t iteration() const { return trainer_->iteration(); }
-  int ranks() const { return comm_->size(); }
-  int rank() const { return comm_->rank(); }
-  std::vector<int64_t> layer_sizes() const {
-    std::vector<int64_t> out;
-    for (const LayerSpec& l : trainer_->spec().layers) out.push_back(l.out_dim);
-    return out;
-  }
-  std::string settings() const { return SettingsJson(trainer_->config()); }
-  /// A loaded model's settings as its checkpoint recorded them (as given, "auto" where left
-  /// to it; "" for a trained model or a checkpoint of an earlier version).
-  const std::string& recorded_settings() const { return recorded_settings_; }
-  void SetRecordedSettings(std::string json) { recorded_settings_ = std::move(json); }
-  nb::list evals() const {
-    nb::list out;
-    for (const auto& [iter, r] : trainer_->evals()) out.append(nb::make_tuple(iter, EvalDict(r)));
-    return out;
-  }
-
-  nb::tuple Predict(Data& in, int k, int threads) {
-    CheckInput(in);
-    if (k < 1 || k > labels())
-      throw nb::value_error(detail::Concat("top-k: ", k, " labels asked for, the model has ",
-                                           labels(), " (k must be in [1, ", labels(), "])")
-                                .c_str());
-    std::vector<int32_t> ids;
-    std::vector<float> scores;
-    Collective(comm_.get(), [&] {
-      ThreadScope scope(threads);
-      std::vector<double> probs;
-      PredictTopK(*trainer_, in.data, 0, k, &ids, &probs);
-      scores.assign(probs.begin(), probs.end());
-      return 0;
-    });
-    const size_t n = static_cast<size_t>(in.rows());
-    return nb::make_tuple(Matrix(std::move(ids), n, k), Matrix(std::move(scores), n, k));
-  }
-
-  nb::dict Evaluate(Data& in, const std::vector<int>& ks, int threads) {
-    CheckInput(in);
-    for (int k : ks)
-      if (k < 1 || k > labels())
-        throw nb::value_error(
-            detail::Concat("P@", k, " needs at least ", k, " labels, the model has ", labels())
-                .c_str());
-    const EvalResult r = Collective(comm_.get(), [&] {
-      ThreadScope scope(threads);
-      return trainer_->Evaluate(in.data, 0, /*sampled=*/false, ks);
-    });
-    return EvalDict(r);
-  }
-
-  /// Collective: every layer's weights (out x in, a row per neuron) and biases, whole on every
-  /// rank (the ranks' blocks gathered); the output layer's row i is label i's, whatever order
-  /// its neurons were trained in (as ExportModel writes them).
-  nb::list Weights() {
-    const ModelSpec& spec = trainer_->spec();
-    const size_t n = spec.layers.size();
-    std::vector<std::vector<float>> w(n), b(n);
-    Collective(comm_.get(), [&] {
-      if (guard_ != nullptr && comm_->size() > 1) guard_->Enter("weights");
-      for (size_t l = 0; l < n; ++l) {
-        const LayerSpec& s = spec.layers[l];
-        LayerState st;
-        trainer_->backend().SaveLayer(static_cast<int>(l), kWeights, &st);
-        if (s.begin == 0 && s.end == s.out_dim) {  // one rank, or a replica of the model
-          w[l] = std::move(st.w);
-          b[l] = std::move(st.b);
-        } else {  // blocks of neurons in rank order
-          const std::vector<int64_t> rows = comm_->AllgatherOne(s.local(), Traffic::kControl);
-          std::vector<int64_t> cells(rows.size());
-          for (size_t r = 0; r < rows.size(); ++r) cells[r] = rows[r] * s.in_dim;
-          w[l].resize(static_cast<size_t>(s.out_dim * s.in_dim));
-          b[l].resize(static_cast<size_t>(s.out_dim));
-          comm_->Allgatherv(st.w.data(), cells, w[l].data(), Traffic::kControl);
-          comm_->Allgatherv(st.b.data(), rows, b[l].data(), Traffic::kControl);
-        }
-        if (s.is_output && !spec.labels.identity()) {  // rows in label order
-          const int64_t d = s.in_dim;
-          std::vector<float> wl(w[l].size()), bl(b[l].size());
-          for (int64_t label = 0; label < s.out_dim; ++label) {
-            const int64_t neuron = spec.labels.Neuron(static_cast<int32_t>(label));
-            std::copy(w[l].begin() + neuron * d, w[l].begin() + (neuron + 1) * d,
-                      wl.begin() + label * d);
-            bl[label] = b[l][neuron];
-          }
-          w[l].swap(wl);
-          b[l].swap(bl);
-        }
-      }
-      return 0;
-    });
-    nb::list out;
-    for (size_t l = 0; l < n; ++l) {
-      const LayerSpec& s = spec.layers[l];
-      out.append(nb::make_tuple(
-          Matrix(std::move(w[l]), static_cast<size_t>(s.out_dim), static_cast<size_t>(s.in_dim)),
-          Vector(std::move(b[l]))));
-    }
-    return out;
-  }
-
-  void Save(const std::string& folder) {
-    int64_t epoch = epoch_, pos = pos_;
-    if (points_ > 0) DataPosition(iteration(), points_, trainer_->config().batch, &epoch, &pos);
-    Collective(comm_.get(), [&] {
-      trainer_->WriteCheckpoint(folder, epoch, pos);
-      return 0;
-    });
-  }
-
- private:
-  /// OpenMP threads for one call (0: as they are), restored after it.
-  struct ThreadScope {
-    explicit ThreadScope(int threads) : before(NumThreads()) { SetNumThreads(threads); }
-    ~ThreadScope() { SetNumThreads(before); }
-    int before;
-  };
-
-  void CheckInput(const Data& in) const {
-    if (in.data.num_features != features())
-      throw nb::value_error(detail::Concat(in.name, ": ", in.data.num_features,
-                                           " features (columns), the model has ", features(),
-                                           " inputs")
-                                .c_str());
-  }
-
-  std::shared_ptr<Communicator> comm_;
-  JobGuard* guard_ = nullptr;
-  std::unique_ptr<Trainer> trainer_;
-  int64_t points_ = 0;
-  int64_t epoch_ = -1, pos_ = 0;
-  std::string recorded_settings_;  // a loaded model's, from its checkpoint
 };
 
 /// A run's events handed to Python callables, each called with the GIL held: lines to
@@ -454,26 +187,6 @@ nb::dict Train(const nb::list& options, Comm& comm, Data* train, Data* valid, Da
     out["model"] = nb::none();
   }
   return out;
-}
-
-std::unique_ptr<Model> Load(const std::string& path, Comm& comm) {
-  std::string folder;
-  CheckpointMeta meta;
-  Checked([&] {
-    folder = ResolveModel(path, "--model");
-    meta = ReadModelMeta(folder);
-    return 0;
-  });
-  std::unique_ptr<Trainer> trainer = Collective(comm.comm.get(), [&] {
-    CheckpointMeta m;
-    // A damaged shard, or a checkpoint that does not fit: with one rank, a ValueError.
-    return InputsChecked(
-        *comm.comm, [] { return false; }, [&] { return LoadModel(folder, comm.comm.get(), &m); });
-  });
-  auto model = std::make_unique<Model>(comm, std::move(trainer));
-  model->SetPosition(meta.epoch, meta.pos);
-  model->SetRecordedSettings(meta.settings);  // "" in checkpoints of earlier versions
-  return model;
 }
 
 }  // namespace

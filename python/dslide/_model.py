@@ -1,0 +1,184 @@
+"""Model: a trained or loaded network over its ranks (predict, evaluate, save, weights)."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+
+import numpy as np
+
+from ._data import fspath, input_data, is_path
+from ._ranks import _agree
+
+
+#: The options left to auto that a checkpoint fixes (a loaded Model's settings resolve them).
+_FIXED_BY_CHECKPOINT = {"sparsity", "hash", "K", "L", "query", "lsh-share", "label-order"}
+
+
+class Model:
+    """A trained (train) or loaded (load) network, spread over the ranks it was made on."""
+
+    def __init__(self, core, comm, result: dict | None = None):
+        self._m = core
+        self._comm = comm
+        #: The run's final evaluation (of the test set when given): p_at_1, p_at_3, p_at_5,
+        #: loss, points, seconds; None for a loaded model.
+        self.result = result
+
+    @property
+    def features(self) -> int:
+        """Inputs (columns of X)."""
+        return self._m.features
+
+    @property
+    def labels(self) -> int:
+        """Outputs (label ids are 0 to labels - 1)."""
+        return self._m.labels
+
+    @property
+    def iteration(self) -> int:
+        """Iterations trained."""
+        return self._m.iteration
+
+    @property
+    def layer_sizes(self) -> list:
+        """Neurons of each layer (hidden..., output)."""
+        return list(self._m.layer_sizes)
+
+    @property
+    def ranks(self) -> int:
+        """Ranks the model is spread over (1 without MPI)."""
+        return self._m.ranks
+
+    @property
+    def rank(self) -> int:
+        """This process's rank."""
+        return self._m.rank
+
+    @property
+    def settings(self) -> dict:
+        """Every train option with the value it ran with ("auto" resolved), as checkpoints
+        and --metrics record them. A loaded model's come from its checkpoint's record; of the
+        options left to auto there, those its checkpoint fixes (sparsity, the LSH settings,
+        the label order) are resolved, those the training data chose (dropout,
+        first-lr-scale, ...) stay "auto"."""
+        now = json.loads(self._m.settings)
+        recorded = self._m.recorded_settings
+        if not recorded:
+            return now
+        return {key: now.get(key, value) if value == "auto" and key in _FIXED_BY_CHECKPOINT
+                else value for key, value in json.loads(recorded).items()}
+
+    @property
+    def evals(self) -> list:
+        """(iteration, evaluation dict) of every evaluation during training."""
+        return list(self._m.evals)
+
+    def predict(self, X, k: int = 5, *, threads: int | None = None):
+        """The k most probable labels of every row of X (best first) and their probabilities
+        (a softmax model's over all labels; a one-vs-rest model's each label's own sigmoid):
+        (ids, scores), NumPy arrays of int32 and float32 of shape (rows, k).
+        X: a SciPy sparse matrix or 2-D array of the model's feature count (see the data
+        rules in docs/python.md), or a path (XC text, gzip or .dsb; labels ignored).
+        Scoring is exact, as ``dslide predict`` does; with P ranks it is collective (every
+        rank calls it with the same X) and every rank gets the merged lists."""
+        data, error = None, None
+        try:
+            k = _count("k", k)
+            data = input_data("X", X, self.features, self.labels, need_labels=False)
+            threads = _threads(threads)
+        except Exception as e:  # noqa: BLE001: raised by _agree, on every rank
+            error = e
+        _agree(self._comm, error, [data, k], "predict")
+        return self._m.predict(data, k, threads)
+
+    def evaluate(self, X, Y=None, *, threads: int | None = None) -> dict:
+        """Exact P@1, P@3, P@5 and the loss over every label (the model's: softmax or
+        one-vs-rest) of the model on (X, Y), as
+        ``dslide eval`` computes them: {'p_at_1', 'p_at_3', 'p_at_5', 'loss', 'points',
+        'seconds'} (a cut-off above the label count is NaN). X may be a path instead (the
+        file's labels are used). Collective with P ranks."""
+        data, error = None, None
+        try:
+            value = X if Y is None else (X, Y)
+            if not is_path(value) and not isinstance(value, tuple):
+                raise TypeError("evaluate: give X and Y, or a path")
+            data = input_data("evaluate", value, self.features, self.labels, need_labels=True)
+            threads = _threads(threads)
+        except Exception as e:  # noqa: BLE001: raised by _agree, on every rank
+            error = e
+        _agree(self._comm, error, [data], "evaluate")
+        ks = [k for k in (1, 3, 5) if k <= self.labels]
+        out = dict(self._m.evaluate(data, ks, threads))
+        for k in (1, 3, 5):
+            out.setdefault(f"p_at_{k}", math.nan)
+        return out
+
+    def weights(self) -> dict:
+        """The model's parameters as NumPy arrays (copies), one entry per layer, named as
+        training prints the layers and as ``dslide export`` names its groups: layer1 is the
+        first hidden layer, the last is the output layer::
+
+            {"layer1": {"weights": W1, "biases": b1}, ..., "layerN": {...}}
+
+        weights: float32 of shape (out, in), a row per neuron (layer l computes
+        relu(W @ x + b), the output layer softmax(W @ x + b)); biases: float32 of shape
+        (out,). The output layer's row i is label i's, whatever label_order trained it in.
+        Collective with P ranks: every rank gets the whole arrays."""
+        return {f"layer{l + 1}": {"weights": w, "biases": b}
+                for l, (w, b) in enumerate(self._m.weights())}
+
+    def save(self, folder) -> None:
+        """Writes the model as a checkpoint folder (meta.h5 and a shard per rank), which
+        ``dslide eval/predict/export --model FOLDER``, ``dslide train --resume FOLDER`` and
+        load() read. Like --save, it replaces a checkpoint folder but refuses a folder
+        holding anything else (FileExistsError), and a path below a file (ValueError); missing
+        folders above it are made. Collective with P ranks."""
+        error = None
+        try:
+            folder = fspath(folder)
+            while len(folder) > 1 and folder.endswith("/"):
+                folder = folder[:-1]
+            # A folder whose mode allows no writes (also as root, whom access() lets write)
+            # is someone's choice: not replaced.
+            if os.path.isdir(folder) and not os.stat(folder).st_mode & 0o222:
+                raise PermissionError(
+                    f"save: {folder} is read-only (mode {os.stat(folder).st_mode & 0o777:o}): "
+                    f"make it writable or give another folder")
+            if (os.path.exists(folder) and not os.path.isfile(os.path.join(folder, "meta.h5"))
+                    and not (os.path.isdir(folder) and not os.listdir(folder))):
+                raise FileExistsError(
+                    f"save: {folder} exists and is not a checkpoint folder; give a new or "
+                    f"empty folder (a checkpoint folder is replaced)")
+            # The folders above it are made; the nearest that exists must be a folder.
+            above = os.path.dirname(os.path.abspath(folder))
+            while not os.path.exists(above) and os.path.dirname(above) != above:
+                above = os.path.dirname(above)
+            if not os.path.isdir(above):
+                raise ValueError(f"save: cannot create {folder}: {above} is a file, not a "
+                                 f"folder")
+        except Exception as e:  # noqa: BLE001: raised by _agree, on every rank
+            error = e
+        _agree(self._comm, error, [folder], "save")
+        self._m.save(folder)
+
+    def __repr__(self) -> str:
+        return (f"dslide.Model({self.features} features -> {self.layer_sizes}, iteration "
+                f"{self.iteration}, {self.ranks} rank(s))")
+
+
+def _count(name: str, value) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an integer, got {value!r}")
+    return int(value)
+
+
+def _threads(threads) -> int:
+    """0 (or None): the default, as train's threads=0 and the executable's --threads 0."""
+    if threads is None:
+        return 0
+    threads = _count("threads", threads)
+    if not 0 <= threads <= 4096:
+        raise ValueError(f"threads: must be in [0, 4096] (0: the default), got {threads}")
+    return threads

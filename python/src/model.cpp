@@ -1,0 +1,29 @@
+// Load: a checkpoint's or serving model's network for the Python package.
+#include "model.h"
+
+#include "io/checkpoint.h"
+#include "train/predict.h"
+
+namespace dslide::py {
+
+std::unique_ptr<Model> Load(const std::string& path, Comm& comm) {
+  std::string folder;
+  CheckpointMeta meta;
+  Checked([&] {
+    folder = ResolveModel(path, "--model");
+    meta = ReadModelMeta(folder);
+    return 0;
+  });
+  std::unique_ptr<Trainer> trainer = Collective(comm.comm.get(), [&] {
+    CheckpointMeta m;
+    // A damaged shard, or a checkpoint that does not fit: with one rank, a ValueError.
+    return InputsChecked(
+        *comm.comm, [] { return false; }, [&] { return LoadModel(folder, comm.comm.get(), &m); });
+  });
+  auto model = std::make_unique<Model>(comm, std::move(trainer));
+  model->SetPosition(meta.epoch, meta.pos);
+  model->SetRecordedSettings(meta.settings);  // "" in checkpoints of earlier versions
+  return model;
+}
+
+}  // namespace dslide::py
