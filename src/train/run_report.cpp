@@ -93,7 +93,13 @@ void RunReport::Start(const LayerSlots& slots, int64_t points, int64_t total, co
       .Add("lr", cfg_.lr)
       .Add("first_lr_scale", cfg_.first_lr_scale)
       .Add("dropout", cfg_.dropout)
-      .Add("output_loss", ToString(cfg_.loss));
+      .Add("output_loss", ToString(cfg_.loss))
+      // What the memory check counts of rank 0's shard (ShardStateNeed, a lower bound: the
+      // weights and moments, a batch's rows), beside the progress records' peak RSS.
+      .Add("memory_need_mb",
+           static_cast<double>(
+               ShardStateNeed(spec_, BackendOptionsOf(cfg_), cfg_.device == Device::kGpu).bytes) /
+               (1 << 20));
   std::string layers = "[";
   for (size_t l = 0; l < spec_.layers.size(); ++l) {
     const LayerSpec& s = spec_.layers[l];

@@ -47,7 +47,8 @@ endforeach()
 
 file(READ ${WORK}/m.jsonl metrics)
 foreach(field "\"event\":\"start\"" "\"budget\":" "\"min_negatives\":" "\"mean_negatives\":"
-        "\"hash\":\"srp\"" "\"query\":" "\"eval_loss\":" "\"most_popular_label_p_at_1\":")
+        "\"hash\":\"srp\"" "\"query\":" "\"eval_loss\":" "\"most_popular_label_p_at_1\":"
+        "\"output_loss\":\"softmax\"" "\"memory_need_mb\":[0-9]")
   if(NOT metrics MATCHES "${field}")
     message(FATAL_ERROR "metrics lack ${field}:\n${metrics}")
   endif()
