@@ -108,6 +108,9 @@ void CpuBackend::TopKRows(int layer, const BatchRows& in, int k, std::vector<int
           }
           float* sc = my_sc + i * k;
           int32_t* id = my_ids + i * k;
+          // Most groups hold no logit above the sample's k-th best so far: one comparison
+          // with the group's max skips them.
+          if (!(gmax > sc[k - 1])) continue;
           for (int64_t r = 0; r < ng; ++r) {
             if (z[r] <= sc[k - 1]) continue;
             int p = k - 1;
