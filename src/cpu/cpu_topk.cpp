@@ -35,13 +35,17 @@ void CpuBackend::TopKRows(int layer, const BatchRows& in, int k, std::vector<int
   }
   // With a width LaneDots takes, the inputs transposed as well (coordinate j's values of
   // the samples side by side): kR rows' logits for kLanesN samples at a time, the same dot
-  // products as Dot's, each load of an input serving kR rows.
+  // products as Dot's, each load of an input serving kR rows. Transposed a block of kBlock
+  // samples at a time ([block][coordinate][sample of the block]): a block's inputs are one
+  // contiguous run of in_dim x kBlock floats, where a whole-batch transpose put its
+  // coordinates a batch apart (a page each, more than the TLB holds).
   const bool lanes = s.in_dim % 16 == 0;
-  const int64_t stride = (B + kBlock - 1) / kBlock * kBlock;
-  std::vector<float> xt(lanes ? static_cast<size_t>(s.in_dim * stride) : 0, 0.0f);
+  const int64_t blocks = (B + kBlock - 1) / kBlock, stride = kBlock;
+  std::vector<float> xt(lanes ? static_cast<size_t>(blocks * s.in_dim * kBlock) : 0, 0.0f);
   if (lanes)
     for (int64_t i = 0; i < B; ++i)
-      for (int64_t j = 0; j < s.in_dim; ++j) xt[j * stride + i] = xs[i * s.in_dim + j];
+      for (int64_t j = 0; j < s.in_dim; ++j)
+        xt[(i / kBlock * s.in_dim + j) * kBlock + i % kBlock] = xs[i * s.in_dim + j];
   std::vector<int32_t> tids(static_cast<size_t>(threads) * B * k, -1);
   std::vector<float> tsc(static_cast<size_t>(threads) * B * k,
                          -std::numeric_limits<float>::infinity());
@@ -62,7 +66,7 @@ void CpuBackend::TopKRows(int layer, const BatchRows& in, int k, std::vector<int
     // one rescale per group and a vectorised exp over it.
     constexpr int64_t kGroup = CpuTuning::kTopKGroup;
     constexpr int kR = kLanesN == 16 ? 8 : 4;
-    static_assert(kGroup % kR == 0 && kBlock % kLanesN == 0, "whole tiles of rows and lanes");
+    static_assert(kGroup % kR == 0 && kBlock % (2 * kLanesN) == 0, "whole tiles of rows and lanes");
     float z[kGroup];
     std::vector<float> tile(lanes ? kGroup * kBlock : 0);  // [row of the group][sample]
     for (int64_t b0 = 0; b0 < B; b0 += kBlock) {
@@ -73,13 +77,85 @@ void CpuBackend::TopKRows(int layer, const BatchRows& in, int k, std::vector<int
           for (int64_t q = 0; q < ng; q += kR) {
             const float* ws[kR];
             for (int k = 0; k < kR; ++k) ws[k] = L.Row(g0 + std::min<int64_t>(q + k, ng - 1));
-            for (int64_t i0 = b0; i0 < b1; i0 += kLanesN) {
-              VecN zk[kR];
-              LaneDots<kR>(ws, xt.data() + i0, stride, s.in_dim, zk);
-              for (int k = 0; k < kR; ++k)
-                std::memcpy(tile.data() + (q + k) * kBlock + (i0 - b0), &zk[k], sizeof zk[k]);
+            const float* xb = xt.data() + b0 / kBlock * s.in_dim * kBlock - b0;  // + i0
+            if (kLanesN == 8) {  // AVX2: two vectors of samples per call (LaneDots2)
+              for (int64_t i0 = b0; i0 < b1; i0 += 2 * kLanesN) {
+                VecN zk[2 * kR];
+                LaneDots2<kR>(ws, xb + i0, stride, s.in_dim, zk);
+                for (int k = 0; k < kR; ++k)
+                  std::memcpy(tile.data() + (q + k) * kBlock + (i0 - b0), &zk[2 * k],
+                              2 * sizeof zk[0]);
+              }
+            } else {
+              for (int64_t i0 = b0; i0 < b1; i0 += kLanesN) {
+                VecN zk[kR];
+                LaneDots<kR>(ws, xb + i0, stride, s.in_dim, zk);
+                for (int k = 0; k < kR; ++k)
+                  std::memcpy(tile.data() + (q + k) * kBlock + (i0 - b0), &zk[k], sizeof zk[k]);
+              }
             }
           }
+        if (lanes) {
+          // The tile's samples side by side ([row][sample]): the group's max, the normaliser
+          // and the top-k test of every sample of the block at once, vectorised over the
+          // samples; a sample's rows are scanned only where its group max beats its k-th best.
+          const int64_t nb = b1 - b0;
+          float gm[kBlock], acc[kBlock];
+          for (int64_t j = 0; j < kBlock; ++j) {
+            gm[j] = -std::numeric_limits<float>::infinity();
+            acc[j] = 0.0f;
+          }
+          for (int64_t r = 0; r < ng; ++r) {
+            const float* zr = tile.data() + r * kBlock;
+            const float br = L.b[g0 + r];
+#pragma omp simd
+            for (int64_t j = 0; j < kBlock; ++j) gm[j] = std::max(gm[j], zr[j] + br);
+          }
+          if (norm && ng > 0) {
+            float m[kBlock];
+            for (int64_t j = 0; j < nb; ++j) {
+              const int64_t i = b0 + j;
+              if (ovr) {
+                my_mx[i] = 0.0f;
+              } else if (gm[j] > my_mx[i]) {
+                my_sum[i] *= static_cast<double>(ExpNonPositive(my_mx[i] - gm[j]));
+                my_mx[i] = gm[j];
+              }
+              m[j] = my_mx[i];
+            }
+            for (int64_t j = nb; j < kBlock; ++j) m[j] = 0.0f;
+            for (int64_t r = 0; r < ng; ++r) {
+              const float* zr = tile.data() + r * kBlock;
+              const float br = L.b[g0 + r];
+              if (ovr) {
+#pragma omp simd
+                for (int64_t j = 0; j < kBlock; ++j) acc[j] += SoftplusFast(zr[j] + br);
+              } else {
+#pragma omp simd
+                for (int64_t j = 0; j < kBlock; ++j) acc[j] += ExpNonPositive(zr[j] + br - m[j]);
+              }
+            }
+            for (int64_t j = 0; j < nb; ++j) my_sum[b0 + j] += acc[j];
+          }
+          for (int64_t j = 0; j < nb; ++j) {
+            float* sc = my_sc + (b0 + j) * k;
+            int32_t* id = my_ids + (b0 + j) * k;
+            if (!(gm[j] > sc[k - 1])) continue;
+            for (int64_t r = 0; r < ng; ++r) {
+              const float zr = tile[r * kBlock + j] + L.b[g0 + r];
+              if (zr <= sc[k - 1]) continue;
+              int p = k - 1;
+              while (p > 0 && sc[p - 1] < zr) {
+                sc[p] = sc[p - 1];
+                id[p] = id[p - 1];
+                --p;
+              }
+              sc[p] = zr;
+              id[p] = static_cast<int32_t>(s.begin + g0 + r);
+            }
+          }
+          continue;
+        }
         for (int64_t i = b0; i < b1; ++i) {
           const float* x = xs.data() + i * s.in_dim;
           float gmax = -std::numeric_limits<float>::infinity();

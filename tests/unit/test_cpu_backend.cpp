@@ -12,6 +12,7 @@
 #include "common/parallel.h"
 #include "common/rng.h"
 #include "cpu/cpu_backend.h"
+#include "cpu/kernels/simd.h"
 #include "train/auto_settings.h"
 
 #include "../common/backend_driver.h"
@@ -481,6 +482,37 @@ TEST(CpuRebuild, RehashingOnlyTheMovedNeuronsBuildsTheTablesOfAFullRehash) {
   EXPECT_EQ(sa.table_ids, sb.table_ids);
   const LayerState sc = rebuilt_from(init.w, init.b);
   EXPECT_NE(sa.table_ids, sc.table_ids) << "the steps moved no neuron to another bucket";
+}
+
+// LaneDots2 (two vectors of samples per call, the AVX2 build's exact top-k) forms every
+// sample's logits with the same bits as LaneDots, which forms them as the rows' dot products
+// in lane order; both against Dot to float rounding.
+TEST(CpuKernels, LaneDots2HasLaneDotsBits) {
+  using cpu::kLanesN;
+  using cpu::VecN;
+  constexpr int kR = 4;
+  const int64_t n = 128, samples = 2 * kLanesN, stride = 3 * kLanesN;  // a padded block
+  Rng rng(7);
+  std::vector<float> w(kR * n), xt(n * stride), x(samples * n);
+  for (float& v : w) v = static_cast<float>(rng.Uniform()) - 0.5f;
+  for (int64_t j = 0; j < n; ++j)
+    for (int64_t i = 0; i < samples; ++i) {
+      xt[j * stride + i] = static_cast<float>(rng.Uniform()) - 0.5f;
+      x[i * n + j] = xt[j * stride + i];
+    }
+  const float* rows[kR];
+  for (int k = 0; k < kR; ++k) rows[k] = w.data() + k * n;
+  VecN one[2][kR], two[2 * kR];
+  cpu::LaneDots<kR>(rows, xt.data(), stride, n, one[0]);
+  cpu::LaneDots<kR>(rows, xt.data() + kLanesN, stride, n, one[1]);
+  cpu::LaneDots2<kR>(rows, xt.data(), stride, n, two);
+  for (int k = 0; k < kR; ++k)
+    for (int h = 0; h < 2; ++h)
+      for (int l = 0; l < kLanesN; ++l) {
+        const float a = one[h][k][l], b = two[2 * k + h][l];
+        EXPECT_EQ(std::memcmp(&a, &b, sizeof a), 0) << "row " << k << " sample " << h * kLanesN + l;
+        EXPECT_NEAR(a, cpu::Dot(rows[k], x.data() + (h * kLanesN + l) * n, n), 1e-4);
+      }
 }
 
 }  // namespace

@@ -195,6 +195,34 @@ __attribute__((noinline)) void LaneDots(const float* const* w, const float* xt, 
   for (int k = 0; k < kR; ++k) s[k] = sum[k];
 }
 
+/// LaneDots for the 2 kLanesN samples of two vectors side by side (xt and xt + kLanesN):
+/// s[2k] and s[2k + 1] for row k, each sample's sums formed in the same order as LaneDots
+/// forms them (the same bits), each broadcast weight serving both vectors: half the loads
+/// per multiply-add, what 8-lane (AVX2) registers need to keep the multipliers busy.
+template <int kR>
+__attribute__((noinline)) void LaneDots2(const float* const* w, const float* xt, int64_t stride,
+                                         int64_t n, VecN* s) {
+  const float* wk[kR];
+  for (int k = 0; k < kR; ++k) wk[k] = w[k];
+  VecN sum[2 * kR] = {};
+  for (int64_t l = 0; l < 16; ++l) {
+    VecN acc[2 * kR] = {};
+    const float* x = xt + l * stride;
+    for (int64_t j = l; j < n; j += 16, x += 16 * stride) {
+      VecN xa, xb;
+      std::memcpy(&xa, x, sizeof xa);
+      std::memcpy(&xb, x + kLanesN, sizeof xb);
+      for (int k = 0; k < kR; ++k) {
+        const float wj = wk[k][j];
+        acc[2 * k] += wj * xa;
+        acc[2 * k + 1] += wj * xb;
+      }
+    }
+    for (int k = 0; k < 2 * kR; ++k) sum[k] += acc[k];
+  }
+  for (int k = 0; k < 2 * kR; ++k) s[k] = sum[k];
+}
+
 /// Prefetches the cache lines of `bytes` from p with __builtin_prefetch's temporal locality
 /// kLocality (3: into the first-level cache; 2: the second-level one). Weight rows are
 /// visited in data-dependent order, which the hardware prefetcher cannot guess.
