@@ -10,9 +10,11 @@
 # the script exits with the job's code (75 when the checkpoint landed). mpirun itself
 # answers SIGTERM by passing it to the ranks and killing them odls_base_sigkill_timeout
 # seconds later (1 s by default), often in the middle of the checkpoint; so it runs in a
-# session of its own, where a Ctrl-C in the terminal does not reach it. A second signal is
-# passed on as it is: mpirun ends the job at once (a second SIGPIPE, which every later write
-# to a closed output raises, changes nothing).
+# session of its own, where a Ctrl-C in the terminal does not reach it. A second signal
+# reaches every rank as a second SIGUSR1: each exits at once, with 75 where its stop's
+# checkpoint is written (mpirun, given the raw signal, crashed or reported the job killed);
+# a third is passed on to mpirun as it is, which ends the job at once (a second SIGPIPE,
+# which every later write to a closed output raises, changes nothing).
 # A stop asked at any time is honoured: SIGUSR1 goes to mpirun once every local rank has its
 # handler for it (a rank that has none yet would die of it, and mpirun drops a signal that
 # comes before the ranks are started); where the ranks are not all on this node (a hostfile
@@ -30,11 +32,23 @@
 stops=0 traps=0 pid='' ctl=''
 stop() {  # SIGNAL
   traps=$((traps + 1))
-  if ((stops++ == 0)); then
-    echo "mpirun.sh: $1: asking every rank to stop after its step (SIGUSR1); a second signal ends the job at once" >&2 || true
+  if ((stops == 0)); then
+    stops=1
+    echo "mpirun.sh: $1: asking every rank to stop after its step (SIGUSR1); a second signal makes every rank exit now" >&2 || true
     tell stop
-  elif [[ $1 != PIPE && -n $pid ]]; then  # (before mpirun runs, the first one stops it)
+    return 0
+  fi
+  # (Before mpirun runs, the first one stops it; later SIGPIPEs, which every write to a
+  # closed output raises, change nothing.)
+  [[ $1 != PIPE && -n $pid ]] || return 0
+  stops=$((stops + 1))
+  if ((stops == 2)); then
+    # A second stop signal to every rank: each exits at once, 75 where its stop's checkpoint
+    # is written (a scheduler requeues on it), 138 where not.
+    echo "mpirun.sh: $1 again: every rank exits now (a second SIGUSR1); a third signal ends mpirun itself" >&2 || true
     tell sent
+    kill -USR1 "$pid" 2>/dev/null || true
+  else
     kill -"$1" "$pid" 2>/dev/null || true
   fi
 }

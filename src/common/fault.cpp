@@ -2,10 +2,12 @@
 
 #include <unistd.h>
 #include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <thread>
 #include <vector>
 
 #include "common/error.h"
@@ -30,11 +32,13 @@ FaultPlan FaultPlan::FromEnv() {
     p.kind = Kind::kTerm;
   else if (kind == "term2")
     p.kind = Kind::kTerm2;
+  else if (kind == "hold")
+    p.kind = Kind::kHold;
   else if (kind == "enospc")
     p.kind = Kind::kEnospc;
   else
     DSLIDE_CHECK(false, "DSLIDE_FAULT='", v,
-                 "': KIND must be throw, oom, kill, term, term2 or enospc");
+                 "': KIND must be throw, oom, kill, term, term2, hold or enospc");
   char* end = nullptr;
   p.rank = static_cast<int>(std::strtol(v.c_str() + a + 1, &end, 10));
   DSLIDE_CHECK(end == v.c_str() + b && p.rank >= 0, "DSLIDE_FAULT='", v, "': bad RANK");
@@ -50,11 +54,15 @@ void FaultPlan::MaybeFailWrite(int rank, int64_t iter, const std::string& file) 
 }
 
 void FaultPlan::AfterStopSaved(int rank) const {
-  if (kind == Kind::kTerm2 && rank == this->rank) ::kill(::getpid(), SIGTERM);
+  if (rank != this->rank) return;
+  if (kind == Kind::kTerm2) ::kill(::getpid(), SIGTERM);
+  // A second stop signal ends the process from its handler meanwhile.
+  if (kind == Kind::kHold) std::this_thread::sleep_for(std::chrono::seconds(10));
 }
 
 void FaultPlan::MaybeFire(int rank, int64_t iter) const {
-  if (kind == Kind::kNone || kind == Kind::kEnospc || rank != this->rank || iter != this->iter)
+  if (kind == Kind::kNone || kind == Kind::kEnospc || kind == Kind::kHold || rank != this->rank ||
+      iter != this->iter)
     return;
   switch (kind) {
     case Kind::kThrow:
@@ -73,6 +81,7 @@ void FaultPlan::MaybeFire(int rank, int64_t iter) const {
       ::kill(::getpid(), SIGTERM);
       break;
     case Kind::kNone:
+    case Kind::kHold:
     case Kind::kEnospc:
       break;
   }

@@ -5,6 +5,8 @@
 //   kill   SIGKILL to itself (a crashed or OOM-killed node),
 //   term   SIGTERM to itself (preemption: the stop handler, when installed, takes it),
 //   term2  term, and a second SIGTERM once the stop's checkpoint is written (AfterStopSaved),
+//   hold   once the stop's checkpoint is written (AfterStopSaved), 10 s before the rank goes
+//          on to exit: a window for a second signal from outside (ITER is not used),
 //   enospc its checkpoint shard of iteration ITER fails part-way as on a full disk.
 // Unset, it costs one comparison per iteration.
 #pragma once
@@ -15,7 +17,7 @@
 namespace dslide {
 
 struct FaultPlan {
-  enum class Kind { kNone, kThrow, kOom, kKill, kTerm, kTerm2, kEnospc };
+  enum class Kind { kNone, kThrow, kOom, kKill, kTerm, kTerm2, kHold, kEnospc };
   Kind kind = Kind::kNone;
   int rank = -1;
   int64_t iter = -1;
@@ -24,7 +26,8 @@ struct FaultPlan {
   static FaultPlan FromEnv();
   /// Fires the fault when (rank, iter) match.
   void MaybeFire(int rank, int64_t iter) const;
-  /// kTerm2: the second SIGTERM, once the stop's checkpoint of `rank` is written.
+  /// kTerm2: the second SIGTERM, once the stop's checkpoint of `rank` is written; kHold: a
+  /// wait of 10 s there.
   void AfterStopSaved(int rank) const;
   /// kEnospc: throws, as a write to a full disk would, when (rank, iter) match; `file`
   /// names what was being written.

@@ -9,7 +9,7 @@ set -uo pipefail
 dslide=$1 launcher=$2 work=$3
 shift 3
 cases=("$@")
-((${#cases[@]})) || cases=(0 1 2 3 4)
+((${#cases[@]})) || cases=(0 1 2 3 4 5)
 here=$(cd "$(dirname "$0")" && pwd)
 rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
 work=$PWD
@@ -161,6 +161,34 @@ case4() {
       pass "SIGTERM after ${d} s: exit 75, $ckpt"
     fi
   done
+}
+
+# 5. A second SIGTERM to the launcher once the stop's checkpoint is written (rank 0 held there
+#    by DSLIDE_FAULT=hold): every rank exits at once and the launcher with 75, what a
+#    scheduler requeues on (mpirun, given the raw SIGTERM, crashed, exit 139, or the job
+#    ended killed).
+case5() {
+  ck=$work/ck_twice
+  run "$ck"
+  DSLIDE_FAULT=hold:0:1 "${job[@]}" --iterations 100000 >out_twice.txt 2>&1 &
+  lpid=$!
+  wait_iter out_twice.txt 2
+  kill -TERM $lpid
+  # The stop's checkpoint, complete: rank 0 then waits 10 s before it exits.
+  for _ in $(seq 300); do
+    [[ -n $(find "$ck" -maxdepth 2 -path '*/ckpt-*/meta.h5' ! -path '*.tmp/*' 2>/dev/null) ]] && break
+    sleep 0.1
+  done
+  sleep 0.5
+  local t0=$SECONDS
+  kill -TERM $lpid
+  finish "a second SIGTERM after the stop's checkpoint" $lpid 60 "$ck"
+  expect_rc $rc 75 "a second SIGTERM after the stop's checkpoint"
+  ((SECONDS - t0 < 8)) || fail "a second SIGTERM: the job waited out rank 0's hold ($((SECONDS - t0)) s)"
+  expect_in out_twice.txt "mpirun.sh: TERM again: every rank exits now" "a second SIGTERM"
+  none_left "a second SIGTERM after the stop's checkpoint" "$ck" $lpid
+  complete_checkpoint "a second SIGTERM after the stop's checkpoint" "$ck"
+  pass "a second SIGTERM after the stop's checkpoint: exit 75 at once, $ckpt"
 }
 
 for c in "${cases[@]}"; do "case$c"; done
