@@ -71,6 +71,9 @@ def train(train, test=None, valid=None, *, comm=None, callback=None, verbose: bo
     Interrupted, a KeyboardInterrupt whose ``model`` attribute holds the model; a second
     Ctrl-C exits at once. A diverged loss raises Diverged.
     """
+    if callback is not None and not callable(callback):
+        raise TypeError(f"train: callback must be callable (it is called with each metrics "
+                        f"record as a dict), got {type(callback).__name__}")
     sets = {"train": train, "test": test, "valid": valid}
     pairs = _pairs(options)
     names = {}

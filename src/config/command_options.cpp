@@ -93,6 +93,10 @@ bool ParseEval(int argc, const char* const* argv, EvalConfig* c, std::string* he
       "k", [c] { return Join(c->k); }, "precision cut-offs, comma separated, each in [1, 10000]");
   t.Field("points", &c->points, "evaluate the first N test points (0: all)");
   t.Field("threads", &c->threads, "OpenMP threads per rank (0: default)");
+  t.Switch("approximate", &c->approximate,
+           "also score each point against the output layer's LSH candidates alone (filled to "
+           "its budget, as training selects): their top-k's P@k, its recall of the exact "
+           "top-k, and the seconds of both (a measurement: predict scores every output)");
   po::variables_map vm;
   if (!Parse(argc, argv, d,
              "Usage: dslide eval --model DIR --test FILE [options]\n"
@@ -154,6 +158,7 @@ bool ParsePredict(int argc, const char* const* argv, PredictConfig* c, std::stri
           "tsv: ROW<TAB>LABEL:SCORE ... | jsonl: {\"row\":..,\"labels\":[..],\"scores\":[..]}");
   t.Field("chunk", &c->chunk, "input points read and scored at a time, in [1, 2^24]");
   t.Field("threads", &c->threads, "OpenMP threads per rank (0: default)");
+
   po::variables_map vm;
   if (!Parse(
           argc, argv, d,

@@ -170,6 +170,9 @@ struct EvalConfig {
   std::vector<int> k{1, 3, 5};
   int64_t points = 0;  ///< 0: every test point
   int threads = 0;
+  /// Also score the output layer's LSH candidates alone (Trainer::Score's approximate):
+  /// their P@k, their recall of the exact top-k, the seconds of each.
+  bool approximate = false;
 };
 
 /// Options of `dslide export` and `dslide convert`.

@@ -1,7 +1,9 @@
 // dslide predict (and the model loading `dslide eval` shares with it).
 #include "train/predict.h"
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -49,6 +51,42 @@ void PredictTopK(Trainer& model, const Dataset& data, int64_t row0, int k,
       }
     }
   }
+}
+
+ApproximateEval EvaluateApproximate(Trainer& model, const Dataset& test, int64_t max_points,
+                                    const std::vector<int>& ks) {
+  using Clock = std::chrono::steady_clock;
+  const int64_t n = max_points > 0 ? std::min(max_points, test.size()) : test.size();
+  const int64_t eb = model.EvalBlock();
+  PrecisionCounter counter(ks);
+  const int k = counter.max_k();
+  ApproximateEval out;
+  out.k = k;
+  Trainer::Scores exact, approx;
+  int64_t found = 0, wanted = 0;
+  for (int64_t b0 = 0; b0 < n; b0 += eb) {
+    const int64_t count = std::min(eb, n - b0);
+    auto t0 = Clock::now();
+    model.Score(test, b0, count, k, &exact);
+    auto t1 = Clock::now();
+    model.Score(test, b0, count, k, &approx, 0, /*approximate=*/true);
+    auto t2 = Clock::now();
+    out.exact_seconds += std::chrono::duration<double>(t1 - t0).count();
+    out.approx_seconds += std::chrono::duration<double>(t2 - t1).count();
+    for (int64_t i = 0; i < count; ++i) {
+      const int32_t* e = exact.ids.data() + i * k;
+      const int32_t* a = approx.ids.data() + i * k;
+      counter.Add(a, k, test.Labels(b0 + i), test.NumLabels(b0 + i));
+      for (int j = 0; j < k; ++j) {
+        if (e[j] < 0) continue;
+        ++wanted;
+        found += std::find(a, a + k, e[j]) != a + k;
+      }
+    }
+  }
+  out.approx = counter.Result();
+  out.recall = wanted > 0 ? static_cast<double>(found) / static_cast<double>(wanted) : 1.0;
+  return out;
 }
 
 int64_t Predict(const PredictConfig& cfg, Communicator* comm) {

@@ -26,6 +26,18 @@ std::unique_ptr<Trainer> LoadModel(const std::string& folder, Communicator* comm
 /// `row0` is the index of data's first point in the whole input (a multiple of
 /// model.EvalBlock()): points are scored in blocks of EvalBlock() from the input's first.
 /// Every rank gets the merged lists.
+/// Collective: the approximate top-k (Trainer::Score's approximate) beside the exact, on the
+/// first `max_points` points of `test` (all when <= 0): the approximate lists' P@k, their
+/// recall of the exact top max(ks) (the share of the exact labels they hold), and the
+/// seconds of each scoring.
+struct ApproximateEval {
+  EvalResult approx;
+  int k = 0;
+  double recall = 0, approx_seconds = 0, exact_seconds = 0;
+};
+ApproximateEval EvaluateApproximate(Trainer& model, const Dataset& test, int64_t max_points,
+                                    const std::vector<int>& ks);
+
 void PredictTopK(Trainer& model, const Dataset& data, int64_t row0, int k,
                  std::vector<int32_t>* ids, std::vector<double>* probs);
 

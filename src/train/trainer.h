@@ -86,7 +86,12 @@ class Trainer {
   /// `row0` is the index of data's first point in the whole input: scoring a point depends
   /// only on its index and the block it is scored in (blocks of EvalBlock() points from 0,
   /// as Evaluate scores them), also where hidden layers are sampled.
-  void Score(const Dataset& data, int64_t b0, int64_t count, int k, Scores* out, int64_t row0 = 0);
+  /// With `approximate`, only the output layer's own selection is scored (its LSH
+  /// candidates filled to the budget, as training selects): the k best among them, the
+  /// probabilities normalised over them alone (a softmax model's are then above the exact
+  /// ones), no loss (NaN).
+  void Score(const Dataset& data, int64_t b0, int64_t count, int k, Scores* out, int64_t row0 = 0,
+             bool approximate = false);
   /// The output layer's loss (resolved).
   OutputLoss Loss() const { return cfg_.loss; }
   /// Points per block of Evaluate.

@@ -26,17 +26,45 @@ constexpr int64_t kEvalStreamBase = int64_t{1} << 40;
 }  // namespace
 
 void Trainer::Score(const Dataset& data, int64_t b0, int64_t count, int k, Scores* out,
-                    int64_t row0) {
+                    int64_t row0, bool approximate) {
   const int P = model_comm_->size();
   const int last = static_cast<int>(spec_.layers.size()) - 1;
   std::vector<int64_t> points(count);
   std::iota(points.begin(), points.end(), b0);
-  ForwardHidden(data, points, nullptr, kEvalStreamBase + row0 + b0, /*through_output=*/false);
+  const int64_t stream = kEvalStreamBase + row0 + b0;
+  ForwardHidden(data, points, nullptr, stream, /*through_output=*/false);
   const BatchLabels labels = Labels(data, points, spec_.labels);
   std::vector<int32_t> ids, all_ids;
   std::vector<float> sc, all_sc;
   SoftmaxStats st;
-  backend_->TopK(last, k, &ids, &sc, &labels, &st);
+  if (approximate) {
+    // The output layer's own selection (its LSH candidates, filled to the budget) scored
+    // exactly: each point's k best among them, and the normaliser over them alone.
+    backend_->Select(last, /*with_labels=*/false, stream);
+    backend_->Forward(last);
+    const BatchRows& z = *backend_->HostRows(last, Rows::kOutput, Access::kRead);
+    ids.resize(count * k);
+    sc.resize(count * k);
+    st.Resize(count);
+    TopKSelector top;
+    const bool ovr = Loss() == OutputLoss::kOneVsRest;
+    for (int64_t i = 0; i < count; ++i) {
+      const float* v = z.vals.data() + z.off[i];
+      top.Clear();
+      top.PushAll(v, z.ids.data() + z.off[i], z.n[i]);
+      top.Take(k, ids.data() + i * k, sc.data() + i * k);
+      float m = -std::numeric_limits<float>::infinity();
+      for (int64_t j = 0; j < z.n[i]; ++j) m = std::max(m, v[j]);
+      double sum = 0;
+      if (!ovr)
+        for (int64_t j = 0; j < z.n[i]; ++j) sum += std::exp(static_cast<double>(v[j] - m));
+      st.mx[i] = ovr ? 0.0f : m;
+      st.red[i] = static_cast<float>(sum);
+      st.red[count + i] = 0.0f;
+    }
+  } else {
+    backend_->TopK(last, k, &ids, &sc, &labels, &st);
+  }
   // The normaliser over all ranks: the largest logit, then every rank's sum rescaled to it.
   std::vector<float> mx = st.mx;
   model_comm_->Allreduce(mx.data(), count, ReduceOp::kMax, Traffic::kEval);
@@ -52,7 +80,8 @@ void Trainer::Score(const Dataset& data, int64_t b0, int64_t count, int k, Score
   for (int64_t i = 0; i < count; ++i) {
     log_z[i] = static_cast<double>(mx[i]) + std::log(static_cast<double>(st.red[i]));
     const int64_t nl = labels.Count(i);
-    out->loss[i] = nl == 0 ? 0.0
+    out->loss[i] = approximate ? std::numeric_limits<double>::quiet_NaN()
+                   : nl == 0   ? 0.0
                    : kind == OutputLoss::kOneVsRest
                        ? st.red[i] - st.red[count + i]
                        : log_z[i] - st.red[count + i] / static_cast<double>(nl);

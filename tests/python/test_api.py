@@ -412,6 +412,12 @@ def test_a_failing_callback_stops_the_run_and_keeps_the_model(task):
     assert ids.shape == (4, 3) and (ids >= 0).all()
 
 
+def test_a_callback_that_cannot_be_called_is_refused_before_training(task):
+    with pytest.raises(TypeError, match="callback must be callable .* got int"):
+        dslide.train((task.X, task.Y), iterations=100000, hidden=16, threads=1, verbose=False,
+                     callback=5)
+
+
 def test_threads_option(task):
     one = dslide.train((task.X, task.Y), iterations=3, hidden=16, threads=1, verbose=False)
     two = dslide.train((task.X, task.Y), iterations=3, hidden=16, threads=2, verbose=False,

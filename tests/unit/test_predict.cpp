@@ -219,6 +219,40 @@ TEST(Predict, TheExportedModelPredictsTheCheckpointsBits) {
   EXPECT_NEAR(eb.loss, ea.loss, 1e-9 * ea.loss);
 }
 
+// eval --approximate: the top-k among the output layer's own selection is what the
+// LSH-sampled evaluation scores (the same P@k), and a dense output layer's selection is every
+// output (the exact lists: recall 1).
+TEST(Evaluate, ApproximateTopKIsTheSampledEvaluationsAndItsRecallIsMeasured) {
+  SetNumThreads(2);
+  LocalCommunicator comm;
+  const GenConfig g = testing::SyntheticShape(300, 1000, 10, 2, 2400);
+  const Dataset train = GenerateSynthetic(g, 0, 2000), test = GenerateSynthetic(g, 2000, 400);
+  for (double sparsity : {0.05, 1.0}) {
+    SCOPED_TRACE(sparsity);
+    TrainConfig cfg;
+    cfg.hidden = {24};
+    cfg.sparsity = {sparsity};
+    cfg.min_negatives = 8;  // a budget of 50 of the 1,000 outputs, not the default floor's 256
+    cfg.batch = 64;
+    Trainer tr(cfg, &comm, MakeBackend(Device::kCpu, 0), 300, 1000);
+    for (int it = 0; it < 60; ++it) tr.Step(train, testing::Batch(it, 64, train.size()));
+    const ApproximateEval a = EvaluateApproximate(tr, test, 0, {1, 3, 5});
+    const EvalResult exact = tr.Evaluate(test, 0, false);
+    const EvalResult sampled = tr.Evaluate(test, 0, /*sampled=*/true);
+    std::printf("sparsity %g: recall@5 %.4f, approximate P@1 %.4f, exact %.4f\n", sparsity,
+                a.recall, a.approx.At(1), exact.At(1));
+    EXPECT_EQ(a.k, 5);
+    for (int k : {1, 3, 5}) EXPECT_EQ(a.approx.At(k), sampled.At(k)) << "P@" << k;
+    if (sparsity < 1) {
+      EXPECT_GT(a.recall, 0.0);
+      EXPECT_LT(a.recall, 1.0) << "50 candidates of 1,000 held every exact top-5 label";
+    } else {
+      EXPECT_EQ(a.recall, 1.0);
+      for (int k : {1, 3, 5}) EXPECT_EQ(a.approx.At(k), exact.At(k)) << "P@" << k;
+    }
+  }
+}
+
 TEST(Predict, BadInputNamesFileAndLine) {
   const PredictConfig bad_value = Options(
       testing::WriteFile("predict_bad1.txt", "2 300 150\n 1:0.5\n 7:x\n"), "predict_bad.tsv");
