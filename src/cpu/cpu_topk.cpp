@@ -141,18 +141,9 @@ void CpuBackend::TopKRows(int layer, const BatchRows& in, int k, std::vector<int
             float* sc = my_sc + (b0 + j) * k;
             int32_t* id = my_ids + (b0 + j) * k;
             if (!(gm[j] > sc[k - 1])) continue;
-            for (int64_t r = 0; r < ng; ++r) {
-              const float zr = tile[r * kBlock + j] + L.b[g0 + r];
-              if (zr <= sc[k - 1]) continue;
-              int p = k - 1;
-              while (p > 0 && sc[p - 1] < zr) {
-                sc[p] = sc[p - 1];
-                id[p] = id[p - 1];
-                --p;
-              }
-              sc[p] = zr;
-              id[p] = static_cast<int32_t>(s.begin + g0 + r);
-            }
+            for (int64_t r = 0; r < ng; ++r)
+              InsertTopK(tile[r * kBlock + j] + L.b[g0 + r], static_cast<int32_t>(s.begin + g0 + r),
+                         k, sc, id);
           }
           continue;
         }
@@ -187,17 +178,8 @@ void CpuBackend::TopKRows(int layer, const BatchRows& in, int k, std::vector<int
           // Most groups hold no logit above the sample's k-th best so far: one comparison
           // with the group's max skips them.
           if (!(gmax > sc[k - 1])) continue;
-          for (int64_t r = 0; r < ng; ++r) {
-            if (z[r] <= sc[k - 1]) continue;
-            int p = k - 1;
-            while (p > 0 && sc[p - 1] < z[r]) {
-              sc[p] = sc[p - 1];
-              id[p] = id[p - 1];
-              --p;
-            }
-            sc[p] = z[r];
-            id[p] = static_cast<int32_t>(s.begin + g0 + r);
-          }
+          for (int64_t r = 0; r < ng; ++r)
+            InsertTopK(z[r], static_cast<int32_t>(s.begin + g0 + r), k, sc, id);
         }
       }
     }

@@ -7,7 +7,24 @@
 #include <utility>
 #include <vector>
 
+#include "common/hd.h"
+
 namespace dslide {
+
+/// A running top-k list (scores descending, ids beside them; a tie keeps the earlier id, as
+/// candidates scanned in id order give the smaller one): (z, id) inserted where it belongs
+/// when it beats the k-th, which drops out. On the host and the device.
+DSLIDE_HD inline void InsertTopK(float z, int32_t id, int k, float* sc, int32_t* ids) {
+  if (!(z > sc[k - 1])) return;
+  int p = k - 1;
+  while (p > 0 && sc[p - 1] < z) {
+    sc[p] = sc[p - 1];
+    ids[p] = ids[p - 1];
+    --p;
+  }
+  sc[p] = z;
+  ids[p] = id;
+}
 
 /// Collects candidates and takes the best k of them. Reuse one selector across samples: its
 /// scratch keeps its capacity.

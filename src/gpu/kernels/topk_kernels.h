@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "gpu/kernels/common.h"
+#include "model/topk.h"
 
 namespace dslide::gpu {
 
@@ -48,15 +49,7 @@ struct TopKSegments : PerIndex<TopKSegments> {
       } else {
         sum += expf(z - m);
       }
-      if (z <= sc[k - 1]) continue;
-      int p = k - 1;
-      while (p > 0 && sc[p - 1] < z) {
-        sc[p] = sc[p - 1];
-        id[p] = id[p - 1];
-        --p;
-      }
-      sc[p] = z;
-      id[p] = static_cast<int32_t>(begin + r);
+      InsertTopK(z, static_cast<int32_t>(begin + r), k, sc, id);
     }
     for (int j = 0; j < k; ++j) {
       oid[t * k + j] = id[j];
