@@ -193,6 +193,7 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--match-dslide", action="store_true",
                     help="dense modes: dslide's initial weights and batch order (see above)")
+    ap.add_argument("--losses", action="store_true", help="print every step's loss")
     a = ap.parse_args()
     if a.iterations < 1 or a.batch < 1 or a.hidden < 1 or a.negatives < 0:
         ap.error("--iterations, --batch and --hidden must be positive, --negatives >= 0")
@@ -279,7 +280,7 @@ def main():
         if cuda:
             torch.cuda.synchronize()
 
-    times, prep_times, curve = [], [], []
+    times, prep_times, curve, losses = [], [], [], []
     train_s = cpu_s = 0.0
     eval_wall = eval_cpu = 0.0  # the evaluations' own time, left out of the curve
 
@@ -332,6 +333,8 @@ def main():
         loss.backward()
         for o in opts:
             o.step()
+        if a.losses:
+            losses.append(float(loss))
         sync()
         t2 = time.perf_counter()
         times.append((t2 - t0) * 1000)
@@ -351,6 +354,8 @@ def main():
     if sampled:
         res["negatives"] = a.negatives
         res["distortion"] = a.distortion
+    if a.losses:
+        res["losses"] = losses
     if cuda:
         res["gpu"] = torch.cuda.get_device_name(0)
         res["peak_gpu_mb"] = torch.cuda.max_memory_allocated() / 2**20
