@@ -176,6 +176,16 @@ std::string CheckpointIdentity(uint64_t run_id, int64_t iter);
 std::vector<LayerState> ReadLayers(const std::string& folder, const CheckpointMeta& meta,
                                    const std::vector<LayerSpec>& specs, bool weights_only = false);
 
+/// What a checksum cannot catch (a file written damaged) in the arrays of layer `layer`
+/// (counted from 0; `name` its group) read from `file`: values no training writes, NaN or
+/// infinite weights and moments, negative second moments, and magnitudes no run reaches (a
+/// flipped exponent bit): weights and biases (datasets named w..., b...) beyond 1e8, first
+/// moments beyond 1e15, second moments (v...) beyond its square; and a block of weights
+/// that is all zeros (a layout message damaged reads a layer so). `buf` holds rows from
+/// `first` of `width` values. Throws DamagedCheckpoint naming the file, dataset, layer and row.
+void CheckStoredValues(const std::string& file, const std::string& name, size_t layer,
+                       const char* ds, int64_t first, int64_t width, const std::vector<float>& buf);
+
 /// Writes the model of a checkpoint (any number of ranks) as plain HDF5 for other tools:
 /// /layer<l>/weights (out x in, row per neuron; the output layer's row i is label i, whatever
 /// --label-order trained it in), /layer<l>/biases (out), l = 1 ... layers numbered as

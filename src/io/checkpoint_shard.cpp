@@ -99,13 +99,20 @@ std::string ShardFile(const std::string& folder, int rank) {
   return folder + "/" + name;
 }
 
-/// What a checksum cannot catch (a file written damaged): values no training writes, NaN or
-/// infinite weights and moments, negative second moments, and magnitudes no run reaches (a
-/// flipped exponent bit): Adam moves a weight by about lr a step, so weights, biases and first
-/// moments stay far below kMaxWeight, second moments (squared gradients) below its square; a
-/// run whose values grow so far diverges first. `buf` holds rows from `first` of `width`.
-void CheckValues(const std::string& file, const std::string& name, size_t layer, const char* ds,
-                 int64_t first, int64_t width, const std::vector<float>& buf) {
+/// The rows' last Adam steps (LayerState::row_step): -1 (none owed) up to the checkpoint's
+/// iteration.
+void CheckSteps(const std::string& file, const std::string& name, size_t layer, const char* ds,
+                int64_t iter, const std::vector<int64_t>& steps) {
+  for (size_t i = 0; i < steps.size(); ++i)
+    DAMAGED_CHECK(steps[i] >= -1 && steps[i] <= iter, file, ": ", name, "/", ds, " (layer ",
+                  layer + 1, ") holds step ", steps[i], " at row ", i, ", outside [-1, ", iter,
+                  "] (the checkpoint's iteration): the checkpoint is damaged");
+}
+}  // namespace
+
+void CheckStoredValues(const std::string& file, const std::string& name, size_t layer,
+                       const char* ds, int64_t first, int64_t width,
+                       const std::vector<float>& buf) {
   // Weights and biases: Adam moves one by at most about 3.2 lr a step (|m| / sqrt(v) <=
   // (1 - beta1) / sqrt(1 - beta2)), so 1e8 takes some 3e7 steps at lr 1, and a loss diverges
   // long before (the divergence check stops such a run). Moments: far beyond any gradient.
@@ -127,17 +134,6 @@ void CheckValues(const std::string& file, const std::string& name, size_t layer,
                   first + static_cast<int64_t>(buf.size()) / std::max<int64_t>(width, 1) - 1,
                   ": no initialisation or training writes that; the checkpoint is damaged");
 }
-
-/// The rows' last Adam steps (LayerState::row_step): -1 (none owed) up to the checkpoint's
-/// iteration.
-void CheckSteps(const std::string& file, const std::string& name, size_t layer, const char* ds,
-                int64_t iter, const std::vector<int64_t>& steps) {
-  for (size_t i = 0; i < steps.size(); ++i)
-    DAMAGED_CHECK(steps[i] >= -1 && steps[i] <= iter, file, ": ", name, "/", ds, " (layer ",
-                  layer + 1, ") holds step ", steps[i], " at row ", i, ", outside [-1, ", iter,
-                  "] (the checkpoint's iteration): the checkpoint is damaged");
-}
-}  // namespace
 
 void WriteShard(const std::string& folder, int rank, const ModelSpec& spec,
                 const std::vector<LayerState>& layers, uint64_t run_id, int64_t iter) {
@@ -280,12 +276,12 @@ std::vector<LayerState> ReadLayers(const std::string& folder, const CheckpointMe
         ReadRows(g.get(), file, ds, first, rows, &buf, &cols);
         DAMAGED_CHECK(cols == d, file, ": ", name, "/", ds, " has ", cols, " columns, expected ",
                       d);
-        CheckValues(file, name, l, ds, first, d, buf);
+        CheckStoredValues(file, name, l, ds, first, d, buf);
         std::copy(buf.begin(), buf.end(), dst->begin() + at * d);
       }
       for (const auto& [ds, dst] : vectors) {
         ReadRows(g.get(), file, ds, first, rows, &buf);
-        CheckValues(file, name, l, ds, first, 1, buf);
+        CheckStoredValues(file, name, l, ds, first, 1, buf);
         std::copy(buf.begin(), buf.end(), dst->begin() + at);
       }
       if (have_steps && H5Lexists(g.get(), "row_step", H5P_DEFAULT) > 0 &&

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cmath>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -152,12 +151,8 @@ std::vector<LayerState> ReadServingLayers(const std::string& path, const Checkpo
     h5::ReadRows(g.get(), path, "biases", s.begin, s.local(), &st.b);
     DAMAGED_CHECK(static_cast<int64_t>(st.b.size()) == s.local(), path, ": ", name,
                   "/biases holds ", st.b.size(), " values, expected ", s.local());
-    for (const std::vector<float>* a : {&st.w, &st.b})
-      for (size_t i = 0; i < a->size(); ++i)
-        DAMAGED_CHECK(std::isfinite((*a)[i]) && std::abs((*a)[i]) <= 1e8f, path, ": ", name,
-                      a == &st.w ? "/weights" : "/biases", " holds ", (*a)[i], " at row ",
-                      s.begin + static_cast<int64_t>(i) / (a == &st.w ? s.in_dim : 1),
-                      ": no training writes such a value; the file is damaged");
+    CheckStoredValues(path, name, l, "weights", s.begin, s.in_dim, st.w);
+    CheckStoredValues(path, name, l, "biases", s.begin, 1, st.b);
   }
   return states;
 }
