@@ -62,18 +62,21 @@ void CpuBackend::TopKRows(int layer, const BatchRows& in, int k, std::vector<int
     float* my_sc = tsc.data() + t * B * k;
     float* my_mx = norm ? tmx.data() + t * B : nullptr;
     double* my_sum = norm ? tsum.data() + t * B : nullptr;
-    // Groups of rows: their logits for one sample at a time, so that the normaliser takes
-    // one rescale per group and a vectorised exp over it.
+    // Groups of rows against blocks of samples: the group's logits for the block in a tile,
+    // then per sample one rescale of the normaliser per group and vectorised exps.
     constexpr int64_t kGroup = CpuTuning::kTopKGroup;
     constexpr int kR = kLanesN == 16 ? 8 : 4;
     static_assert(kGroup % kR == 0 && kBlock % (2 * kLanesN) == 0, "whole tiles of rows and lanes");
-    float z[kGroup];
-    std::vector<float> tile(lanes ? kGroup * kBlock : 0);  // [row of the group][sample]
+    std::vector<float> tile(kGroup * kBlock);  // the group's logits: [row of the group][sample]
     for (int64_t b0 = 0; b0 < B; b0 += kBlock) {
       const int64_t b1 = std::min(B, b0 + kBlock);
       for (int64_t g0 = r0; g0 < r1; g0 += kGroup) {
         const int64_t g1 = std::min(r1, g0 + kGroup), ng = g1 - g0;
-        if (lanes)
+        if (!lanes) {  // a width LaneDots does not take: one dot product per (row, sample)
+          for (int64_t r = 0; r < ng; ++r)
+            for (int64_t i = b0; i < b1; ++i)
+              tile[r * kBlock + (i - b0)] = Dot(L.Row(g0 + r), xs.data() + i * s.in_dim, s.in_dim);
+        } else {
           for (int64_t q = 0; q < ng; q += kR) {
             const float* ws[kR];
             for (int k = 0; k < kR; ++k) ws[k] = L.Row(g0 + std::min<int64_t>(q + k, ng - 1));
@@ -95,91 +98,57 @@ void CpuBackend::TopKRows(int layer, const BatchRows& in, int k, std::vector<int
               }
             }
           }
-        if (lanes) {
-          // The tile's samples side by side ([row][sample]): the group's max, the normaliser
-          // and the top-k test of every sample of the block at once, vectorised over the
-          // samples; a sample's rows are scanned only where its group max beats its k-th best.
-          const int64_t nb = b1 - b0;
-          float gm[kBlock], acc[kBlock];
-          for (int64_t j = 0; j < kBlock; ++j) {
-            gm[j] = -std::numeric_limits<float>::infinity();
-            acc[j] = 0.0f;
+        }
+        // The tile's samples side by side ([row][sample]): the group's max, the normaliser
+        // and the top-k test of every sample of the block at once, vectorised over the
+        // samples; a sample's rows are scanned only where its group max beats its k-th best.
+        const int64_t nb = b1 - b0;
+        float gm[kBlock], acc[kBlock];
+        for (int64_t j = 0; j < kBlock; ++j) {
+          gm[j] = -std::numeric_limits<float>::infinity();
+          acc[j] = 0.0f;
+        }
+        for (int64_t r = 0; r < ng; ++r) {
+          const float* zr = tile.data() + r * kBlock;
+          const float br = L.b[g0 + r];
+#pragma omp simd
+          for (int64_t j = 0; j < kBlock; ++j) gm[j] = std::max(gm[j], zr[j] + br);
+        }
+        if (norm && ng > 0) {
+          float m[kBlock];
+          for (int64_t j = 0; j < nb; ++j) {
+            const int64_t i = b0 + j;
+            if (ovr) {
+              my_mx[i] = 0.0f;
+            } else if (gm[j] > my_mx[i]) {
+              my_sum[i] *= static_cast<double>(ExpNonPositive(my_mx[i] - gm[j]));
+              my_mx[i] = gm[j];
+            }
+            m[j] = my_mx[i];
           }
+          // Lanes past the block (a short last one) hold stale values: their own max keeps
+          // the exps' arguments at or below 0; their sums are not used.
+          for (int64_t j = nb; j < kBlock; ++j) m[j] = gm[j];
           for (int64_t r = 0; r < ng; ++r) {
             const float* zr = tile.data() + r * kBlock;
             const float br = L.b[g0 + r];
+            if (ovr) {
 #pragma omp simd
-            for (int64_t j = 0; j < kBlock; ++j) gm[j] = std::max(gm[j], zr[j] + br);
-          }
-          if (norm && ng > 0) {
-            float m[kBlock];
-            for (int64_t j = 0; j < nb; ++j) {
-              const int64_t i = b0 + j;
-              if (ovr) {
-                my_mx[i] = 0.0f;
-              } else if (gm[j] > my_mx[i]) {
-                my_sum[i] *= static_cast<double>(ExpNonPositive(my_mx[i] - gm[j]));
-                my_mx[i] = gm[j];
-              }
-              m[j] = my_mx[i];
+              for (int64_t j = 0; j < kBlock; ++j) acc[j] += SoftplusFast(zr[j] + br);
+            } else {
+#pragma omp simd
+              for (int64_t j = 0; j < kBlock; ++j) acc[j] += ExpNonPositive(zr[j] + br - m[j]);
             }
-            for (int64_t j = nb; j < kBlock; ++j) m[j] = 0.0f;
-            for (int64_t r = 0; r < ng; ++r) {
-              const float* zr = tile.data() + r * kBlock;
-              const float br = L.b[g0 + r];
-              if (ovr) {
-#pragma omp simd
-                for (int64_t j = 0; j < kBlock; ++j) acc[j] += SoftplusFast(zr[j] + br);
-              } else {
-#pragma omp simd
-                for (int64_t j = 0; j < kBlock; ++j) acc[j] += ExpNonPositive(zr[j] + br - m[j]);
-              }
-            }
-            for (int64_t j = 0; j < nb; ++j) my_sum[b0 + j] += acc[j];
           }
-          for (int64_t j = 0; j < nb; ++j) {
-            float* sc = my_sc + (b0 + j) * k;
-            int32_t* id = my_ids + (b0 + j) * k;
-            if (!(gm[j] > sc[k - 1])) continue;
-            for (int64_t r = 0; r < ng; ++r)
-              InsertTopK(tile[r * kBlock + j] + L.b[g0 + r], static_cast<int32_t>(s.begin + g0 + r),
-                         k, sc, id);
-          }
-          continue;
+          for (int64_t j = 0; j < nb; ++j) my_sum[b0 + j] += acc[j];
         }
-        for (int64_t i = b0; i < b1; ++i) {
-          const float* x = xs.data() + i * s.in_dim;
-          float gmax = -std::numeric_limits<float>::infinity();
-          for (int64_t r = 0; r < ng; ++r) {
-            z[r] = (lanes ? tile[r * kBlock + (i - b0)] : Dot(L.Row(g0 + r), x, s.in_dim)) +
-                   L.b[g0 + r];
-            gmax = std::max(gmax, z[r]);
-          }
-          if (norm && ng > 0 && ovr) {
-            // One-vs-rest: the sum of softplus(z) (every neuron's loss as a negative), mx 0.
-            my_mx[i] = 0.0f;
-            float acc = 0.0f;
-#pragma omp simd reduction(+ : acc)
-            for (int64_t r = 0; r < ng; ++r) acc += SoftplusFast(z[r]);
-            my_sum[i] += acc;
-          } else if (norm && ng > 0) {
-            if (gmax > my_mx[i]) {
-              my_sum[i] *= static_cast<double>(ExpNonPositive(my_mx[i] - gmax));
-              my_mx[i] = gmax;
-            }
-            const float m = my_mx[i];
-            float acc = 0.0f;
-#pragma omp simd reduction(+ : acc)
-            for (int64_t r = 0; r < ng; ++r) acc += ExpNonPositive(z[r] - m);
-            my_sum[i] += acc;
-          }
-          float* sc = my_sc + i * k;
-          int32_t* id = my_ids + i * k;
-          // Most groups hold no logit above the sample's k-th best so far: one comparison
-          // with the group's max skips them.
-          if (!(gmax > sc[k - 1])) continue;
+        for (int64_t j = 0; j < nb; ++j) {
+          float* sc = my_sc + (b0 + j) * k;
+          int32_t* id = my_ids + (b0 + j) * k;
+          if (!(gm[j] > sc[k - 1])) continue;
           for (int64_t r = 0; r < ng; ++r)
-            InsertTopK(z[r], static_cast<int32_t>(s.begin + g0 + r), k, sc, id);
+            InsertTopK(tile[r * kBlock + j] + L.b[g0 + r], static_cast<int32_t>(s.begin + g0 + r),
+                       k, sc, id);
         }
       }
     }

@@ -58,12 +58,13 @@ ApproximateEval EvaluateApproximate(Trainer& model, const Dataset& test, int64_t
   using Clock = std::chrono::steady_clock;
   const int64_t n = max_points > 0 ? std::min(max_points, test.size()) : test.size();
   const int64_t eb = model.EvalBlock();
-  PrecisionCounter counter(ks);
+  PrecisionCounter counter(ks), exact_counter(ks);
   const int k = counter.max_k();
   ApproximateEval out;
   out.k = k;
   Trainer::Scores exact, approx;
-  int64_t found = 0, wanted = 0;
+  int64_t found = 0, wanted = 0, labelled = 0;
+  double loss = 0;
   for (int64_t b0 = 0; b0 < n; b0 += eb) {
     const int64_t count = std::min(eb, n - b0);
     auto t0 = Clock::now();
@@ -76,7 +77,13 @@ ApproximateEval EvaluateApproximate(Trainer& model, const Dataset& test, int64_t
     for (int64_t i = 0; i < count; ++i) {
       const int32_t* e = exact.ids.data() + i * k;
       const int32_t* a = approx.ids.data() + i * k;
-      counter.Add(a, k, test.Labels(b0 + i), test.NumLabels(b0 + i));
+      const int64_t nl = test.NumLabels(b0 + i);
+      counter.Add(a, k, test.Labels(b0 + i), nl);
+      exact_counter.Add(e, k, test.Labels(b0 + i), nl);
+      if (nl > 0) {
+        loss += exact.loss[i];
+        ++labelled;
+      }
       for (int j = 0; j < k; ++j) {
         if (e[j] < 0) continue;
         ++wanted;
@@ -85,6 +92,9 @@ ApproximateEval EvaluateApproximate(Trainer& model, const Dataset& test, int64_t
     }
   }
   out.approx = counter.Result();
+  out.exact = exact_counter.Result();
+  if (labelled > 0) out.exact.loss = loss / static_cast<double>(labelled);
+  out.exact.seconds = out.exact_seconds;
   out.recall = wanted > 0 ? static_cast<double>(found) / static_cast<double>(wanted) : 1.0;
   return out;
 }

@@ -27,11 +27,12 @@ std::unique_ptr<Trainer> LoadModel(const std::string& folder, Communicator* comm
 /// model.EvalBlock()): points are scored in blocks of EvalBlock() from the input's first.
 /// Every rank gets the merged lists.
 /// Collective: the approximate top-k (Trainer::Score's approximate) beside the exact, on the
-/// first `max_points` points of `test` (all when <= 0): the approximate lists' P@k, their
-/// recall of the exact top max(ks) (the share of the exact labels they hold), and the
-/// seconds of each scoring.
+/// first `max_points` points of `test` (all when <= 0): the exact evaluation (P@k and loss,
+/// what Trainer::Evaluate gives, its seconds the exact scoring's), the approximate lists'
+/// P@k, their recall of the exact top max(ks) (the share of the exact labels they hold), and
+/// the seconds of each scoring.
 struct ApproximateEval {
-  EvalResult approx;
+  EvalResult exact, approx;
   int k = 0;
   double recall = 0, approx_seconds = 0, exact_seconds = 0;
 };

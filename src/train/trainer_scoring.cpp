@@ -112,54 +112,22 @@ EvalResult Trainer::Evaluate(const Dataset& test, int64_t max_points, bool sampl
   const int64_t n = max_points > 0 ? std::min(max_points, test.size()) : test.size();
   PrecisionCounter counter(ks);
   const int kmax = counter.max_k();
-  const int P = model_comm_->size();
-  const int last = static_cast<int>(spec_.layers.size()) - 1;
   const int64_t eb = EvalBlock();
-  std::vector<int32_t> ids, all_ids, ranked;
-  std::vector<float> sc, all_sc;
-  std::vector<int64_t> points;
   Scores scores;
-  TopKSelector top;
   double loss = 0;
   int64_t labelled = 0;
   for (int64_t b0 = 0; b0 < n; b0 += eb) {
     const int64_t B = std::min(eb, n - b0);
-    if (!sampled) {
-      Score(test, b0, B, kmax, &scores);
-      for (int64_t i = 0; i < B; ++i) {
-        const int64_t nl = test.NumLabels(b0 + i);
-        counter.Add(scores.ids.data() + i * kmax, kmax, test.Labels(b0 + i), nl);
-        if (nl > 0) {  // the loss over every output neuron
-          loss += scores.loss[i];
-          ++labelled;
-        }
-      }
-      continue;
-    }
-    points.resize(B);
-    std::iota(points.begin(), points.end(), b0);
-    const int64_t stream = kEvalStreamBase + b0;
-    ForwardHidden(test, points, nullptr, stream, /*through_output=*/false);
-    backend_->Select(last, /*with_labels=*/false, stream);
-    backend_->Forward(last);
-    const BatchRows& z = *backend_->HostRows(last, Rows::kOutput, Access::kRead);
-    ids.resize(B * kmax);
-    sc.resize(B * kmax);
+    // Sampled: the output layer's own selection alone (Score's approximate), no loss.
+    Score(test, b0, B, kmax, &scores, 0, /*approximate=*/sampled);
     for (int64_t i = 0; i < B; ++i) {
-      top.Clear();
-      top.PushAll(z.vals.data() + z.off[i], z.ids.data() + z.off[i], z.n[i]);
-      top.Take(kmax, ids.data() + i * kmax, sc.data() + i * kmax);
+      const int64_t nl = test.NumLabels(b0 + i);
+      counter.Add(scores.ids.data() + i * kmax, kmax, test.Labels(b0 + i), nl);
+      if (!sampled && nl > 0) {  // the loss over every output neuron
+        loss += scores.loss[i];
+        ++labelled;
+      }
     }
-    all_ids.resize(static_cast<size_t>(P) * B * kmax);
-    all_sc.resize(all_ids.size());
-    const std::vector<int64_t> counts(P, B * kmax);
-    model_comm_->Allgatherv(ids.data(), counts, all_ids.data(), Traffic::kEval);
-    model_comm_->Allgatherv(sc.data(), counts, all_sc.data(), Traffic::kEval);
-    ranked.resize(B * kmax);
-    MergeTopKLists(all_ids.data(), all_sc.data(), P, B, kmax, ranked.data(), nullptr);
-    spec_.labels.ToLabels(ranked.data(), B * kmax);
-    for (int64_t i = 0; i < B; ++i)
-      counter.Add(ranked.data() + i * kmax, kmax, test.Labels(b0 + i), test.NumLabels(b0 + i));
   }
   phases_ = saved;  // evaluation time is not training time
   EvalResult r = counter.Result();

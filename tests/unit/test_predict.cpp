@@ -243,6 +243,10 @@ TEST(Evaluate, ApproximateTopKIsTheSampledEvaluationsAndItsRecallIsMeasured) {
                 a.recall, a.approx.At(1), exact.At(1));
     EXPECT_EQ(a.k, 5);
     for (int k : {1, 3, 5}) EXPECT_EQ(a.approx.At(k), sampled.At(k)) << "P@" << k;
+    // Its exact part is Evaluate's (eval --approximate prints it in place of Evaluate's).
+    for (int k : {1, 3, 5}) EXPECT_EQ(a.exact.At(k), exact.At(k)) << "P@" << k;
+    EXPECT_DOUBLE_EQ(a.exact.loss, exact.loss);
+    EXPECT_EQ(a.exact.points, exact.points);
     if (sparsity < 1) {
       EXPECT_GT(a.recall, 0.0);
       EXPECT_LT(a.recall, 1.0) << "50 candidates of 1,000 held every exact top-5 label";
