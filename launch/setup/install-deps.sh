@@ -7,7 +7,7 @@
 # `pip install .` of the Python package in a virtual environment.
 set -euo pipefail
 pkgs=(build-essential cmake libopenmpi-dev openmpi-bin libboost-program-options-dev
-      libhdf5-dev zlib1g-dev libgtest-dev python3-dev python3-venv)
+      libhdf5-dev zlib1g-dev libgtest-dev libhnswlib-dev python3-dev python3-venv)
 [[ ${1:-} == --test ]] && pkgs+=(clang-format python3-torch libopenblas0-pthread
                                  python3-numpy python3-scipy python3-mpi4py python3-pytest
                                  python3-sklearn hdf5-tools)

@@ -75,30 +75,74 @@ class Model:
         """(iteration, evaluation dict) of every evaluation during training."""
         return list(self._m.evals)
 
-    def predict(self, X, k: int = 5, *, threads: int | None = None):
+    def build_index(self, *, m: int = 12, ef: int = 48, build_ef: int = 100, tail: int = 256,
+                    file=None, threads: int | None = None) -> float:
+        """Builds the output index that approximate ``predict`` and ``evaluate`` score from:
+        an HNSW graph of the output layer's rows searched by inner product (each rank its
+        own block of rows), as ``dslide predict --approximate`` does; m links per row,
+        build_ef candidates while building, ef candidates (the rows scored) per point, tail
+        rows drawn per point for the softmax normaliser beyond them. With ``file``, the graph
+        is read from there when it indexes these weights, else built and written there (with
+        P ranks, one file per rank: FILE.rank-R-of-P). Kept until the weights change.
+        Returns the seconds the slowest rank took. Collective with P ranks."""
+        error = None
+        try:
+            m, ef = _ranged("m", m, 2, 100), _ranged("ef", ef, 1, 10000)
+            build_ef = _ranged("build_ef", build_ef, 1, 10000)
+            tail = _ranged("tail", tail, 0, 100000)
+            if file is not None:
+                file = fspath(file)
+                if not file:
+                    raise ValueError("file: an empty path (None: no file)")
+            file = file or ""
+            threads = _threads(threads)
+        except Exception as e:  # noqa: BLE001: raised by _agree, on every rank
+            error = e
+        _agree(self._comm, error, [m, ef, build_ef, tail, file], "build_index")
+        return self._m.build_index(m, ef, build_ef, tail, file, threads)
+
+    def _need_index(self, k: int, threads: int) -> None:
+        if self._m.index_candidates == 0:
+            self.build_index(threads=threads)
+        if k > self._m.index_candidates:
+            raise ValueError(f"approximate: the index gives {self._m.index_candidates} "
+                             f"candidates a point, fewer than k = {k} (build_index(ef=...))")
+
+    def predict(self, X, k: int = 5, *, threads: int | None = None, approximate: bool = False):
         """The k most probable labels of every row of X (best first) and their probabilities
         (a softmax model's over all labels; a one-vs-rest model's each label's own sigmoid):
         (ids, scores), NumPy arrays of int32 and float32 of shape (rows, k).
         X: a SciPy sparse matrix or 2-D array of the model's feature count (see the data
         rules in docs/python.md), or a path (XC text, gzip or .dsb; labels ignored).
-        Scoring is exact, as ``dslide predict`` does; with P ranks it is collective (every
-        rank calls it with the same X) and every rank gets the merged lists."""
+        Scoring is exact, as ``dslide predict`` does; with ``approximate=True`` only the
+        output index's candidates are scored (``build_index``, with its defaults where it
+        was not called), and a softmax model's normaliser beyond them is estimated. With P
+        ranks it is collective (every rank calls it with the same X) and every rank gets the
+        merged lists."""
         data, error = None, None
         try:
             k = _count("k", k)
             data = input_data("X", X, self.features, self.labels, need_labels=False)
             threads = _threads(threads)
+            if not isinstance(approximate, bool):
+                raise TypeError(f"approximate must be True or False, got {approximate!r}")
         except Exception as e:  # noqa: BLE001: raised by _agree, on every rank
             error = e
-        _agree(self._comm, error, [data, k], "predict")
-        return self._m.predict(data, k, threads)
+        _agree(self._comm, error, [data, k, approximate], "predict")
+        if approximate:
+            self._need_index(k, threads)
+        return self._m.predict(data, k, threads, approximate)
 
-    def evaluate(self, X, Y=None, *, threads: int | None = None) -> dict:
+    def evaluate(self, X, Y=None, *, threads: int | None = None,
+                 approximate: bool = False) -> dict:
         """Exact P@1, P@3, P@5 and the loss over every label (the model's: softmax or
         one-vs-rest) of the model on (X, Y), as
         ``dslide eval`` computes them: {'p_at_1', 'p_at_3', 'p_at_5', 'loss', 'points',
         'seconds'} (a cut-off above the label count is NaN). X may be a path instead (the
-        file's labels are used). Collective with P ranks."""
+        file's labels are used). With ``approximate=True``, the P@k of the output index's
+        top-k (``predict(approximate=True)``'s) with its 'recall' of the exact top 5 and its
+        'seconds', and the exact evaluation under 'exact' (as ``dslide eval --approximate
+        ann`` prints them). Collective with P ranks."""
         data, error = None, None
         try:
             value = X if Y is None else (X, Y)
@@ -106,11 +150,20 @@ class Model:
                 raise TypeError("evaluate: give X and Y, or a path")
             data = input_data("evaluate", value, self.features, self.labels, need_labels=True)
             threads = _threads(threads)
+            if not isinstance(approximate, bool):
+                raise TypeError(f"approximate must be True or False, got {approximate!r}")
         except Exception as e:  # noqa: BLE001: raised by _agree, on every rank
             error = e
-        _agree(self._comm, error, [data], "evaluate")
+        _agree(self._comm, error, [data, approximate], "evaluate")
         ks = [k for k in (1, 3, 5) if k <= self.labels]
-        out = dict(self._m.evaluate(data, ks, threads))
+        if approximate:
+            self._need_index(max(ks), threads)
+            out = dict(self._m.evaluate_approximately(data, ks, threads))
+            out["exact"] = dict(out["exact"])
+            for k in (1, 3, 5):
+                out["exact"].setdefault(f"p_at_{k}", math.nan)
+        else:
+            out = dict(self._m.evaluate(data, ks, threads))
         for k in (1, 3, 5):
             out.setdefault(f"p_at_{k}", math.nan)
         return out
@@ -172,6 +225,13 @@ def _count(name: str, value) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         raise TypeError(f"{name} must be an integer, got {value!r}")
     return int(value)
+
+
+def _ranged(name: str, value, lo: int, hi: int) -> int:
+    value = _count(name, value)
+    if not lo <= value <= hi:
+        raise ValueError(f"{name}: must be in [{lo}, {hi}], got {value}")
+    return value
 
 
 def _threads(threads) -> int:

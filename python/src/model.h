@@ -92,18 +92,36 @@ class Model {
     return out;
   }
 
-  nb::tuple Predict(Data& in, int k, int threads) {
+  /// Collective: the output index of approximate top-k (Trainer::BuildOutputIndex) with
+  /// `ann`'s settings (its `approximate` ignored); the slowest rank's seconds.
+  double BuildIndex(const AnnConfig& ann, int threads) {
+    return Collective(comm_.get(), [&] {
+      ThreadScope scope(threads);
+      return BuildOutputIndex(*trainer_, ann);
+    });
+  }
+  /// Whether the output index is built (for these weights).
+  bool has_index() const { return trainer_->output_index() != nullptr; }
+  /// The output index's candidates per point (0: none built).
+  int64_t index_candidates() const {
+    return has_index() ? trainer_->output_index()->candidates() : 0;
+  }
+
+  nb::tuple Predict(Data& in, int k, int threads, bool approximate) {
     CheckInput(in);
     if (k < 1 || k > labels())
       throw nb::value_error(detail::Concat("top-k: ", k, " labels asked for, the model has ",
                                            labels(), " (k must be in [1, ", labels(), "])")
                                 .c_str());
+    if (approximate && !has_index())
+      throw nb::value_error("approximate: the output index is not built (build_index first)");
     std::vector<int32_t> ids;
     std::vector<float> scores;
     Collective(comm_.get(), [&] {
       ThreadScope scope(threads);
       std::vector<double> probs;
-      PredictTopK(*trainer_, in.data, 0, k, &ids, &probs);
+      PredictTopK(*trainer_, in.data, 0, k, &ids, &probs,
+                  approximate ? ScoreMode::kIndex : ScoreMode::kExact);
       scores.assign(probs.begin(), probs.end());
       return 0;
     });
@@ -123,6 +141,23 @@ class Model {
       return trainer_->Evaluate(in.data, 0, /*sampled=*/false, ks);
     });
     return EvalDict(r);
+  }
+
+  /// Collective: the approximate top-k's P@k (the output index's) with 'recall' (of the exact
+  /// top max(ks)) and its 'seconds', and the exact evaluation under 'exact'.
+  nb::dict EvaluateApproximately(Data& in, const std::vector<int>& ks, int threads) {
+    CheckInput(in);
+    if (!has_index())
+      throw nb::value_error("approximate: the output index is not built (build_index first)");
+    const ApproximateEval a = Collective(comm_.get(), [&] {
+      ThreadScope scope(threads);
+      return EvaluateApproximate(*trainer_, in.data, 0, ks, ScoreMode::kIndex);
+    });
+    nb::dict d = EvalDict(a.approx);
+    d["seconds"] = a.approx_seconds;
+    d["recall"] = a.recall;
+    d["exact"] = EvalDict(a.exact);
+    return d;
   }
 
   /// Collective: every layer's weights (out x in, a row per neuron) and biases, whole on every

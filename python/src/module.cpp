@@ -317,8 +317,23 @@ NB_MODULE(_core, m) {
       .def_prop_ro("settings", &Model::settings)
       .def_prop_ro("recorded_settings", &Model::recorded_settings)
       .def_prop_ro("evals", &Model::evals)
-      .def("predict", &Model::Predict, "data"_a, "k"_a, "threads"_a)
+      .def("predict", &Model::Predict, "data"_a, "k"_a, "threads"_a, "approximate"_a)
       .def("evaluate", &Model::Evaluate, "data"_a, "ks"_a, "threads"_a)
+      .def("evaluate_approximately", &Model::EvaluateApproximately, "data"_a, "ks"_a, "threads"_a)
+      .def(
+          "build_index",
+          [](Model& self, int m, int ef, int build_ef, int tail, const std::string& file,
+             int threads) {
+            AnnConfig ann;
+            ann.m = m;
+            ann.ef = ef;
+            ann.build_ef = build_ef;
+            ann.tail = tail;
+            ann.file = file;
+            return self.BuildIndex(ann, threads);
+          },
+          "m"_a, "ef"_a, "build_ef"_a, "tail"_a, "file"_a, "threads"_a)
+      .def_prop_ro("index_candidates", &Model::index_candidates)
       .def("save", &Model::Save, "folder"_a)
       .def("weights", &Model::Weights);
 

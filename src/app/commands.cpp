@@ -138,10 +138,14 @@ int Eval(int argc, const char* const* argv, Communicator* comm) {
   std::unique_ptr<Trainer> model = LoadModel(folder, comm, &meta);
   Trainer& trainer = *model;
   // With --approximate the exact scores come with the approximate ones (scored once).
+  const bool approximate = cfg.ann.approximate != "off";
+  const ScoreMode mode = cfg.ann.approximate == "lsh" ? ScoreMode::kLsh : ScoreMode::kIndex;
+  double index_seconds = 0;
+  if (approximate && mode == ScoreMode::kIndex) index_seconds = BuildOutputIndex(trainer, cfg.ann);
   const ApproximateEval a =
-      cfg.approximate ? EvaluateApproximate(trainer, test, cfg.points, cfg.k) : ApproximateEval{};
+      approximate ? EvaluateApproximate(trainer, test, cfg.points, cfg.k, mode) : ApproximateEval{};
   const EvalResult r =
-      cfg.approximate ? a.exact : trainer.Evaluate(test, cfg.points, /*sampled=*/false, cfg.k);
+      approximate ? a.exact : trainer.Evaluate(test, cfg.points, /*sampled=*/false, cfg.k);
   if (Root(comm)) {
     std::printf("eval %s (iteration %lld, written by %d rank(s)) on %d rank(s):", folder.c_str(),
                 (long long)meta.iter, meta.ranks, comm->size());
@@ -149,10 +153,14 @@ int Eval(int argc, const char* const* argv, Communicator* comm) {
     std::printf(" | loss %.4f | %lld points in %.1fs\n", r.loss, (long long)r.points, r.seconds);
     std::fflush(stdout);
   }
-  if (cfg.approximate && Root(comm)) {
-    std::printf("approximate (the output layer's LSH candidates):");
+  if (approximate && Root(comm)) {
+    if (mode == ScoreMode::kIndex)
+      std::printf("approximate (HNSW output index, m %d, ef %d, %s in %.1fs):", cfg.ann.m,
+                  cfg.ann.ef, trainer.output_index()->loaded() ? "read" : "built", index_seconds);
+    else
+      std::printf("approximate (the output layer's LSH candidates):");
     for (int k : cfg.k) std::printf(" P@%d %.4f", k, a.approx.At(k));
-    std::printf(" | recall@%d of the exact top %d %.4f | %.1fs against exact %.1fs (%.1fx)\n", a.k,
+    std::printf(" | recall@%d of the exact top %d %.4f | %.2fs against exact %.2fs (%.1fx)\n", a.k,
                 a.k, a.recall, a.approx_seconds, a.exact_seconds,
                 a.approx_seconds > 0 ? a.exact_seconds / a.approx_seconds : 0.0);
     std::fflush(stdout);
@@ -188,9 +196,9 @@ int Export(int argc, const char* const* argv, Communicator* comm) {
   if (!Root(comm)) return 0;
   const std::string folder = ResolveCheckpoint(cfg.model_dir, "--model");
   CheckOutputPath("--out", cfg.out, {});
-  const int64_t params = ExportModel(folder, cfg.out);
-  std::printf("export: %s -> %s (%lld parameters)\n", folder.c_str(), cfg.out.c_str(),
-              (long long)params);
+  const int64_t params = ExportModel(folder, cfg.out, cfg.dtype == "bf16");
+  std::printf("export: %s -> %s (%lld parameters, %s)\n", folder.c_str(), cfg.out.c_str(),
+              (long long)params, cfg.dtype == "bf16" ? "bfloat16" : "float32");
   return 0;
 }
 

@@ -1,5 +1,6 @@
 // The options of the commands other than train: gen, eval, predict, bench, export and
 // convert, each a table over its config struct (config.h) and its checks.
+#include <algorithm>
 #include <string>
 
 #include "common/error.h"
@@ -84,6 +85,52 @@ bool ParseGen(int argc, const char* const* argv, GenConfig* c, std::string* help
   return true;
 }
 
+namespace {
+
+void AddAnnOptions(OptionTable& t, AnnConfig* c, bool with_lsh) {
+  t.Text(
+      "approximate", [c] { return c->approximate; },
+      with_lsh ? "off|ann|lsh: also score approximately, beside the exact scores: ann scores "
+                 "the candidates of an HNSW graph of the output rows (--ann-*), lsh the "
+                 "output layer's own LSH selection (filled to its budget, as training "
+                 "selects); prints their P@k, their recall of the exact top-k and the seconds "
+                 "of each"
+               : "off|ann: ann scores, instead of every output, the candidates of an HNSW "
+                 "graph of the output rows (--ann-*; built at the start, or read from "
+                 "--ann-file) and writes the k best of them; a softmax model's normaliser "
+                 "beyond them is estimated (--ann-tail)",
+      "ann");
+  t.Field("ann-ef", &c->ef,
+          "--approximate ann: candidates per point (the rows scored), in [k, 10000]");
+  t.Field("ann-m", &c->m, "--approximate ann: links per row of the graph, in [2, 100]");
+  t.Field("ann-build-ef", &c->build_ef,
+          "--approximate ann: candidates while building the graph, in [1, 10000]");
+  t.Field("ann-tail", &c->tail,
+          "--approximate ann, softmax models: rows drawn uniformly (per block of points) "
+          "to estimate the normaliser's part outside each point's candidates (0: the "
+          "candidates' terms alone), in [0, 100000]");
+  t.Path("ann-file", &c->file,
+         "--approximate ann: read the graph from this file when it indexes the model's "
+         "weights, else build it and write it there (under mpirun, one file per rank: "
+         "FILE.rank-R-of-P)");
+}
+
+void FinishAnn(const po::variables_map& vm, AnnConfig* c, bool with_lsh, int k) {
+  c->approximate = vm["approximate"].as<std::string>();
+  DSLIDE_CHECK(
+      c->approximate == "off" || c->approximate == "ann" || (with_lsh && c->approximate == "lsh"),
+      "option --approximate: invalid value '", c->approximate, "' (expected ",
+      with_lsh ? "off|ann|lsh" : "off|ann", ")");
+  CheckRange("ann-m", c->m, 2, 100);
+  CheckRange("ann-build-ef", c->build_ef, 1, 10000);
+  CheckRange("ann-ef", c->ef, 1, 10000);
+  CheckRange("ann-tail", c->tail, 0, 100000);
+  DSLIDE_CHECK(c->approximate != "ann" || c->ef >= k, "option --ann-ef: ", c->ef,
+               " candidates cannot give the top ", k);
+}
+
+}  // namespace
+
 bool ParseEval(int argc, const char* const* argv, EvalConfig* c, std::string* help) {
   po::options_description d("eval options");
   OptionTable t(&d);
@@ -93,10 +140,7 @@ bool ParseEval(int argc, const char* const* argv, EvalConfig* c, std::string* he
       "k", [c] { return Join(c->k); }, "precision cut-offs, comma separated, each in [1, 10000]");
   t.Field("points", &c->points, "evaluate the first N test points (0: all)");
   t.Field("threads", &c->threads, "OpenMP threads per rank (0: default)");
-  t.Switch("approximate", &c->approximate,
-           "also score each point against the output layer's LSH candidates alone (filled to "
-           "its budget, as training selects): their top-k's P@k, its recall of the exact "
-           "top-k, and the seconds of both (a measurement: predict scores every output)");
+  AddAnnOptions(t, &c->ann, /*with_lsh=*/true);
   po::variables_map vm;
   if (!Parse(argc, argv, d,
              "Usage: dslide eval --model DIR --test FILE [options]\n"
@@ -111,6 +155,7 @@ bool ParseEval(int argc, const char* const* argv, EvalConfig* c, std::string* he
   DSLIDE_CHECK(!c->test_file.empty(), "option --test is required");
   CheckRange<int64_t>("points", c->points, 0, kMaxPoints);
   CheckRange("threads", c->threads, 0, kMaxThreads);
+  FinishAnn(vm, &c->ann, /*with_lsh=*/true, *std::max_element(c->k.begin(), c->k.end()));
   return true;
 }
 
@@ -119,6 +164,9 @@ bool ParseExport(int argc, const char* const* argv, ExportConfig* c, std::string
   OptionTable t(&d);
   t.Path("model", &c->model_dir, "checkpoint directory (its newest checkpoint)");
   t.Path("out", &c->out, "HDF5 file to write");
+  t.Field("dtype", &c->dtype,
+          "fp32|bf16: the weights and biases as floats, or as bfloat16 (rounded to the "
+          "nearest; half the bytes, read back as those floats)");
   po::variables_map vm;
   if (!Parse(argc, argv, d,
              "Usage: dslide export --model DIR --out FILE.h5\n"
@@ -127,6 +175,8 @@ bool ParseExport(int argc, const char* const* argv, ExportConfig* c, std::string
     return false;
   DSLIDE_CHECK(!c->model_dir.empty(), "option --model is required");
   DSLIDE_CHECK(!c->out.empty(), "option --out is required");
+  DSLIDE_CHECK(c->dtype == "fp32" || c->dtype == "bf16", "option --dtype: invalid value '",
+               c->dtype, "' (expected fp32|bf16)");
   return true;
 }
 
@@ -158,15 +208,16 @@ bool ParsePredict(int argc, const char* const* argv, PredictConfig* c, std::stri
           "tsv: ROW<TAB>LABEL:SCORE ... | jsonl: {\"row\":..,\"labels\":[..],\"scores\":[..]}");
   t.Field("chunk", &c->chunk, "input points read and scored at a time, in [1, 2^24]");
   t.Field("threads", &c->threads, "OpenMP threads per rank (0: default)");
+  AddAnnOptions(t, &c->ann, /*with_lsh=*/false);
 
   po::variables_map vm;
-  if (!Parse(
-          argc, argv, d,
-          "Usage: dslide predict --model DIR --input FILE --top-k K --out FILE [--format "
-          "tsv|jsonl]\n"
-          "Writes the K most probable labels (softmax probabilities, exact over every output) of\n"
-          "each input row; under mpirun every rank scores its block of the outputs.",
-          &vm, help))
+  if (!Parse(argc, argv, d,
+             "Usage: dslide predict --model DIR --input FILE --top-k K --out FILE [--format "
+             "tsv|jsonl]\n"
+             "Writes the K most probable labels (softmax probabilities, exact over every output,\n"
+             "or from an output index with --approximate) of each input row; under mpirun every\n"
+             "rank scores its block of the outputs.",
+             &vm, help))
     return false;
   DSLIDE_CHECK(!c->model_dir.empty(), "option --model is required");
   DSLIDE_CHECK(!c->input.empty(), "option --input is required");
@@ -176,6 +227,7 @@ bool ParsePredict(int argc, const char* const* argv, PredictConfig* c, std::stri
                c->format, "' (expected tsv|jsonl)");
   CheckRange<int64_t>("chunk", c->chunk, 1, kMaxChunk);
   CheckRange("threads", c->threads, 0, kMaxThreads);
+  FinishAnn(vm, &c->ann, /*with_lsh=*/false, c->top_k);
   return true;
 }
 

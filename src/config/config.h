@@ -164,20 +164,33 @@ struct GenConfig {
   void Validate() const;
 };
 
+/// Approximate top-k for `dslide eval` and `dslide predict`: which candidates are scored
+/// (off: every output; ann: an HNSW graph of the output rows, train/output_index.h; lsh, eval
+/// only: the output layer's own LSH selection, a measurement) and the graph's settings.
+struct AnnConfig {
+  std::string approximate = "off";
+  int m = 12;          ///< links per row of the graph
+  int build_ef = 100;  ///< candidate list while building
+  int ef = 48;         ///< candidate list per query: the rows scored per point
+  int tail = 256;      ///< rows drawn per block for the softmax normaliser beyond them
+  std::string file;    ///< the index read from here when it fits the model, else written
+};
+
 /// Options of `dslide eval`.
 struct EvalConfig {
   std::string model_dir, test_file;
   std::vector<int> k{1, 3, 5};
   int64_t points = 0;  ///< 0: every test point
   int threads = 0;
-  /// Also score the output layer's LSH candidates alone (Trainer::Score's approximate):
-  /// their P@k, their recall of the exact top-k, the seconds of each.
-  bool approximate = false;
+  /// Also score approximately (ann or lsh): the P@k, the recall of the exact top-k, the
+  /// seconds of each.
+  AnnConfig ann;
 };
 
 /// Options of `dslide export` and `dslide convert`.
 struct ExportConfig {
   std::string model_dir, out;
+  std::string dtype = "fp32";  ///< fp32 | bf16: how the weights are stored
 };
 struct ConvertConfig {
   std::string in, out;
@@ -190,6 +203,7 @@ struct PredictConfig {
   std::string format = "tsv";  ///< tsv | jsonl
   int threads = 0;
   int64_t chunk = 4096;  ///< input points read and scored at a time
+  AnnConfig ann;         ///< approximate top-k (off or ann)
 };
 
 /// Options of `dslide bench`: train's, with bench's own defaults where they differ.

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -23,7 +25,32 @@ using h5::WriteAttr;
 using h5::WriteString;
 using h5::WriteVector;
 
-int64_t ExportModel(const std::string& folder, const std::string& final_file) {
+uint16_t Bf16Round(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, sizeof u);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40u);  // NaN
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return static_cast<uint16_t>(u >> 16);
+}
+
+float Bf16Float(uint16_t bits) {
+  const uint32_t u = static_cast<uint32_t>(bits) << 16;
+  float x;
+  std::memcpy(&x, &u, sizeof x);
+  return x;
+}
+
+namespace {
+
+std::vector<uint16_t> Bf16Of(const std::vector<float>& v) {
+  std::vector<uint16_t> out(v.size());
+  for (size_t i = 0; i < v.size(); ++i) out[i] = Bf16Round(v[i]);
+  return out;
+}
+
+}  // namespace
+
+int64_t ExportModel(const std::string& folder, const std::string& final_file, bool bf16) {
   const CheckpointMeta meta = ReadMeta(folder);
   const int n = static_cast<int>(meta.out_dims.size());
   std::vector<LayerSpec> specs(n);  // each layer whole, as one block
@@ -74,6 +101,7 @@ int64_t ExportModel(const std::string& folder, const std::string& final_file) {
       act += l + 1 < n ? "relu, " : meta.Loss() == OutputLoss::kOneVsRest ? "sigmoid" : "softmax";
     WriteString(g, out_file, "activation", act);
     WriteString(g, out_file, "lsh", meta.LshText());
+    WriteString(g, out_file, "dtype", bf16 ? "bfloat16" : "float32");
     WriteVector(g, out_file, "layer_sizes", meta.out_dims);
     WriteVector(g, out_file, "sparsity", meta.sparsity);
     for (int l = 0; l < n; ++l) {
@@ -83,8 +111,16 @@ int64_t ExportModel(const std::string& folder, const std::string& final_file) {
       const std::string name = "layer" + std::to_string(l + 1);
       Handle grp(H5Gcreate2(g, name.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
       DSLIDE_CHECK(grp.ok(), out_file, ": cannot create group ", name);
-      WriteArray(grp.get(), out_file, "weights", states[l].w.data(), s.out_dim, s.in_dim);
-      WriteVector(grp.get(), out_file, "biases", states[l].b);
+      if (bf16) {
+        const Handle t = h5::Bf16Type();
+        WriteArray(grp.get(), out_file, "weights", Bf16Of(states[l].w).data(), s.out_dim, s.in_dim,
+                   t.get());
+        WriteArray(grp.get(), out_file, "biases", Bf16Of(states[l].b).data(), s.out_dim, 0,
+                   t.get());
+      } else {
+        WriteArray(grp.get(), out_file, "weights", states[l].w.data(), s.out_dim, s.in_dim);
+        WriteVector(grp.get(), out_file, "biases", states[l].b);
+      }
       params += s.out_dim * (s.in_dim + 1);
     }
     errno = 0;
@@ -145,10 +181,21 @@ std::vector<LayerState> ReadServingLayers(const std::string& path, const Checkpo
     DAMAGED_CHECK(g.ok(), path, ": group ", name, " is missing");
     int64_t cols = 0;
     LayerState& st = states[l];
-    h5::ReadRows(g.get(), path, "weights", s.begin, s.local(), &st.w, &cols);
+    // bfloat16 (export --dtype bf16) read as stored and widened here: HDF5's own conversion
+    // of a 2-byte float takes seconds for 10^8 values.
+    const auto read = [&](const char* ds, std::vector<float>* v, int64_t* c) {
+      if (!h5::HoldsBf16(g.get(), ds))
+        return h5::ReadRows(g.get(), path, ds, s.begin, s.local(), v, c);
+      std::vector<uint16_t> bits;
+      const Handle t = h5::Bf16Type();
+      h5::ReadRows(g.get(), path, ds, s.begin, s.local(), &bits, c, t.get());
+      v->resize(bits.size());
+      for (size_t i = 0; i < bits.size(); ++i) (*v)[i] = Bf16Float(bits[i]);
+    };
+    read("weights", &st.w, &cols);
     DAMAGED_CHECK(cols == s.in_dim && static_cast<int64_t>(st.w.size()) == s.local() * s.in_dim,
                   path, ": ", name, "/weights has ", cols, " columns, expected ", s.in_dim);
-    h5::ReadRows(g.get(), path, "biases", s.begin, s.local(), &st.b);
+    read("biases", &st.b, nullptr);
     DAMAGED_CHECK(static_cast<int64_t>(st.b.size()) == s.local(), path, ": ", name,
                   "/biases holds ", st.b.size(), " values, expected ", s.local());
     CheckStoredValues(path, name, l, "weights", s.begin, s.in_dim, st.w);

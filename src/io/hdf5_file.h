@@ -90,11 +90,28 @@ template <>
 inline hid_t Type<uint64_t>() {
   return H5T_NATIVE_UINT64;
 }
+template <>
+inline hid_t Type<uint16_t>() {
+  return H5T_NATIVE_UINT16;
+}
 
-/// A 1-D (cols == 0) or 2-D dataset, chunked with Fletcher-32 checksums.
+/// HDF5's description of bfloat16 (the top half of an IEEE single: sign, 8 exponent bits
+/// biased by 127, 7 mantissa bits): stored as such, it reads into floats (H5T_NATIVE_FLOAT)
+/// exactly, by HDF5's own conversion, in any reader that reads the dataset as floats.
+inline Handle Bf16Type() {
+  Handle t(H5Tcopy(H5T_IEEE_F32LE), H5Tclose);
+  const bool ok = H5Tset_fields(t.get(), 15, 7, 8, 0, 7) >= 0 && H5Tset_offset(t.get(), 0) >= 0 &&
+                  H5Tset_precision(t.get(), 16) >= 0 && H5Tset_size(t.get(), 2) >= 0 &&
+                  H5Tset_ebias(t.get(), 127) >= 0;
+  DSLIDE_CHECK(ok && t.ok(), "HDF5 refused the bfloat16 type");
+  return t;
+}
+
+/// A 1-D (cols == 0) or 2-D dataset, chunked with Fletcher-32 checksums. `type`: the
+/// element type in memory and in the file (default: T's).
 template <class T>
 void WriteArray(hid_t loc, const std::string& file, const std::string& name, const T* data,
-                hsize_t rows, hsize_t cols = 0) {
+                hsize_t rows, hsize_t cols = 0, hid_t type = Type<T>()) {
   const int rank = cols ? 2 : 1;
   const hsize_t dims[2] = {rows, cols};
   Handle space(H5Screate_simple(rank, dims, nullptr), H5Sclose);
@@ -108,12 +125,11 @@ void WriteArray(hid_t loc, const std::string& file, const std::string& name, con
     H5Pset_fletcher32(plist.get());
   }
   errno = 0;
-  Handle ds(
-      H5Dcreate2(loc, name.c_str(), Type<T>(), space.get(), H5P_DEFAULT, plist.get(), H5P_DEFAULT),
-      H5Dclose);
-  DSLIDE_CHECK(ds.ok() && (rows == 0 ||
-                           H5Dwrite(ds.get(), Type<T>(), H5S_ALL, H5S_ALL, H5P_DEFAULT, data) >= 0),
-               file, ": cannot write dataset '", name, "'", OsReason(errno));
+  Handle ds(H5Dcreate2(loc, name.c_str(), type, space.get(), H5P_DEFAULT, plist.get(), H5P_DEFAULT),
+            H5Dclose);
+  DSLIDE_CHECK(
+      ds.ok() && (rows == 0 || H5Dwrite(ds.get(), type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) >= 0),
+      file, ": cannot write dataset '", name, "'", OsReason(errno));
 }
 
 template <class T>
@@ -123,9 +139,19 @@ void WriteVector(hid_t loc, const std::string& file, const std::string& name,
 }
 
 /// Rows [row0, row0 + rows) of a dataset (all of it when rows < 0) into out.
+/// Whether dataset `name` holds 2-byte floats (as Bf16Type writes them).
+inline bool HoldsBf16(hid_t loc, const std::string& name) {
+  Handle ds(H5Dopen2(loc, name.c_str(), H5P_DEFAULT), H5Dclose);
+  if (!ds.ok()) return false;
+  Handle t(H5Dget_type(ds.get()), H5Tclose);
+  return H5Tget_class(t.get()) == H5T_FLOAT && H5Tget_size(t.get()) == 2;
+}
+
+/// `type`: the element type in memory (default: T's; HDF5 converts the file's to it).
 template <class T>
 void ReadRows(hid_t loc, const std::string& file, const std::string& name, int64_t row0,
-              int64_t rows, std::vector<T>* out, int64_t* cols_out = nullptr) {
+              int64_t rows, std::vector<T>* out, int64_t* cols_out = nullptr,
+              hid_t type = Type<T>()) {
   Handle ds(H5Dopen2(loc, name.c_str(), H5P_DEFAULT), H5Dclose);
   DAMAGED_CHECK(ds.ok(), file, ": dataset '", name, "' is missing");
   Handle space(H5Dget_space(ds.get()), H5Sclose);
@@ -148,7 +174,7 @@ void ReadRows(hid_t loc, const std::string& file, const std::string& name, int64
                 count[2] = {static_cast<hsize_t>(rows), cols};
   H5Sselect_hyperslab(space.get(), H5S_SELECT_SET, start, nullptr, count, nullptr);
   Handle mem(H5Screate_simple(rank, count, nullptr), H5Sclose);
-  DAMAGED_CHECK(H5Dread(ds.get(), Type<T>(), mem.get(), space.get(), H5P_DEFAULT, out->data()) >= 0,
+  DAMAGED_CHECK(H5Dread(ds.get(), type, mem.get(), space.get(), H5P_DEFAULT, out->data()) >= 0,
                 file, ": dataset '", name,
                 "' is unreadable (truncated or corrupted: checksum or I/O error)");
 }

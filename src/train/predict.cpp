@@ -33,15 +33,28 @@ std::unique_ptr<Trainer> LoadModel(const std::string& folder, Communicator* comm
   return trainer;
 }
 
+double BuildOutputIndex(Trainer& model, const AnnConfig& ann) {
+  OutputIndexOptions o;
+  o.m = ann.m;
+  o.ef_construction = ann.build_ef;
+  o.ef = ann.ef;
+  o.tail = ann.tail;
+  std::string file = ann.file;
+  const Communicator& comm = model.comm();
+  if (!file.empty() && comm.size() > 1)
+    file += ".rank-" + std::to_string(comm.rank()) + "-of-" + std::to_string(comm.size());
+  return model.BuildOutputIndex(o, file);
+}
+
 void PredictTopK(Trainer& model, const Dataset& data, int64_t row0, int k,
-                 std::vector<int32_t>* ids, std::vector<double>* probs) {
+                 std::vector<int32_t>* ids, std::vector<double>* probs, ScoreMode mode) {
   const int64_t n = data.size(), eb = model.EvalBlock();
   ids->assign(n * k, -1);
   probs->assign(n * k, 0.0);
   Trainer::Scores sc;
   for (int64_t b0 = 0; b0 < n; b0 += eb) {
     const int64_t count = std::min<int64_t>(eb, n - b0);
-    model.Score(data, b0, count, k, &sc, row0);
+    model.Score(data, b0, count, k, &sc, row0, mode);
     for (int64_t i = 0; i < count; ++i) {
       for (int j = 0; j < k; ++j) {
         const int32_t id = sc.ids[i * k + j];
@@ -54,7 +67,7 @@ void PredictTopK(Trainer& model, const Dataset& data, int64_t row0, int k,
 }
 
 ApproximateEval EvaluateApproximate(Trainer& model, const Dataset& test, int64_t max_points,
-                                    const std::vector<int>& ks) {
+                                    const std::vector<int>& ks, ScoreMode mode) {
   using Clock = std::chrono::steady_clock;
   const int64_t n = max_points > 0 ? std::min(max_points, test.size()) : test.size();
   const int64_t eb = model.EvalBlock();
@@ -70,7 +83,7 @@ ApproximateEval EvaluateApproximate(Trainer& model, const Dataset& test, int64_t
     auto t0 = Clock::now();
     model.Score(test, b0, count, k, &exact);
     auto t1 = Clock::now();
-    model.Score(test, b0, count, k, &approx, 0, /*approximate=*/true);
+    model.Score(test, b0, count, k, &approx, 0, mode);
     auto t2 = Clock::now();
     out.exact_seconds += std::chrono::duration<double>(t1 - t0).count();
     out.approx_seconds += std::chrono::duration<double>(t2 - t1).count();
@@ -115,6 +128,17 @@ int64_t Predict(const PredictConfig& cfg, Communicator* comm) {
                " labels asked for, the model (", folder, ") has ", meta.out_dims.back());
   const int k = cfg.top_k;
   const bool jsonl = cfg.format == "jsonl";
+  const ScoreMode mode = cfg.ann.approximate == "ann" ? ScoreMode::kIndex : ScoreMode::kExact;
+  if (mode == ScoreMode::kIndex) {
+    const double seconds = BuildOutputIndex(*model, cfg.ann);
+    if (comm->rank() == 0) {
+      const OutputIndex& index = *model->output_index();
+      std::printf("predict: output index (HNSW, m %d, ef %d) of %lld rows on rank 0 %s in %.1fs\n",
+                  cfg.ann.m, cfg.ann.ef, static_cast<long long>(index.rows()),
+                  index.loaded() ? ("read from " + cfg.ann.file).c_str() : "built", seconds);
+      std::fflush(stdout);
+    }
+  }
   Dataset chunk;
   std::vector<int32_t> ids;
   std::vector<double> probs;
@@ -129,7 +153,7 @@ int64_t Predict(const PredictConfig& cfg, Communicator* comm) {
   auto score_all = [&](FILE* out) {
     while (in.Next(chunk_points, &chunk)) {
       const int64_t n = chunk.size();
-      PredictTopK(*model, chunk, row, k, &ids, &probs);
+      PredictTopK(*model, chunk, row, k, &ids, &probs, mode);
       if (out == nullptr) {
         row += n;
         continue;

@@ -26,7 +26,7 @@ std::unique_ptr<Trainer> LoadModel(const std::string& folder, Communicator* comm
 /// `row0` is the index of data's first point in the whole input (a multiple of
 /// model.EvalBlock()): points are scored in blocks of EvalBlock() from the input's first.
 /// Every rank gets the merged lists.
-/// Collective: the approximate top-k (Trainer::Score's approximate) beside the exact, on the
+/// Collective: the approximate top-k (Trainer::Score in `mode`) beside the exact, on the
 /// first `max_points` points of `test` (all when <= 0): the exact evaluation (P@k and loss,
 /// what Trainer::Evaluate gives, its seconds the exact scoring's), the approximate lists'
 /// P@k, their recall of the exact top max(ks) (the share of the exact labels they hold), and
@@ -37,10 +37,16 @@ struct ApproximateEval {
   double recall = 0, approx_seconds = 0, exact_seconds = 0;
 };
 ApproximateEval EvaluateApproximate(Trainer& model, const Dataset& test, int64_t max_points,
-                                    const std::vector<int>& ks);
+                                    const std::vector<int>& ks, ScoreMode mode);
 
+/// Collective: `model.BuildOutputIndex` with `ann`'s settings; its file (ann.file) is this
+/// rank's own under P ranks (FILE.rank-R-of-P). Returns the slowest rank's seconds.
+double BuildOutputIndex(Trainer& model, const AnnConfig& ann);
+
+/// `mode`: kExact, or kIndex (after BuildOutputIndex) for the approximate top-k.
 void PredictTopK(Trainer& model, const Dataset& data, int64_t row0, int k,
-                 std::vector<int32_t>* ids, std::vector<double>* probs);
+                 std::vector<int32_t>* ids, std::vector<double>* probs,
+                 ScoreMode mode = ScoreMode::kExact);
 
 /// Collective: exact top-k labels with their softmax probabilities for every row of
 /// `cfg.input` (XC text or binary; labels in it are ignored), streamed a chunk at a time,

@@ -247,6 +247,7 @@ std::optional<double> Trainer::Backpropagate(const Dataset& data,
 }
 
 void Trainer::BackwardPass(const AdamStep* step, const DropoutStep* dropout) {
+  index_.reset();  // the weights change: an output index of them would be stale
   for (int l = static_cast<int>(spec_.layers.size()) - 1; l >= 0; --l) {
     auto t0 = Clock::now();
     // With `step`, a layer's weights are not needed again this step once its input gradient

@@ -24,12 +24,20 @@
 #include "lsh/rebuild_schedule.h"
 #include "model/model.h"
 #include "train/evaluator.h"
+#include "train/output_index.h"
 #include "train/run_events.h"
 #include "train/snapshot_exchange.h"
 #include "train/step_strategy.h"
 #include "train/table_plans.h"
 
 namespace dslide {
+
+/// How Trainer::Score chooses the output neurons it scores.
+enum class ScoreMode {
+  kExact,  ///< every output neuron
+  kLsh,    ///< the output layer's own selection (its LSH candidates filled to the budget)
+  kIndex,  ///< the candidates of the output index (BuildOutputIndex): approximate top-k
+};
 
 class Trainer {
  public:
@@ -86,12 +94,23 @@ class Trainer {
   /// `row0` is the index of data's first point in the whole input: scoring a point depends
   /// only on its index and the block it is scored in (blocks of EvalBlock() points from 0,
   /// as Evaluate scores them), also where hidden layers are sampled.
-  /// With `approximate`, only the output layer's own selection is scored (its LSH
-  /// candidates filled to the budget, as training selects): the k best among them, the
-  /// probabilities normalised over them alone (a softmax model's are then above the exact
-  /// ones), no loss (NaN).
+  /// With a mode other than kExact, only some output neurons are scored (exactly): kLsh the
+  /// output layer's own selection (its LSH candidates filled to the budget, as training
+  /// selects), kIndex the output index's candidates (BuildOutputIndex first); the k best
+  /// among them, the probabilities normalised over them alone (a softmax model's are then
+  /// above the exact ones), no loss (NaN).
   void Score(const Dataset& data, int64_t b0, int64_t count, int k, Scores* out, int64_t row0 = 0,
-             bool approximate = false);
+             ScoreMode mode = ScoreMode::kExact);
+  /// Collective: indexes this rank's shard of the output layer for ScoreMode::kIndex
+  /// (output_index.h), from the weights it holds now (an index of earlier weights is
+  /// dropped). With a `cache` path (this rank's file when there are several; the
+  /// caller names them apart), the index written there is read when it indexes these
+  /// weights, else built and written there (a warning on stderr says why, where the file
+  /// indexed other weights; a file that is no index is an error, not replaced). Returns the
+  /// seconds the slowest rank took.
+  double BuildOutputIndex(const OutputIndexOptions& options, const std::string& cache = "");
+  /// The output index (null before BuildOutputIndex).
+  const OutputIndex* output_index() const { return index_.get(); }
   /// The output layer's loss (resolved).
   OutputLoss Loss() const { return cfg_.loss; }
   /// Points per block of Evaluate.
@@ -147,6 +166,12 @@ class Trainer {
   const DeviceTraffic& step_traffic() const { return step_traffic_; }
 
  private:
+  /// Score's kIndex candidates: per point of the output layer's input rows, the index's
+  /// candidates scored, their k best (global neuron ids) and this shard's softmax
+  /// statistics: over them, and under the softmax the rest of the normaliser estimated
+  /// (OutputIndex::TailSum, from `stream` and the point).
+  void ScoreIndexCandidates(int64_t count, int k, int64_t stream, std::vector<int32_t>* ids,
+                            std::vector<float>* sc, SoftmaxStats* st);
   /// What the step strategy may use of this trainer (StepContext).
   StepContext StepContextOf();
   /// The batch through the layers (through the output layer too with `through_output`);
@@ -249,6 +274,7 @@ class Trainer {
   Communicator* model_comm_;   // the ranks that share one model (comm_ or replica_comm_)
   SnapshotExchange exchange_;  // hidden layers' activations and input gradients over model_comm_
   std::unique_ptr<LayerBackend> backend_;
+  std::unique_ptr<OutputIndex> index_;  ///< the output layer's shard indexed (ScoreMode::kIndex)
   ModelSpec spec_;
   RebuildSchedule schedule_;
   TablePlans tables_;   // the sparse layers' table builds (seeds, counts)

@@ -173,6 +173,7 @@ int64_t Trainer::CheckpointBytes() const {
 }
 
 CheckpointMeta Trainer::LoadCheckpoint(const std::string& folder) {
+  index_.reset();  // other weights: an output index of the old ones would be stale
   CheckpointMeta m = ReadMeta(folder);
   CheckMetaFits(m, folder + "/meta.h5", spec_, cfg_);
   std::vector<LayerState> states = ReadLayers(folder, m, spec_.layers);
@@ -202,6 +203,7 @@ CheckpointMeta Trainer::LoadCheckpoint(const std::string& folder) {
 }
 
 CheckpointMeta Trainer::LoadServingModel(const std::string& path) {
+  index_.reset();  // other weights: an output index of the old ones would be stale
   CheckpointMeta m = ReadServingMeta(path);
   CheckMetaFits(m, path, spec_, cfg_);
   std::vector<LayerState> states = ReadServingLayers(path, m, spec_.layers);
@@ -394,6 +396,7 @@ void Trainer::SnapshotWeights() {
 }
 
 void Trainer::RestoreWeights() {
+  index_.reset();  // other weights: an output index of the old ones would be stale
   for (size_t l = 0; l < best_w_.size(); ++l) {
     LayerState st;
     st.w = best_w_[l];

@@ -6,9 +6,14 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <exception>
+#include <filesystem>
 #include <limits>
 #include <numeric>
 
+#include "common/parallel.h"
+#include "common/rng.h"
 #include "model/topk.h"
 #include "train/batch_input.h"
 
@@ -22,11 +27,12 @@ double Seconds(Clock::time_point a) {
 }
 
 constexpr int64_t kEvalStreamBase = int64_t{1} << 40;
+constexpr uint64_t kIndexTailStream = 0x7a11;  ///< the output index's normaliser draws
 
 }  // namespace
 
 void Trainer::Score(const Dataset& data, int64_t b0, int64_t count, int k, Scores* out,
-                    int64_t row0, bool approximate) {
+                    int64_t row0, ScoreMode mode) {
   const int P = model_comm_->size();
   const int last = static_cast<int>(spec_.layers.size()) - 1;
   std::vector<int64_t> points(count);
@@ -37,7 +43,13 @@ void Trainer::Score(const Dataset& data, int64_t b0, int64_t count, int k, Score
   std::vector<int32_t> ids, all_ids;
   std::vector<float> sc, all_sc;
   SoftmaxStats st;
-  if (approximate) {
+  const bool approximate = mode != ScoreMode::kExact;
+  if (mode == ScoreMode::kIndex) {
+    DSLIDE_CHECK(index_ != nullptr,
+                 "approximate scoring by the output index: the index is not built (or the "
+                 "weights changed since)");
+    ScoreIndexCandidates(count, k, stream, &ids, &sc, &st);
+  } else if (mode == ScoreMode::kLsh) {
     // The output layer's own selection (its LSH candidates, filled to the budget) scored
     // exactly: each point's k best among them, and the normaliser over them alone.
     backend_->Select(last, /*with_labels=*/false, stream);
@@ -105,6 +117,89 @@ void Trainer::Score(const Dataset& data, int64_t b0, int64_t count, int k, Score
     }
 }
 
+void Trainer::ScoreIndexCandidates(int64_t count, int k, int64_t stream, std::vector<int32_t>* ids,
+                                   std::vector<float>* sc, SoftmaxStats* st) {
+  const int last = static_cast<int>(spec_.layers.size()) - 1;
+  const LayerSpec& out = spec_.layers[last];
+  const BatchRows& x = *backend_->HostRows(last, Rows::kInput, Access::kRead);
+  const int64_t dim = out.in_dim, nc = index_->candidates();
+  const bool ovr = Loss() == OutputLoss::kOneVsRest;
+  ids->resize(count * k);
+  sc->resize(count * k);
+  st->Resize(count);
+  // The normaliser's draws, shared by the block's points (their weights stay in cache).
+  const OutputIndex::Tail tail =
+      ovr ? OutputIndex::Tail{}
+          : index_->DrawTail(StreamSeed(cfg_.seed, kIndexTailStream, static_cast<uint64_t>(stream),
+                                        static_cast<uint64_t>(spec_.rank)));
+  ParallelFor(count, 4, [&](int64_t i) {
+    thread_local std::vector<float> h, logits;
+    thread_local std::vector<int32_t> rows;
+    thread_local TopKSelector top;
+    h.assign(dim, 0.0f);
+    logits.resize(nc);
+    rows.resize(nc);
+    // The point's last hidden layer, dense (a sampled hidden layer's row holds its active
+    // neurons only).
+    const SparseView r = x.Row(i);
+    for (int64_t j = 0; j < r.n; ++j) h[x.dense ? j : r.ids[j]] = r.vals[j];
+    const int64_t n = index_->Search(h.data(), rows.data(), logits.data());
+    // The softmax's normaliser: the candidates' terms, and the rest estimated from the
+    // block's uniform draws.
+    float m = -std::numeric_limits<float>::infinity();
+    for (int64_t j = 0; j < n; ++j) m = std::max(m, logits[j]);
+    double sum = 0;
+    if (!ovr && n > 0) {
+      for (int64_t j = 0; j < n; ++j) sum += std::exp(static_cast<double>(logits[j] - m));
+      sum += index_->TailSum(h.data(), m, rows.data(), n, tail);
+    }
+    st->mx[i] = ovr ? 0.0f : m;
+    st->red[i] = static_cast<float>(sum);
+    st->red[count + i] = 0.0f;
+    for (int64_t j = 0; j < n; ++j) rows[j] += static_cast<int32_t>(out.begin);
+    top.Clear();
+    top.PushAll(logits.data(), rows.data(), n);
+    top.Take(k, ids->data() + i * k, sc->data() + i * k);
+  });
+}
+
+double Trainer::BuildOutputIndex(const OutputIndexOptions& options, const std::string& cache) {
+  const int last = static_cast<int>(spec_.layers.size()) - 1;
+  const LayerSpec& out = spec_.layers[last];
+  index_.reset();
+  LayerState w;
+  backend_->SaveLayer(last, kWeights, &w);
+  std::unique_ptr<OutputIndex> index;
+  const auto t0 = Clock::now();
+  // Every rank learns whether any failed (a file that is no index, a write refused): none
+  // is left waiting in the collective below.
+  std::exception_ptr failure;
+  try {
+    std::string stale;
+    if (!cache.empty() && out.local() > 0 && std::filesystem::exists(cache))
+      index = OutputIndex::Load(cache, w.w.data(), w.b.data(), out.local(), out.in_dim, options,
+                                &stale);
+    if (index == nullptr) {
+      if (!stale.empty())
+        std::fprintf(stderr, "dslide: warning: %s: %s; building it again\n", cache.c_str(),
+                     stale.c_str());
+      index =
+          std::make_unique<OutputIndex>(w.w.data(), w.b.data(), out.local(), out.in_dim, options);
+      if (!cache.empty() && out.local() > 0) index->Save(cache);
+    }
+  } catch (const Error&) {
+    failure = std::current_exception();
+  }
+  int failed = failure != nullptr;
+  model_comm_->Allreduce(&failed, 1, ReduceOp::kMax, Traffic::kEval);
+  if (failure != nullptr) std::rethrow_exception(failure);
+  DSLIDE_CHECK(failed == 0, "another rank could not build or read its output index");
+  double seconds = Seconds(t0);
+  model_comm_->Allreduce(&seconds, 1, ReduceOp::kMax, Traffic::kEval);
+  index_ = std::move(index);
+  return seconds;
+}
+
 EvalResult Trainer::Evaluate(const Dataset& test, int64_t max_points, bool sampled,
                              const std::vector<int>& ks) {
   const auto t_start = Clock::now();
@@ -119,7 +214,7 @@ EvalResult Trainer::Evaluate(const Dataset& test, int64_t max_points, bool sampl
   for (int64_t b0 = 0; b0 < n; b0 += eb) {
     const int64_t B = std::min(eb, n - b0);
     // Sampled: the output layer's own selection alone (Score's approximate), no loss.
-    Score(test, b0, B, kmax, &scores, 0, /*approximate=*/sampled);
+    Score(test, b0, B, kmax, &scores, 0, sampled ? ScoreMode::kLsh : ScoreMode::kExact);
     for (int64_t i = 0; i < B; ++i) {
       const int64_t nl = test.NumLabels(b0 + i);
       counter.Add(scores.ids.data() + i * kmax, kmax, test.Labels(b0 + i), nl);

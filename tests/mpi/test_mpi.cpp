@@ -494,6 +494,40 @@ TEST(Distributed, PredictOnRanksEqualsOneRank) {
   EXPECT_FALSE(std::getline(b, lb));
 }
 
+TEST(Distributed, OutputIndexOnRanksRecallsTheExactTopK) {
+  // Each rank indexes its own shard of the output rows (written to and read back from its
+  // own file); the merged approximate top-k recalls the exact top-k of the P-rank model.
+  SetNumThreads(1);
+  GenConfig g = testing::SyntheticShape(400, 1500, 10, 2, 8000);
+  g.noise = 0.05;
+  const Dataset data = GenerateSynthetic(g, 0, 7600), test = GenerateSynthetic(g, 7600, 400);
+  TrainConfig cfg;
+  cfg.hidden = {32};
+  cfg.sparsity = {1.0};
+  cfg.batch = 64;
+  cfg.lr = 3e-3;
+  Trainer tr(cfg, g_comm, MakeBackend(Device::kCpu, 0), data.num_features, data.num_labels);
+  for (int it = 0; it < 400; ++it) tr.Step(data, Batch(it, cfg.batch, data.size()));
+  AnnConfig ann;
+  ann.approximate = "ann";
+  ann.file = std::string(DSLIDE_TEST_TMP) + "/index_np" + std::to_string(g_comm->size()) + ".hnsw";
+  std::remove((ann.file + ".rank-" + std::to_string(g_comm->rank()) + "-of-" +
+               std::to_string(g_comm->size()))
+                  .c_str());
+  BuildOutputIndex(tr, ann);
+  EXPECT_FALSE(tr.output_index()->loaded());
+  BuildOutputIndex(tr, ann);
+  EXPECT_TRUE(tr.output_index()->loaded());
+  EXPECT_EQ(tr.output_index()->rows(), tr.spec().layers.back().local());
+  const ApproximateEval a = EvaluateApproximate(tr, test, 0, {1, 3, 5}, ScoreMode::kIndex);
+  if (g_comm->rank() == 0)
+    std::printf("%d ranks: recall@5 %.4f, approximate P@1 %.4f, exact %.4f\n", g_comm->size(),
+                a.recall, a.approx.At(1), a.exact.At(1));
+  EXPECT_GE(a.recall, 0.99);
+  EXPECT_NEAR(a.approx.At(1), a.exact.At(1), 2.5 / 400);
+  EXPECT_GT(a.exact.At(1), 0.2) << "the model learnt nothing: the recall says little";
+}
+
 /// The exchange on its own: a sparse layer's gathered snapshot holds, per sample, every
 /// rank's (id, value) pairs in rank order; a dense layer's holds its full width with ids
 /// 0..width-1; the scatter of a gradient laid out like the snapshot gives each rank the sum

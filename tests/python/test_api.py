@@ -102,6 +102,49 @@ def test_evaluate_equals_the_executable(task, model, tmp_path):
     assert r["p_at_1"] == model.result["p_at_1"]
 
 
+def test_approximate_predict_equals_the_executable(task, model, tmp_path):
+    # The output index of one file gives Python and the executable the same candidates, the
+    # same top-k and the same estimated probabilities; its top 5 recalls the exact top 5.
+    folder = tmp_path / "model"
+    model.save(folder)
+    index = tmp_path / "index.hnsw"
+    loaded = dslide.load(folder)
+    # ef 96: this generated task's layer is searched less easily than a trained real one's
+    # (at the default 48 its recall@5 is 0.989).
+    assert loaded.build_index(file=index, ef=96) >= 0
+    assert index.exists()
+    ids, scores = loaded.predict(task.Xt, k=5, approximate=True)
+    assert ids.shape == scores.shape == (task.Xt.shape[0], 5)
+    out = tmp_path / "a.tsv"
+    line = run_cli("predict", "--model", folder, "--input", task.test_file, "--top-k", 5,
+                   "--out", out, "--approximate", "--ann-file", index, "--ann-ef", 96).stdout
+    assert "read from" in line
+    cli_ids, cli_scores = tasks.read_predictions(out)
+    np.testing.assert_array_equal(ids, cli_ids)
+    np.testing.assert_allclose(scores, cli_scores, rtol=1e-5)
+    exact, _ = loaded.predict(task.Xt, k=5)
+    recall = np.mean([len(set(a) & set(e)) / 5 for a, e in zip(ids, exact)])
+    assert recall >= 0.99, recall
+    r = loaded.evaluate(task.Xt, task.Yt, approximate=True)
+    assert r["recall"] == pytest.approx(recall, abs=1e-9)
+    assert r["exact"] == {**loaded.evaluate(task.Xt, task.Yt), "seconds": r["exact"]["seconds"]}
+    assert abs(r["p_at_1"] - r["exact"]["p_at_1"]) <= 2 / task.Xt.shape[0]
+
+
+def test_approximate_arguments_are_checked(task, model):
+    with pytest.raises(TypeError, match="approximate must be True or False"):
+        model.predict(task.Xt, k=5, approximate="yes")
+    with pytest.raises(ValueError, match=r"m: must be in \[2, 100\], got 1"):
+        model.build_index(m=1)
+    with pytest.raises(ValueError, match="file: an empty path"):
+        model.build_index(file="")
+    model.build_index(ef=8, tail=0)
+    with pytest.raises(ValueError, match="8 candidates a point, fewer than k = 10"):
+        model.predict(task.Xt, k=10, approximate=True)
+    ids, _ = model.predict(task.Xt[:5], k=8, approximate=True)
+    assert ids.shape == (5, 8)
+
+
 def test_save_and_load_round_trip(task, model, tmp_path):
     folder = tmp_path / "model"
     model.save(folder)

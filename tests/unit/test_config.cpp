@@ -557,7 +557,26 @@ INSTANTIATE_TEST_SUITE_P(
         RangeCase{{"predict", "--model", "m", "--input", "i", "--out", "o", "--chunk", "16777217"},
                   "option --chunk: must be in [1, 16777216], got 16777217"},
         RangeCase{{"predict", "--model", "m", "--input", "i", "--out", "o", "--threads", "-1"},
-                  "option --threads: must be in [0, 4096], got -1"}));
+                  "option --threads: must be in [0, 4096], got -1"},
+        RangeCase{{"predict", "--model", "m", "--input", "i", "--out", "o", "--approximate", "lsh"},
+                  "option --approximate: invalid value 'lsh' (expected off|ann)"},
+        RangeCase{{"eval", "--model", "m", "--test", "t", "--approximate", "exact"},
+                  "option --approximate: invalid value 'exact' (expected off|ann|lsh)"},
+        RangeCase{{"predict", "--model", "m", "--input", "i", "--out", "o", "--ann-m", "1"},
+                  "option --ann-m: must be in [2, 100], got 1"},
+        RangeCase{{"eval", "--model", "m", "--test", "t", "--ann-ef", "0"},
+                  "option --ann-ef: must be in [1, 10000], got 0"},
+        RangeCase{{"eval", "--model", "m", "--test", "t", "--ann-build-ef", "10001"},
+                  "option --ann-build-ef: must be in [1, 10000], got 10001"},
+        RangeCase{{"predict", "--model", "m", "--input", "i", "--out", "o", "--ann-tail", "-1"},
+                  "option --ann-tail: must be in [0, 100000], got -1"},
+        RangeCase{{"predict", "--model", "m", "--input", "i", "--out", "o", "--approximate",
+                   "--top-k", "20", "--ann-ef", "10"},
+                  "option --ann-ef: 10 candidates cannot give the top 20"},
+        RangeCase{{"export", "--model", "m", "--out", "o.h5", "--dtype", "fp16"},
+                  "option --dtype: invalid value 'fp16' (expected fp32|bf16)"},
+        RangeCase{{"eval", "--model", "m", "--test", "t", "--approximate", "ann", "--k", "1,80"},
+                  "option --ann-ef: 48 candidates cannot give the top 80"}));
 
 TEST(Config, RangeLimitsThemselvesAreAccepted) {
   EXPECT_EQ(ParseError(Train({"--batch", "1048576", "--threads", "4096", "--hidden", "16777215",
@@ -568,6 +587,11 @@ TEST(Config, RangeLimitsThemselvesAreAccepted) {
   EXPECT_EQ(ParseError({"predict", "--model", "m", "--input", "i", "--out", "o", "--top-k", "10000",
                         "--chunk", "16777216"}),
             "");
+  EXPECT_EQ(ParseError({"predict", "--model", "m", "--input", "i", "--out", "o", "--approximate",
+                        "--top-k", "10", "--ann-ef", "10", "--ann-m", "100", "--ann-tail", "0"}),
+            "");
+  // Without --approximate ann, --ann-ef is not held to the cut-offs.
+  EXPECT_EQ(ParseError({"eval", "--model", "m", "--test", "t", "--k", "1,80"}), "");
 }
 
 TEST(MetricsOption, FileIsAppendedNotTruncated) {

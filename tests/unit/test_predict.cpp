@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include "../common/test_presets.h"
@@ -219,6 +220,64 @@ TEST(Predict, TheExportedModelPredictsTheCheckpointsBits) {
   EXPECT_NEAR(eb.loss, ea.loss, 1e-9 * ea.loss);
 }
 
+// bfloat16 rounding: to the nearest, ties to the even neighbour; infinities and NaN kept.
+TEST(Export, Bf16RoundsToTheNearestTiesToEven) {
+  const auto bits = [](float x) { return Bf16Round(x); };
+  EXPECT_EQ(bits(1.0f), 0x3f80);
+  EXPECT_EQ(bits(-2.0f), 0xc000);
+  EXPECT_EQ(bits(-0.0f), 0x8000);
+  EXPECT_EQ(bits(1.0f + 1.0f / 256), 0x3f80);  // halfway, to the even 0x3f80
+  EXPECT_EQ(bits(1.0f + 3.0f / 256), 0x3f82);  // halfway, to the even 0x3f82
+  EXPECT_EQ(bits(1.0f + 1.5f / 256), 0x3f81);  // above halfway
+  EXPECT_EQ(bits(std::numeric_limits<float>::infinity()), 0x7f80);
+  EXPECT_TRUE(std::isnan(Bf16Float(bits(std::numeric_limits<float>::quiet_NaN()))));
+  for (float x : {0.1f, -3.7e-5f, 12345.678f, 1e8f})
+    EXPECT_LE(std::abs(Bf16Float(bits(x)) - x), std::abs(x) / 256) << x;
+}
+
+// export --dtype bf16: half the bytes of the fp32 file (a sixth of the checkpoint's), read
+// back (predict, eval, LoadModel) as the weights rounded to bfloat16, bit for bit; the top
+// label of nearly every point is the fp32 model's.
+TEST(Predict, ABf16ServingModelHoldsTheWeightsRoundedToBf16) {
+  const Model& m = Trained();
+  LocalCommunicator comm;
+  const std::string folder = ResolveCheckpoint(m.dir, "--model");
+  const std::string f32 = testing::TmpPath("serving32.h5"), f16 = testing::TmpPath("serving16.h5");
+  ExportModel(folder, f32);
+  ExportModel(folder, f16, /*bf16=*/true);
+  ASSERT_TRUE(IsServingModel(f16));
+  const auto bytes = [](const std::string& f) {
+    return static_cast<double>(std::filesystem::file_size(f));
+  };
+  CheckpointMeta ma, mb;
+  auto a = LoadModel(f32, &comm, &ma);
+  // Two bytes saved a parameter (this small model's file is mostly its metadata; gcide8's:
+  // 108.8 MB against 217.5).
+  const double params = static_cast<double>(a->spec().NumParameters());
+  std::printf("fp32 %.0f bytes, bf16 %.0f, %.0f parameters\n", bytes(f32), bytes(f16), params);
+  EXPECT_GE(bytes(f32) - bytes(f16), 0.95 * 2 * params);
+  auto b = LoadModel(f16, &comm, &mb);
+  for (int l = 0; l < static_cast<int>(a->spec().layers.size()); ++l) {
+    LayerState sa, sb;
+    a->backend().SaveLayer(l, kWeights, &sa);
+    b->backend().SaveLayer(l, kWeights, &sb);
+    ASSERT_EQ(sa.w.size(), sb.w.size());
+    int64_t wrong = 0;
+    for (size_t i = 0; i < sa.w.size(); ++i) wrong += sb.w[i] != Bf16Float(Bf16Round(sa.w[i]));
+    for (size_t i = 0; i < sa.b.size(); ++i) wrong += sb.b[i] != Bf16Float(Bf16Round(sa.b[i]));
+    EXPECT_EQ(wrong, 0) << "layer " << l;
+    int64_t rounded = 0;
+    for (size_t i = 0; i < sa.w.size(); ++i) rounded += sb.w[i] != sa.w[i];
+    EXPECT_GT(rounded, static_cast<int64_t>(sa.w.size() / 2)) << "the weights were not rounded";
+  }
+  Trainer::Scores sa, sb;
+  a->Score(m.test, 0, 256, 1, &sa);
+  b->Score(m.test, 0, 256, 1, &sb);
+  int agree = 0;
+  for (int i = 0; i < 256; ++i) agree += sa.ids[i] == sb.ids[i];
+  EXPECT_GE(agree, 250);
+}
+
 // eval --approximate: the top-k among the output layer's own selection is what the
 // LSH-sampled evaluation scores (the same P@k), and a dense output layer's selection is every
 // output (the exact lists: recall 1).
@@ -236,7 +295,7 @@ TEST(Evaluate, ApproximateTopKIsTheSampledEvaluationsAndItsRecallIsMeasured) {
     cfg.batch = 64;
     Trainer tr(cfg, &comm, MakeBackend(Device::kCpu, 0), 300, 1000);
     for (int it = 0; it < 60; ++it) tr.Step(train, testing::Batch(it, 64, train.size()));
-    const ApproximateEval a = EvaluateApproximate(tr, test, 0, {1, 3, 5});
+    const ApproximateEval a = EvaluateApproximate(tr, test, 0, {1, 3, 5}, ScoreMode::kLsh);
     const EvalResult exact = tr.Evaluate(test, 0, false);
     const EvalResult sampled = tr.Evaluate(test, 0, /*sampled=*/true);
     std::printf("sparsity %g: recall@5 %.4f, approximate P@1 %.4f, exact %.4f\n", sparsity,

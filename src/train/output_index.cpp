@@ -1,0 +1,212 @@
+// hnswlib is included here only: its headers define their distance functions as statics.
+#include "train/output_index.h"
+
+#include <hnswlib/hnswlib.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "common/atomic_file.h"
+#include "common/error.h"
+#include "common/parallel.h"
+#include "common/rng.h"
+
+namespace dslide {
+
+struct OutputIndex::Graph {
+  explicit Graph(int64_t width) : space(static_cast<size_t>(width)) {}
+  hnswlib::InnerProductSpace space;
+  std::unique_ptr<hnswlib::HierarchicalNSW<float>> hnsw;
+};
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+/// The indexed vectors' floats: the weights and the bias, padded to 16 (hnswlib's widest
+/// kernel) with zeros.
+int64_t Width(int64_t dim) { return (dim + 1 + 15) / 16 * 16; }
+
+/// Each row's vector [w, b, 0...] into a buffer of Width(dim) floats.
+class RowVectors {
+ public:
+  RowVectors(const float* w, const float* b, int64_t rows, int64_t dim)
+      : w_(w), b_(b), rows_(rows), dim_(dim) {}
+  void Fill(int64_t i, float* v) const {
+    std::copy(w_ + i * dim_, w_ + (i + 1) * dim_, v);
+    v[dim_] = b_[i];
+    std::fill(v + dim_ + 1, v + Width(dim_), 0.0f);
+  }
+  /// fn(i, vector) for rows [first, rows) on the threads.
+  template <class Fn>
+  void ForEach(int64_t first, Fn&& fn) const {
+    std::vector<std::vector<float>> buffers(NumThreads(), std::vector<float>(Width(dim_)));
+    ParallelFor(rows_ - first, 64, [&](int64_t i) {
+      float* v = buffers[ThreadId()].data();
+      Fill(first + i, v);
+      fn(first + i, v);
+    });
+  }
+
+ private:
+  const float *w_, *b_;
+  int64_t rows_, dim_;
+};
+
+}  // namespace
+
+OutputIndex::OutputIndex(int64_t rows, int64_t dim, const OutputIndexOptions& options)
+    : rows_(rows), dim_(dim), width_(Width(dim)), options_(options) {
+  DSLIDE_CHECK(rows > 0 && dim > 0, "the output index needs rows (", rows, ") and inputs (", dim,
+               ")");
+  DSLIDE_CHECK(rows < std::numeric_limits<int32_t>::max(),
+               "the output index holds fewer than 2^31 rows, got ", rows);
+  graph_ = std::make_unique<Graph>(width_);
+}
+
+OutputIndex::OutputIndex(const float* w, const float* b, int64_t rows, int64_t dim,
+                         const OutputIndexOptions& options)
+    : OutputIndex(rows, dim, options) {
+  const auto t0 = Clock::now();
+  graph_->hnsw = std::make_unique<hnswlib::HierarchicalNSW<float>>(
+      &graph_->space, static_cast<size_t>(rows), static_cast<size_t>(options.m),
+      static_cast<size_t>(options.ef_construction));
+  // The first row alone (the graph's entry), then the rest on the threads (hnswlib locks
+  // the links it changes).
+  const RowVectors vectors(w, b, rows, dim);
+  std::vector<float> v0(width_);
+  vectors.Fill(0, v0.data());
+  graph_->hnsw->addPoint(v0.data(), 0);
+  vectors.ForEach(1, [&](int64_t i, const float* v) {
+    graph_->hnsw->addPoint(v, static_cast<hnswlib::labeltype>(i));
+  });
+  graph_->hnsw->setEf(static_cast<size_t>(options.ef));
+  NumberRows();
+  seconds_ = std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+std::unique_ptr<OutputIndex> OutputIndex::Load(const std::string& path, const float* w,
+                                               const float* b, int64_t rows, int64_t dim,
+                                               const OutputIndexOptions& options,
+                                               std::string* stale) {
+  const auto t0 = Clock::now();
+  std::unique_ptr<OutputIndex> index(new OutputIndex(rows, dim, options));
+  Graph& g = *index->graph_;
+  try {
+    g.hnsw = std::make_unique<hnswlib::HierarchicalNSW<float>>(&g.space, path, false,
+                                                               static_cast<size_t>(rows));
+  } catch (const std::runtime_error& e) {
+    throw Error(path + ": not an output index dslide can read (" + e.what() + ")");
+  }
+  if (g.hnsw->data_size_ != static_cast<size_t>(index->width_) * sizeof(float) ||
+      g.hnsw->cur_element_count != static_cast<size_t>(rows)) {
+    *stale = "an index of " + std::to_string(g.hnsw->cur_element_count) + " rows of " +
+             std::to_string(g.hnsw->data_size_ / sizeof(float)) +
+             " floats, the model's shard has " + std::to_string(rows) + " rows of " +
+             std::to_string(index->width_);
+    return nullptr;
+  }
+  // Every row as this model's weights make it, bit for bit: an index of other weights
+  // (an older model, another shard) would return wrong candidates without a sound.
+  std::vector<char> wrong(rows, 0);
+  RowVectors(w, b, rows, dim).ForEach(0, [&](int64_t i, const float* v) {
+    const auto it = g.hnsw->label_lookup_.find(static_cast<hnswlib::labeltype>(i));
+    wrong[i] = it == g.hnsw->label_lookup_.end() ||
+               std::memcmp(g.hnsw->getDataByInternalId(it->second), v,
+                           static_cast<size_t>(index->width_) * sizeof(float)) != 0;
+  });
+  const auto bad = std::find(wrong.begin(), wrong.end(), 1);
+  if (bad != wrong.end()) {
+    *stale = "the index does not hold the model's row " + std::to_string(bad - wrong.begin()) +
+             " (an index of other weights or of another shard)";
+    return nullptr;
+  }
+  g.hnsw->setEf(static_cast<size_t>(options.ef));
+  index->NumberRows();
+  index->seconds_ = std::chrono::duration<double>(Clock::now() - t0).count();
+  index->loaded_ = true;
+  return index;
+}
+
+OutputIndex::~OutputIndex() = default;
+
+void OutputIndex::Save(const std::string& path) const {
+  WriteAtomically(path, [&](const std::string& tmp) {
+    graph_->hnsw->saveIndex(tmp);
+    std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(tmp.c_str(), "rb"), &std::fclose);
+    DSLIDE_CHECK(f != nullptr, path, ": the output index could not be written");
+  });
+}
+
+int64_t OutputIndex::candidates() const { return std::min<int64_t>(options_.ef, rows_); }
+
+void OutputIndex::NumberRows() {
+  internal_.resize(rows_);
+  for (const auto& [label, id] : graph_->hnsw->label_lookup_) internal_[label] = id;
+}
+
+double OutputIndex::Logit(int32_t row, const float* h) const {
+  const float* v =
+      reinterpret_cast<const float*>(graph_->hnsw->getDataByInternalId(internal_[row]));
+  double z = v[dim_];
+  for (int64_t c = 0; c < dim_; ++c) z += static_cast<double>(v[c]) * h[c];
+  return z;
+}
+
+int64_t OutputIndex::Search(const float* h, int32_t* rows, float* logits) const {
+  thread_local std::vector<float> q;
+  q.assign(width_, 0.0f);
+  std::copy(h, h + dim_, q.begin());
+  q[dim_] = 1.0f;
+  auto found = graph_->hnsw->searchKnn(q.data(), static_cast<size_t>(candidates()));
+  const int64_t n = static_cast<int64_t>(found.size());
+  // The queue gives the farthest first.
+  for (int64_t j = n - 1; j >= 0; --j, found.pop()) {
+    rows[j] = static_cast<int32_t>(found.top().second);
+    logits[j] = static_cast<float>(Logit(rows[j], h));
+  }
+  return n;
+}
+
+OutputIndex::Tail OutputIndex::DrawTail(uint64_t seed) const {
+  Tail t;
+  if (options_.tail <= 0) return t;
+  Rng rng(seed);
+  t.rows.resize(options_.tail);
+  t.w.resize(static_cast<size_t>(options_.tail) * dim_);
+  t.b.resize(options_.tail);
+  for (int r = 0; r < options_.tail; ++r) {
+    t.rows[r] = static_cast<int32_t>(rng.Below(static_cast<uint64_t>(rows_)));
+    const float* v =
+        reinterpret_cast<const float*>(graph_->hnsw->getDataByInternalId(internal_[t.rows[r]]));
+    std::copy(v, v + dim_, t.w.begin() + static_cast<int64_t>(r) * dim_);
+    t.b[r] = v[dim_];
+  }
+  return t;
+}
+
+double OutputIndex::TailSum(const float* h, float mx, const int32_t* cand, int64_t n,
+                            const Tail& t) const {
+  const auto draws = static_cast<int64_t>(t.rows.size());
+  if (draws == 0 || n >= rows_) return 0.0;
+  double sum = 0;
+  constexpr int kLanes = 16;
+  for (int64_t r = 0; r < draws; ++r) {
+    if (std::find(cand, cand + n, t.rows[r]) != cand + n) continue;
+    const float* w = t.w.data() + r * dim_;
+    float acc[kLanes] = {};
+    int64_t c = 0;
+    for (; c + kLanes <= dim_; c += kLanes)
+      for (int u = 0; u < kLanes; ++u) acc[u] += w[c + u] * h[c + u];
+    float z = t.b[r];
+    for (; c < dim_; ++c) z += w[c] * h[c];
+    for (float a : acc) z += a;
+    sum += std::exp(static_cast<double>(z) - static_cast<double>(mx));
+  }
+  return sum * static_cast<double>(rows_) / static_cast<double>(draws);
+}
+
+}  // namespace dslide
