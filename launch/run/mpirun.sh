@@ -12,7 +12,9 @@
 # seconds later (1 s by default), often in the middle of the checkpoint; so it runs in a
 # session of its own, where a Ctrl-C in the terminal does not reach it. A second signal
 # reaches every rank as a second SIGUSR1: each exits at once, with 75 where its stop's
-# checkpoint is written (mpirun, given the raw signal, crashed or reported the job killed);
+# checkpoint is written (mpirun, given the raw signal, crashed or reported the job killed;
+# where mpirun crashes in its own finalisation after such exits, the codes the ranks here
+# noted in DSLIDE_STOP_NOTE give the launcher's);
 # a third is passed on to mpirun as it is, which ends the job at once (a second SIGPIPE,
 # which every later write to a closed output raises, changes nothing).
 # A stop asked at any time is honoured: SIGUSR1 goes to mpirun once every local rank has its
@@ -107,8 +109,13 @@ relay() {  # LAUNCHER
 }
 exec {out}> >(trap '' INT TERM HUP; exec setsid bash -c "$(declare -f relay); relay \"\$@\"" mpirun.sh-relay $$)
 relay_pid=$!
+# The ranks here that exit on a second stop signal append their exit code to this file
+# (DSLIDE_STOP_NOTE): Open MPI's mpirun can crash in its own finalisation after ranks end so
+# (a segmentation fault in PMIx_server_finalize), which loses their codes.
+note=$(mktemp "${TMPDIR:-/tmp}/dslide-stop.XXXXXX" 2>/dev/null) || note=''
+export DSLIDE_STOP_NOTE=$note
 setsid mpirun "${args[@]}" "${hostfile_args[@]}" --bind-to none --oversubscribe "${root[@]}" \
-  -x OMP_NUM_THREADS "$@" >&"$out" {out}>&- &
+  -x OMP_NUM_THREADS -x DSLIDE_STOP_NOTE "$@" >&"$out" {out}>&- &
 pid=$!
 exec {out}>&-
 
@@ -190,6 +197,18 @@ while :; do
   wait "$pid" || rc=$?
   ((rc > 128 && traps != seen)) || break
 done
+# mpirun ended by a signal after the second stop signal: the codes the ranks here noted.
+# Every rank's (np of them, all on this node) 75: the stop's checkpoint is written, as
+# mpirun would have reported had it not crashed.
+if ((stops >= 2 && rc > 128)) && [[ -n $note && -s $note ]]; then
+  codes=$(sort -u "$note" | tr '\n' ' ')
+  if [[ $codes == "075 " ]] && ((local_ranks > 0)) && (($(wc -l <"$note") >= local_ranks)); then
+    echo "mpirun.sh: mpirun ended with $rc after every rank exited on the second stop signal" \
+         "with its stop's checkpoint written: exit 75" >&2 || true
+    rc=75
+  fi
+fi
+[[ -z $note ]] || rm -f "$note"
 trap '' PIPE
 tell end
 exec {ctl}>&-

@@ -102,10 +102,12 @@ class Model:
         return self._m.build_index(m, ef, build_ef, tail, file, threads)
 
     def _need_index(self, k: int, threads: int) -> None:
-        if self._m.index_candidates == 0:
+        # Every rank holds an index of the same ef (build_index agreed on it): the check is
+        # alike on every rank.
+        if self._m.index_ef == 0:
             self.build_index(threads=threads)
-        if k > self._m.index_candidates:
-            raise ValueError(f"approximate: the index gives {self._m.index_candidates} "
+        if k > self._m.index_ef:
+            raise ValueError(f"approximate: the index gives {self._m.index_ef} "
                              f"candidates a point, fewer than k = {k} (build_index(ef=...))")
 
     def predict(self, X, k: int = 5, *, threads: int | None = None, approximate: bool = False):

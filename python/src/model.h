@@ -102,10 +102,9 @@ class Model {
   }
   /// Whether the output index is built (for these weights).
   bool has_index() const { return trainer_->output_index() != nullptr; }
-  /// The output index's candidates per point (0: none built).
-  int64_t index_candidates() const {
-    return has_index() ? trainer_->output_index()->candidates() : 0;
-  }
+  /// The output index's candidates per point and rank as asked for (its ef, the same on
+  /// every rank; 0: none built).
+  int64_t index_ef() const { return has_index() ? trainer_->output_index()->options().ef : 0; }
 
   nb::tuple Predict(Data& in, int k, int threads, bool approximate) {
     CheckInput(in);

@@ -333,7 +333,7 @@ NB_MODULE(_core, m) {
             return self.BuildIndex(ann, threads);
           },
           "m"_a, "ef"_a, "build_ef"_a, "tail"_a, "file"_a, "threads"_a)
-      .def_prop_ro("index_candidates", &Model::index_candidates)
+      .def_prop_ro("index_ef", &Model::index_ef)
       .def("save", &Model::Save, "folder"_a)
       .def("weights", &Model::Weights);
 

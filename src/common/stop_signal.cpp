@@ -1,11 +1,13 @@
 #include "common/stop_signal.h"
 
+#include <fcntl.h>
 #include <pthread.h>
 #include <unistd.h>
 #include <algorithm>
 #include <atomic>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <initializer_list>
 #include <string>
@@ -30,9 +32,31 @@ char g_notice[512] =
 
 constexpr int kStopSignals[] = {SIGTERM, SIGINT, SIGUSR1, SIGHUP, SIGPIPE};
 
+// DSLIDE_STOP_NOTE (set by launch/run/mpirun.sh): a file to which a rank that exits on a
+// second stop signal appends its exit code, one line; "" for none. Read before training.
+char g_exit_note[512] = "";
+
 void Write(const char* s) {
   const ssize_t n = write(STDERR_FILENO, s, std::strlen(s));
   (void)n;
+}
+
+// _exit(code), the code first appended to the exit note (open, write and close are
+// async-signal-safe). mpirun may crash in its own finalisation once ranks end this way,
+// and lose their codes; the launcher reads them here.
+[[noreturn]] void ExitNoted(int code) {
+  if (g_exit_note[0] != '\0') {
+    const int fd = open(g_exit_note, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+    if (fd >= 0) {
+      char line[8] = {static_cast<char>('0' + code / 100 % 10),
+                      static_cast<char>('0' + code / 10 % 10), static_cast<char>('0' + code % 10),
+                      '\n'};
+      const ssize_t n = write(fd, line, 4);
+      (void)n;
+      close(fd);
+    }
+  }
+  _exit(code);
 }
 
 extern "C" void OnStopSignal(int sig) {
@@ -45,10 +69,10 @@ extern "C" void OnStopSignal(int sig) {
   if (sig == SIGPIPE) return;
   if (g_stop_saved) {  // the stop's checkpoint landed: what a requeue needs is there
     if (g_second_notice) Write(g_saved_notice);
-    _exit(kExitStopped);
+    ExitNoted(kExitStopped);
   }
   if (g_second_notice) Write("dslide: second stop signal: exiting now, without a checkpoint\n");
-  _exit(128 + sig);
+  ExitNoted(128 + sig);
 }
 
 // kNow: a line naming the signal, then the signal's default action (the handler is reset on
@@ -86,6 +110,8 @@ void HoldStopSignals() {
 }
 
 void InstallStopHandlers(StopMode mode) {
+  if (const char* note = std::getenv("DSLIDE_STOP_NOTE"))
+    std::snprintf(g_exit_note, sizeof g_exit_note, "%s", note);
   struct sigaction sa;
   std::memset(&sa, 0, sizeof sa);
   sigemptyset(&sa.sa_mask);

@@ -138,16 +138,18 @@ void WriteVector(hid_t loc, const std::string& file, const std::string& name,
   WriteArray(loc, file, name, v.data(), v.size());
 }
 
-/// Rows [row0, row0 + rows) of a dataset (all of it when rows < 0) into out.
-/// Whether dataset `name` holds 2-byte floats (as Bf16Type writes them).
+/// Whether dataset `name` holds bfloat16 as Bf16Type describes it (another 2-byte float,
+/// IEEE half say, is not: HDF5 converts that one to floats itself).
 inline bool HoldsBf16(hid_t loc, const std::string& name) {
   Handle ds(H5Dopen2(loc, name.c_str(), H5P_DEFAULT), H5Dclose);
   if (!ds.ok()) return false;
   Handle t(H5Dget_type(ds.get()), H5Tclose);
-  return H5Tget_class(t.get()) == H5T_FLOAT && H5Tget_size(t.get()) == 2;
+  const Handle bf16 = Bf16Type();
+  return H5Tequal(t.get(), bf16.get()) > 0;
 }
 
-/// `type`: the element type in memory (default: T's; HDF5 converts the file's to it).
+/// Rows [row0, row0 + rows) of a dataset (all of it when rows < 0) into out. `type`: the
+/// element type in memory (default: T's; HDF5 converts the file's to it).
 template <class T>
 void ReadRows(hid_t loc, const std::string& file, const std::string& name, int64_t row0,
               int64_t rows, std::vector<T>* out, int64_t* cols_out = nullptr,

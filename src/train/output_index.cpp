@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <limits>
 
 #include "common/atomic_file.h"
@@ -74,8 +75,10 @@ OutputIndex::OutputIndex(const float* w, const float* b, int64_t rows, int64_t d
   graph_->hnsw = std::make_unique<hnswlib::HierarchicalNSW<float>>(
       &graph_->space, static_cast<size_t>(rows), static_cast<size_t>(options.m),
       static_cast<size_t>(options.ef_construction));
-  // The first row alone (the graph's entry), then the rest on the threads (hnswlib locks
-  // the links it changes).
+  // The first row alone (the graph's entry), then the rest on the threads, as hnswlib's own
+  // Python binding inserts them (it locks the links it changes; its draw of a row's level
+  // is not synchronised, which only decides that row's layer: a build on several threads
+  // differs from run to run either way).
   const RowVectors vectors(w, b, rows, dim);
   std::vector<float> v0(width_);
   vectors.Fill(0, v0.data());
@@ -98,15 +101,25 @@ std::unique_ptr<OutputIndex> OutputIndex::Load(const std::string& path, const fl
   try {
     g.hnsw = std::make_unique<hnswlib::HierarchicalNSW<float>>(&g.space, path, false,
                                                                static_cast<size_t>(rows));
-  } catch (const std::runtime_error& e) {
+  } catch (const std::exception& e) {
     throw Error(path + ": not an output index dslide can read (" + e.what() + ")");
   }
-  if (g.hnsw->data_size_ != static_cast<size_t>(index->width_) * sizeof(float) ||
-      g.hnsw->cur_element_count != static_cast<size_t>(rows)) {
-    *stale = "an index of " + std::to_string(g.hnsw->cur_element_count) + " rows of " +
-             std::to_string(g.hnsw->data_size_ / sizeof(float)) +
-             " floats, the model's shard has " + std::to_string(rows) + " rows of " +
-             std::to_string(index->width_);
+  // The width of the rows as the file lays them out (hnswlib takes data_size_ from the
+  // space it is given, the layout from the file), its row count and its graph's settings.
+  const hnswlib::HierarchicalNSW<float>& h = *g.hnsw;
+  const size_t file_floats = (h.label_offset_ - h.offsetData_) / sizeof(float);
+  if (h.label_offset_ < h.offsetData_ || file_floats != static_cast<size_t>(index->width_) ||
+      h.cur_element_count != static_cast<size_t>(rows)) {
+    *stale = "an index of " + std::to_string(h.cur_element_count) + " rows of " +
+             std::to_string(file_floats) + " floats, the model's shard has " +
+             std::to_string(rows) + " rows of " + std::to_string(index->width_);
+    return nullptr;
+  }
+  if (h.M_ != static_cast<size_t>(options.m) ||
+      h.ef_construction_ != std::max<size_t>(options.ef_construction, h.M_)) {
+    *stale = "a graph of m " + std::to_string(h.M_) + " and build ef " +
+             std::to_string(h.ef_construction_) + ", asked for m " + std::to_string(options.m) +
+             " and build ef " + std::to_string(options.ef_construction);
     return nullptr;
   }
   // Every row as this model's weights make it, bit for bit: an index of other weights
@@ -134,10 +147,24 @@ std::unique_ptr<OutputIndex> OutputIndex::Load(const std::string& path, const fl
 OutputIndex::~OutputIndex() = default;
 
 void OutputIndex::Save(const std::string& path) const {
+  const hnswlib::HierarchicalNSW<float>& h = *graph_->hnsw;
+  // What saveIndex writes: its header, every row's level-0 block, then each row's upper
+  // links with their size. It checks no write; the file's size does (a full disk).
+  uintmax_t expected = 6 * sizeof(size_t) + sizeof(int) + sizeof(hnswlib::tableint) +
+                       3 * sizeof(size_t) + sizeof(double) + sizeof(size_t) +
+                       h.cur_element_count * h.size_data_per_element_;
+  for (size_t i = 0; i < h.cur_element_count; ++i)
+    expected += sizeof(unsigned int) +
+                (h.element_levels_[i] > 0 ? h.size_links_per_element_ * h.element_levels_[i] : 0);
   WriteAtomically(path, [&](const std::string& tmp) {
     graph_->hnsw->saveIndex(tmp);
-    std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(tmp.c_str(), "rb"), &std::fclose);
-    DSLIDE_CHECK(f != nullptr, path, ": the output index could not be written");
+    std::error_code ec;
+    const uintmax_t got = std::filesystem::file_size(tmp, ec);
+    DSLIDE_CHECK(
+        !ec && got == expected, path, ": the output index could not be written (",
+        ec ? ec.message()
+           : std::to_string(got) + " of " + std::to_string(expected) + " bytes: is the disk full?",
+        ")");
   });
 }
 

@@ -32,9 +32,9 @@ class OutputIndex {
   OutputIndex(const float* w, const float* b, int64_t rows, int64_t dim,
               const OutputIndexOptions& options);
   /// The index `Save` wrote to `path`, checked against the rows it must index (the same
-  /// count, width and values, bit for bit). Null, with the reason in `stale`, where it is an
-  /// index of other rows (other weights, another shard); throws dslide::Error, naming the
-  /// file, where it is no index at all.
+  /// count, width and values, bit for bit) and the settings (m, ef_construction). Null, with
+  /// the reason in `stale`, where it is an index of other rows (other weights, another shard)
+  /// or settings; throws dslide::Error, naming the file, where it is no index at all.
   static std::unique_ptr<OutputIndex> Load(const std::string& path, const float* w, const float* b,
                                            int64_t rows, int64_t dim,
                                            const OutputIndexOptions& options, std::string* stale);
@@ -42,7 +42,8 @@ class OutputIndex {
   OutputIndex(const OutputIndex&) = delete;
   OutputIndex& operator=(const OutputIndex&) = delete;
 
-  /// Writes the graph to `path` (through a temporary file renamed into place).
+  /// Writes the graph to `path` (through a temporary file renamed into place); throws
+  /// dslide::Error where the file did not get every byte.
   void Save(const std::string& path) const;
 
   /// The rows the graph finds nearest to the query h (dim floats; at most options.ef, fewer
@@ -65,8 +66,10 @@ class OutputIndex {
 
   int64_t rows() const { return rows_; }
   int64_t dim() const { return dim_; }
-  /// The most candidates Search returns.
+  /// The most candidates Search returns: options.ef, or every row of a smaller shard.
   int64_t candidates() const;
+  /// The settings it was built (or read) with.
+  const OutputIndexOptions& options() const { return options_; }
   /// Seconds the build (or load and check) took.
   double seconds() const { return seconds_; }
   /// Whether it was read from a file (Load) rather than built.

@@ -33,17 +33,18 @@ std::unique_ptr<Trainer> LoadModel(const std::string& folder, Communicator* comm
   return trainer;
 }
 
+std::string OutputIndexFile(const AnnConfig& ann, const Communicator& comm) {
+  if (ann.file.empty() || comm.size() == 1) return ann.file;
+  return ann.file + ".rank-" + std::to_string(comm.rank()) + "-of-" + std::to_string(comm.size());
+}
+
 double BuildOutputIndex(Trainer& model, const AnnConfig& ann) {
   OutputIndexOptions o;
   o.m = ann.m;
   o.ef_construction = ann.build_ef;
   o.ef = ann.ef;
   o.tail = ann.tail;
-  std::string file = ann.file;
-  const Communicator& comm = model.comm();
-  if (!file.empty() && comm.size() > 1)
-    file += ".rank-" + std::to_string(comm.rank()) + "-of-" + std::to_string(comm.size());
-  return model.BuildOutputIndex(o, file);
+  return model.BuildOutputIndex(o, OutputIndexFile(ann, model.comm()));
 }
 
 void PredictTopK(Trainer& model, const Dataset& data, int64_t row0, int k,
@@ -133,9 +134,11 @@ int64_t Predict(const PredictConfig& cfg, Communicator* comm) {
     const double seconds = BuildOutputIndex(*model, cfg.ann);
     if (comm->rank() == 0) {
       const OutputIndex& index = *model->output_index();
-      std::printf("predict: output index (HNSW, m %d, ef %d) of %lld rows on rank 0 %s in %.1fs\n",
-                  cfg.ann.m, cfg.ann.ef, static_cast<long long>(index.rows()),
-                  index.loaded() ? ("read from " + cfg.ann.file).c_str() : "built", seconds);
+      std::printf(
+          "predict: output index (HNSW, m %d, ef %d) of %lld rows on rank 0 %s in %.1fs\n",
+          cfg.ann.m, cfg.ann.ef, static_cast<long long>(index.rows()),
+          index.loaded() ? ("read from " + OutputIndexFile(cfg.ann, *comm)).c_str() : "built",
+          seconds);
       std::fflush(stdout);
     }
   }

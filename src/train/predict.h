@@ -39,8 +39,12 @@ struct ApproximateEval {
 ApproximateEval EvaluateApproximate(Trainer& model, const Dataset& test, int64_t max_points,
                                     const std::vector<int>& ks, ScoreMode mode);
 
-/// Collective: `model.BuildOutputIndex` with `ann`'s settings; its file (ann.file) is this
-/// rank's own under P ranks (FILE.rank-R-of-P). Returns the slowest rank's seconds.
+/// This rank's file of the output index: ann.file, or FILE.rank-R-of-P under P > 1 ranks
+/// ("" without a file).
+std::string OutputIndexFile(const AnnConfig& ann, const Communicator& comm);
+
+/// Collective: `model.BuildOutputIndex` with `ann`'s settings and this rank's
+/// OutputIndexFile. Returns the slowest rank's seconds.
 double BuildOutputIndex(Trainer& model, const AnnConfig& ann);
 
 /// `mode`: kExact, or kIndex (after BuildOutputIndex) for the approximate top-k.

@@ -269,6 +269,9 @@ void Trainer::BackwardPass(const AdamStep* step, const DropoutStep* dropout) {
 }
 
 void Trainer::QueueStep(const Dataset& data, const std::vector<int64_t>& points) {
+  // The weights change (also on a data-parallel replica whose slice of the batch is empty,
+  // which takes the others' gradient without a backward pass of its own).
+  index_.reset();
   const auto t_start = Clock::now();
   if (pending_.empty()) window_start_ = t_start;
   const DeviceTraffic traffic0 = backend_->Info().traffic;

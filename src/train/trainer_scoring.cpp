@@ -187,7 +187,7 @@ double Trainer::BuildOutputIndex(const OutputIndexOptions& options, const std::s
           std::make_unique<OutputIndex>(w.w.data(), w.b.data(), out.local(), out.in_dim, options);
       if (!cache.empty() && out.local() > 0) index->Save(cache);
     }
-  } catch (const Error&) {
+  } catch (...) {  // a file that is no index, a write refused, memory, hnswlib's own errors
     failure = std::current_exception();
   }
   int failed = failure != nullptr;

@@ -138,6 +138,16 @@ TEST(OutputIndex, SavedIndexReadsBackAndOneOfOtherWeightsIsNot) {
   // Fewer rows than the file holds (another shard).
   EXPECT_EQ(OutputIndex::Load(path, r.w.data(), r.b.data(), r.n - 1, r.dim, o, &stale), nullptr);
   EXPECT_NE(stale.find("3000 rows"), std::string::npos) << stale;
+  // Rows of another width (the same labels after a wider hidden layer) and a graph of other
+  // settings: stale too, read without overrunning the file's rows.
+  const Rows wide(3000, 40, 5);
+  EXPECT_EQ(OutputIndex::Load(path, wide.w.data(), wide.b.data(), wide.n, wide.dim, o, &stale),
+            nullptr);
+  EXPECT_NE(stale.find("rows of 32 floats"), std::string::npos) << stale;
+  OutputIndexOptions denser = o;
+  denser.m = o.m + 4;
+  EXPECT_EQ(OutputIndex::Load(path, r.w.data(), r.b.data(), r.n, r.dim, denser, &stale), nullptr);
+  EXPECT_NE(stale.find("a graph of m " + std::to_string(o.m)), std::string::npos) << stale;
   // Not an index at all.
   const std::string junk = testing::WriteFile("output_index_junk.hnsw", "not an index\n");
   try {

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -17,6 +18,7 @@
 #include "devices/backend_factory.h"
 #include "dist/communicator.h"
 #include "io/checkpoint.h"
+#include "io/hdf5_file.h"
 #include "test_util.h"
 #include "train/evaluator.h"
 #include "train/predict.h"
@@ -231,6 +233,14 @@ TEST(Export, Bf16RoundsToTheNearestTiesToEven) {
   EXPECT_EQ(bits(1.0f + 1.5f / 256), 0x3f81);  // above halfway
   EXPECT_EQ(bits(std::numeric_limits<float>::infinity()), 0x7f80);
   EXPECT_TRUE(std::isnan(Bf16Float(bits(std::numeric_limits<float>::quiet_NaN()))));
+  // NaNs whose payload sits in the low half (rounding alone would make them inf or carry
+  // into the sign).
+  for (uint32_t u : {0x7f800001u, 0x7fffffffu, 0xff800001u}) {
+    float x;
+    std::memcpy(&x, &u, sizeof x);
+    EXPECT_TRUE(std::isnan(Bf16Float(bits(x)))) << std::hex << u;
+  }
+  EXPECT_EQ(bits(std::numeric_limits<float>::max()), 0x7f80);  // rounds up to inf
   for (float x : {0.1f, -3.7e-5f, 12345.678f, 1e8f})
     EXPECT_LE(std::abs(Bf16Float(bits(x)) - x), std::abs(x) / 256) << x;
 }
@@ -269,6 +279,22 @@ TEST(Predict, ABf16ServingModelHoldsTheWeightsRoundedToBf16) {
     int64_t rounded = 0;
     for (size_t i = 0; i < sa.w.size(); ++i) rounded += sb.w[i] != sa.w[i];
     EXPECT_GT(rounded, static_cast<int64_t>(sa.w.size() / 2)) << "the weights were not rounded";
+  }
+  // What other readers get (h5py, h5dump): HDF5's own conversion of the stored type to
+  // floats gives the same values as dslide's widening.
+  {
+    h5::Handle f(H5Fopen(f16.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
+    h5::Handle g(H5Gopen2(f.get(), "layer2", H5P_DEFAULT), H5Gclose);
+    ASSERT_TRUE(h5::HoldsBf16(g.get(), "weights"));
+    std::vector<float> converted;
+    std::vector<uint16_t> stored;
+    h5::ReadRows(g.get(), f16, "weights", 0, -1, &converted);
+    const h5::Handle t = h5::Bf16Type();
+    h5::ReadRows(g.get(), f16, "weights", 0, -1, &stored, nullptr, t.get());
+    ASSERT_EQ(converted.size(), stored.size());
+    int64_t differ = 0;
+    for (size_t i = 0; i < stored.size(); ++i) differ += converted[i] != Bf16Float(stored[i]);
+    EXPECT_EQ(differ, 0);
   }
   Trainer::Scores sa, sb;
   a->Score(m.test, 0, 256, 1, &sa);
