@@ -235,7 +235,10 @@ def main():
         if sampled:
             rows1, inv = torch.unique(eid, return_inverse=True)
             g1 = torch.zeros(len(rows1), a.hidden).index_add_(0, inv, gw1_vals)
-            w1.grad = torch.sparse_coo_tensor(rows1[None], g1, w1.shape)
+            # A block of input features none of the batch's points has (word ids sorted by
+            # frequency leave the last ranks' blocks empty in many batches): no gradient
+            # (SparseAdam fails on an empty sparse one, and there is nothing to step).
+            w1.grad = torch.sparse_coo_tensor(rows1[None], g1, w1.shape) if len(rows1) else None
             w2.grad = torch.sparse_coo_tensor(cand[None], gw2, w2.shape)
             b2.grad = torch.sparse_coo_tensor(cand[None], gb2, b2.shape)
         else:

@@ -3,7 +3,8 @@
 # torch-mp-sampled) beside dslide (sparse) on 2 simulated nodes, a small generated set, on an
 # unshaped link and on a shaped one with a one-way delay (RATE@DELAY: netns-cluster's wire
 # mode): every strategy's row holds figures for both links, and the delayed link's steps are
-# slower for every strategy (each step waits for messages that now take the delay).
+# slower for every strategy (each step waits for messages that now take the delay); then the
+# time-to-accuracy runs with both peer modes.
 # Usage: scaling_mp_smoke.sh DSLIDE WORKDIR. Skipped (77) without root, netns-cluster
 # (NETNS_CLUSTER, default ../shared/tools/netns-cluster/netns-cluster beside the
 # repository), PyTorch with Gloo or gnuplot.
@@ -42,4 +43,13 @@ for s in sparse torch-mp-full torch-mp-sampled; do
   echo "$s: $fast ms a step unshaped, $slow ms at 1 Gbit/s with 2 ms one-way delay"
 done
 [[ -s $work/out/small-ms-by-link.png ]] || fail "no plot small-ms-by-link.png"
+# Time to accuracy with both peer modes: a row each, with the iterations each ran.
+TTA_DATA=small TTA_RANKS=2 TTA_LINK=unshaped TTA_ITERS=40 TTA_EVERY=20 TTA_MP_FULL_ITERS=20 \
+  TTA_EVAL_POINTS=200 TARGET_P1=0.01 launch/bench/scaling tta >> "$work/log.txt" 2>&1 ||
+  fail "launch/bench/scaling tta exited $?"
+grep -Eq "^\| torch-mp-sampled \| 40 \| $num \| $num \| $num \|" "$md" ||
+  fail "no sampled peer time-to-accuracy row of 40 iterations"
+grep -Eq "^\| torch-mp-full \| 20 \| $num \| $num \| $num \|" "$md" ||
+  fail "no full-softmax peer time-to-accuracy row of 20 iterations"
+[[ -s $work/out/tta-small.png ]] || fail "no plot tta-small.png"
 echo "ok: launch/bench/scaling ran dslide against the model-parallel PyTorch peer ($md)"
