@@ -196,13 +196,8 @@ void CheckStoredValues(const std::string& file, const std::string& name, size_t 
 /// model). Returns the number of parameters written. The file is written as OUT.tmp and
 /// renamed when complete (a failure leaves an existing OUT as it was). With `bf16`, the
 /// weights and biases are stored as bfloat16 (each float rounded to the nearest, ties to
-/// even: Bf16Round), half the bytes; they read back as those floats.
+/// even: FloatToBf16Nearest, model/adam.h), half the bytes; they read back as those floats.
 int64_t ExportModel(const std::string& folder, const std::string& out_file, bool bf16 = false);
-
-/// The bfloat16 nearest to x (ties to even), as its 16 bits; NaN stays NaN.
-uint16_t Bf16Round(float x);
-/// The float of bfloat16 bits (exact).
-float Bf16Float(uint16_t bits);
 
 /// Whether `path` is a file ExportModel wrote (a serving model: its /meta group holds the
 /// checkpoint's metadata as one rank's, the output rows in label order), which predict,

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdint>
-#include <cstring>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -14,6 +13,7 @@
 #include "common/error.h"
 #include "io/checkpoint.h"
 #include "io/hdf5_file.h"
+#include "model/adam.h"
 #include "model/label_map.h"
 
 namespace dslide {
@@ -25,26 +25,12 @@ using h5::WriteAttr;
 using h5::WriteString;
 using h5::WriteVector;
 
-uint16_t Bf16Round(float x) {
-  uint32_t u;
-  std::memcpy(&u, &x, sizeof u);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40u);  // NaN
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return static_cast<uint16_t>(u >> 16);
-}
-
-float Bf16Float(uint16_t bits) {
-  const uint32_t u = static_cast<uint32_t>(bits) << 16;
-  float x;
-  std::memcpy(&x, &u, sizeof x);
-  return x;
-}
-
 namespace {
 
-std::vector<uint16_t> Bf16Of(const std::vector<float>& v) {
-  std::vector<uint16_t> out(v.size());
-  for (size_t i = 0; i < v.size(); ++i) out[i] = Bf16Round(v[i]);
+/// v rounded to bfloat16 (to the nearest, ties to even), as its bits.
+std::vector<uint16_t> Halves(const std::vector<float>& v) {
+  std::vector<uint16_t> out;
+  ToBf16(v, &out);
   return out;
 }
 
@@ -113,9 +99,9 @@ int64_t ExportModel(const std::string& folder, const std::string& final_file, bo
       DSLIDE_CHECK(grp.ok(), out_file, ": cannot create group ", name);
       if (bf16) {
         const Handle t = h5::Bf16Type();
-        WriteArray(grp.get(), out_file, "weights", Bf16Of(states[l].w).data(), s.out_dim, s.in_dim,
+        WriteArray(grp.get(), out_file, "weights", Halves(states[l].w).data(), s.out_dim, s.in_dim,
                    t.get());
-        WriteArray(grp.get(), out_file, "biases", Bf16Of(states[l].b).data(), s.out_dim, 0,
+        WriteArray(grp.get(), out_file, "biases", Halves(states[l].b).data(), s.out_dim, 0,
                    t.get());
       } else {
         WriteArray(grp.get(), out_file, "weights", states[l].w.data(), s.out_dim, s.in_dim);
@@ -189,8 +175,7 @@ std::vector<LayerState> ReadServingLayers(const std::string& path, const Checkpo
       std::vector<uint16_t> bits;
       const Handle t = h5::Bf16Type();
       h5::ReadRows(g.get(), path, ds, s.begin, s.local(), &bits, c, t.get());
-      v->resize(bits.size());
-      for (size_t i = 0; i < bits.size(); ++i) (*v)[i] = Bf16Float(bits[i]);
+      FromBf16(bits, v);
     };
     read("weights", &st.w, &cols);
     DAMAGED_CHECK(cols == s.in_dim && static_cast<int64_t>(st.w.size()) == s.local() * s.in_dim,

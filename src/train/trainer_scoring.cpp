@@ -29,6 +29,24 @@ double Seconds(Clock::time_point a) {
 constexpr int64_t kEvalStreamBase = int64_t{1} << 40;
 constexpr uint64_t kIndexTailStream = 0x7a11;  ///< the output index's normaliser draws
 
+/// A point's scored candidates (n logits z of the neurons id): their k best into ids and sc
+/// (best first, -1 padded), and this shard's softmax statistics over them: *mx their
+/// largest logit (0 under one-vs-rest, whose sums are plain), the returned sum of
+/// exp(z - max) (0 under one-vs-rest).
+double ScoreCandidates(const float* z, const int32_t* id, int64_t n, int k, bool ovr,
+                       TopKSelector* top, int32_t* ids, float* sc, float* mx) {
+  top->Clear();
+  top->PushAll(z, id, n);
+  top->Take(k, ids, sc);
+  float m = -std::numeric_limits<float>::infinity();
+  for (int64_t j = 0; j < n; ++j) m = std::max(m, z[j]);
+  double sum = 0;
+  if (!ovr)
+    for (int64_t j = 0; j < n; ++j) sum += std::exp(static_cast<double>(z[j] - m));
+  *mx = ovr ? 0.0f : m;
+  return sum;
+}
+
 }  // namespace
 
 void Trainer::Score(const Dataset& data, int64_t b0, int64_t count, int k, Scores* out,
@@ -61,16 +79,9 @@ void Trainer::Score(const Dataset& data, int64_t b0, int64_t count, int k, Score
     TopKSelector top;
     const bool ovr = Loss() == OutputLoss::kOneVsRest;
     for (int64_t i = 0; i < count; ++i) {
-      const float* v = z.vals.data() + z.off[i];
-      top.Clear();
-      top.PushAll(v, z.ids.data() + z.off[i], z.n[i]);
-      top.Take(k, ids.data() + i * k, sc.data() + i * k);
-      float m = -std::numeric_limits<float>::infinity();
-      for (int64_t j = 0; j < z.n[i]; ++j) m = std::max(m, v[j]);
-      double sum = 0;
-      if (!ovr)
-        for (int64_t j = 0; j < z.n[i]; ++j) sum += std::exp(static_cast<double>(v[j] - m));
-      st.mx[i] = ovr ? 0.0f : m;
+      const double sum =
+          ScoreCandidates(z.vals.data() + z.off[i], z.ids.data() + z.off[i], z.n[i], k, ovr, &top,
+                          ids.data() + i * k, sc.data() + i * k, &st.mx[i]);
       st.red[i] = static_cast<float>(sum);
       st.red[count + i] = 0.0f;
     }
@@ -144,22 +155,15 @@ void Trainer::ScoreIndexCandidates(int64_t count, int k, int64_t stream, std::ve
     const SparseView r = x.Row(i);
     for (int64_t j = 0; j < r.n; ++j) h[x.dense ? j : r.ids[j]] = r.vals[j];
     const int64_t n = index_->Search(h.data(), rows.data(), logits.data());
-    // The softmax's normaliser: the candidates' terms, and the rest estimated from the
-    // block's uniform draws.
-    float m = -std::numeric_limits<float>::infinity();
-    for (int64_t j = 0; j < n; ++j) m = std::max(m, logits[j]);
-    double sum = 0;
-    if (!ovr && n > 0) {
-      for (int64_t j = 0; j < n; ++j) sum += std::exp(static_cast<double>(logits[j] - m));
-      sum += index_->TailSum(h.data(), m, rows.data(), n, tail);
-    }
-    st->mx[i] = ovr ? 0.0f : m;
+    int32_t* best = ids->data() + i * k;
+    double sum = ScoreCandidates(logits.data(), rows.data(), n, k, ovr, &top, best,
+                                 sc->data() + i * k, &st->mx[i]);
+    // The softmax's normaliser beyond the candidates, estimated from the block's draws.
+    if (!ovr && n > 0) sum += index_->TailSum(h.data(), st->mx[i], rows.data(), n, tail);
     st->red[i] = static_cast<float>(sum);
     st->red[count + i] = 0.0f;
-    for (int64_t j = 0; j < n; ++j) rows[j] += static_cast<int32_t>(out.begin);
-    top.Clear();
-    top.PushAll(logits.data(), rows.data(), n);
-    top.Take(k, ids->data() + i * k, sc->data() + i * k);
+    for (int j = 0; j < k; ++j)  // the shard's rows as the layer's neurons
+      if (best[j] >= 0) best[j] += static_cast<int32_t>(out.begin);
   });
 }
 

@@ -19,6 +19,7 @@
 #include "dist/communicator.h"
 #include "io/checkpoint.h"
 #include "io/hdf5_file.h"
+#include "model/adam.h"
 #include "test_util.h"
 #include "train/evaluator.h"
 #include "train/predict.h"
@@ -222,9 +223,10 @@ TEST(Predict, TheExportedModelPredictsTheCheckpointsBits) {
   EXPECT_NEAR(eb.loss, ea.loss, 1e-9 * ea.loss);
 }
 
-// bfloat16 rounding: to the nearest, ties to the even neighbour; infinities and NaN kept.
+// The rounding export --dtype bf16 stores (FloatToBf16Nearest): to the nearest, ties to the
+// even neighbour; infinities and NaN kept.
 TEST(Export, Bf16RoundsToTheNearestTiesToEven) {
-  const auto bits = [](float x) { return Bf16Round(x); };
+  const auto bits = [](float x) { return FloatToBf16Nearest(x); };
   EXPECT_EQ(bits(1.0f), 0x3f80);
   EXPECT_EQ(bits(-2.0f), 0xc000);
   EXPECT_EQ(bits(-0.0f), 0x8000);
@@ -232,17 +234,17 @@ TEST(Export, Bf16RoundsToTheNearestTiesToEven) {
   EXPECT_EQ(bits(1.0f + 3.0f / 256), 0x3f82);  // halfway, to the even 0x3f82
   EXPECT_EQ(bits(1.0f + 1.5f / 256), 0x3f81);  // above halfway
   EXPECT_EQ(bits(std::numeric_limits<float>::infinity()), 0x7f80);
-  EXPECT_TRUE(std::isnan(Bf16Float(bits(std::numeric_limits<float>::quiet_NaN()))));
+  EXPECT_TRUE(std::isnan(Bf16ToFloat(bits(std::numeric_limits<float>::quiet_NaN()))));
   // NaNs whose payload sits in the low half (rounding alone would make them inf or carry
   // into the sign).
   for (uint32_t u : {0x7f800001u, 0x7fffffffu, 0xff800001u}) {
     float x;
     std::memcpy(&x, &u, sizeof x);
-    EXPECT_TRUE(std::isnan(Bf16Float(bits(x)))) << std::hex << u;
+    EXPECT_TRUE(std::isnan(Bf16ToFloat(bits(x)))) << std::hex << u;
   }
   EXPECT_EQ(bits(std::numeric_limits<float>::max()), 0x7f80);  // rounds up to inf
   for (float x : {0.1f, -3.7e-5f, 12345.678f, 1e8f})
-    EXPECT_LE(std::abs(Bf16Float(bits(x)) - x), std::abs(x) / 256) << x;
+    EXPECT_LE(std::abs(Bf16ToFloat(bits(x)) - x), std::abs(x) / 256) << x;
 }
 
 // export --dtype bf16: half the bytes of the fp32 file (a sixth of the checkpoint's), read
@@ -273,8 +275,10 @@ TEST(Predict, ABf16ServingModelHoldsTheWeightsRoundedToBf16) {
     b->backend().SaveLayer(l, kWeights, &sb);
     ASSERT_EQ(sa.w.size(), sb.w.size());
     int64_t wrong = 0;
-    for (size_t i = 0; i < sa.w.size(); ++i) wrong += sb.w[i] != Bf16Float(Bf16Round(sa.w[i]));
-    for (size_t i = 0; i < sa.b.size(); ++i) wrong += sb.b[i] != Bf16Float(Bf16Round(sa.b[i]));
+    for (size_t i = 0; i < sa.w.size(); ++i)
+      wrong += sb.w[i] != Bf16ToFloat(FloatToBf16Nearest(sa.w[i]));
+    for (size_t i = 0; i < sa.b.size(); ++i)
+      wrong += sb.b[i] != Bf16ToFloat(FloatToBf16Nearest(sa.b[i]));
     EXPECT_EQ(wrong, 0) << "layer " << l;
     int64_t rounded = 0;
     for (size_t i = 0; i < sa.w.size(); ++i) rounded += sb.w[i] != sa.w[i];
@@ -293,7 +297,7 @@ TEST(Predict, ABf16ServingModelHoldsTheWeightsRoundedToBf16) {
     h5::ReadRows(g.get(), f16, "weights", 0, -1, &stored, nullptr, t.get());
     ASSERT_EQ(converted.size(), stored.size());
     int64_t differ = 0;
-    for (size_t i = 0; i < stored.size(); ++i) differ += converted[i] != Bf16Float(stored[i]);
+    for (size_t i = 0; i < stored.size(); ++i) differ += converted[i] != Bf16ToFloat(stored[i]);
     EXPECT_EQ(differ, 0);
   }
   Trainer::Scores sa, sb;
