@@ -56,6 +56,10 @@ void CpuBackend::TopKRows(int layer, const BatchRows& in, int k, std::vector<int
                          -std::numeric_limits<float>::infinity());
   std::vector<double> tsum(norm ? static_cast<size_t>(threads) * B : 0, 0.0);
   const int64_t n = s.local();
+  const int64_t super =
+      std::max<int64_t>(1, CpuTuning::kTopKSuperBytes /
+                               (kBlock * s.in_dim * static_cast<int64_t>(sizeof(float)))) *
+      kBlock;
   ParallelFor(threads, [&](int64_t t) {
     const int64_t r0 = n * t / threads, r1 = n * (t + 1) / threads;
     int32_t* my_ids = tids.data() + t * B * k;
@@ -68,87 +72,95 @@ void CpuBackend::TopKRows(int layer, const BatchRows& in, int k, std::vector<int
     constexpr int kR = kLanesN == 16 ? 8 : 4;
     static_assert(kGroup % kR == 0 && kBlock % (2 * kLanesN) == 0, "whole tiles of rows and lanes");
     std::vector<float> tile(kGroup * kBlock);  // the group's logits: [row of the group][sample]
-    for (int64_t b0 = 0; b0 < B; b0 += kBlock) {
-      const int64_t b1 = std::min(B, b0 + kBlock);
+    // Super-blocks of samples whose inputs stay in the second-level cache, each group of
+    // rows taken against all their blocks in turn: the rows stream from memory once per
+    // super-block, not once per block. Every sample still meets the groups in row order
+    // (the same normaliser and lists, bit for bit).
+    for (int64_t s0 = 0; s0 < B; s0 += super) {
+      const int64_t s1 = std::min(B, s0 + super);
       for (int64_t g0 = r0; g0 < r1; g0 += kGroup) {
         const int64_t g1 = std::min(r1, g0 + kGroup), ng = g1 - g0;
-        if (!lanes) {  // a width LaneDots does not take: one dot product per (row, sample)
-          for (int64_t r = 0; r < ng; ++r)
-            for (int64_t i = b0; i < b1; ++i)
-              tile[r * kBlock + (i - b0)] = Dot(L.Row(g0 + r), xs.data() + i * s.in_dim, s.in_dim);
-        } else {
-          for (int64_t q = 0; q < ng; q += kR) {
-            const float* ws[kR];
-            for (int k = 0; k < kR; ++k) ws[k] = L.Row(g0 + std::min<int64_t>(q + k, ng - 1));
-            const float* xb = xt.data() + b0 / kBlock * s.in_dim * kBlock - b0;  // + i0
-            if (kLanesN == 8) {  // AVX2: two vectors of samples per call (LaneDots2)
-              for (int64_t i0 = b0; i0 < b1; i0 += 2 * kLanesN) {
-                VecN zk[2 * kR];
-                LaneDots2<kR>(ws, xb + i0, stride, s.in_dim, zk);
-                for (int k = 0; k < kR; ++k)
-                  std::memcpy(tile.data() + (q + k) * kBlock + (i0 - b0), &zk[2 * k],
-                              2 * sizeof zk[0]);
-              }
-            } else {
-              for (int64_t i0 = b0; i0 < b1; i0 += kLanesN) {
-                VecN zk[kR];
-                LaneDots<kR>(ws, xb + i0, stride, s.in_dim, zk);
-                for (int k = 0; k < kR; ++k)
-                  std::memcpy(tile.data() + (q + k) * kBlock + (i0 - b0), &zk[k], sizeof zk[k]);
+        for (int64_t b0 = s0; b0 < s1; b0 += kBlock) {
+          const int64_t b1 = std::min(B, b0 + kBlock);
+          if (!lanes) {  // a width LaneDots does not take: one dot product per (row, sample)
+            for (int64_t r = 0; r < ng; ++r)
+              for (int64_t i = b0; i < b1; ++i)
+                tile[r * kBlock + (i - b0)] =
+                    Dot(L.Row(g0 + r), xs.data() + i * s.in_dim, s.in_dim);
+          } else {
+            for (int64_t q = 0; q < ng; q += kR) {
+              const float* ws[kR];
+              for (int k = 0; k < kR; ++k) ws[k] = L.Row(g0 + std::min<int64_t>(q + k, ng - 1));
+              const float* xb = xt.data() + b0 / kBlock * s.in_dim * kBlock - b0;  // + i0
+              if (kLanesN == 8) {  // AVX2: two vectors of samples per call (LaneDots2)
+                for (int64_t i0 = b0; i0 < b1; i0 += 2 * kLanesN) {
+                  VecN zk[2 * kR];
+                  LaneDots2<kR>(ws, xb + i0, stride, s.in_dim, zk);
+                  for (int k = 0; k < kR; ++k)
+                    std::memcpy(tile.data() + (q + k) * kBlock + (i0 - b0), &zk[2 * k],
+                                2 * sizeof zk[0]);
+                }
+              } else {
+                for (int64_t i0 = b0; i0 < b1; i0 += kLanesN) {
+                  VecN zk[kR];
+                  LaneDots<kR>(ws, xb + i0, stride, s.in_dim, zk);
+                  for (int k = 0; k < kR; ++k)
+                    std::memcpy(tile.data() + (q + k) * kBlock + (i0 - b0), &zk[k], sizeof zk[k]);
+                }
               }
             }
           }
-        }
-        // The tile's samples side by side ([row][sample]): the group's max, the normaliser
-        // and the top-k test of every sample of the block at once, vectorised over the
-        // samples; a sample's rows are scanned only where its group max beats its k-th best.
-        const int64_t nb = b1 - b0;
-        float gm[kBlock], acc[kBlock];
-        for (int64_t j = 0; j < kBlock; ++j) {
-          gm[j] = -std::numeric_limits<float>::infinity();
-          acc[j] = 0.0f;
-        }
-        for (int64_t r = 0; r < ng; ++r) {
-          const float* zr = tile.data() + r * kBlock;
-          const float br = L.b[g0 + r];
-#pragma omp simd
-          for (int64_t j = 0; j < kBlock; ++j) gm[j] = std::max(gm[j], zr[j] + br);
-        }
-        if (norm && ng > 0) {
-          float m[kBlock];
-          for (int64_t j = 0; j < nb; ++j) {
-            const int64_t i = b0 + j;
-            if (ovr) {
-              my_mx[i] = 0.0f;
-            } else if (gm[j] > my_mx[i]) {
-              my_sum[i] *= static_cast<double>(ExpNonPositive(my_mx[i] - gm[j]));
-              my_mx[i] = gm[j];
-            }
-            m[j] = my_mx[i];
+          // The tile's samples side by side ([row][sample]): the group's max, the normaliser
+          // and the top-k test of every sample of the block at once, vectorised over the
+          // samples; a sample's rows are scanned only where its group max beats its k-th best.
+          const int64_t nb = b1 - b0;
+          float gm[kBlock], acc[kBlock];
+          for (int64_t j = 0; j < kBlock; ++j) {
+            gm[j] = -std::numeric_limits<float>::infinity();
+            acc[j] = 0.0f;
           }
-          // Lanes past the block (a short last one) hold stale values: their own max keeps
-          // the exps' arguments at or below 0; their sums are not used.
-          for (int64_t j = nb; j < kBlock; ++j) m[j] = gm[j];
           for (int64_t r = 0; r < ng; ++r) {
             const float* zr = tile.data() + r * kBlock;
             const float br = L.b[g0 + r];
-            if (ovr) {
 #pragma omp simd
-              for (int64_t j = 0; j < kBlock; ++j) acc[j] += SoftplusFast(zr[j] + br);
-            } else {
-#pragma omp simd
-              for (int64_t j = 0; j < kBlock; ++j) acc[j] += ExpNonPositive(zr[j] + br - m[j]);
-            }
+            for (int64_t j = 0; j < kBlock; ++j) gm[j] = std::max(gm[j], zr[j] + br);
           }
-          for (int64_t j = 0; j < nb; ++j) my_sum[b0 + j] += acc[j];
-        }
-        for (int64_t j = 0; j < nb; ++j) {
-          float* sc = my_sc + (b0 + j) * k;
-          int32_t* id = my_ids + (b0 + j) * k;
-          if (!(gm[j] > sc[k - 1])) continue;
-          for (int64_t r = 0; r < ng; ++r)
-            InsertTopK(tile[r * kBlock + j] + L.b[g0 + r], static_cast<int32_t>(s.begin + g0 + r),
-                       k, sc, id);
+          if (norm && ng > 0) {
+            float m[kBlock];
+            for (int64_t j = 0; j < nb; ++j) {
+              const int64_t i = b0 + j;
+              if (ovr) {
+                my_mx[i] = 0.0f;
+              } else if (gm[j] > my_mx[i]) {
+                my_sum[i] *= static_cast<double>(ExpNonPositive(my_mx[i] - gm[j]));
+                my_mx[i] = gm[j];
+              }
+              m[j] = my_mx[i];
+            }
+            // Lanes past the block (a short last one) hold stale values: their own max keeps
+            // the exps' arguments at or below 0; their sums are not used.
+            for (int64_t j = nb; j < kBlock; ++j) m[j] = gm[j];
+            for (int64_t r = 0; r < ng; ++r) {
+              const float* zr = tile.data() + r * kBlock;
+              const float br = L.b[g0 + r];
+              if (ovr) {
+#pragma omp simd
+                for (int64_t j = 0; j < kBlock; ++j) acc[j] += SoftplusFast(zr[j] + br);
+              } else {
+#pragma omp simd
+                for (int64_t j = 0; j < kBlock; ++j) acc[j] += ExpNonPositive(zr[j] + br - m[j]);
+              }
+            }
+            for (int64_t j = 0; j < nb; ++j) my_sum[b0 + j] += acc[j];
+          }
+          for (int64_t j = 0; j < nb; ++j) {
+            float* sc = my_sc + (b0 + j) * k;
+            int32_t* id = my_ids + (b0 + j) * k;
+            if (!(gm[j] > sc[k - 1])) continue;
+            for (int64_t r = 0; r < ng; ++r)
+              InsertTopK(tile[r * kBlock + j] + L.b[g0 + r], static_cast<int32_t>(s.begin + g0 + r),
+                         k, sc, id);
+          }
         }
       }
     }

@@ -12,6 +12,7 @@
 #include "common/parallel.h"
 #include "common/rng.h"
 #include "cpu/cpu_backend.h"
+#include "cpu/cpu_tuning.h"
 #include "cpu/kernels/simd.h"
 #include "train/auto_settings.h"
 
@@ -371,6 +372,53 @@ TEST_P(SampledOutput, ExactTopKIsTheBestLogitsTheSameForAnyThreadCount) {
         if (z[j + 1].first - z[j].first > 1e-4 && (j == 0 || z[j].first - z[j - 1].first > 1e-4))
           EXPECT_EQ(ids[i * kK + j], z[j].second) << "sample " << i << " rank " << j;
       }
+    }
+  }
+  SetNumThreads(1);
+}
+
+// The exact top-k takes each group of rows against the blocks of a super-block of samples
+// (CpuTuning::kTopKSuperBytes of inputs) in turn. Two whole super-blocks and a third with a
+// short last block: each sample's lists and normaliser must be the bits it gets in a batch
+// of 37 (less than one block), on 2 threads.
+TEST(CpuKernels, ExactTopKOverSuperBlocksIsEachSliceAlone) {
+  constexpr int64_t kWidth = 128, kSlice = 37;
+  constexpr int64_t kSuper = cpu::CpuTuning::kTopKSuperBytes / (kWidth * sizeof(float));
+  constexpr int64_t kSamples = 2 * kSuper + 76;
+  constexpr int kK = 5;
+  SetNumThreads(2);
+  const Net net(kWidth);
+  auto be = net.Make();
+  const BatchRows h = Hidden(kWidth, 11, kSamples);
+  std::vector<int32_t> ids;
+  std::vector<float> scores;
+  SoftmaxStats st;
+  testing::TopK(*be, 1, h, kK, &ids, &scores, nullptr, &st);
+  ASSERT_EQ(ids.size(), static_cast<size_t>(kSamples * kK));
+  for (int64_t i0 = 0; i0 < kSamples; i0 += kSlice) {
+    const int64_t n = std::min(kSlice, kSamples - i0);
+    BatchRows part;
+    part.Strided(n, kWidth);
+    for (int64_t i = 0; i < n; ++i) {
+      std::copy(h.ids.begin() + h.off[i0 + i], h.ids.begin() + h.off[i0 + i] + kWidth, part.Ids(i));
+      std::copy(h.vals.begin() + h.off[i0 + i], h.vals.begin() + h.off[i0 + i] + kWidth,
+                part.Vals(i));
+      part.n[i] = kWidth;
+    }
+    part.dense = true;
+    part.width = kWidth;
+    std::vector<int32_t> pids;
+    std::vector<float> pscores;
+    SoftmaxStats pst;
+    testing::TopK(*be, 1, part, kK, &pids, &pscores, nullptr, &pst);
+    for (int64_t i = 0; i < n; ++i) {
+      for (int j = 0; j < kK; ++j) {
+        ASSERT_EQ(ids[(i0 + i) * kK + j], pids[i * kK + j]) << "sample " << i0 + i;
+        ASSERT_EQ(std::memcmp(&scores[(i0 + i) * kK + j], &pscores[i * kK + j], sizeof(float)), 0)
+            << "sample " << i0 + i;
+      }
+      ASSERT_EQ(std::memcmp(&st.mx[i0 + i], &pst.mx[i], sizeof(float)), 0) << "sample " << i0 + i;
+      ASSERT_EQ(std::memcmp(&st.red[i0 + i], &pst.red[i], sizeof(float)), 0) << "sample " << i0 + i;
     }
   }
   SetNumThreads(1);
