@@ -135,7 +135,7 @@ int Eval(int argc, const char* const* argv, Communicator* comm) {
   for (int k : cfg.k)
     DSLIDE_CHECK(k <= meta.out_dims.back(), "option --k: P@", k, " needs at least ", k,
                  " labels, the model (", folder, ") has ", meta.out_dims.back());
-  std::unique_ptr<Trainer> model = LoadModel(folder, comm, &meta);
+  std::unique_ptr<Trainer> model = LoadModel(folder, comm, &meta, /*scoring_only=*/true);
   Trainer& trainer = *model;
   // With --approximate the exact scores come with the approximate ones (scored once).
   const bool approximate = cfg.ann.approximate != "off";

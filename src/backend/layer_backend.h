@@ -132,6 +132,9 @@ struct BackendOptions {
   /// which the log-Q correction (lsh.log_q) of a sampled output layer needs: the chance that
   /// a batch-mate lists it among the batch's labels. Empty: no training set (no correction).
   std::vector<float> label_share;
+  /// Scoring alone (`dslide eval`, `dslide predict`): no Adam moments, and the weights are
+  /// not drawn (a model's are loaded over them).
+  bool scoring_only = false;
 };
 
 /// Whether a backend corrects layer `s`'s training logits by log-Q: a sampled output layer
@@ -183,12 +186,13 @@ inline ShardNeed ShardStateNeed(const ModelSpec& spec, const BackendOptions& opt
     if (l + 1 < spec.layers.size()) rows += gathered * 12;  // the next input, its gradient
   }
   const int64_t batch_bytes = std::max<int64_t>(options.batch, 0) * rows;
-  const int64_t moment = options.bf16_moments ? 2 : 4;
+  const int64_t moment = options.scoring_only ? 0 : options.bf16_moments ? 2 : 4;
   ShardNeed need;
   need.bytes = params * (4 + 2 * moment) + gradient * 4 + steps * 8 + batch_bytes;
   need.what = detail::Concat(
-      first_layer_gradient ? "its weights, Adam moments and first-layer gradient ("
-                           : "its weights and Adam moments (",
+      first_layer_gradient   ? "its weights, Adam moments and first-layer gradient ("
+      : options.scoring_only ? "its weights ("
+                             : "its weights and Adam moments (",
       params, " parameters",
       spec.layers.back().local() < spec.layers.back().out_dim ? " on this rank" : "", ")",
       batch_bytes > 0 ? detail::Concat(" and a batch's activations and gradients (--batch ",

@@ -105,6 +105,8 @@ struct TrainConfig {
   /// (AutoDropout of the training set, which the trainer applies).
   double dropout = -1;
   bool dense_adam = false;
+  /// Not an option: set where a model is loaded for scoring alone (BackendOptions).
+  bool scoring_only = false;
   CatchUpScope adam_catch_up = CatchUpScope::kFirstLayer;  // the lazy rows that catch up
   int64_t iterations = 0;                                  ///< 0: use epochs
   double epochs = 1.0;

@@ -35,10 +35,11 @@ void CpuBackend::Init(const ModelSpec& spec, const BackendOptions& options) {
     const size_t n = static_cast<size_t>(L->rows) * L->cols;
     L->w.resize(n);
     L->bf16 = options.bf16_moments;
-    if (L->bf16) {
+    // Scoring alone keeps no moments (the checkpoint's are not read either).
+    if (!options.scoring_only && L->bf16) {
       L->m16.assign(n, 0);
       L->v16.assign(n, 0);
-    } else {
+    } else if (!options.scoring_only) {
       L->m.assign(n, 0.0f);
       L->v.assign(n, 0.0f);
     }
@@ -47,10 +48,10 @@ void CpuBackend::Init(const ModelSpec& spec, const BackendOptions& options) {
     } else {
       L->b.assign(s.local(), 0.0f);
     }
-    if (L->bf16) {
+    if (!options.scoring_only && L->bf16) {
       L->mb16.assign(s.local(), 0);
       L->vb16.assign(s.local(), 0);
-    } else {
+    } else if (!options.scoring_only) {
       L->mb.assign(s.local(), 0.0f);
       L->vb.assign(s.local(), 0.0f);
     }
@@ -64,7 +65,7 @@ void CpuBackend::Init(const ModelSpec& spec, const BackendOptions& options) {
       L->touched.assign(L->rows, 0);
       L->btouched.assign(s.local(), 0);
     }
-    InitialWeights(s, li, options.seed, L->w.data());
+    if (!options.scoring_only) InitialWeights(s, li, options.seed, L->w.data());
     if (!s.dense()) {
       L->sampler = std::make_unique<BudgetSampler>(SelectionPolicy(options.lsh));
     }

@@ -207,7 +207,9 @@ void WriteShard(const std::string& folder, int rank, const ModelSpec& spec,
 }
 
 std::vector<LayerState> ReadLayers(const std::string& folder, const CheckpointMeta& meta,
-                                   const std::vector<LayerSpec>& specs, bool weights_only) {
+                                   const std::vector<LayerSpec>& specs, bool weights_only,
+                                   bool moments) {
+  moments = moments && !weights_only;
   DSLIDE_CHECK(specs.size() <= meta.out_dims.size(), folder, ": the checkpoint has ",
                meta.out_dims.size(), " layers, ", specs.size(), " were asked for");
   std::vector<LayerState> states(specs.size());
@@ -216,7 +218,7 @@ std::vector<LayerState> ReadLayers(const std::string& folder, const CheckpointMe
     LayerState& st = states[l];
     st.w.resize(n * d);
     st.b.resize(n);
-    if (!weights_only) {
+    if (moments) {
       st.m.resize(n * d);
       st.v.resize(n * d);
       st.mb.resize(n);
@@ -225,7 +227,7 @@ std::vector<LayerState> ReadLayers(const std::string& folder, const CheckpointMe
   }
   std::vector<float> buf;
   std::vector<int64_t> steps;
-  bool have_steps = !weights_only;  // every shard holds its rows' last steps
+  bool have_steps = moments;  // every shard holds its rows' last steps
   // Each old shard file is opened (and its checksum verified) once for all layers.
   for (int r = 0; r < meta.ranks; ++r) {
     const std::string file = ShardFile(folder, r);
@@ -267,11 +269,11 @@ std::vector<LayerState> ReadLayers(const std::string& folder, const CheckpointMe
       int64_t cols = 0;
       using Field = std::pair<const char*, std::vector<float>*>;
       const std::vector<Field> matrices =
-          weights_only ? std::vector<Field>{{"w", &st.w}}
-                       : std::vector<Field>{{"w", &st.w}, {"m", &st.m}, {"v", &st.v}};
+          !moments ? std::vector<Field>{{"w", &st.w}}
+                   : std::vector<Field>{{"w", &st.w}, {"m", &st.m}, {"v", &st.v}};
       const std::vector<Field> vectors =
-          weights_only ? std::vector<Field>{{"b", &st.b}}
-                       : std::vector<Field>{{"b", &st.b}, {"mb", &st.mb}, {"vb", &st.vb}};
+          !moments ? std::vector<Field>{{"b", &st.b}}
+                   : std::vector<Field>{{"b", &st.b}, {"mb", &st.mb}, {"vb", &st.vb}};
       for (const auto& [ds, dst] : matrices) {
         ReadRows(g.get(), file, ds, first, rows, &buf, &cols);
         DAMAGED_CHECK(cols == d, file, ": ", name, "/", ds, " has ", cols, " columns, expected ",

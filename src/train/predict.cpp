@@ -18,11 +18,12 @@
 namespace dslide {
 
 std::unique_ptr<Trainer> LoadModel(const std::string& folder, Communicator* comm,
-                                   CheckpointMeta* meta) {
+                                   CheckpointMeta* meta, bool scoring_only) {
   const bool serving = IsServingModel(folder);
   *meta = serving ? ReadServingMeta(folder) : ReadMeta(folder);
   // The network as the checkpoint describes it, sharded over this job's ranks.
-  const TrainConfig tc = ConfigOf(*meta);
+  TrainConfig tc = ConfigOf(*meta);
+  tc.scoring_only = scoring_only;
   auto trainer =
       std::make_unique<Trainer>(tc, comm, MakeBackend(tc.device, comm->rank(), tc.gpus_per_node),
                                 meta->input_dim, meta->out_dims.back());
@@ -124,7 +125,7 @@ int64_t Predict(const PredictConfig& cfg, Communicator* comm) {
     DSLIDE_CHECK(in.num_features() == m.input_dim, cfg.input, ":1: ", in.num_features(),
                  " features, the model (", folder, ") has ", m.input_dim, " inputs");
   }
-  std::unique_ptr<Trainer> model = LoadModel(folder, comm, &meta);
+  std::unique_ptr<Trainer> model = LoadModel(folder, comm, &meta, /*scoring_only=*/true);
   DSLIDE_CHECK(cfg.top_k <= meta.out_dims.back(), "option --top-k: ", cfg.top_k,
                " labels asked for, the model (", folder, ") has ", meta.out_dims.back());
   const int k = cfg.top_k;

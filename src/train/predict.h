@@ -17,8 +17,10 @@ namespace dslide {
 /// Collective: the network of checkpoint `folder` (written by any number of ranks), or of
 /// the serving model file `export` wrote, sharded over this job's ranks, with its weights;
 /// `meta` receives its metadata.
+/// With `scoring_only` (eval, predict) the model cannot train: no Adam moments are read or
+/// kept (the CPU backend's memory is the weights'), its weights are not drawn first.
 std::unique_ptr<Trainer> LoadModel(const std::string& folder, Communicator* comm,
-                                   CheckpointMeta* meta);
+                                   CheckpointMeta* meta, bool scoring_only = false);
 
 /// Collective: the exact top-k labels of every point of `data` (its labels are ignored) with
 /// their softmax probabilities, best first, as `dslide predict` writes them: `ids` and `probs`

@@ -34,6 +34,11 @@ void TablePlans::BuildFirst(LayerBackend* backend) {
     if (sparse_[l]) Build(backend, static_cast<int>(l), 1, 1);
 }
 
+void TablePlans::PlanFirst() {
+  for (size_t l = 0; l < sparse_.size(); ++l)
+    if (sparse_[l]) last_[l] = Plan(static_cast<int>(l), 1, 1);
+}
+
 void TablePlans::Rebuild(LayerBackend* backend) {
   for (size_t l = 0; l < sparse_.size(); ++l)
     if (sparse_[l]) RebuildLayer(backend, static_cast<int>(l));

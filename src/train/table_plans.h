@@ -21,6 +21,9 @@ class TablePlans {
 
   /// Every sparse layer's first tables: hash functions of draw 1, build 1.
   void BuildFirst(LayerBackend* backend);
+  /// BuildFirst's plans without building (a model loaded for scoring alone: its tables are
+  /// imported or built from the loaded weights, as after BuildFirst).
+  void PlanFirst();
   /// Every sparse layer's tables built again with the hash functions they have.
   void Rebuild(LayerBackend* backend);
   /// Every sparse layer's tables built again with the next draw of hash functions.

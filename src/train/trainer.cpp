@@ -68,7 +68,10 @@ Trainer::Trainer(const TrainConfig& cfg, Communicator* comm, std::unique_ptr<Lay
     options.label_share = LabelShares(spec_.layers.back(), spec_.labels, *train);
   backend_->Init(spec_, options);
   tables_ = TablePlans(spec_, options.seed);
-  tables_.BuildFirst(backend_.get());
+  if (cfg_.scoring_only)  // the weights are loaded next, then the tables built or imported
+    tables_.PlanFirst();
+  else
+    tables_.BuildFirst(backend_.get());
   segs_.resize(spec_.layers.size());
   if (comm_->rank() == 0) {
     std::random_device rd;

@@ -176,14 +176,17 @@ CheckpointMeta Trainer::LoadCheckpoint(const std::string& folder) {
   index_.reset();  // other weights: an output index of the old ones would be stale
   CheckpointMeta m = ReadMeta(folder);
   CheckMetaFits(m, folder + "/meta.h5", spec_, cfg_);
-  std::vector<LayerState> states = ReadLayers(folder, m, spec_.layers);
+  // Scoring alone reads the weights and tables, not Adam's moments.
+  const bool moments = !cfg_.scoring_only;
+  std::vector<LayerState> states =
+      ReadLayers(folder, m, spec_.layers, /*weights_only=*/false, moments);
   for (size_t l = 0; l < states.size(); ++l) {
     const int layer = static_cast<int>(l);
     LayerState& st = states[l];
     if (!spec_.layers[l].dense())
       st.tables_plan = tables_.Restore(layer, st.tables_plan.hash_version, st.tables_plan.rebuild);
     try {
-      backend_->LoadLayer(layer, kCheckpoint, st);
+      backend_->LoadLayer(layer, moments ? kCheckpoint : kWeights | kTables, st);
     } catch (const OutOfMemory&) {
       throw;
     } catch (const Error& e) {  // tables whose checks fail (LshTables::Import): damage

@@ -223,6 +223,62 @@ TEST(Predict, TheExportedModelPredictsTheCheckpointsBits) {
   EXPECT_NEAR(eb.loss, ea.loss, 1e-9 * ea.loss);
 }
 
+// eval and predict load a model for scoring alone: no Adam moments read or kept, the
+// weights not drawn before they are loaded, the sampled layers' tables imported or built
+// from the loaded weights as before. From the checkpoint and from the serving model it
+// scores what a model loaded for training scores, bit for bit: exactly, and by the output
+// layer's own LSH candidates (its tables).
+TEST(Predict, ScoringAloneScoresWhatTheFullModelScores) {
+  const Model& m = Trained();
+  LocalCommunicator comm;
+  // An output layer whose selection is a real sample (a fifth of the outputs, few fillers).
+  TrainConfig cfg;
+  cfg.hidden = {24};
+  cfg.sparsity = {1.0, 0.2};
+  cfg.min_negatives = 8;
+  cfg.batch = 64;
+  Trainer tr(cfg, &comm, MakeBackend(Device::kCpu, 0), 300, 150);
+  for (int it = 0; it < 60; ++it) tr.Step(m.train, testing::Batch(it, 64, m.train.size()));
+  const std::string dir = testing::TmpPath("scoring_model");
+  tr.WriteCheckpoint(dir, 0, 0);
+  const std::string folder = ResolveCheckpoint(dir, "--model");
+  const std::string file = testing::TmpPath("serving_scoring.h5");
+  ExportModel(folder, file);
+  for (const std::string& model : {folder, file}) {
+    CheckpointMeta ma, mb;
+    auto full = LoadModel(model, &comm, &ma);
+    auto scoring = LoadModel(model, &comm, &mb, /*scoring_only=*/true);
+    EXPECT_EQ(mb.iter, ma.iter) << model;
+    for (ScoreMode mode : {ScoreMode::kExact, ScoreMode::kLsh}) {
+      Trainer::Scores sa, sb;
+      full->Score(m.test, 0, 64, 5, &sa, 0, mode);
+      scoring->Score(m.test, 0, 64, 5, &sb, 0, mode);
+      EXPECT_EQ(sb.ids, sa.ids) << model << " mode " << static_cast<int>(mode);
+      EXPECT_EQ(sb.logits, sa.logits) << model << " mode " << static_cast<int>(mode);
+    }
+    // The output layer's tables: the same build, the same buckets.
+    LayerState ta, tb;
+    full->backend().SaveLayer(1, kTables, &ta);
+    scoring->backend().SaveLayer(1, kTables, &tb);
+    EXPECT_EQ(tb.tables_plan.hash_seed, ta.tables_plan.hash_seed) << model;
+    EXPECT_EQ(tb.tables_plan.table_seed, ta.tables_plan.table_seed) << model;
+    EXPECT_EQ(tb.table_ids, ta.table_ids) << model;
+    EXPECT_FALSE(ta.table_ids.empty()) << model;
+    const EvalResult ea = full->Evaluate(m.test, 0, false);
+    const EvalResult eb = scoring->Evaluate(m.test, 0, false);
+    for (int k : {1, 3, 5}) EXPECT_EQ(eb.At(k), ea.At(k)) << model << " P@" << k;
+    EXPECT_EQ(eb.loss, ea.loss) << model;
+  }
+  // The memory check counts no moments for scoring: two floats a parameter fewer.
+  const ModelSpec spec = ModelSpec::Make(300, {24}, 150, {1.0, 1.0}, 0, 1, 8);
+  BackendOptions train_opt, score_opt;
+  score_opt.scoring_only = true;
+  const int64_t params = 24 * 301 + 150 * 25;
+  EXPECT_EQ(
+      ShardStateNeed(spec, train_opt, false).bytes - ShardStateNeed(spec, score_opt, false).bytes,
+      params * 8);
+}
+
 // The rounding export --dtype bf16 stores (FloatToBf16Nearest): to the nearest, ties to the
 // even neighbour; infinities and NaN kept.
 TEST(Export, Bf16RoundsToTheNearestTiesToEven) {
