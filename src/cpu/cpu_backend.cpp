@@ -35,23 +35,20 @@ void CpuBackend::Init(const ModelSpec& spec, const BackendOptions& options) {
     const size_t n = static_cast<size_t>(L->rows) * L->cols;
     L->w.resize(n);
     L->bf16 = options.bf16_moments;
-    // Scoring alone keeps no moments (the checkpoint's are not read either).
-    if (!options.scoring_only && L->bf16) {
-      L->m16.assign(n, 0);
-      L->v16.assign(n, 0);
-    } else if (!options.scoring_only) {
-      L->m.assign(n, 0.0f);
-      L->v.assign(n, 0.0f);
-    }
     if (StartsFromOutputBias(s, options)) {
       L->b = options.output_bias;
     } else {
       L->b.assign(s.local(), 0.0f);
     }
+    // Scoring alone keeps no moments (the checkpoint's are not read either).
     if (!options.scoring_only && L->bf16) {
+      L->m16.assign(n, 0);
+      L->v16.assign(n, 0);
       L->mb16.assign(s.local(), 0);
       L->vb16.assign(s.local(), 0);
     } else if (!options.scoring_only) {
+      L->m.assign(n, 0.0f);
+      L->v.assign(n, 0.0f);
       L->mb.assign(s.local(), 0.0f);
       L->vb.assign(s.local(), 0.0f);
     }

@@ -169,14 +169,14 @@ std::string CheckpointIdentity(uint64_t run_id, int64_t iter);
 /// The state of each spec's block (layer l: its neurons [begin, end)) for the first
 /// specs.size() layers, read from the shards of a checkpoint written by meta.ranks ranks:
 /// any number of ranks can load any checkpoint. Each shard file is opened once. LSH tables
-/// are restored only when a block is exactly one old shard. With `weights_only`, moments
-/// and tables are not read (m, v, mb, vb stay empty); without `moments`, the moments and
-/// the rows' last steps alone. A shard that is not of the checkpoint `meta` describes (its
-/// run id and iteration; absent in checkpoints of earlier versions) throws
+/// are restored only when a block is exactly one old shard. `parts` (LayerPart bits) says
+/// what is read besides the weights: without kMoments, m, v, mb, vb and the rows' last steps
+/// stay empty; without kTables, the tables. A shard that is not of the checkpoint `meta`
+/// describes (its run id and iteration; absent in checkpoints of earlier versions) throws
 /// DamagedCheckpoint naming both.
 std::vector<LayerState> ReadLayers(const std::string& folder, const CheckpointMeta& meta,
-                                   const std::vector<LayerSpec>& specs, bool weights_only = false,
-                                   bool moments = true);
+                                   const std::vector<LayerSpec>& specs,
+                                   unsigned parts = kCheckpoint);
 
 /// What a checksum cannot catch (a file written damaged) in the arrays of layer `layer`
 /// (counted from 0; `name` its group) read from `file`: values no training writes, NaN or

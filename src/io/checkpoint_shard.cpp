@@ -207,9 +207,8 @@ void WriteShard(const std::string& folder, int rank, const ModelSpec& spec,
 }
 
 std::vector<LayerState> ReadLayers(const std::string& folder, const CheckpointMeta& meta,
-                                   const std::vector<LayerSpec>& specs, bool weights_only,
-                                   bool moments) {
-  moments = moments && !weights_only;
+                                   const std::vector<LayerSpec>& specs, unsigned parts) {
+  const bool moments = (parts & kMoments) != 0;
   DSLIDE_CHECK(specs.size() <= meta.out_dims.size(), folder, ": the checkpoint has ",
                meta.out_dims.size(), " layers, ", specs.size(), " were asked for");
   std::vector<LayerState> states(specs.size());
@@ -308,7 +307,7 @@ std::vector<LayerState> ReadLayers(const std::string& folder, const CheckpointMe
           std::max(st.tables_plan.hash_version, ReadAttr<int64_t>(g.get(), file, "hash_version"));
       st.tables_plan.rebuild =
           std::max(st.tables_plan.rebuild, ReadAttr<int64_t>(g.get(), file, "rebuilds"));
-      if (!weights_only && b0 == spec.begin && b1 == spec.end) {  // the same shard: keep its tables
+      if ((parts & kTables) && b0 == spec.begin && b1 == spec.end) {  // the same shard: its tables
         ReadTables(g.get(), file, &st);
       }
     }

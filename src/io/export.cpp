@@ -46,7 +46,7 @@ int64_t ExportModel(const std::string& folder, const std::string& final_file, bo
     specs[l].begin = 0;
     specs[l].end = specs[l].out_dim;
   }
-  std::vector<LayerState> states = ReadLayers(folder, meta, specs, /*weights_only=*/true);
+  std::vector<LayerState> states = ReadLayers(folder, meta, specs, kWeights);
   {
     // Rows in label order (row i: label i), whatever order the neurons were trained in.
     const LabelMap map(meta.Order() == LabelOrder::kSpread, meta.out_dims.back());

@@ -177,16 +177,15 @@ CheckpointMeta Trainer::LoadCheckpoint(const std::string& folder) {
   CheckpointMeta m = ReadMeta(folder);
   CheckMetaFits(m, folder + "/meta.h5", spec_, cfg_);
   // Scoring alone reads the weights and tables, not Adam's moments.
-  const bool moments = !cfg_.scoring_only;
-  std::vector<LayerState> states =
-      ReadLayers(folder, m, spec_.layers, /*weights_only=*/false, moments);
+  const unsigned parts = cfg_.scoring_only ? kWeights | kTables : kCheckpoint;
+  std::vector<LayerState> states = ReadLayers(folder, m, spec_.layers, parts);
   for (size_t l = 0; l < states.size(); ++l) {
     const int layer = static_cast<int>(l);
     LayerState& st = states[l];
     if (!spec_.layers[l].dense())
       st.tables_plan = tables_.Restore(layer, st.tables_plan.hash_version, st.tables_plan.rebuild);
     try {
-      backend_->LoadLayer(layer, moments ? kCheckpoint : kWeights | kTables, st);
+      backend_->LoadLayer(layer, parts, st);
     } catch (const OutOfMemory&) {
       throw;
     } catch (const Error& e) {  // tables whose checks fail (LshTables::Import): damage
@@ -260,8 +259,7 @@ CheckpointMeta Trainer::ResumeRun(int64_t points, bool keep_best, std::string* f
       const bool same = best_iter_ >= 0 && bm.iter == best_iter_;
       const bool later = bm.iter > iter_ && bm.best_iter == bm.iter && bm.best_p_at_1 > best_p1_;
       if (same || later) {
-        const std::vector<LayerState> st =
-            ReadLayers(best, bm, spec_.layers, /*weights_only=*/true);
+        const std::vector<LayerState> st = ReadLayers(best, bm, spec_.layers, kWeights);
         best_w_.resize(st.size());
         best_b_.resize(st.size());
         for (size_t l = 0; l < st.size(); ++l) {  // rows per neuron, as SaveLayer gives them
