@@ -24,7 +24,9 @@ ranks and torch_peer.py's dense mode differ only in float rounding.
 
 Started by mpirun (Open MPI's OMPI_COMM_WORLD_RANK and SIZE; `mpirun -x PYTHONPATH -x
 MASTER_PORT ...`) or torchrun (RANK, WORLD_SIZE); MASTER_ADDR and MASTER_PORT default to
-127.0.0.1:29500. Rank 0 prints one JSON object with
+127.0.0.1:29500. --init-method file:///PATH meets through a file every rank can reach (a
+fresh path each run) instead of a TCP port, which another job on the host may hold. Rank 0
+prints one JSON object with
 the names dslide uses (ms_per_iter, p_at_1, p_at_1_by_iter, ...), bytes_sent_per_iter (what
 this rank's collectives send, as a ring sends them: 2 (P - 1) / P of each all-reduce's
 bytes), and with --losses every step's loss.
@@ -32,7 +34,7 @@ bytes), and with --losses every step's loss.
 Usage: torch_mp_peer.py TRAIN.txt TEST.txt [--mode full|sampled] [--iterations 400]
                         [--batch 256] [--hidden 128] [--lr 1e-3] [--negatives 4096]
                         [--distortion 0.75] [--eval-points 1000] [--eval-every 0] [--seed 1]
-                        [--match-dslide] [--losses]
+                        [--match-dslide] [--losses] [--init-method env://]
 """
 import time
 
@@ -87,6 +89,9 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--match-dslide", action="store_true")
     ap.add_argument("--losses", action="store_true", help="print every step's loss")
+    ap.add_argument("--init-method", default="env://",
+                    help="torch.distributed's rendezvous: env:// (MASTER_ADDR, MASTER_PORT) "
+                    "or file:///PATH (a fresh file every rank can reach)")
     a = ap.parse_args()
     if a.iterations < 1 or a.batch < 1 or a.hidden < 1 or a.negatives < 0:
         ap.error("--iterations, --batch and --hidden must be positive, --negatives >= 0")
@@ -95,7 +100,7 @@ def main():
     size = int(env.get("WORLD_SIZE", env.get("OMPI_COMM_WORLD_SIZE", "1")))
     env.setdefault("MASTER_ADDR", "127.0.0.1")
     env.setdefault("MASTER_PORT", "29500")
-    dist.init_process_group("gloo", rank=rank, world_size=size)
+    dist.init_process_group("gloo", init_method=a.init_method, rank=rank, world_size=size)
     torch.set_num_threads(1)
     torch.manual_seed(a.seed + rank)
     comm = Collectives(size)

@@ -27,23 +27,26 @@ rm -rf "$work" && mkdir -p "$work" || exit 1
 root=()
 [[ $(id -u) == 0 ]] && root=(--allow-run-as-root)
 export PYTHONPATH=$here/launch/peers OMP_NUM_THREADS=1
-# Each run its own rendezvous port (ctest may run other jobs beside).
-port=$((20000 + $$ % 20000))
-mp() {  # PORT NP ARGS...: the peer on NP ranks
-  local p=$1 np=$2
+# Each run meets through its own file, not a TCP port: ctest runs other jobs beside, and
+# any of them may hold a port this test would pick.
+mp() {  # NAME NP ARGS...: the peer on NP ranks, meeting through $work/NAME.rdv
+  local name=$1 np=$2
   shift 2
-  MASTER_PORT=$p timeout 300 mpirun "${root[@]}" --oversubscribe --bind-to none -np "$np" \
-    -x PYTHONPATH -x OMP_NUM_THREADS -x MASTER_PORT \
-    "$py" "$here/launch/peers/torch_mp_peer.py" "$work/d.train.txt" "$work/d.test.txt" "$@"
+  timeout 300 mpirun "${root[@]}" --oversubscribe --bind-to none -np "$np" \
+    -x PYTHONPATH -x OMP_NUM_THREADS \
+    "$py" "$here/launch/peers/torch_mp_peer.py" "$work/d.train.txt" "$work/d.test.txt" \
+    --init-method "file://$work/$name.rdv" "$@"
 }
+# The peer's own words first (mpirun's abort notice follows them).
+why() { grep -v -e '^---' -e '^ *$' "$1" | grep -m 8 -i -e error -e exception -e traceback; tail -8 "$1"; }
 "$py" "$here/launch/peers/torch_peer.py" "$work/d.train.txt" "$work/d.test.txt" --mode dense \
   --device cpu --threads 1 --iterations 12 --batch 64 --match-dslide --losses \
   --eval-points 500 >"$work/single.json" 2>"$work/single.err" ||
   { tail -5 "$work/single.err"; fail "torch_peer.py exited $?"; }
-mp "$port" 2 --mode full --iterations 12 --batch 64 --match-dslide --losses --eval-points 500 \
-  >"$work/full2.txt" 2>"$work/full2.err" || { tail -5 "$work/full2.err"; fail "full mode on 2 ranks exited $?"; }
-mp $((port + 1)) 2 --mode sampled --negatives 32 --iterations 300 --batch 64 --eval-points 500 \
-  >"$work/sampled2.txt" 2>"$work/sampled2.err" || { tail -5 "$work/sampled2.err"; fail "sampled mode on 2 ranks exited $?"; }
+mp full 2 --mode full --iterations 12 --batch 64 --match-dslide --losses --eval-points 500 \
+  >"$work/full2.txt" 2>"$work/full2.err" || { rc=$?; why "$work/full2.err"; fail "full mode on 2 ranks exited $rc"; }
+mp sampled 2 --mode sampled --negatives 32 --iterations 300 --batch 64 --eval-points 500 \
+  >"$work/sampled2.txt" 2>"$work/sampled2.err" || { rc=$?; why "$work/sampled2.err"; fail "sampled mode on 2 ranks exited $rc"; }
 "$py" - "$work" <<'PY' || fail "the model-parallel peer"
 import json, sys
 work = sys.argv[1]
