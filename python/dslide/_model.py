@@ -75,7 +75,7 @@ class Model:
         """(iteration, evaluation dict) of every evaluation during training."""
         return list(self._m.evals)
 
-    def build_index(self, *, m: int = 12, ef: int = 48, build_ef: int = 100, tail: int = 256,
+    def build_index(self, *, m: int = 12, ef: int = 44, build_ef: int = 100, tail: int = 256,
                     file=None, threads: int | None = None) -> float:
         """Builds the output index that approximate ``predict`` and ``evaluate`` score from:
         an HNSW graph of the output layer's rows searched by inner product (each rank its

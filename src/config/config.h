@@ -173,7 +173,7 @@ struct AnnConfig {
   std::string approximate = "off";
   int m = 12;          ///< links per row of the graph
   int build_ef = 100;  ///< candidate list while building
-  int ef = 48;         ///< candidate list per query: the rows scored per point
+  int ef = 44;         ///< candidate list per query: the rows scored per point
   int tail = 256;      ///< rows drawn per block for the softmax normaliser beyond them
   std::string file;    ///< the index read from here when it fits the model, else written
 };

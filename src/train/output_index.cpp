@@ -193,11 +193,36 @@ int64_t OutputIndex::Search(const float* h, int32_t* rows, float* logits) const 
   q.assign(width_, 0.0f);
   std::copy(h, h + dim_, q.begin());
   q[dim_] = 1.0f;
-  auto found = graph_->hnsw->searchKnn(q.data(), static_cast<size_t>(candidates()));
+  // hnswlib's searchKnn, without what it adds here: it counts hops and distances in two
+  // atomics every thread increments (their cache line passes from core to core on every
+  // hop), and after loadIndex, which leaves its count of deleted rows uninitialised, it may
+  // take the walk that checks each row for deletion. No row is ever deleted from this graph.
+  const hnswlib::HierarchicalNSW<float>& g = *graph_->hnsw;
+  const void* query = q.data();
+  hnswlib::tableint at = g.enterpoint_node_;
+  float nearest = g.fstdistfunc_(query, g.getDataByInternalId(at), g.dist_func_param_);
+  for (int level = g.maxlevel_; level > 0; --level) {  // greedy, down the upper layers
+    for (bool moved = true; moved;) {
+      moved = false;
+      hnswlib::linklistsizeint* links = g.get_linklist(at, level);
+      const int size = g.getListCount(links);
+      const auto* next = reinterpret_cast<const hnswlib::tableint*>(links + 1);
+      for (int i = 0; i < size; ++i) {
+        const float d = g.fstdistfunc_(query, g.getDataByInternalId(next[i]), g.dist_func_param_);
+        if (d < nearest) {
+          nearest = d;
+          at = next[i];
+          moved = true;
+        }
+      }
+    }
+  }
+  auto found = g.searchBaseLayerST<false, false>(at, query, static_cast<size_t>(candidates()));
+  while (static_cast<int64_t>(found.size()) > candidates()) found.pop();
   const int64_t n = static_cast<int64_t>(found.size());
   // The queue gives the farthest first.
   for (int64_t j = n - 1; j >= 0; --j, found.pop()) {
-    rows[j] = static_cast<int32_t>(found.top().second);
+    rows[j] = static_cast<int32_t>(g.getExternalLabel(found.top().second));
     logits[j] = static_cast<float>(Logit(rows[j], h));
   }
   return n;

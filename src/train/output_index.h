@@ -19,7 +19,7 @@ namespace dslide {
 struct OutputIndexOptions {
   int m = 12;
   int ef_construction = 100;
-  int ef = 48;
+  int ef = 44;
   /// Uniform draws of rows per query for the softmax normaliser's part outside the
   /// candidates (TailSum).
   int tail = 256;

@@ -576,7 +576,7 @@ INSTANTIATE_TEST_SUITE_P(
         RangeCase{{"export", "--model", "m", "--out", "o.h5", "--dtype", "fp16"},
                   "option --dtype: invalid value 'fp16' (expected fp32|bf16)"},
         RangeCase{{"eval", "--model", "m", "--test", "t", "--approximate", "ann", "--k", "1,80"},
-                  "option --ann-ef: 48 candidates cannot give the top 80"}));
+                  "option --ann-ef: 44 candidates cannot give the top 80"}));
 
 TEST(Config, RangeLimitsThemselvesAreAccepted) {
   EXPECT_EQ(ParseError(Train({"--batch", "1048576", "--threads", "4096", "--hidden", "16777215",

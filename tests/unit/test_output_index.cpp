@@ -68,7 +68,7 @@ TEST(OutputIndex, CandidatesHoldTheExactTopRowsWithExactLogits) {
   SetNumThreads(2);
   const Rows r(6000, 40, 1);
   // Random rows in 40 dimensions are a harder search than a trained layer's (whose defaults,
-  // m 12 and ef 48, recall 0.97 of them): a denser graph, more candidates.
+  // m 12 and ef 44, recall below 0.99 of them): a denser graph, more candidates.
   OutputIndexOptions o;
   o.m = 16;
   o.ef = 64;
@@ -240,7 +240,7 @@ TEST(Evaluate, TheOutputIndexRecallsTheExactTopK) {
   EXPECT_NEAR(a.approx.At(1), a.exact.At(1), 2.5 / 400);
   EXPECT_GT(a.exact.At(1), 0.2) << "the model learnt nothing: the recall says little";
   // Probabilities: per point where both agree on the best label, the approximate one within
-  // a factor of 2 of the exact (the normaliser over 48 candidates alone is far above it).
+  // a factor of 2 of the exact (the normaliser over 44 candidates alone is far above it).
   Trainer::Scores exact, approx;
   tr.Score(m.test, 0, 64, 5, &exact);
   tr.Score(m.test, 0, 64, 5, &approx, 0, ScoreMode::kIndex);
