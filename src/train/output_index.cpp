@@ -86,7 +86,6 @@ OutputIndex::OutputIndex(const float* w, const float* b, int64_t rows, int64_t d
   vectors.ForEach(1, [&](int64_t i, const float* v) {
     graph_->hnsw->addPoint(v, static_cast<hnswlib::labeltype>(i));
   });
-  graph_->hnsw->setEf(static_cast<size_t>(options.ef));
   NumberRows();
   seconds_ = std::chrono::duration<double>(Clock::now() - t0).count();
 }
@@ -137,7 +136,6 @@ std::unique_ptr<OutputIndex> OutputIndex::Load(const std::string& path, const fl
              " (an index of other weights or of another shard)";
     return nullptr;
   }
-  g.hnsw->setEf(static_cast<size_t>(options.ef));
   index->NumberRows();
   index->seconds_ = std::chrono::duration<double>(Clock::now() - t0).count();
   index->loaded_ = true;
@@ -217,8 +215,8 @@ int64_t OutputIndex::Search(const float* h, int32_t* rows, float* logits) const 
       }
     }
   }
+  // At most candidates() rows: the walk keeps no more than the list it is given.
   auto found = g.searchBaseLayerST<false, false>(at, query, static_cast<size_t>(candidates()));
-  while (static_cast<int64_t>(found.size()) > candidates()) found.pop();
   const int64_t n = static_cast<int64_t>(found.size());
   // The queue gives the farthest first.
   for (int64_t j = n - 1; j >= 0; --j, found.pop()) {
