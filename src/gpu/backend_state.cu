@@ -13,7 +13,8 @@ void GpuBackendT<X>::Init(const ModelSpec& spec, const BackendOptions& options) 
     // Refused before anything is allocated where the shard's least state exceeds the
     // device's free memory (a failed allocation halfway through would name neither the
     // size nor the cause).
-    const ShardNeed need = ShardStateNeed(spec, options, /*first_layer_gradient=*/true);
+    const ShardNeed need =
+        ShardStateNeed(spec, options, /*first_layer_gradient=*/!options.scoring_only);
     std::pair<int64_t, int64_t> room = X::DeviceFreeAndTotal();
     if (tune_.device_free_bytes >= 0) room = {tune_.device_free_bytes, room.second};
     CheckDeviceMemoryFits(need.bytes, room.first, room.second, need.what, "the GPU");
@@ -39,15 +40,21 @@ void GpuBackendT<X>::Init(const ModelSpec& spec, const BackendOptions& options) 
     L->rows = s.input_major ? s.in_dim : s.local();
     L->cols = s.input_major ? s.local() : s.in_dim;
     const size_t n = static_cast<size_t>(L->rows) * L->cols;
-    std::vector<float> host(n);
-    InitialWeights(s, li, options.seed, host.data());
-    x_.Upload(&L->w, host.data(), n);
-    if (options.bf16_moments) {
+    // Scoring alone (eval, predict): the weights are loaded next, and there are no moments
+    // or gradient rows (nothing trains).
+    if (options.scoring_only) {
+      Zeros(&L->w, n);
+    } else {
+      std::vector<float> host(n);
+      InitialWeights(s, li, options.seed, host.data());
+      x_.Upload(&L->w, host.data(), n);
+    }
+    if (!options.scoring_only && options.bf16_moments) {
       Zeros(&L->m16, n);
       Zeros(&L->v16, n);
       Zeros(&L->mb16, s.local());
       Zeros(&L->vb16, s.local());
-    } else {
+    } else if (!options.scoring_only) {
       Zeros(&L->m, n);
       Zeros(&L->v, n);
       Zeros(&L->mb, s.local());
@@ -61,12 +68,12 @@ void GpuBackendT<X>::Init(const ModelSpec& spec, const BackendOptions& options) 
     Zeros(&L->row_step, L->rows);
     Zeros(&L->bias_step, s.local());
     Zeros(&L->counts, 2);
-    if (s.input_major) {
+    if (s.input_major && !options.scoring_only) {
       Zeros(&L->g, n);
       Zeros(&L->gb, s.local());
       Zeros(&L->touched, L->rows);
       Zeros(&L->btouched, s.local());
-    } else {
+    } else if (!s.input_major) {
       L->rowq.Resize(s.local());
       Fill(L->rowq.data(), s.local(), int32_t{-1});
     }

@@ -23,8 +23,7 @@ inline BackendOptions BackendOptionsOf(const TrainConfig& cfg) {
   o.seed = cfg.seed;
   o.bf16_moments = cfg.state == StateType::kBf16;
   o.dense_adam = cfg.dense_adam;
-  // The GPU backend allocates and draws as for training (its Init does not skip them).
-  o.scoring_only = cfg.scoring_only && cfg.device == Device::kCpu;
+  o.scoring_only = cfg.scoring_only;
   o.batch = cfg.batch;
   o.loss = cfg.loss == OutputLoss::kOneVsRest ? OutputLoss::kOneVsRest : OutputLoss::kSoftmax;
   return o;

@@ -34,6 +34,55 @@ TEST(GpuEquivalence, InitRefusesAModelTheDeviceCannotHold) {
   EXPECT_NO_THROW(InitBackend(*dev, spec, BackendOptions{}));
 }
 
+/// Scoring alone (eval, predict) holds the weights without Adam's moments or the first
+/// layer's gradient rows: the model that needs 30 MB to train fits in 16 MB, and holds
+/// exactly those bytes fewer. Loaded with the CPU backend's tables and weights (changed from
+/// their initial draw, so that a load that did nothing would differ), it selects and scores
+/// as the CPU backend does.
+TEST(GpuEquivalence, ScoringOnlyHoldsTheWeightsAlone) {
+  const ModelSpec big = ModelSpec::Make(1000, {2000}, 10, {1.0, 1.0}, 0, 1);
+  BackendOptions scoring;
+  scoring.scoring_only = true;
+  gpu::GpuTuning small;
+  small.device_free_bytes = int64_t{16} << 20;
+  std::unique_ptr<LayerBackend> fits = GpuBackendUnderTest(small);
+  EXPECT_NO_THROW(InitBackend(*fits, big, scoring));
+  std::unique_ptr<LayerBackend> trains = GpuBackendUnderTest({});
+  InitBackend(*trains, big, BackendOptions{});
+  // Both moments of every parameter (4 bytes each), the first layer's gradient (4 bytes a
+  // parameter) and its touched flags (a byte a row and a bias).
+  const int64_t params = 1000 * 2000 + 2000 + 2000 * 10 + 10, first = 1000 * 2000 + 2000;
+  EXPECT_EQ(static_cast<int64_t>(trains->Info().state_bytes - fits->Info().state_bytes),
+            params * 8 + first * 4 + 1000 + 2000);
+
+  Pair s(SmallLsh(HashFamily::kSrp, QueryStrategy::kTopK, FillPolicy::kBatch), {0.5, 0.1});
+  BackendOptions o = BackendOptionsOf(s.cfg);
+  o.scoring_only = true;
+  std::unique_ptr<LayerBackend> sc = GpuBackendUnderTest({});
+  sc->Init(s.spec, o);
+  for (int layer = 0; layer < 2; ++layer) {
+    LayerState st;
+    s.cpu->SaveLayer(layer, kWeights | kTables, &st);
+    for (float& w : st.w) w = -1.25f * w + 0.01f;
+    for (float& b : st.b) b += 0.1f;
+    s.cpu->LoadLayer(layer, kWeights, st);
+    sc->LoadLayer(layer, kWeights | kTables, st);
+    ExpectSameLayer(*s.cpu, *sc, layer, 0.0, "loaded");
+  }
+  const BatchRows x = s.Inputs(81), h = s.Hidden(82);
+  const BatchLabels lab = s.Labels(83);
+  for (int layer = 0; layer < 2; ++layer) {
+    const BatchRows& in = layer == 0 ? x : h;
+    BatchRows a, b;
+    SelectActive(*s.cpu, layer, in, layer == 1 ? &lab : nullptr, 5, &a);
+    SelectActive(*sc, layer, in, layer == 1 ? &lab : nullptr, 5, &b);
+    ASSERT_EQ(a.ids, b.ids) << "active sets of layer " << layer;
+    Forward(*s.cpu, layer, in, &a);
+    Forward(*sc, layer, in, &b);
+    EXPECT_LE(MaxRelDiff(b.vals, a.vals), kTol) << "activations of layer " << layer;
+  }
+}
+
 /// Output rows wider than a warp and not a multiple of its 32 lanes (the forward pass takes
 /// a warp per active neuron, each lane every 32nd input): 70 hidden units, each row read in
 /// three lane strides, the last one partial; in shared and in global memory.
