@@ -8,12 +8,16 @@ import os
 
 import numpy as np
 
+from . import _core
 from ._data import fspath, input_data, is_path
 from ._ranks import _agree
 
 
 #: The options left to auto that a checkpoint fixes (a loaded Model's settings resolve them).
 _FIXED_BY_CHECKPOINT = {"sparsity", "hash", "K", "L", "query", "lsh-share", "label-order"}
+
+#: The output index's defaults, the CLI's --ann-m, --ann-ef, --ann-build-ef and --ann-tail.
+_ANN_M, _ANN_EF, _ANN_BUILD_EF, _ANN_TAIL = _core.ann_defaults
 
 
 class Model:
@@ -75,8 +79,8 @@ class Model:
         """(iteration, evaluation dict) of every evaluation during training."""
         return list(self._m.evals)
 
-    def build_index(self, *, m: int = 12, ef: int = 44, build_ef: int = 100, tail: int = 256,
-                    file=None, threads: int | None = None) -> float:
+    def build_index(self, *, m: int = _ANN_M, ef: int = _ANN_EF, build_ef: int = _ANN_BUILD_EF,
+                    tail: int = _ANN_TAIL, file=None, threads: int | None = None) -> float:
         """Builds the output index that approximate ``predict`` and ``evaluate`` score from:
         an HNSW graph of the output layer's rows searched by inner product (each rank its
         own block of rows), as ``dslide predict --approximate`` does; m links per row,

@@ -199,6 +199,8 @@ NB_MODULE(_core, m) {
   m.doc() = "dslide's C++ core (use the dslide package, not this module)";
   m.attr("version") = DSLIDE_VERSION;
   m.attr("backends") = BuiltBackends();
+  // The output index's defaults (config/ann_defaults.h), Model.build_index's keywords.
+  m.attr("ann_defaults") = nb::make_tuple(kAnnM, kAnnEf, kAnnBuildEf, kAnnTail);
 
   nb::class_<Comm>(m, "Comm")
       .def_prop_ro("rank", &Comm::rank)

@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "config/ann_defaults.h"
 #include "config/lsh_config.h"
 #include "config/output_loss.h"
 
@@ -171,11 +172,11 @@ struct GenConfig {
 /// only: the output layer's own LSH selection, a measurement) and the graph's settings.
 struct AnnConfig {
   std::string approximate = "off";
-  int m = 12;          ///< links per row of the graph
-  int build_ef = 100;  ///< candidate list while building
-  int ef = 44;         ///< candidate list per query: the rows scored per point
-  int tail = 256;      ///< rows drawn per block for the softmax normaliser beyond them
-  std::string file;    ///< the index read from here when it fits the model, else written
+  int m = kAnnM;               ///< links per row of the graph
+  int build_ef = kAnnBuildEf;  ///< candidate list while building
+  int ef = kAnnEf;             ///< candidate list per query: the rows scored per point
+  int tail = kAnnTail;         ///< rows drawn per block for the softmax normaliser beyond them
+  std::string file;            ///< the index read from here when it fits the model, else written
 };
 
 /// Options of `dslide eval`.

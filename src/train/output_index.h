@@ -12,17 +12,19 @@
 #include <string>
 #include <vector>
 
+#include "config/ann_defaults.h"
+
 namespace dslide {
 
 /// The graph's settings (hnswlib's names): links per node `m`, the build's candidate list
 /// `ef_construction`, and the query's candidate list `ef` (the rows scored per query).
 struct OutputIndexOptions {
-  int m = 12;
-  int ef_construction = 100;
-  int ef = 44;
+  int m = kAnnM;
+  int ef_construction = kAnnBuildEf;
+  int ef = kAnnEf;
   /// Uniform draws of rows per query for the softmax normaliser's part outside the
   /// candidates (TailSum).
-  int tail = 256;
+  int tail = kAnnTail;
 };
 
 class OutputIndex {

@@ -1,5 +1,6 @@
 """train, predict, evaluate, save and load against the dslide executable of the same build."""
 
+import inspect
 import json
 import os
 import re
@@ -13,7 +14,7 @@ import scipy.sparse as sp
 
 import dslide
 import tasks
-from conftest import run_cli
+from conftest import REPO, run_cli
 
 # One thread: the first layer's update is HOGWILD, so runs compare exactly on one thread only.
 OPTS = dict(iterations=24, hidden=32, seed=5, threads=1, log_every=8)
@@ -479,3 +480,18 @@ def test_version_and_backends():
     assert dslide.__version__.count(".") == 2
     assert "cpu" in dslide.backends
     assert os.path.basename(dslide._core.__file__).startswith("_core")
+
+
+def test_build_index_defaults_are_the_clis():
+    """Model.build_index's keywords default to `dslide predict`'s --ann-m, --ann-ef,
+    --ann-build-ef and --ann-tail (docs/options.md, generated from the parser and checked
+    against it by the options_doc test): one source for both."""
+    with open(os.path.join(REPO, "docs", "options.md"), encoding="utf-8") as f:
+        page = f.read()
+    predict = page[page.index("## dslide predict"):]
+    params = inspect.signature(dslide.Model.build_index).parameters
+    for key in ("m", "ef", "build_ef", "tail"):
+        option = "--ann-" + key.replace("_", "-")
+        cli = re.search(rf"{option} arg \(=(\d+)\)", predict)
+        assert cli, option
+        assert params[key].default == int(cli.group(1)), key
