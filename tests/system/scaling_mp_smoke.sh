@@ -4,7 +4,8 @@
 # unshaped link and on a shaped one with a one-way delay (RATE@DELAY: netns-cluster's wire
 # mode): every strategy's row holds figures for both links, and the delayed link's steps are
 # slower for every strategy (each step waits for messages that now take the delay); then the
-# time-to-accuracy runs with both peer modes.
+# time-to-accuracy runs with both peer modes, and their figure by ranks and link
+# (launch/bench/tta-links).
 # Usage: scaling_mp_smoke.sh DSLIDE WORKDIR. Skipped (77) without root, netns-cluster
 # (NETNS_CLUSTER, default ../shared/tools/netns-cluster/netns-cluster beside the
 # repository), PyTorch with Gloo or gnuplot.
@@ -52,4 +53,13 @@ grep -Eq "^\| torch-mp-sampled \| 40 \| $num \| $num \| $num \|" "$md" ||
 grep -Eq "^\| torch-mp-full \| 20 \| $num \| $num \| $num \|" "$md" ||
   fail "no full-softmax peer time-to-accuracy row of 20 iterations"
 [[ -s $work/out/tta-small.png ]] || fail "no plot tta-small.png"
+# The figure of every node count and link (here one run): a panel for it; the same run
+# twice is refused, naming both.
+launch/bench/tta-links "$work/links.png" "$work/out" >> "$work/log.txt" 2>&1 ||
+  fail "launch/bench/tta-links exited $?"
+grep -q "wrote $work/links.png (1 x 1 panels)" "$work/log.txt" || fail "tta-links: no 1 x 1 figure"
+[[ -s $work/links.png ]] || fail "no figure links.png"
+out=$(launch/bench/tta-links "$work/twice.png" "$work/out" "$work/out" 2>&1) &&
+  fail "tta-links took the same run twice"
+[[ $out == *"two runs of 2 ranks on unshaped"* ]] || fail "tta-links refused two runs with: $out"
 echo "ok: launch/bench/scaling ran dslide against the model-parallel PyTorch peer ($md)"
