@@ -212,8 +212,10 @@ CheckpointMeta ReadServingMeta(const std::string& path);
 /// ResolveCheckpoint finds; and its metadata (ReadServingMeta or ReadMeta).
 std::string ResolveModel(const std::string& path, const char* option);
 CheckpointMeta ReadModelMeta(const std::string& path);
-/// Each spec's block of rows (neurons [begin, end)) of every layer's weights and biases.
-std::vector<LayerState> ReadServingLayers(const std::string& path, const CheckpointMeta& meta,
-                                          const std::vector<LayerSpec>& specs);
+/// Layer l's block of rows (its spec's neurons [begin, end)) of a serving model's weights
+/// and biases: one layer at a time, so that a model is loaded holding one layer's read copy
+/// beside the weights already loaded, not all of them.
+LayerState ReadServingLayer(const std::string& path, const CheckpointMeta& meta,
+                            const std::vector<LayerSpec>& specs, size_t l);
 
 }  // namespace dslide

@@ -154,39 +154,37 @@ CheckpointMeta ReadModelMeta(const std::string& path) {
   return IsServingModel(path) ? ReadServingMeta(path) : ReadMeta(path);
 }
 
-std::vector<LayerState> ReadServingLayers(const std::string& path, const CheckpointMeta& meta,
-                                          const std::vector<LayerSpec>& specs) {
+LayerState ReadServingLayer(const std::string& path, const CheckpointMeta& meta,
+                            const std::vector<LayerSpec>& specs, size_t l) {
   DSLIDE_CHECK(specs.size() == meta.out_dims.size(), path, ": ", meta.out_dims.size(), " layers, ",
                specs.size(), " were asked for");
+  DSLIDE_ASSERT(l < specs.size(), "layer ", l, " of ", specs.size());
   Handle f = h5::OpenUnsummedFile(path);
-  std::vector<LayerState> states(specs.size());
-  for (size_t l = 0; l < specs.size(); ++l) {
-    const LayerSpec& s = specs[l];
-    const std::string name = "layer" + std::to_string(l + 1);
-    Handle g(H5Gopen2(f.get(), name.c_str(), H5P_DEFAULT), H5Gclose);
-    DAMAGED_CHECK(g.ok(), path, ": group ", name, " is missing");
-    int64_t cols = 0;
-    LayerState& st = states[l];
-    // bfloat16 (export --dtype bf16) read as stored and widened here: HDF5's own conversion
-    // of a 2-byte float takes seconds for 10^8 values.
-    const auto read = [&](const char* ds, std::vector<float>* v, int64_t* c) {
-      if (!h5::HoldsBf16(g.get(), ds))
-        return h5::ReadRows(g.get(), path, ds, s.begin, s.local(), v, c);
-      std::vector<uint16_t> bits;
-      const Handle t = h5::Bf16Type();
-      h5::ReadRows(g.get(), path, ds, s.begin, s.local(), &bits, c, t.get());
-      FromBf16(bits, v);
-    };
-    read("weights", &st.w, &cols);
-    DAMAGED_CHECK(cols == s.in_dim && static_cast<int64_t>(st.w.size()) == s.local() * s.in_dim,
-                  path, ": ", name, "/weights has ", cols, " columns, expected ", s.in_dim);
-    read("biases", &st.b, nullptr);
-    DAMAGED_CHECK(static_cast<int64_t>(st.b.size()) == s.local(), path, ": ", name,
-                  "/biases holds ", st.b.size(), " values, expected ", s.local());
-    CheckStoredValues(path, name, l, "weights", s.begin, s.in_dim, st.w);
-    CheckStoredValues(path, name, l, "biases", s.begin, 1, st.b);
-  }
-  return states;
+  const LayerSpec& s = specs[l];
+  const std::string name = "layer" + std::to_string(l + 1);
+  Handle g(H5Gopen2(f.get(), name.c_str(), H5P_DEFAULT), H5Gclose);
+  DAMAGED_CHECK(g.ok(), path, ": group ", name, " is missing");
+  int64_t cols = 0;
+  LayerState st;
+  // bfloat16 (export --dtype bf16) read as stored and widened here: HDF5's own conversion
+  // of a 2-byte float takes seconds for 10^8 values.
+  const auto read = [&](const char* ds, std::vector<float>* v, int64_t* c) {
+    if (!h5::HoldsBf16(g.get(), ds))
+      return h5::ReadRows(g.get(), path, ds, s.begin, s.local(), v, c);
+    std::vector<uint16_t> bits;
+    const Handle t = h5::Bf16Type();
+    h5::ReadRows(g.get(), path, ds, s.begin, s.local(), &bits, c, t.get());
+    FromBf16(bits, v);
+  };
+  read("weights", &st.w, &cols);
+  DAMAGED_CHECK(cols == s.in_dim && static_cast<int64_t>(st.w.size()) == s.local() * s.in_dim, path,
+                ": ", name, "/weights has ", cols, " columns, expected ", s.in_dim);
+  read("biases", &st.b, nullptr);
+  DAMAGED_CHECK(static_cast<int64_t>(st.b.size()) == s.local(), path, ": ", name, "/biases holds ",
+                st.b.size(), " values, expected ", s.local());
+  CheckStoredValues(path, name, l, "weights", s.begin, s.in_dim, st.w);
+  CheckStoredValues(path, name, l, "biases", s.begin, 1, st.b);
+  return st;
 }
 
 }  // namespace dslide

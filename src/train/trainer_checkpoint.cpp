@@ -208,10 +208,11 @@ CheckpointMeta Trainer::LoadServingModel(const std::string& path) {
   index_.reset();  // other weights: an output index of the old ones would be stale
   CheckpointMeta m = ReadServingMeta(path);
   CheckMetaFits(m, path, spec_, cfg_);
-  std::vector<LayerState> states = ReadServingLayers(path, m, spec_.layers);
-  for (size_t l = 0; l < states.size(); ++l) {
+  // A layer read, loaded and let go before the next is read: the peak holds one layer's
+  // read copy beside the loaded weights.
+  for (size_t l = 0; l < spec_.layers.size(); ++l) {
     const int layer = static_cast<int>(l);
-    backend_->LoadLayer(layer, kWeights, states[l]);
+    backend_->LoadLayer(layer, kWeights, ReadServingLayer(path, m, spec_.layers, l));
     // No tables in the file: a sampled layer's are built from the loaded weights.
     if (!spec_.layers[l].dense()) tables_.RebuildLayer(backend_.get(), layer);
   }
