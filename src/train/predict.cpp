@@ -85,7 +85,7 @@ ApproximateEval EvaluateApproximate(Trainer& model, const Dataset& test, int64_t
     auto t0 = Clock::now();
     model.Score(test, b0, count, k, &exact);
     auto t1 = Clock::now();
-    model.Score(test, b0, count, k, &approx, 0, mode);
+    model.Score(test, b0, count, k, &approx, 0, mode, /*probabilities=*/false);  // ids alone
     auto t2 = Clock::now();
     out.exact_seconds += std::chrono::duration<double>(t1 - t0).count();
     out.approx_seconds += std::chrono::duration<double>(t2 - t1).count();

@@ -98,9 +98,11 @@ class Trainer {
   /// output layer's own selection (its LSH candidates filled to the budget, as training
   /// selects), kIndex the output index's candidates (BuildOutputIndex first); the k best
   /// among them, the probabilities normalised over them alone (a softmax model's are then
-  /// above the exact ones), no loss (NaN).
+  /// above the exact ones), no loss (NaN). Without `probabilities` (a caller that reads the
+  /// ids alone), kIndex does not estimate the normaliser beyond its candidates, and probs is
+  /// left empty; the ids and logits are the same.
   void Score(const Dataset& data, int64_t b0, int64_t count, int k, Scores* out, int64_t row0 = 0,
-             ScoreMode mode = ScoreMode::kExact);
+             ScoreMode mode = ScoreMode::kExact, bool probabilities = true);
   /// Collective: indexes this rank's shard of the output layer for ScoreMode::kIndex
   /// (output_index.h), from the weights it holds now (an index of earlier weights is
   /// dropped). With a `cache` path (this rank's file when there are several; the
@@ -169,9 +171,9 @@ class Trainer {
   /// Score's kIndex candidates: per point of the output layer's input rows, the index's
   /// candidates scored, their k best (global neuron ids) and this shard's softmax
   /// statistics: over them, and under the softmax the rest of the normaliser estimated
-  /// (OutputIndex::TailSum, from `stream` and the point).
-  void ScoreIndexCandidates(int64_t count, int k, int64_t stream, std::vector<int32_t>* ids,
-                            std::vector<float>* sc, SoftmaxStats* st);
+  /// (OutputIndex::TailSum, from `stream` and the point) where `tail`.
+  void ScoreIndexCandidates(int64_t count, int k, int64_t stream, bool tail,
+                            std::vector<int32_t>* ids, std::vector<float>* sc, SoftmaxStats* st);
   /// What the step strategy may use of this trainer (StepContext).
   StepContext StepContextOf();
   /// The batch through the layers (through the output layer too with `through_output`);

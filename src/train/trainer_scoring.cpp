@@ -50,7 +50,7 @@ double ScoreCandidates(const float* z, const int32_t* id, int64_t n, int k, bool
 }  // namespace
 
 void Trainer::Score(const Dataset& data, int64_t b0, int64_t count, int k, Scores* out,
-                    int64_t row0, ScoreMode mode) {
+                    int64_t row0, ScoreMode mode, bool probabilities) {
   const int P = model_comm_->size();
   const int last = static_cast<int>(spec_.layers.size()) - 1;
   std::vector<int64_t> points(count);
@@ -66,7 +66,7 @@ void Trainer::Score(const Dataset& data, int64_t b0, int64_t count, int k, Score
     DSLIDE_CHECK(index_ != nullptr,
                  "approximate scoring by the output index: the index is not built (or the "
                  "weights changed since)");
-    ScoreIndexCandidates(count, k, stream, &ids, &sc, &st);
+    ScoreIndexCandidates(count, k, stream, probabilities, &ids, &sc, &st);
   } else if (mode == ScoreMode::kLsh) {
     // The output layer's own selection (its LSH candidates, filled to the budget) scored
     // exactly: each point's k best among them, and the normaliser over them alone.
@@ -118,6 +118,8 @@ void Trainer::Score(const Dataset& data, int64_t b0, int64_t count, int k, Score
   out->logits.resize(count * k);
   MergeTopKLists(all_ids.data(), all_sc.data(), P, count, k, out->ids.data(), out->logits.data());
   spec_.labels.ToLabels(out->ids.data(), count * k);
+  out->probs.clear();
+  if (!probabilities) return;
   out->probs.resize(count * k);
   for (int64_t i = 0; i < count; ++i)
     for (int j = 0; j < k; ++j) {
@@ -128,8 +130,9 @@ void Trainer::Score(const Dataset& data, int64_t b0, int64_t count, int k, Score
     }
 }
 
-void Trainer::ScoreIndexCandidates(int64_t count, int k, int64_t stream, std::vector<int32_t>* ids,
-                                   std::vector<float>* sc, SoftmaxStats* st) {
+void Trainer::ScoreIndexCandidates(int64_t count, int k, int64_t stream, bool tail_sum,
+                                   std::vector<int32_t>* ids, std::vector<float>* sc,
+                                   SoftmaxStats* st) {
   const int last = static_cast<int>(spec_.layers.size()) - 1;
   const LayerSpec& out = spec_.layers[last];
   const BatchRows& x = *backend_->HostRows(last, Rows::kInput, Access::kRead);
@@ -139,8 +142,10 @@ void Trainer::ScoreIndexCandidates(int64_t count, int k, int64_t stream, std::ve
   sc->resize(count * k);
   st->Resize(count);
   // The normaliser's draws, shared by the block's points (their weights stay in cache).
+  const bool estimate = tail_sum && !ovr;
   const OutputIndex::Tail tail =
-      ovr ? OutputIndex::Tail{}
+      !estimate
+          ? OutputIndex::Tail{}
           : index_->DrawTail(StreamSeed(cfg_.seed, kIndexTailStream, static_cast<uint64_t>(stream),
                                         static_cast<uint64_t>(spec_.rank)));
   ParallelFor(count, 4, [&](int64_t i) {
@@ -159,7 +164,7 @@ void Trainer::ScoreIndexCandidates(int64_t count, int k, int64_t stream, std::ve
     double sum = ScoreCandidates(logits.data(), rows.data(), n, k, ovr, &top, best,
                                  sc->data() + i * k, &st->mx[i]);
     // The softmax's normaliser beyond the candidates, estimated from the block's draws.
-    if (!ovr && n > 0) sum += index_->TailSum(h.data(), st->mx[i], rows.data(), n, tail);
+    if (estimate && n > 0) sum += index_->TailSum(h.data(), st->mx[i], rows.data(), n, tail);
     st->red[i] = static_cast<float>(sum);
     st->red[count + i] = 0.0f;
     for (int j = 0; j < k; ++j)  // the shard's rows as the layer's neurons

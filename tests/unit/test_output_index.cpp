@@ -259,6 +259,13 @@ TEST(Evaluate, TheOutputIndexRecallsTheExactTopK) {
   log_ratio /= agree;
   std::printf("mean log(approximate / exact) of the top-1 probability: %.4f\n", log_ratio);
   EXPECT_LT(std::abs(log_ratio), std::log(2.0));
+  // Without probabilities (eval's approximate pass reads the ids alone): the same ids and
+  // logits, the normaliser beyond the candidates not estimated, no probabilities.
+  Trainer::Scores ids_only;
+  tr.Score(m.test, 0, 64, 5, &ids_only, 0, ScoreMode::kIndex, /*probabilities=*/false);
+  EXPECT_EQ(ids_only.ids, approx.ids);
+  EXPECT_EQ(ids_only.logits, approx.logits);
+  EXPECT_TRUE(ids_only.probs.empty());
   // Training changes the weights: the index is dropped, not used stale.
   TrainSteps(tr, m.train);
   EXPECT_EQ(tr.output_index(), nullptr);
