@@ -99,8 +99,8 @@ class Trainer {
   /// selects), kIndex the output index's candidates (BuildOutputIndex first); the k best
   /// among them, the probabilities normalised over them alone (a softmax model's are then
   /// above the exact ones), no loss (NaN). Without `probabilities` (a caller that reads the
-  /// ids alone), kIndex does not estimate the normaliser beyond its candidates, and probs is
-  /// left empty; the ids and logits are the same.
+  /// ids alone), an approximate mode gathers no normaliser (kIndex does not estimate its
+  /// part beyond the candidates), and probs is left empty; the ids and logits are the same.
   void Score(const Dataset& data, int64_t b0, int64_t count, int k, Scores* out, int64_t row0 = 0,
              ScoreMode mode = ScoreMode::kExact, bool probabilities = true);
   /// Collective: indexes this rank's shard of the output layer for ScoreMode::kIndex
@@ -171,8 +171,8 @@ class Trainer {
   /// Score's kIndex candidates: per point of the output layer's input rows, the index's
   /// candidates scored, their k best (global neuron ids) and this shard's softmax
   /// statistics: over them, and under the softmax the rest of the normaliser estimated
-  /// (OutputIndex::TailSum, from `stream` and the point) where `tail`.
-  void ScoreIndexCandidates(int64_t count, int k, int64_t stream, bool tail,
+  /// (OutputIndex::TailSum, from `stream` and the point) where `tail_sum`.
+  void ScoreIndexCandidates(int64_t count, int k, int64_t stream, bool tail_sum,
                             std::vector<int32_t>* ids, std::vector<float>* sc, SoftmaxStats* st);
   /// What the step strategy may use of this trainer (StepContext).
   StepContext StepContextOf();

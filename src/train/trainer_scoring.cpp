@@ -88,26 +88,29 @@ void Trainer::Score(const Dataset& data, int64_t b0, int64_t count, int k, Score
   } else {
     backend_->TopK(last, k, &ids, &sc, &labels, &st);
   }
-  // The normaliser over all ranks: the largest logit, then every rank's sum rescaled to it.
-  std::vector<float> mx = st.mx;
-  model_comm_->Allreduce(mx.data(), count, ReduceOp::kMax, Traffic::kEval);
-  for (int64_t i = 0; i < count; ++i)
-    st.red[i] = st.mx[i] == -std::numeric_limits<float>::infinity()
-                    ? 0.0f
-                    : st.red[i] * std::exp(st.mx[i] - mx[i]);
-  model_comm_->Allreduce(st.red.data(), 2 * count, ReduceOp::kSum, Traffic::kEval);
-  // Under one-vs-rest mx is 0 (or -inf where a rank has no neurons): the sums are plain.
+  // The normaliser over all ranks (the largest logit, then every rank's sum rescaled to
+  // it), for the exact loss and the probabilities: not gathered where neither is wanted.
   const OutputLoss kind = Loss();
   std::vector<double> log_z(count);
-  out->loss.resize(count);
-  for (int64_t i = 0; i < count; ++i) {
-    log_z[i] = static_cast<double>(mx[i]) + std::log(static_cast<double>(st.red[i]));
-    const int64_t nl = labels.Count(i);
-    out->loss[i] = approximate ? std::numeric_limits<double>::quiet_NaN()
-                   : nl == 0   ? 0.0
-                   : kind == OutputLoss::kOneVsRest
-                       ? st.red[i] - st.red[count + i]
-                       : log_z[i] - st.red[count + i] / static_cast<double>(nl);
+  out->loss.assign(count, std::numeric_limits<double>::quiet_NaN());
+  if (probabilities || !approximate) {
+    std::vector<float> mx = st.mx;
+    model_comm_->Allreduce(mx.data(), count, ReduceOp::kMax, Traffic::kEval);
+    for (int64_t i = 0; i < count; ++i)
+      st.red[i] = st.mx[i] == -std::numeric_limits<float>::infinity()
+                      ? 0.0f
+                      : st.red[i] * std::exp(st.mx[i] - mx[i]);
+    model_comm_->Allreduce(st.red.data(), 2 * count, ReduceOp::kSum, Traffic::kEval);
+    // Under one-vs-rest mx is 0 (or -inf where a rank has no neurons): the sums are plain.
+    for (int64_t i = 0; i < count; ++i) {
+      log_z[i] = static_cast<double>(mx[i]) + std::log(static_cast<double>(st.red[i]));
+      if (approximate) continue;  // no loss (NaN)
+      const int64_t nl = labels.Count(i);
+      out->loss[i] = nl == 0 ? 0.0
+                     : kind == OutputLoss::kOneVsRest
+                         ? st.red[i] - st.red[count + i]
+                         : log_z[i] - st.red[count + i] / static_cast<double>(nl);
+    }
   }
   all_ids.resize(static_cast<size_t>(P) * count * k);
   all_sc.resize(all_ids.size());
