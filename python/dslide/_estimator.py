@@ -11,6 +11,9 @@ import tempfile
 import numpy as np
 import scipy.sparse as sp
 
+from . import _core
+from ._options import _pairs
+
 
 def _as_rows(X, what: str, normalize=None):
     """X as a CSR matrix of float32 (a SciPy sparse matrix or a 2-D array-like), its rows
@@ -98,6 +101,8 @@ def _targets(y):
 #: predict_proba's proba="auto": a dense array of every class's probability up to this many
 #: classes, above it a sparse matrix of the k most probable.
 _DENSE_PROBA_MOST = 1024
+# An ensemble member's most probable classes counted in the mean (kEnsembleListLength).
+_ENSEMBLE_LIST = _core.ensemble_list_length
 
 
 class Classifier:
@@ -116,6 +121,12 @@ class Classifier:
     1, the share of points whose most probable label is one of theirs (for a label per
     point, accuracy).
 
+    ensemble="auto" trains as `dslide train --ensemble` does: 3 models (seeds seed, seed + 1,
+    seed + 2, each holding back its own validation points) when validating with
+    epochs="auto" on at most 50 batches of training points, else 1; an int sets it.
+    predict, predict_proba and score then use the mean of the members' probabilities
+    (``models_``; ``model_`` is the first).
+
     Parameters are train()'s options of the same names; ``options`` passes any other
     (``{"sparsity": 0.1}``). normalize="l2" (the default) scales every row of X to unit L2
     norm before training and prediction, as the extreme-classification libraries expect
@@ -126,7 +137,7 @@ class Classifier:
 
     def __init__(self, hidden=128, epochs="auto", iterations=0, valid_fraction=0.1,
                  patience="auto", dropout="auto", lr=1e-3, batch=256, threads=0, seed=1, k=5,
-                 normalize="l2", proba="auto", verbose=False, options=None):
+                 normalize="l2", proba="auto", verbose=False, options=None, ensemble="auto"):
         self.hidden = hidden
         self.epochs = epochs
         self.iterations = iterations
@@ -142,6 +153,7 @@ class Classifier:
         self.proba = proba
         self.verbose = verbose
         self.options = options
+        self.ensemble = ensemble
 
     # scikit-learn's parameter protocol (BaseEstimator's, without depending on it).
     @classmethod
@@ -193,7 +205,12 @@ class Classifier:
             # Every class an output, also one that only the held-back points have.
             Y = sp.csr_matrix((np.ones(len(Y), dtype=np.float32), Y, np.arange(len(Y) + 1)),
                               shape=(len(Y), len(classes)))
-        self.model_ = train((X, Y), verbose=self.verbose, **options)
+        # --ensemble as `dslide train` resolves it: members with seeds seed, seed + 1, ...
+        members = _core.ensemble_members(
+            _pairs(dict(options, ensemble=self.ensemble, train="X")), X.shape[0])
+        self.models_ = [train((X, Y), verbose=self.verbose, **dict(options, seed=self.seed + m))
+                        for m in range(members)]
+        self.model_ = self.models_[0]
         self.classes_ = classes
         self.multilabel_ = multilabel
         self.n_features_in_ = X.shape[1]
@@ -211,9 +228,39 @@ class Classifier:
                              f"{self.n_features_in_}")
         return X
 
+    def _top(self, X, k):
+        """Each point's k most probable classes and their probabilities: one model's, or the
+        mean of an ensemble's members' (each member's 100 most probable, or k where more,
+        counted; a class outside a member's list counts 0 for it, as `dslide predict`
+        averages them)."""
+        models = getattr(self, "models_", None) or [self.model_]
+        threads = self.threads or None
+        if len(models) == 1:
+            return models[0].predict(X, k=k, threads=threads)
+        n, c = X.shape[0], len(self.classes_)
+        length = min(c, max(k, _ENSEMBLE_LIST))
+        total = sp.csr_matrix((n, c), dtype=np.float64)
+        rows = np.repeat(np.arange(n), length).reshape(n, length)
+        for model in models:
+            ids, scores = model.predict(X, k=length, threads=threads)
+            keep = ids >= 0
+            total = total + sp.csr_matrix(
+                (scores[keep].astype(np.float64), (rows[keep], ids[keep])), shape=(n, c))
+        total = total.tocsr()
+        total.sort_indices()
+        out_ids = np.full((n, k), -1, dtype=np.int64)
+        out_scores = np.zeros((n, k), dtype=np.float64)
+        for i in range(n):
+            lo, hi = total.indptr[i], total.indptr[i + 1]
+            p, idx = total.data[lo:hi] / len(models), total.indices[lo:hi]
+            order = np.lexsort((idx, -p))[:k]  # the larger mean first, ties to the smaller id
+            out_ids[i, :len(order)] = idx[order]
+            out_scores[i, :len(order)] = p[order]
+        return out_ids, out_scores
+
     def predict(self, X):
         X = self._rows(X, "predict")
-        ids, _ = self.model_.predict(X, k=1, threads=self.threads or None)
+        ids, _ = self._top(X, 1)
         top = ids[:, 0]
         if not self.multilabel_:
             return self.classes_[top]
@@ -232,7 +279,7 @@ class Classifier:
             raise ValueError(f"predict_proba: proba must be 'auto', 'dense' or 'sparse', got "
                              f"{self.proba!r}")
         k = c if dense else max(1, min(int(self.k), c))
-        ids, scores = self.model_.predict(X, k=k, threads=self.threads or None)
+        ids, scores = self._top(X, k)
         n = X.shape[0]
         keep = ids >= 0
         rows = np.repeat(np.arange(n), k).reshape(n, k)
@@ -246,7 +293,7 @@ class Classifier:
         """Precision at 1: the (weighted) share of points whose most probable label is one of
         theirs."""
         X = self._rows(X, "score")
-        ids, _ = self.model_.predict(X, k=1, threads=self.threads or None)
+        ids, _ = self._top(X, 1)
         top = ids[:, 0]
         if self.multilabel_:
             Y = sp.csr_matrix(y) if sp.issparse(y) else sp.csr_matrix(np.asarray(y))
@@ -255,30 +302,37 @@ class Classifier:
             hit = self.classes_[top] == np.asarray(y)
         return float(np.average(hit, weights=sample_weight))
 
-    # Pickling: the model's checkpoint files travel with the estimator.
+    # Pickling: the models' checkpoint files travel with the estimator (the first member in
+    # "model", the others in "member-2", "member-3", ...).
     def __getstate__(self):
         state = self.__dict__.copy()
         model = state.pop("model_", None)
-        if model is not None:
+        models = state.pop("models_", None) or ([model] if model is not None else [])
+        if models:
             with tempfile.TemporaryDirectory() as tmp:
-                folder = os.path.join(tmp, "model")
-                model.save(folder)
                 buf = io.BytesIO()
                 with tarfile.open(fileobj=buf, mode="w") as tar:
-                    tar.add(folder, arcname="model")
+                    for m, member in enumerate(models):
+                        name = "model" if m == 0 else f"member-{m + 1}"
+                        member.save(os.path.join(tmp, name))
+                        tar.add(os.path.join(tmp, name), arcname=name)
                 state["_model_tar"] = buf.getvalue()
+                state["_members"] = len(models)
         return state
 
     def __setstate__(self, state):
         from . import load
 
         blob = state.pop("_model_tar", None)
+        members = state.pop("_members", 1)
         self.__dict__.update(state)
         if blob is not None:
             with tempfile.TemporaryDirectory() as tmp:
                 with tarfile.open(fileobj=io.BytesIO(blob), mode="r") as tar:
                     tar.extractall(tmp)
-                self.model_ = load(os.path.join(tmp, "model"))
+                self.models_ = [load(os.path.join(tmp, "model" if m == 0 else f"member-{m + 1}"))
+                                for m in range(members)]
+                self.model_ = self.models_[0]
 
 
 def _not_fitted(message):

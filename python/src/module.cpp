@@ -39,6 +39,8 @@
 #include "io/output_path.h"
 #include "job_guard.h"
 #include "model.h"
+#include "train/auto_settings.h"
+#include "train/ensemble.h"
 #include "train/predict.h"
 #include "train/run_events.h"
 #include "train/run_training.h"
@@ -132,6 +134,9 @@ nb::dict Train(const nb::list& options, Comm& comm, Data* train, Data* valid, Da
   const auto pairs = Pairs(options);
   Checked([&] {
     ParseTrainOptions(pairs, &cfg);
+    DSLIDE_CHECK(cfg.ensemble <= 1, "option --ensemble ", cfg.ensemble,
+                 ": train() returns one model; dslide.Classifier(ensemble=N) trains and "
+                 "averages N, as `dslide train --ensemble N` does");
     // As `dslide train` does: the metrics lines must not go into an input file (a set in
     // memory has no file).
     CheckOutputPath("--metrics", cfg.metrics_file,
@@ -201,6 +206,7 @@ NB_MODULE(_core, m) {
   m.attr("backends") = BuiltBackends();
   // The output index's defaults (config/ann_defaults.h), Model.build_index's keywords.
   m.attr("ann_defaults") = nb::make_tuple(kAnnM, kAnnEf, kAnnBuildEf, kAnnTail);
+  m.attr("ensemble_list_length") = kEnsembleListLength;
 
   nb::class_<Comm>(m, "Comm")
       .def_prop_ro("rank", &Comm::rank)
@@ -348,6 +354,18 @@ NB_MODULE(_core, m) {
     return Checked([&] {
       ParseTrainOptions(pairs, &cfg);
       return SettingsJson(cfg);
+    });
+  });
+  // --ensemble's members for a training set of `points` (before any held back), as `dslide
+  // train` resolves it (AutoEnsemble): the Classifier trains that many models.
+  m.def("ensemble_members", [](const nb::list& options, int64_t points) {
+    TrainConfig cfg;
+    const auto pairs = Pairs(options);
+    return Checked([&] {
+      ParseTrainOptions(pairs, &cfg);
+      return AutoEnsemble(cfg, cfg.valid_file.empty()
+                                   ? points - HoldoutPoints(points, cfg.valid_fraction)
+                                   : points);
     });
   });
   m.def("train_help", &TrainHelp);

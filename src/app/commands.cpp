@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <exception>
+#include <filesystem>
 #include <new>
 
 #include "app/console_events.h"
@@ -21,6 +22,7 @@
 #include "io/checkpoint.h"
 #include "io/output_path.h"
 #include "train/auto_settings.h"
+#include "train/ensemble.h"
 #include "train/metrics.h"
 #include "train/predict.h"
 #include "train/run_training.h"
@@ -92,7 +94,29 @@ int Train(int argc, const char* const* argv, Communicator* comm) {
   }
   ConsoleEvents console;
   try {
-    RunTraining(cfg, comm, &console);
+    // --ensemble auto from the training file's header (its points less the held-back ones),
+    // read only where the rule may choose more than one model; a pipe or FIFO, which one
+    // look would consume, trains one.
+    int members = cfg.ensemble;
+    if (members == 0) {
+      std::error_code ec;
+      members = 1;
+      if (AutoEnsemble(cfg, 1) > 1 && std::filesystem::is_regular_file(cfg.train_file, ec)) {
+        const int64_t points = DatasetStream(cfg.train_file).num_points();
+        members = AutoEnsemble(cfg, cfg.valid_file.empty()
+                                        ? points - HoldoutPoints(points, cfg.valid_fraction)
+                                        : points);
+      }
+      if (members > 1 && Root(comm))
+        console.Line(
+            Format("ensemble of %d models* (--ensemble auto: early stopping on a "
+                   "training set of at most %lld batches)\n",
+                   members, (long long)kAutoEnsembleEpochIterations));
+    }
+    if (members > 1)
+      RunEnsemble(cfg, members, comm, &console);
+    else
+      RunTraining(cfg, comm, &console);
   } catch (const Stop&) {
     throw;  // a stop (signal, divergence) has written its own record
   } catch (const std::exception& e) {
@@ -116,6 +140,52 @@ int Train(int argc, const char* const* argv, Communicator* comm) {
   return 0;
 }
 
+namespace {
+
+/// `dslide eval` of an ensemble's folder: the P@k of the members' mean probabilities.
+int EvalEnsemble(const EvalConfig& cfg, const std::vector<std::string>& members,
+                 Communicator* comm) {
+  DSLIDE_CHECK(cfg.ann.approximate == "off", "option --approximate: ", cfg.model_dir,
+               " holds an ensemble of ", members.size(),
+               " models; approximate scoring reads one (--model ", cfg.model_dir, "/member-1)");
+  Dataset test = ReadXc(cfg.test_file);
+  DSLIDE_CHECK(test.size() > 0, cfg.test_file, ": no points to score (the header says 0)");
+  if (cfg.points > 0 && cfg.points < test.size()) test = test.Head(cfg.points);
+  std::vector<std::unique_ptr<Trainer>> models;
+  for (const std::string& folder : members) {
+    CheckpointMeta meta = ReadModelMeta(folder);
+    DSLIDE_CHECK(test.num_features == meta.input_dim && test.num_labels == meta.out_dims.back(),
+                 cfg.test_file, ": ", test.num_features, " features and ", test.num_labels,
+                 " labels, the model (", folder, ") has ", meta.input_dim, " inputs and ",
+                 meta.out_dims.back(), " outputs");
+    for (int k : cfg.k)
+      DSLIDE_CHECK(k <= meta.out_dims.back(), "option --k: P@", k, " needs at least ", k,
+                   " labels, the model (", folder, ") has ", meta.out_dims.back());
+    models.push_back(LoadModel(folder, comm, &meta, /*scoring_only=*/true));
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  PrecisionCounter counter(cfg.k);
+  const int k = counter.max_k();
+  std::vector<int32_t> ids;
+  std::vector<double> probs;
+  EnsembleTopK(models, test, 0, k, &ids, &probs);
+  for (int64_t i = 0; i < test.size(); ++i)
+    counter.Add(ids.data() + i * k, k, test.Labels(i), test.NumLabels(i));
+  const EvalResult r = counter.Result();
+  if (Root(comm)) {
+    std::printf(
+        "eval ensemble of %zu (%s/member-1 ...; the mean of their probabilities) on %d "
+        "rank(s):",
+        models.size(), cfg.model_dir.c_str(), comm->size());
+    for (int kk : cfg.k) std::printf(" P@%d %.4f", kk, r.At(kk));
+    std::printf(" | %lld points in %.1fs\n", (long long)r.points, Seconds(t0));
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
+}  // namespace
+
 int Eval(int argc, const char* const* argv, Communicator* comm) {
   EvalConfig cfg;
   std::string help;
@@ -124,6 +194,8 @@ int Eval(int argc, const char* const* argv, Communicator* comm) {
     return 0;
   }
   SetNumThreads(cfg.threads);
+  const std::vector<std::string> members = EnsembleMembers(cfg.model_dir);
+  if (!members.empty()) return EvalEnsemble(cfg, members, comm);
   const std::string folder = ResolveModel(cfg.model_dir, "--model");
   const Dataset test = ReadXc(cfg.test_file);
   DSLIDE_CHECK(test.size() > 0, cfg.test_file, ": no points to score (the header says 0)");
@@ -194,6 +266,11 @@ int Export(int argc, const char* const* argv, Communicator* comm) {
     return 0;
   }
   if (!Root(comm)) return 0;
+  const size_t members = EnsembleMembers(cfg.model_dir).size();
+  DSLIDE_CHECK(members == 0, "option --model: ", cfg.model_dir, " holds an ensemble of ", members,
+               " models; export writes one (--model ", cfg.model_dir,
+               "/member-K, to --out "
+               "OUT/member-K: predict and eval average the members of a folder of them)");
   const std::string folder = ResolveCheckpoint(cfg.model_dir, "--model");
   CheckOutputPath("--out", cfg.out, {});
   const int64_t params = ExportModel(folder, cfg.out, cfg.dtype == "bf16");
@@ -462,6 +539,8 @@ int Bench(int argc, const char* const* argv, Communicator* comm) {
     return 0;
   }
   SetNumThreads(cfg.train.threads);
+  DSLIDE_CHECK(cfg.train.ensemble <= 1, "option --ensemble ", cfg.train.ensemble,
+               ": bench measures one model's training (dslide train --ensemble N trains N)");
   CheckOutputPath("--metrics", cfg.train.metrics_file,
                   {{"--train", cfg.train.train_file}, {"--test", cfg.train.test_file}});
   // bench trains as train does (checkpoints too, with --checkpoint-dir): a stop signal ends it

@@ -195,6 +195,14 @@ void options::AddTrainOptions(OptionTable& t, TrainConfig* c) {
       "validating with --epochs auto on a training set of at most 300 batches (early "
       "stopping then runs through many epochs, which overfit without it), else 0 "
       "(docs/user-guide.md, \"Dropout\")");
+  t.Text(
+      "ensemble", [c] { return c->ensemble == 0 ? "auto" : Text(c->ensemble); },
+      "models to train, in [1, 64], one after another with seeds --seed, --seed + 1, ... "
+      "(each its own --valid-fraction split) into --checkpoint-dir/member-1, member-2, ...; "
+      "eval and predict given that folder average their probabilities. auto: 3 when "
+      "validating with --epochs auto on a training set of at most 50 batches (a run of "
+      "seconds, whose test P@1 moves most from seed to seed), else 1 (docs/user-guide.md, "
+      "\"Ensembles\")");
   t.Field("beta1", &c->beta1, "Adam beta1");
   t.Field("beta2", &c->beta2, "Adam beta2");
   t.Field("eps", &c->eps, "Adam epsilon");
@@ -307,6 +315,13 @@ void options::FinishTrain(const po::variables_map& vm, TrainConfig* c) {
   c->dropout = dropout == "auto" ? -1 : ParseNumber("dropout", dropout);
   DSLIDE_CHECK(dropout == "auto" || (c->dropout >= 0 && c->dropout <= kMaxDropout),
                "option --dropout: must be auto or in [0, ", kMaxDropout, "], got ", dropout);
+  const std::string ensemble = vm["ensemble"].as<std::string>();
+  const bool count = !ensemble.empty() && ensemble.size() <= 2 &&
+                     ensemble.find_first_not_of("0123456789") == std::string::npos;
+  c->ensemble = count ? std::stoi(ensemble) : 0;
+  DSLIDE_CHECK(ensemble == "auto" || (count && c->ensemble >= 1 && c->ensemble <= kMaxEnsemble),
+               "option --ensemble: must be auto or a number of models in [1, ", kMaxEnsemble,
+               "], got ", ensemble);
   const std::string epochs = vm["epochs"].as<std::string>();
   c->epochs_auto = epochs == "auto";
   if (!c->epochs_auto) c->epochs = ParseNumber("epochs", epochs);
@@ -404,6 +419,10 @@ void TrainConfig::Validate() const {
                "), got ", lr);
   DSLIDE_CHECK(dropout == -1 || (dropout >= 0 && dropout <= kMaxDropout),
                "option --dropout: must be auto or in [0, ", kMaxDropout, "], got ", dropout);
+  CheckRange("ensemble", ensemble, 0, kMaxEnsemble);
+  DSLIDE_CHECK(ensemble <= 1 || resume_dir.empty(), "option --ensemble ", ensemble,
+               ": --resume continues one model; resume a member "
+               "alone (--ensemble 1 --resume DIR/member-K --seed of that member)");
   DSLIDE_CHECK(beta1 >= 0 && beta1 < 1, "option --beta1: must be in [0, 1), got ", beta1);
   DSLIDE_CHECK(beta2 >= 0 && beta2 < 1, "option --beta2: must be in [0, 1), got ", beta2);
   DSLIDE_CHECK(eps > 0 && eps <= 1, "option --eps: must be in (0, 1], got ", eps);

@@ -71,6 +71,11 @@ constexpr int64_t kAutoPatience = 5;
 constexpr double kMaxDropout = 0.9;
 constexpr double kAutoDropout = 0.2;
 constexpr int64_t kAutoDropoutEpochIterations = 300;
+/// --ensemble: the most members; auto's members, when validating with --epochs auto on a
+/// training set whose epoch is at most this many iterations (AutoEnsemble).
+constexpr int kMaxEnsemble = 64;
+constexpr int kAutoEnsemble = 3;
+constexpr int64_t kAutoEnsembleEpochIterations = 50;
 constexpr int64_t kAutoMaxEpochs = 100;
 constexpr int64_t kAutoMinIterations = 5000;
 constexpr int64_t kAutoEvalIterations = 100;
@@ -105,6 +110,10 @@ struct TrainConfig {
   /// The chance that training drops a hidden activation (model/dropout.h); -1: auto
   /// (AutoDropout of the training set, which the trainer applies).
   double dropout = -1;
+  /// Models trained one after another (seeds seed, seed + 1, ...) whose probabilities
+  /// `predict` and `eval` average (train/ensemble.h); 0: auto (AutoEnsemble of the training
+  /// set).
+  int ensemble = 0;
   bool dense_adam = false;
   /// Not an option: set where a model is loaded for scoring alone (BackendOptions).
   bool scoring_only = false;

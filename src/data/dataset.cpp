@@ -82,11 +82,16 @@ Dataset Dataset::Subset(const std::vector<int64_t>& idx) const {
   return d;
 }
 
+int64_t HoldoutPoints(int64_t n, double fraction) {
+  int64_t m = static_cast<int64_t>(std::llround(fraction * static_cast<double>(n)));
+  if (fraction > 0 && m == 0 && n > 1) m = 1;
+  return m;
+}
+
 void SplitHoldout(const Dataset& all, double fraction, uint64_t seed, Dataset* kept,
                   Dataset* held) {
   const int64_t n = all.size();
-  int64_t m = static_cast<int64_t>(std::llround(fraction * static_cast<double>(n)));
-  if (fraction > 0 && m == 0 && n > 1) m = 1;
+  const int64_t m = HoldoutPoints(n, fraction);
   std::vector<int64_t> perm(n);
   for (int64_t i = 0; i < n; ++i) perm[i] = i;
   Rng rng(StreamSeed(seed, 0x76616c6964 /* "valid" */));

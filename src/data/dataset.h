@@ -106,6 +106,10 @@ Dataset ReadBinary(const std::string& path);
 /// True when the file starts with the binary format's magic.
 bool IsBinaryDataset(const std::string& path);
 
+/// The points SplitHoldout holds back of `n` for `fraction`: round(fraction n), at least 1
+/// where fraction > 0 and n > 1.
+int64_t HoldoutPoints(int64_t n, double fraction);
+
 /// Holds back round(fraction * size) points of `all` (at least one when fraction > 0),
 /// chosen uniformly by `seed`, as `held`; the rest is `kept`. Both keep the file's order.
 void SplitHoldout(const Dataset& all, double fraction, uint64_t seed, Dataset* kept, Dataset* held);

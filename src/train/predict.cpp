@@ -14,6 +14,7 @@
 #include "common/parallel.h"
 #include "data/dataset.h"
 #include "devices/backend_factory.h"
+#include "train/ensemble.h"
 
 namespace dslide {
 
@@ -116,18 +117,32 @@ ApproximateEval EvaluateApproximate(Trainer& model, const Dataset& test, int64_t
 
 int64_t Predict(const PredictConfig& cfg, Communicator* comm) {
   SetNumThreads(cfg.threads);
-  const std::string folder = ResolveModel(cfg.model_dir, "--model");
+  // An ensemble's folder (train --ensemble): every member, their probabilities averaged.
+  std::vector<std::string> folders = EnsembleMembers(cfg.model_dir);
+  const bool ensemble = !folders.empty();
+  DSLIDE_CHECK(!ensemble || cfg.ann.approximate == "off", "option --approximate: ", cfg.model_dir,
+               " holds an ensemble of ", folders.size(),
+               " models; approximate scoring reads one (--model ", cfg.model_dir, "/member-1)");
+  if (!ensemble) folders.push_back(ResolveModel(cfg.model_dir, "--model"));
   CheckpointMeta meta;
   DatasetStream in(cfg.input);
-  // Checked before the model is loaded: a wrong file fails fast.
-  {
+  // Checked before a model is loaded: a wrong file fails fast.
+  for (const std::string& folder : folders) {
     const CheckpointMeta m = ReadModelMeta(folder);
     DSLIDE_CHECK(in.num_features() == m.input_dim, cfg.input, ":1: ", in.num_features(),
                  " features, the model (", folder, ") has ", m.input_dim, " inputs");
   }
-  std::unique_ptr<Trainer> model = LoadModel(folder, comm, &meta, /*scoring_only=*/true);
-  DSLIDE_CHECK(cfg.top_k <= meta.out_dims.back(), "option --top-k: ", cfg.top_k,
-               " labels asked for, the model (", folder, ") has ", meta.out_dims.back());
+  std::vector<std::unique_ptr<Trainer>> models;
+  int64_t outputs = 0;
+  for (const std::string& folder : folders) {
+    models.push_back(LoadModel(folder, comm, &meta, /*scoring_only=*/true));
+    if (models.size() == 1) outputs = meta.out_dims.back();
+    DSLIDE_CHECK(meta.out_dims.back() == outputs, folder, ": ", meta.out_dims.back(),
+                 " outputs, the ensemble's first member (", folders.front(), ") ", outputs);
+  }
+  std::unique_ptr<Trainer>& model = models.front();
+  DSLIDE_CHECK(cfg.top_k <= outputs, "option --top-k: ", cfg.top_k,
+               " labels asked for, the model (", folders.front(), ") has ", outputs);
   const int k = cfg.top_k;
   const bool jsonl = cfg.format == "jsonl";
   const ScoreMode mode = cfg.ann.approximate == "ann" ? ScoreMode::kIndex : ScoreMode::kExact;
@@ -143,6 +158,13 @@ int64_t Predict(const PredictConfig& cfg, Communicator* comm) {
       std::fflush(stdout);
     }
   }
+  if (ensemble && comm->rank() == 0) {
+    std::printf(
+        "predict: an ensemble of %zu models (%s/member-1 ...), their probabilities "
+        "averaged\n",
+        folders.size(), cfg.model_dir.c_str());
+    std::fflush(stdout);
+  }
   Dataset chunk;
   std::vector<int32_t> ids;
   std::vector<double> probs;
@@ -157,7 +179,10 @@ int64_t Predict(const PredictConfig& cfg, Communicator* comm) {
   auto score_all = [&](FILE* out) {
     while (in.Next(chunk_points, &chunk)) {
       const int64_t n = chunk.size();
-      PredictTopK(*model, chunk, row, k, &ids, &probs, mode);
+      if (ensemble)
+        EnsembleTopK(models, chunk, row, k, &ids, &probs);
+      else
+        PredictTopK(*model, chunk, row, k, &ids, &probs, mode);
       if (out == nullptr) {
         row += n;
         continue;

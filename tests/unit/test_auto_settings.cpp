@@ -15,6 +15,7 @@
 #include "lsh/budget_sampler.h"
 #include "model/label_map.h"
 #include "train/auto_settings.h"
+#include "train/ensemble.h"
 
 namespace dslide {
 namespace {
@@ -312,6 +313,65 @@ TEST(AutoSettings, DropoutWhereValidationRunsManyShortEpochs) {
     EXPECT_EQ(AutoDropout(cfg, c.points), c.want)
         << c.valid_fraction << " " << c.epochs_auto << " " << c.iterations << " " << c.points;
   }
+}
+
+TEST(AutoSettings, EnsembleWhereValidationRunsFewShortEpochs) {
+  // auto: kAutoEnsemble members when validating with --epochs auto on at most
+  // kAutoEnsembleEpochIterations batches of training points, else one; a number is kept.
+  const int64_t most = kAutoEnsembleEpochIterations * 256;
+  struct Case {
+    double valid_fraction;
+    bool epochs_auto;
+    int64_t iterations, points;
+    int ensemble, want;
+  };
+  for (const Case& c :
+       {Case{0.1, true, 0, 4000, 0, kAutoEnsemble}, Case{0.1, true, 0, most, 0, kAutoEnsemble},
+        Case{0.1, true, 0, most + 1, 0, 1}, Case{0, true, 0, 4000, 0, 1},
+        Case{0.1, false, 0, 4000, 0, 1}, Case{0.1, true, 500, 4000, 0, 1},
+        Case{0.1, true, 0, 0, 0, 1}, Case{0.1, true, 0, 4000, 1, 1}, Case{0, false, 0, 4000, 5, 5},
+        Case{0.1, true, 0, most + 1, 2, 2}}) {
+    TrainConfig cfg;
+    EXPECT_EQ(cfg.ensemble, 0) << "auto by default";
+    cfg.valid_fraction = c.valid_fraction;
+    cfg.epochs_auto = c.epochs_auto;
+    cfg.iterations = c.iterations;
+    cfg.ensemble = c.ensemble;
+    EXPECT_EQ(AutoEnsemble(cfg, c.points), c.want)
+        << c.valid_fraction << " " << c.epochs_auto << " " << c.iterations << " " << c.points << " "
+        << c.ensemble;
+  }
+  // The holdout `dslide train` subtracts before the rule: SplitHoldout's count.
+  EXPECT_EQ(HoldoutPoints(1000, 0.1), 100);
+  EXPECT_EQ(HoldoutPoints(3, 0.01), 1) << "at least one point where any is asked for";
+  EXPECT_EQ(HoldoutPoints(1, 0.5), 1);
+  EXPECT_EQ(HoldoutPoints(1000, 0), 0);
+  Dataset all;
+  all.num_features = 1;
+  all.num_labels = 1;
+  for (int i = 0; i < 37; ++i) all.Add({0}, {1.0f}, {0});
+  Dataset kept, held;
+  SplitHoldout(all, 0.1, 7, &kept, &held);
+  EXPECT_EQ(held.size(), HoldoutPoints(37, 0.1));
+}
+
+TEST(Ensemble, MergeAveragesTheMembersListsAndBreaksTiesBySmallerId) {
+  // Two members' top-3 lists of two points; a label missing from a member's list counts 0.
+  const std::vector<std::vector<int32_t>> ids{{4, 1, 2, 7, 8, -1}, {1, 4, 3, 8, 9, 7}};
+  const std::vector<std::vector<double>> probs{{0.5, 0.3, 0.1, 0.6, 0.2, 0.0},
+                                               {0.6, 0.2, 0.1, 0.5, 0.3, 0.1}};
+  std::vector<int32_t> top;
+  std::vector<double> p;
+  MergeMemberLists(ids, probs, 2, 3, 4, &top, &p);
+  // Point 0: 1 -> 0.45, 4 -> 0.35, 2 and 3 -> 0.05 each (the tie to the smaller id).
+  EXPECT_EQ(top, (std::vector<int32_t>{1, 4, 2, 3, 7, 8, 9, -1}));
+  const std::vector<double> want{0.45, 0.35, 0.05, 0.05, 0.35, 0.35, 0.15, 0.0};
+  ASSERT_EQ(p.size(), want.size());
+  for (size_t j = 0; j < want.size(); ++j) EXPECT_NEAR(p[j], want[j], 1e-12) << j;
+  // Point 1: 7 -> (0.6 + 0.1) / 2 and 8 -> (0.2 + 0.5) / 2 tie at 0.35: 7 first; 9 -> 0.15.
+  EXPECT_EQ(EnsembleListLength(5, 159), kEnsembleListLength);
+  EXPECT_EQ(EnsembleListLength(5, 40), 40) << "every label of a model with fewer";
+  EXPECT_EQ(EnsembleListLength(500, 31133), 500) << "at least k";
 }
 
 }  // namespace

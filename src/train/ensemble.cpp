@@ -1,0 +1,165 @@
+// Ensembles: training the members one after another, merging their top-k lists.
+#include "train/ensemble.h"
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <unordered_map>
+#include <utility>
+
+#include "common/error.h"
+#include "common/process_clock.h"
+#include "io/checkpoint.h"
+#include "train/metrics.h"
+#include "train/predict.h"
+#include "train/run_training.h"
+
+namespace dslide {
+
+std::string EnsembleMemberDir(const std::string& folder, int m) {
+  return folder + "/member-" + std::to_string(m);
+}
+
+std::vector<std::string> EnsembleMembers(const std::string& folder) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (int m = 1; m <= kMaxEnsemble; ++m) {
+    const std::string dir = EnsembleMemberDir(folder, m);
+    if (!fs::exists(dir, ec)) break;  // a checkpoint folder, or a serving model export wrote
+    const std::string best = dir + "/best";
+    out.push_back(ResolveModel(fs::is_directory(best, ec) ? best : dir, "--model"));
+  }
+  return out;
+}
+
+int EnsembleListLength(int k, int64_t outputs) {
+  return static_cast<int>(std::min<int64_t>(outputs, std::max(k, kEnsembleListLength)));
+}
+
+void MergeMemberLists(const std::vector<std::vector<int32_t>>& ids,
+                      const std::vector<std::vector<double>>& probs, int64_t n, int len, int k,
+                      std::vector<int32_t>* out_ids, std::vector<double>* out_probs) {
+  const size_t members = ids.size();
+  DSLIDE_ASSERT(members > 0 && probs.size() == members, "members' lists");
+  out_ids->assign(n * k, -1);
+  out_probs->assign(n * k, 0.0);
+  std::unordered_map<int32_t, double> sum;
+  std::vector<std::pair<double, int32_t>> ranked;
+  for (int64_t i = 0; i < n; ++i) {
+    sum.clear();
+    for (size_t m = 0; m < members; ++m)
+      for (int j = 0; j < len; ++j) {
+        const int32_t id = ids[m][i * len + j];
+        if (id < 0) break;
+        sum[id] += probs[m][i * len + j];
+      }
+    ranked.clear();
+    for (const auto& [id, p] : sum) ranked.emplace_back(p / static_cast<double>(members), id);
+    const size_t top = std::min<size_t>(k, ranked.size());
+    std::partial_sort(ranked.begin(), ranked.begin() + top, ranked.end(),
+                      [](const auto& a, const auto& b) {
+                        return a.first != b.first ? a.first > b.first : a.second < b.second;
+                      });
+    for (size_t j = 0; j < top; ++j) {
+      (*out_ids)[i * k + j] = ranked[j].second;
+      (*out_probs)[i * k + j] = ranked[j].first;
+    }
+  }
+}
+
+void EnsembleTopK(const std::vector<std::unique_ptr<Trainer>>& models, const Dataset& data,
+                  int64_t row0, int k, std::vector<int32_t>* ids, std::vector<double>* probs) {
+  DSLIDE_ASSERT(!models.empty(), "an ensemble of no model");
+  const int len = EnsembleListLength(k, models.front()->spec().layers.back().out_dim);
+  std::vector<std::vector<int32_t>> member_ids(models.size());
+  std::vector<std::vector<double>> member_probs(models.size());
+  for (size_t m = 0; m < models.size(); ++m)
+    PredictTopK(*models[m], data, row0, len, &member_ids[m], &member_probs[m]);
+  MergeMemberLists(member_ids, member_probs, data.size(), len, k, ids, probs);
+}
+
+EvalResult RunEnsemble(const TrainConfig& cfg, int members, Communicator* comm, RunEvents* events) {
+  DSLIDE_CHECK(members >= 2 && members <= kMaxEnsemble, "option --ensemble: ", members, " members");
+  if (events == nullptr) events = NoEvents();
+  // Every member reads the files again: a pipe or FIFO would be empty for the second.
+  const std::pair<const char*, std::string> files[] = {
+      {"--train", cfg.train_file}, {"--valid", cfg.valid_file}, {"--test", cfg.test_file}};
+  for (const auto& [option, file] : files) {
+    std::error_code ec;
+    DSLIDE_CHECK(file.empty() || std::filesystem::is_regular_file(file, ec), "option --ensemble ",
+                 members, ": every member reads ", option, " ", file,
+                 " again, and it is not a regular file (a pipe or FIFO reads once): write it to a "
+                 "file, or train one model (--ensemble 1)");
+  }
+  const bool root = comm->rank() == 0;
+  Dataset test;
+  if (!cfg.test_file.empty()) {
+    test = ReadXc(cfg.test_file);
+    if (cfg.eval_points > 0 && cfg.eval_points < test.size()) test = test.Head(cfg.eval_points);
+  }
+  const std::vector<int> ks{1, 3, 5};
+  const int k = 5;
+  int len = 0;
+  std::vector<std::vector<int32_t>> ids(members);
+  std::vector<std::vector<double>> probs(members);
+  double unscored_wall = 0, unscored_cpu = 0;  // evaluations: not training time
+  EvalResult last;
+  for (int m = 1; m <= members; ++m) {
+    TrainConfig c = cfg;
+    c.ensemble = 1;
+    c.seed = cfg.seed + static_cast<uint64_t>(m - 1);
+    if (!cfg.checkpoint_dir.empty()) c.checkpoint_dir = EnsembleMemberDir(cfg.checkpoint_dir, m);
+    if (!cfg.save_dir.empty()) c.save_dir = EnsembleMemberDir(cfg.save_dir, m);
+    if (root)
+      events->Line(Format(
+          "ensemble member %d of %d: --seed %llu%s%s\n", m, members, (unsigned long long)c.seed,
+          c.checkpoint_dir.empty() ? "" : ", checkpoints in ", c.checkpoint_dir.c_str()));
+    TrainingRun run;
+    last = RunTraining(c, comm, RunData{}, &run, events);
+    Trainer& model = *run.trainer;
+    unscored_wall += model.eval_wall_seconds();
+    unscored_cpu += model.eval_cpu_seconds();
+    if (test.size() > 0) {
+      const double w0 = ProcessWallSeconds(), c0 = ProcessCpuSeconds();
+      len = EnsembleListLength(k, model.spec().layers.back().out_dim);
+      PredictTopK(model, test, 0, len, &ids[m - 1], &probs[m - 1]);
+      unscored_wall += ProcessWallSeconds() - w0;
+      unscored_cpu += ProcessCpuSeconds() - c0;
+    }
+  }
+  const double train_wall = ProcessWallSeconds() - unscored_wall;
+  const double train_cpu = ProcessCpuSeconds() - unscored_cpu;
+  if (test.size() == 0) return last;
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<int32_t> top;
+  std::vector<double> top_probs;
+  MergeMemberLists(ids, probs, test.size(), len, k, &top, &top_probs);
+  PrecisionCounter counter(ks);
+  for (int64_t i = 0; i < test.size(); ++i)
+    counter.Add(top.data() + i * k, k, test.Labels(i), test.NumLabels(i));
+  EvalResult r = counter.Result();
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (root) {
+    events->Line(
+        Format("test  ensemble of %d | P@1 %.4f P@3 %.4f P@5 %.4f | %lld points (the "
+               "mean of the members' probabilities) | %.1fs of training\n",
+               members, r.At(1), r.At(3), r.At(5), (long long)r.points, train_wall));
+    JsonObject o;
+    o.Add("set", "test")
+        .Add("ensemble", members)
+        .Add("p_at_1", r.At(1))
+        .Add("p_at_3", r.At(3))
+        .Add("p_at_5", r.At(5))
+        .Add("eval_points", r.points)
+        .Add("train_wall_s", train_wall)
+        .Add("train_cpu_s", train_cpu)
+        .Add("ranks", comm->size())
+        .Add("threads", cfg.threads);
+    events->Record(o.str());
+    if (!cfg.metrics_file.empty()) MetricsFile(cfg.metrics_file, events).Write(o);
+  }
+  return r;
+}
+
+}  // namespace dslide

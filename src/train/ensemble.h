@@ -1,0 +1,54 @@
+// Ensembles (--ensemble N): N models trained one after another with seeds seed, seed + 1,
+// ... (each with its own --valid-fraction split), kept in FOLDER/member-1 ... member-N, and
+// scored together by averaging their softmax (or one-vs-rest) probabilities.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+#include "data/dataset.h"
+#include "dist/communicator.h"
+#include "train/evaluator.h"
+#include "train/run_events.h"
+#include "train/trainer.h"
+
+namespace dslide {
+
+/// The folder of member m (1-based) of an ensemble kept in `folder`.
+std::string EnsembleMemberDir(const std::string& folder, int m);
+
+/// The models of the ensemble kept in `folder`: each member-m folder (m = 1, 2, ... while
+/// one exists), as `predict` and `eval` read it: its `best` model where it holds one (the
+/// model early stopping kept), else its newest checkpoint (or the folder itself, when it is
+/// one). Empty when `folder` holds no member-1.
+std::vector<std::string> EnsembleMembers(const std::string& folder);
+
+/// Each member's list for a point holds its this many most probable labels (all of them
+/// where the model has fewer); a label outside a member's list counts with probability 0
+/// for that member in the average.
+constexpr int kEnsembleListLength = 100;
+int EnsembleListLength(int k, int64_t outputs);
+
+/// Members' top-`len` lists of `n` points (ids, -1 past the end, and probabilities, as
+/// PredictTopK gives them), merged into the top `k` of the mean probability: ids and probs
+/// get n x k entries, best first (ties to the smaller id; -1 and 0 past the labels found).
+void MergeMemberLists(const std::vector<std::vector<int32_t>>& ids,
+                      const std::vector<std::vector<double>>& probs, int64_t n, int len, int k,
+                      std::vector<int32_t>* out_ids, std::vector<double>* out_probs);
+
+/// Collective: the whole of `dslide train --ensemble N` with N = `members` >= 2: each
+/// member's run as RunTraining makes it (its lines and records among them), then, with a
+/// test file, the ensemble's P@k on it (the first --eval-points points) said in one line
+/// and one record ({"set":"test","ensemble":N,...}, with the members' training seconds
+/// together). Returns the ensemble's evaluation (without a test file, the last member's).
+EvalResult RunEnsemble(const TrainConfig& cfg, int members, Communicator* comm, RunEvents* events);
+
+/// Collective: the mean-probability top `k` of every point of `data` over `models`, as
+/// PredictTopK gives one model's (row0 as there).
+void EnsembleTopK(const std::vector<std::unique_ptr<Trainer>>& models, const Dataset& data,
+                  int64_t row0, int k, std::vector<int32_t>* ids, std::vector<double>* probs);
+
+}  // namespace dslide

@@ -1,0 +1,144 @@
+#!/usr/bin/env bash
+# Ensembles through the command line (docs/user-guide.md: Ensembles): --ensemble auto trains
+# 3 members on a small set with validation and 1 without; predict and eval of the folder give
+# the mean of the members' probabilities (checked against the members' own predictions), the
+# P@1 that train reported; what cannot take an ensemble (resume, export, approximate scoring)
+# says so.
+# Under mpiexec -n 2 the ensemble of a dense output layer is the one of 1 rank.
+# Usage: ensemble_cli.sh DSLIDE WORKDIR [MPIEXEC MPIEXEC_FLAGS...]
+set -uo pipefail
+dslide=$1 work=$2
+mpiexec=${3:-}
+mpiflags=("${@:4}")
+rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
+fail() { echo "FAIL: $*"; for f in out*.txt; do [[ -f $f ]] && { echo "--- $f"; tail -20 "$f"; }; done; exit 1; }
+pass() { echo "ok: $*"; }
+expect_rc() { [[ $1 == "$2" ]] || fail "$3: exit code $1, expected $2"; }
+expect_in() { grep -q -- "$2" "$1" || fail "$3: '$2' not in $1"; }
+
+# 2,000 points of 40 labels: 1,800 after the tenth held back, 8 batches an epoch.
+"$dslide" gen --points 2000 --test-points 300 --features 500 --labels 40 --nnz 10 --out e \
+  >/dev/null || fail "gen"
+run=(train --train e.train.txt --test e.test.txt --threads 1 --hidden 32)
+
+# 1. auto with validation and --epochs auto on a small set: 3 members, seeds 1, 2, 3.
+"$dslide" "${run[@]}" --valid-fraction 0.1 --patience 1 --checkpoint-dir ens --metrics m.jsonl >out_auto.txt 2>&1
+expect_rc $? 0 "--ensemble auto"
+expect_in out_auto.txt "^ensemble of 3 models\* (--ensemble auto" "--ensemble auto"
+for m in 1 2 3; do
+  expect_in out_auto.txt "^ensemble member $m of 3: --seed $m, checkpoints in ens/member-$m" "member $m"
+  [[ -d ens/member-$m/best ]] || fail "member $m: no best model in ens/member-$m"
+done
+expect_in out_auto.txt "^test  ensemble of 3 | P@1 " "the ensemble's test line"
+tail -1 m.jsonl | grep -q '"set":"test","ensemble":3,' || fail "the ensemble's record: $(tail -1 m.jsonl)"
+pass "--ensemble auto trains 3 members on a small set with validation"
+
+# 2. predict and eval of the folder: the mean of the members' probabilities (every label of
+#    each, 40 <= the lists' 100), and the P@1 train said.
+"$dslide" predict --model ens --input e.test.txt --top-k 40 --out ens.tsv --threads 1 >out_pred.txt 2>&1
+expect_rc $? 0 "predict of the ensemble"
+expect_in out_pred.txt "an ensemble of 3 models" "predict of the ensemble"
+for m in 1 2 3; do
+  "$dslide" predict --model ens/member-$m/best --input e.test.txt --top-k 40 --out m$m.tsv \
+    --threads 1 >/dev/null 2>&1 || fail "predict of member $m"
+done
+"$dslide" eval --model ens --test e.test.txt --threads 1 >out_eval.txt 2>&1
+expect_rc $? 0 "eval of the ensemble"
+python3 - ens.tsv m1.tsv m2.tsv m3.tsv e.test.txt out_auto.txt out_eval.txt <<'PY' || fail "the ensemble's probabilities"
+import re, sys
+ens, members, test, trained, evaled = sys.argv[1], sys.argv[2:5], sys.argv[5], sys.argv[6], sys.argv[7]
+def read(fn):
+    rows = []
+    for line in open(fn):
+        body = line.rstrip("\n").split("\t", 1)[1].split()
+        rows.append([(int(a), float(b)) for a, b in (t.split(":") for t in body)])
+    return rows
+e, ms = read(ens), [read(f) for f in members]
+assert any(a != b for a, b in zip(ms[0], ms[1])), "members 1 and 2 predict alike"
+worst = 0
+for i, row in enumerate(e):
+    want = {}
+    for m in ms:
+        for l, p in m[i]:
+            want[l] = want.get(l, 0) + p / 3
+    assert len(row) == 40, (i, len(row))
+    for l, p in row:
+        worst = max(worst, abs(p - want[l]) / want[l] if want[l] > 0 else p)
+    assert [l for l, _ in row[:1]] == [max(want, key=lambda l: (want[l], -l))] or \
+        abs(row[0][1] - row[1][1]) < 1e-6 * row[0][1], (i, row[:2])
+assert worst < 2e-5, worst
+labels = [set(int(v) for v in line.split(" ", 1)[0].split(",") if v and ":" not in v)
+          for line in open(test).readlines()[1:]]
+p1 = sum(row[0][0] in y for row, y in zip(e, labels)) / len(e)
+said = float(re.search(r"^test  ensemble of 3 \| P@1 ([0-9.]+)", open(trained).read(), re.M).group(1))
+got = float(re.search(r"P@1 ([0-9.]+)", open(evaled).read()).group(1))
+assert abs(p1 - said) < 1e-4 and abs(p1 - got) < 1e-4, (p1, said, got)
+print(f"ensemble probabilities within {worst:.1e} of the members' mean; P@1 {p1:.4f}")
+PY
+pass "predict and eval of the folder average the members (the P@1 train said)"
+
+# 3. Without validation auto trains one model, as before: no member folders.
+"$dslide" "${run[@]}" --epochs 1 --checkpoint-dir one >out_one.txt 2>&1
+expect_rc $? 0 "--ensemble auto without validation"
+[[ ! -e one/member-1 ]] && ls one | grep -q '^ckpt-' || fail "--ensemble auto without validation: $(ls one)"
+if grep -q "ensemble" out_one.txt; then fail "--ensemble auto without validation spoke of an ensemble"; fi
+# ... and a number sets it.
+"$dslide" "${run[@]}" --epochs 1 --ensemble 2 --checkpoint-dir two >out_two.txt 2>&1
+expect_rc $? 0 "--ensemble 2"
+[[ -d two/member-2 && ! -e two/member-3 ]] || fail "--ensemble 2: $(ls two)"
+pass "--ensemble auto trains one model without validation; --ensemble 2 two"
+
+# 4. What takes one model says so.
+"$dslide" "${run[@]}" --ensemble 2 --resume ens/member-1 >out_resume.txt 2>&1
+expect_rc $? 1 "--ensemble 2 --resume"
+expect_in out_resume.txt "option --ensemble 2: --resume continues one model" "--ensemble 2 --resume"
+for bad in 0 65 x; do
+  "$dslide" "${run[@]}" --ensemble $bad >out_bad.txt 2>&1
+  expect_rc $? 1 "--ensemble $bad"
+  expect_in out_bad.txt "option --ensemble" "--ensemble $bad"
+done
+mkfifo e.fifo
+"$dslide" train --train e.fifo --test e.test.txt --ensemble 2 >out_fifo.txt 2>&1
+expect_rc $? 1 "--ensemble 2 from a FIFO"
+expect_in out_fifo.txt "option --ensemble 2: every member reads --train e.fifo again, and it is not a regular file" \
+  "--ensemble 2 from a FIFO"
+"$dslide" bench --train e.train.txt --test e.test.txt --iterations 5 --ensemble 2 >out_bench.txt 2>&1
+expect_rc $? 1 "bench --ensemble 2"
+expect_in out_bench.txt "option --ensemble 2: bench measures one model's training" "bench --ensemble 2"
+"$dslide" export --model ens --out ens.h5 >out_export.txt 2>&1
+[[ $? != 0 ]] || fail "export of an ensemble folder succeeded"
+expect_in out_export.txt "holds an ensemble of 3 models; export writes one" "export of an ensemble"
+"$dslide" predict --model ens --input e.test.txt --out a.tsv --approximate >out_ann.txt 2>&1
+[[ $? != 0 ]] || fail "approximate predict of an ensemble succeeded"
+expect_in out_ann.txt "holds an ensemble of 3 models; approximate scoring reads one" "approximate predict"
+pass "resume, bench, export, approximate scoring and a FIFO refuse an ensemble by name; bad counts refused"
+
+# 5. Two ranks (each a block of the 40 outputs, one thread each): the members train and the
+#    ensemble scores as on one rank, to the digits printed.
+if [[ -n $mpiexec ]]; then
+  "$dslide" "${run[@]}" --valid-fraction 0.1 --patience 1 --ensemble 2 --checkpoint-dir r1 \
+    >out_r1.txt 2>&1 || fail "--ensemble 2 on 1 rank"
+  "$mpiexec" "${mpiflags[@]}" -n 2 -x OMP_NUM_THREADS=1 "$dslide" "${run[@]}" --valid-fraction 0.1 \
+    --patience 1 --ensemble 2 --checkpoint-dir r2 >out_r2.txt 2>&1 || fail "--ensemble 2 on 2 ranks"
+  one=$(grep "^test  ensemble of 2" out_r1.txt | cut -d'|' -f2)
+  two=$(grep "^test  ensemble of 2" out_r2.txt | cut -d'|' -f2)
+  [[ -n $one && $one == "$two" ]] || fail "2 ranks: '$two' against 1 rank's '$one'"
+  "$mpiexec" "${mpiflags[@]}" -n 2 -x OMP_NUM_THREADS=1 "$dslide" predict --model r2 \
+    --input e.test.txt --top-k 5 --out r2.tsv >/dev/null 2>&1 || fail "predict on 2 ranks"
+  "$dslide" predict --model r1 --input e.test.txt --top-k 5 --out r1.tsv --threads 1 >/dev/null 2>&1 ||
+    fail "predict on 1 rank"
+  # The labels alike, the probabilities within float's rounding (a normaliser summed by
+  # blocks of outputs on 2 ranks).
+  python3 - r1.tsv r2.tsv <<'PY' || fail "2 ranks' ensemble predictions differ from 1 rank's"
+import sys
+rows = [[l.rstrip("\n").split("\t")[1].split() for l in open(f)] for f in sys.argv[1:]]
+assert len(rows[0]) == len(rows[1]) == 300
+for a, b in zip(*rows):
+    pa = [(int(t.split(":")[0]), float(t.split(":")[1])) for t in a]
+    pb = [(int(t.split(":")[0]), float(t.split(":")[1])) for t in b]
+    assert [l for l, _ in pa] == [l for l, _ in pb] or \
+        all(abs(x[1] - y[1]) <= 1e-5 * x[1] for x, y in zip(pa, pb)), (a, b)
+    assert all(abs(x[1] - y[1]) <= 1e-5 * x[1] for x, y in zip(pa, pb)), (a, b)
+PY
+  pass "2 ranks train and score the ensemble as 1 rank does ($one)"
+fi
