@@ -110,8 +110,8 @@ int Train(int argc, const char* const* argv, Communicator* comm) {
       if (members > 1 && Root(comm))
         console.Line(
             Format("ensemble of %d models* (--ensemble auto: early stopping on a "
-                   "training set of at most %lld batches)\n",
-                   members, (long long)kAutoEnsembleEpochIterations));
+                   "training set of at most %lld points)\n",
+                   members, (long long)kAutoEnsemblePoints));
     }
     if (members > 1)
       RunEnsemble(cfg, members, comm, &console);

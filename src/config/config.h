@@ -71,11 +71,11 @@ constexpr int64_t kAutoPatience = 5;
 constexpr double kMaxDropout = 0.9;
 constexpr double kAutoDropout = 0.2;
 constexpr int64_t kAutoDropoutEpochIterations = 300;
-/// --ensemble: the most members; auto's members, when validating with --epochs auto on a
-/// training set whose epoch is at most this many iterations (AutoEnsemble).
+/// --ensemble: the most members; auto's members, when validating with --epochs auto on at
+/// most this many training points (AutoEnsemble).
 constexpr int kMaxEnsemble = 64;
 constexpr int kAutoEnsemble = 3;
-constexpr int64_t kAutoEnsembleEpochIterations = 50;
+constexpr int64_t kAutoEnsemblePoints = 12800;
 constexpr int64_t kAutoMaxEpochs = 100;
 constexpr int64_t kAutoMinIterations = 5000;
 constexpr int64_t kAutoEvalIterations = 100;

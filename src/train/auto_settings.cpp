@@ -105,11 +105,11 @@ int AutoEnsemble(const TrainConfig& cfg, int64_t train_points) {
   if (cfg.ensemble > 0) return cfg.ensemble;
   // A small set trains in seconds, and its test P@1 moves by up to 0.04 from seed to seed:
   // members trained on different splits average that out at a cost that stays small.
+  // In points, not batches: what a member costs, and how much its model moves with the
+  // seed, follow the data's size whatever the batch.
   const bool until_early_stop = cfg.validating() && cfg.epochs_auto && cfg.iterations == 0;
-  const int64_t epoch = (train_points + cfg.batch - 1) / std::max(1, cfg.batch);
-  return until_early_stop && train_points > 0 && epoch <= kAutoEnsembleEpochIterations
-             ? kAutoEnsemble
-             : 1;
+  return until_early_stop && train_points > 0 && train_points <= kAutoEnsemblePoints ? kAutoEnsemble
+                                                                                     : 1;
 }
 
 double FirstLayerLrScale(const Dataset& data) {

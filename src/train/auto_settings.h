@@ -87,8 +87,8 @@ void ResolveAuto(TrainConfig* cfg, int64_t input_dim, int64_t output_dim);
 double AutoDropout(const TrainConfig& cfg, int64_t train_points);
 
 /// --ensemble for a training set of `train_points`: cfg.ensemble where set, else
-/// kAutoEnsemble when validating with --epochs auto and an epoch takes at most
-/// kAutoEnsembleEpochIterations iterations, else 1.
+/// kAutoEnsemble when validating with --epochs auto on at most kAutoEnsemblePoints
+/// training points, else 1.
 int AutoEnsemble(const TrainConfig& cfg, int64_t train_points);
 
 /// What a layer's active set holds over the points of a dataset, all ranks together.

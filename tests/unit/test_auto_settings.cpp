@@ -317,8 +317,8 @@ TEST(AutoSettings, DropoutWhereValidationRunsManyShortEpochs) {
 
 TEST(AutoSettings, EnsembleWhereValidationRunsFewShortEpochs) {
   // auto: kAutoEnsemble members when validating with --epochs auto on at most
-  // kAutoEnsembleEpochIterations batches of training points, else one; a number is kept.
-  const int64_t most = kAutoEnsembleEpochIterations * 256;
+  // kAutoEnsemblePoints training points (whatever the batch), else one; a number is kept.
+  const int64_t most = kAutoEnsemblePoints;
   struct Case {
     double valid_fraction;
     bool epochs_auto;
@@ -341,6 +341,14 @@ TEST(AutoSettings, EnsembleWhereValidationRunsFewShortEpochs) {
         << c.valid_fraction << " " << c.epochs_auto << " " << c.iterations << " " << c.points << " "
         << c.ensemble;
   }
+  // Points, whatever the batch: 40,124 points are 40 batches of 1,024 and still one model.
+  TrainConfig big;
+  big.valid_fraction = 0.1;
+  big.batch = 1024;
+  EXPECT_EQ(AutoEnsemble(big, 40124), 1);
+  EXPECT_EQ(AutoEnsemble(big, most), kAutoEnsemble);
+  big.batch = 16;
+  EXPECT_EQ(AutoEnsemble(big, most), kAutoEnsemble);
   // The holdout `dslide train` subtracts before the rule: SplitHoldout's count.
   EXPECT_EQ(HoldoutPoints(1000, 0.1), 100);
   EXPECT_EQ(HoldoutPoints(3, 0.01), 1) << "at least one point where any is asked for";
