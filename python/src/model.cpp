@@ -1,7 +1,9 @@
 // Load: a checkpoint's or serving model's network for the Python package.
 #include "model.h"
 
+#include "common/error.h"
 #include "io/checkpoint.h"
+#include "train/ensemble.h"
 #include "train/predict.h"
 
 namespace dslide::py {
@@ -10,6 +12,10 @@ std::unique_ptr<Model> Load(const std::string& path, Comm& comm) {
   std::string folder;
   CheckpointMeta meta;
   Checked([&] {
+    const size_t members = EnsembleMembers(path).size();
+    DSLIDE_CHECK(members == 0, path, " holds an ensemble of ", members,
+                 " models (train --ensemble): load each member (", path,
+                 "/member-1 ...), or fit dslide.Classifier(ensemble=N), which averages them");
     folder = ResolveModel(path, "--model");
     meta = ReadModelMeta(folder);
     return 0;

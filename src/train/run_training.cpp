@@ -13,6 +13,7 @@
 #include "common/memory_limit.h"
 #include "common/parallel.h"
 #include "devices/backend_factory.h"
+#include "train/ensemble.h"
 
 namespace dslide {
 
@@ -154,6 +155,10 @@ EvalResult RunTraining(const TrainConfig& asked, Communicator* comm, RunData dat
     DSLIDE_CHECK(test.size() > 0, cfg.test_file, ": no points to score (the header says 0)");
   }
   if (!cfg.resume_dir.empty()) {
+    const size_t members = EnsembleMembers(cfg.resume_dir).size();
+    DSLIDE_CHECK(members == 0, "option --resume: ", cfg.resume_dir, " holds an ensemble of ",
+                 members, " models; --resume continues one (--resume ", cfg.resume_dir,
+                 "/member-K with that member's --seed)");
     // Settings left to auto continue with the checkpoint's (explicit ones are checked).
     const CheckpointMeta m = ReadResumeMeta(cfg.resume_dir);
     cfg.settings_from_checkpoint = AdoptCheckpointSettings(m, &cfg);

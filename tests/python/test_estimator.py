@@ -83,7 +83,7 @@ def test_fit_predict_proba_and_score_of_a_wide_multilabel_set(task):
     assert net.score(task.Xt, Yt) > 0.3
 
 
-def test_an_ensemble_averages_its_members_and_pickles_them(task):
+def test_an_ensemble_averages_its_members_and_pickles_them(tmp_path):
     # ensemble=3: three models with seeds 5, 6, 7; predict_proba is the mean of theirs (every
     # class of each, 20 classes), predict and score follow it, and a pickled one keeps all.
     rng = np.random.default_rng(4)
@@ -108,6 +108,12 @@ def test_an_ensemble_averages_its_members_and_pickles_them(task):
     again = pickle.loads(pickle.dumps(net))
     assert len(again.models_) == 3
     np.testing.assert_allclose(again.predict_proba(X), P, rtol=1e-6)
+    # An ensemble's folder (the executable's --ensemble) is refused by dslide.load by name.
+    folder = tmp_path / "ens"
+    for m, member in enumerate(net.models_):
+        member.save(str(folder / f"member-{m + 1}"))
+    with pytest.raises(ValueError, match="holds an ensemble of 3 models"):
+        dslide.load(str(folder))
     # One model: ensemble=1, or auto without validation; train() takes no ensemble.
     assert len(dslide.Classifier(iterations=20, valid_fraction=0, threads=2).fit(X, y).models_) == 1
     with pytest.raises(ValueError, match="option --ensemble 2: train\\(\\) returns one model"):

@@ -92,6 +92,10 @@ pass "--ensemble auto trains one model without validation; --ensemble 2 two"
 "$dslide" "${run[@]}" --ensemble 2 --resume ens/member-1 >out_resume.txt 2>&1
 expect_rc $? 1 "--ensemble 2 --resume"
 expect_in out_resume.txt "option --ensemble 2: --resume continues one model" "--ensemble 2 --resume"
+"$dslide" "${run[@]}" --iterations 5 --resume ens --ensemble 1 >out_resume1.txt 2>&1
+expect_rc $? 1 "--resume of an ensemble's folder"
+expect_in out_resume1.txt "option --resume: ens holds an ensemble of 3 models; --resume continues one" \
+  "--resume of an ensemble's folder"
 for bad in 0 65 x; do
   "$dslide" "${run[@]}" --ensemble $bad >out_bad.txt 2>&1
   expect_rc $? 1 "--ensemble $bad"
