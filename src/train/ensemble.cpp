@@ -33,6 +33,34 @@ std::vector<std::string> EnsembleMembers(const std::string& folder) {
   return out;
 }
 
+void CheckEnsembleFolder(const std::string& dir, int members, const char* option) {
+  namespace fs = std::filesystem;
+  if (dir.empty()) return;
+  std::error_code ec;
+  const auto holds_model = [&](const std::string& d) {
+    return !LatestCheckpoint(d).empty() || fs::exists(fs::path(d) / "best" / "meta.h5", ec);
+  };
+  if (members <= 1) {
+    DSLIDE_CHECK(!fs::exists(EnsembleMemberDir(dir, 1), ec), "option ", option, ": ", dir,
+                 " holds an ensemble of another run (", EnsembleMemberDir(dir, 1),
+                 " ...), which eval and predict of it would read instead of this run's model: "
+                 "move it away or choose another folder");
+    return;
+  }
+  DSLIDE_CHECK(!holds_model(dir), "option ", option, ": ", dir,
+               " holds one model's checkpoints of another run; an ensemble goes into ", dir,
+               "/member-1 ...: move them away or choose another folder");
+  for (int m = 1; m <= members + 1; ++m) {
+    const std::string member = EnsembleMemberDir(dir, m);
+    DSLIDE_CHECK(m <= members ? !holds_model(member) : !fs::exists(member, ec), "option ", option,
+                 ": ", dir, " holds ", member, " of another run",
+                 m > members ? ", which eval and predict of the folder would average with "
+                               "this run's members"
+                             : "",
+                 ": move it away or choose another folder");
+  }
+}
+
 int EnsembleListLength(int k, int64_t outputs) {
   return static_cast<int>(std::min<int64_t>(outputs, std::max(k, kEnsembleListLength)));
 }
@@ -92,6 +120,8 @@ EvalResult RunEnsemble(const TrainConfig& cfg, int members, Communicator* comm, 
                  " again, and it is not a regular file (a pipe or FIFO reads once): write it to a "
                  "file, or train one model (--ensemble 1)");
   }
+  CheckEnsembleFolder(cfg.checkpoint_dir, members, "--checkpoint-dir");
+  CheckEnsembleFolder(cfg.save_dir, members, "--save");
   const bool root = comm->rank() == 0;
   Dataset test;
   if (!cfg.test_file.empty()) {

@@ -26,6 +26,13 @@ std::string EnsembleMemberDir(const std::string& folder, int m);
 /// one). Empty when `folder` holds no member-1.
 std::vector<std::string> EnsembleMembers(const std::string& folder);
 
+/// Throws dslide::Error naming `option` where folder `dir` ("" : none) cannot take an
+/// ensemble of `members` (`members` 1: one model) without mixing with another run's models
+/// that eval and predict of it would read: one model's checkpoints or best model in it, an
+/// ensemble member's (member-K, K <= members) there, or a member beyond this run's. A
+/// single model refuses a folder that holds member-1.
+void CheckEnsembleFolder(const std::string& dir, int members, const char* option);
+
 /// Each member's list for a point holds its this many most probable labels (all of them
 /// where the model has fewer); a label outside a member's list counts with probability 0
 /// for that member in the average.

@@ -167,6 +167,9 @@ EvalResult RunTraining(const TrainConfig& asked, Communicator* comm, RunData dat
           "note: %s predates the floor of negatives; --min-negatives %lld applies from here\n",
           cfg.resume_dir.c_str(), (long long)cfg.min_negatives));
   }
+  // One model into a folder of an ensemble: eval and predict of it would read the members.
+  CheckEnsembleFolder(cfg.checkpoint_dir, 1, "--checkpoint-dir");
+  CheckEnsembleFolder(cfg.save_dir, 1, "--save");
   std::unique_ptr<Trainer>& trainer = run->trainer;
   run->train_points = train.size();
   run->collective = true;

@@ -96,6 +96,24 @@ expect_in out_resume.txt "option --ensemble 2: --resume continues one model" "--
 expect_rc $? 1 "--resume of an ensemble's folder"
 expect_in out_resume1.txt "option --resume: ens holds an ensemble of 3 models; --resume continues one" \
   "--resume of an ensemble's folder"
+# No mixing of runs in one folder: eval and predict of it would read the other run's models.
+"$dslide" "${run[@]}" --epochs 1 --checkpoint-dir ens >out_mix1.txt 2>&1
+expect_rc $? 1 "one model into an ensemble's folder"
+expect_in out_mix1.txt "option --checkpoint-dir: ens holds an ensemble of another run (ens/member-1 ...)" \
+  "one model into an ensemble's folder"
+"$dslide" "${run[@]}" --epochs 1 --ensemble 2 --checkpoint-dir one >out_mix2.txt 2>&1
+expect_rc $? 1 "an ensemble into one model's folder"
+expect_in out_mix2.txt "option --checkpoint-dir: one holds one model's checkpoints of another run" \
+  "an ensemble into one model's folder"
+mkdir -p three/member-3
+"$dslide" "${run[@]}" --epochs 1 --ensemble 2 --checkpoint-dir three >out_mix3.txt 2>&1
+expect_rc $? 1 "an ensemble of 2 beside a third member"
+expect_in out_mix3.txt "option --checkpoint-dir: three holds three/member-3 of another run, which eval and predict" \
+  "an ensemble of 2 beside a third member"
+[[ ! -e three/member-1 ]] || fail "an ensemble of 2 beside a third member: trained before refusing"
+"$dslide" "${run[@]}" --epochs 1 --ensemble 3 --checkpoint-dir ens >out_mix4.txt 2>&1
+expect_rc $? 1 "an ensemble into another's folder"
+expect_in out_mix4.txt "option --checkpoint-dir: ens holds ens/member-1 of another run" "an ensemble into another's folder"
 for bad in 0 65 x; do
   "$dslide" "${run[@]}" --ensemble $bad >out_bad.txt 2>&1
   expect_rc $? 1 "--ensemble $bad"
@@ -115,7 +133,7 @@ expect_in out_export.txt "holds an ensemble of 3 models; export writes one" "exp
 "$dslide" predict --model ens --input e.test.txt --out a.tsv --approximate >out_ann.txt 2>&1
 [[ $? != 0 ]] || fail "approximate predict of an ensemble succeeded"
 expect_in out_ann.txt "holds an ensemble of 3 models; approximate scoring reads one" "approximate predict"
-pass "resume, bench, export, approximate scoring and a FIFO refuse an ensemble by name; bad counts refused"
+pass "resume, bench, export, approximate scoring, a FIFO and another run's folder refuse an ensemble by name; bad counts refused"
 
 # 5. Two ranks (each a block of the 40 outputs, one thread each): the members train and the
 #    ensemble scores as on one rank, to the digits printed.
