@@ -237,26 +237,9 @@ class Classifier:
         threads = self.threads or None
         if len(models) == 1:
             return models[0].predict(X, k=k, threads=threads)
-        n, c = X.shape[0], len(self.classes_)
-        length = min(c, max(k, _ENSEMBLE_LIST))
-        total = sp.csr_matrix((n, c), dtype=np.float64)
-        rows = np.repeat(np.arange(n), length).reshape(n, length)
-        for model in models:
-            ids, scores = model.predict(X, k=length, threads=threads)
-            keep = ids >= 0
-            total = total + sp.csr_matrix(
-                (scores[keep].astype(np.float64), (rows[keep], ids[keep])), shape=(n, c))
-        total = total.tocsr()
-        total.sort_indices()
-        out_ids = np.full((n, k), -1, dtype=np.int64)
-        out_scores = np.zeros((n, k), dtype=np.float64)
-        for i in range(n):
-            lo, hi = total.indptr[i], total.indptr[i + 1]
-            p, idx = total.data[lo:hi] / len(models), total.indices[lo:hi]
-            order = np.lexsort((idx, -p))[:k]  # the larger mean first, ties to the smaller id
-            out_ids[i, :len(order)] = idx[order]
-            out_scores[i, :len(order)] = p[order]
-        return out_ids, out_scores
+        length = min(len(self.classes_), max(k, _ENSEMBLE_LIST))
+        lists = [model.predict(X, k=length, threads=threads) for model in models]
+        return _core.merge_member_lists([ids for ids, _ in lists], [p for _, p in lists], k)
 
     def predict(self, X):
         X = self._rows(X, "predict")

@@ -363,10 +363,34 @@ NB_MODULE(_core, m) {
     const auto pairs = Pairs(options);
     return Checked([&] {
       ParseTrainOptions(pairs, &cfg);
-      return AutoEnsemble(cfg, cfg.valid_file.empty()
-                                   ? points - HoldoutPoints(points, cfg.valid_fraction)
-                                   : points);
+      return AutoEnsembleOfFile(cfg, points);
     });
+  });
+  // Members' top-`len` lists (Model.predict's int32 ids and float32 probabilities, points x
+  // len each) merged into the top k of their mean, as `dslide predict` merges an ensemble's
+  // (MergeMemberLists).
+  using IdRows = nb::ndarray<const int32_t, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
+  using ProbRows = nb::ndarray<const float, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
+  m.def("merge_member_lists", [](const std::vector<IdRows>& ids, const std::vector<ProbRows>& probs,
+                                 int k) {
+    if (ids.empty() || ids.size() != probs.size())
+      throw nb::value_error("merge_member_lists: one ids and one probabilities array a member");
+    const size_t n = ids[0].shape(0), len = ids[0].shape(1);
+    std::vector<std::vector<int32_t>> member_ids;
+    std::vector<std::vector<double>> member_probs;
+    for (size_t m = 0; m < ids.size(); ++m) {
+      if (ids[m].shape(0) != n || ids[m].shape(1) != len || probs[m].shape(0) != n ||
+          probs[m].shape(1) != len)
+        throw nb::value_error("merge_member_lists: the members' arrays differ in shape");
+      member_ids.emplace_back(ids[m].data(), ids[m].data() + n * len);
+      member_probs.emplace_back(probs[m].data(), probs[m].data() + n * len);
+    }
+    std::vector<int32_t> top;
+    std::vector<double> mean;
+    MergeMemberLists(member_ids, member_probs, static_cast<int64_t>(n), static_cast<int>(len), k,
+                     &top, &mean);
+    return nb::make_tuple(Matrix(std::move(top), n, k),
+                          Matrix(std::vector<float>(mean.begin(), mean.end()), n, k));
   });
   m.def("train_help", &TrainHelp);
   m.def("request_stop", &StopSignals::Request);

@@ -102,10 +102,7 @@ int Train(int argc, const char* const* argv, Communicator* comm) {
       std::error_code ec;
       members = 1;
       if (AutoEnsemble(cfg, 1) > 1 && std::filesystem::is_regular_file(cfg.train_file, ec)) {
-        const int64_t points = DatasetStream(cfg.train_file).num_points();
-        members = AutoEnsemble(cfg, cfg.valid_file.empty()
-                                        ? points - HoldoutPoints(points, cfg.valid_fraction)
-                                        : points);
+        members = AutoEnsembleOfFile(cfg, DatasetStream(cfg.train_file).num_points());
       }
       if (members > 1 && Root(comm))
         console.Line(

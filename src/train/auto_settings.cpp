@@ -112,6 +112,12 @@ int AutoEnsemble(const TrainConfig& cfg, int64_t train_points) {
                                                                                      : 1;
 }
 
+int AutoEnsembleOfFile(const TrainConfig& cfg, int64_t file_points) {
+  return AutoEnsemble(cfg, cfg.valid_file.empty()
+                               ? file_points - HoldoutPoints(file_points, cfg.valid_fraction)
+                               : file_points);
+}
+
 double FirstLayerLrScale(const Dataset& data) {
   double sum = 0;
   int64_t points = 0;

@@ -90,6 +90,10 @@ double AutoDropout(const TrainConfig& cfg, int64_t train_points);
 /// kAutoEnsemble when validating with --epochs auto on at most kAutoEnsemblePoints
 /// training points, else 1.
 int AutoEnsemble(const TrainConfig& cfg, int64_t train_points);
+/// AutoEnsemble for a training file of `file_points` points, as `dslide train` and the
+/// Python Classifier resolve it: the points --valid-fraction's holdout leaves (all of them
+/// with --valid FILE).
+int AutoEnsembleOfFile(const TrainConfig& cfg, int64_t file_points);
 
 /// What a layer's active set holds over the points of a dataset, all ranks together.
 struct LayerSlots {
