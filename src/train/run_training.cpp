@@ -108,6 +108,16 @@ EvalResult RunTraining(const TrainConfig& asked, Communicator* comm, RunData dat
   if (events == nullptr) events = NoEvents();
   TrainConfig cfg = asked;
   SetNumThreads(cfg.threads);
+  // Folders of an ensemble, refused before the data is read: --resume continues one model,
+  // and eval and predict of a folder holding members would read them, not this run's model.
+  if (!cfg.resume_dir.empty()) {
+    const size_t members = EnsembleMembers(cfg.resume_dir).size();
+    DSLIDE_CHECK(members == 0, "option --resume: ", cfg.resume_dir, " holds an ensemble of ",
+                 members, " models; --resume continues one (--resume ", cfg.resume_dir,
+                 "/member-K with that member's --seed)");
+  }
+  CheckEnsembleFolder(cfg.checkpoint_dir, 1, "--checkpoint-dir");
+  CheckEnsembleFolder(cfg.save_dir, 1, "--save");
   // A set in memory, else the file.
   auto load = [](Dataset* memory, const std::string& file) {
     return memory != nullptr ? std::move(*memory) : ReadXc(file);
@@ -155,10 +165,6 @@ EvalResult RunTraining(const TrainConfig& asked, Communicator* comm, RunData dat
     DSLIDE_CHECK(test.size() > 0, cfg.test_file, ": no points to score (the header says 0)");
   }
   if (!cfg.resume_dir.empty()) {
-    const size_t members = EnsembleMembers(cfg.resume_dir).size();
-    DSLIDE_CHECK(members == 0, "option --resume: ", cfg.resume_dir, " holds an ensemble of ",
-                 members, " models; --resume continues one (--resume ", cfg.resume_dir,
-                 "/member-K with that member's --seed)");
     // Settings left to auto continue with the checkpoint's (explicit ones are checked).
     const CheckpointMeta m = ReadResumeMeta(cfg.resume_dir);
     cfg.settings_from_checkpoint = AdoptCheckpointSettings(m, &cfg);
@@ -167,9 +173,6 @@ EvalResult RunTraining(const TrainConfig& asked, Communicator* comm, RunData dat
           "note: %s predates the floor of negatives; --min-negatives %lld applies from here\n",
           cfg.resume_dir.c_str(), (long long)cfg.min_negatives));
   }
-  // One model into a folder of an ensemble: eval and predict of it would read the members.
-  CheckEnsembleFolder(cfg.checkpoint_dir, 1, "--checkpoint-dir");
-  CheckEnsembleFolder(cfg.save_dir, 1, "--save");
   std::unique_ptr<Trainer>& trainer = run->trainer;
   run->train_points = train.size();
   run->collective = true;
