@@ -110,23 +110,19 @@ void EnsembleTopK(const std::vector<std::unique_ptr<Trainer>>& models, const Dat
 EvalResult RunEnsemble(const TrainConfig& cfg, int members, Communicator* comm, RunEvents* events) {
   DSLIDE_CHECK(members >= 2 && members <= kMaxEnsemble, "option --ensemble: ", members, " members");
   if (events == nullptr) events = NoEvents();
-  // Every member reads the files again: a pipe or FIFO would be empty for the second.
-  const std::pair<const char*, std::string> files[] = {
-      {"--train", cfg.train_file}, {"--valid", cfg.valid_file}, {"--test", cfg.test_file}};
-  for (const auto& [option, file] : files) {
-    std::error_code ec;
-    DSLIDE_CHECK(file.empty() || std::filesystem::is_regular_file(file, ec), "option --ensemble ",
-                 members, ": every member reads ", option, " ", file,
-                 " again, and it is not a regular file (a pipe or FIFO reads once): write it to a "
-                 "file, or train one model (--ensemble 1)");
-  }
   CheckEnsembleFolder(cfg.checkpoint_dir, members, "--checkpoint-dir");
   CheckEnsembleFolder(cfg.save_dir, members, "--save");
   const bool root = comm->rank() == 0;
-  Dataset test;
-  if (!cfg.test_file.empty()) {
-    test = ReadXc(cfg.test_file);
-    if (cfg.eval_points > 0 && cfg.eval_points < test.size()) test = test.Head(cfg.eval_points);
+  // The files are read once (a pipe or FIFO can be): each member trains on a copy.
+  Dataset train = ReadXc(cfg.train_file), valid, test;
+  if (!cfg.valid_file.empty()) valid = ReadXc(cfg.valid_file);
+  if (!cfg.test_file.empty()) test = ReadXc(cfg.test_file);
+  // The ensemble's own score: the points the members' evaluations score.
+  const Dataset* scored = &test;
+  Dataset test_head;
+  if (cfg.eval_points > 0 && cfg.eval_points < test.size()) {
+    test_head = test.Head(cfg.eval_points);
+    scored = &test_head;
   }
   const std::vector<int> ks{1, 3, 5};
   const int k = 5;
@@ -145,29 +141,41 @@ EvalResult RunEnsemble(const TrainConfig& cfg, int members, Communicator* comm, 
       events->Line(Format(
           "ensemble member %d of %d: --seed %llu%s%s\n", m, members, (unsigned long long)c.seed,
           c.checkpoint_dir.empty() ? "" : ", checkpoints in ", c.checkpoint_dir.c_str()));
+    // The last member takes the training and validation points themselves (the test points
+    // stay: the ensemble scores them).
+    const bool last_member = m == members;
+    Dataset member_train = last_member ? std::move(train) : train;
+    Dataset member_valid = last_member ? std::move(valid) : valid;
+    Dataset member_test = test;
+    RunData data;
+    data.train = &member_train;
+    if (!cfg.valid_file.empty()) data.valid = &member_valid;
+    if (!cfg.test_file.empty()) data.test = &member_test;
+    data.read_from_files = true;
+    data.warn = m == 1;
     TrainingRun run;
-    last = RunTraining(c, comm, RunData{}, &run, events);
+    last = RunTraining(c, comm, data, &run, events);
     Trainer& model = *run.trainer;
     unscored_wall += model.eval_wall_seconds();
     unscored_cpu += model.eval_cpu_seconds();
-    if (test.size() > 0) {
+    if (scored->size() > 0) {
       const double w0 = ProcessWallSeconds(), c0 = ProcessCpuSeconds();
       len = EnsembleListLength(k, model.spec().layers.back().out_dim);
-      PredictTopK(model, test, 0, len, &ids[m - 1], &probs[m - 1]);
+      PredictTopK(model, *scored, 0, len, &ids[m - 1], &probs[m - 1]);
       unscored_wall += ProcessWallSeconds() - w0;
       unscored_cpu += ProcessCpuSeconds() - c0;
     }
   }
   const double train_wall = ProcessWallSeconds() - unscored_wall;
   const double train_cpu = ProcessCpuSeconds() - unscored_cpu;
-  if (test.size() == 0) return last;
+  if (scored->size() == 0) return last;
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<int32_t> top;
   std::vector<double> top_probs;
-  MergeMemberLists(ids, probs, test.size(), len, k, &top, &top_probs);
+  MergeMemberLists(ids, probs, scored->size(), len, k, &top, &top_probs);
   PrecisionCounter counter(ks);
-  for (int64_t i = 0; i < test.size(); ++i)
-    counter.Add(top.data() + i * k, k, test.Labels(i), test.NumLabels(i));
+  for (int64_t i = 0; i < scored->size(); ++i)
+    counter.Add(top.data() + i * k, k, scored->Labels(i), scored->NumLabels(i));
   EvalResult r = counter.Result();
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (root) {

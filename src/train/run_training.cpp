@@ -123,10 +123,11 @@ EvalResult RunTraining(const TrainConfig& asked, Communicator* comm, RunData dat
     return memory != nullptr ? std::move(*memory) : ReadXc(file);
   };
   Dataset train = load(data.train, cfg.train_file);
-  if (data.train != nullptr)
+  const bool train_rows = data.train != nullptr && !data.read_from_files;  // rows, not lines
+  if (train_rows)
     DSLIDE_CHECK(train.size() > 0, cfg.train_file, ": no points to train on (0 rows)");
   DSLIDE_CHECK(train.size() > 0, cfg.train_file, ":1: no points to train on (the header says 0)");
-  if (comm->rank() == 0) WarnOfData(train, cfg.train_file, data.train != nullptr, events);
+  if (comm->rank() == 0 && data.warn) WarnOfData(train, cfg.train_file, train_rows, events);
   auto check_header = [&](const Dataset& d, const std::string& file) {
     DSLIDE_CHECK(d.num_features == train.num_features && d.num_labels == train.num_labels, file,
                  ":1: header says ", d.num_features, " features and ", d.num_labels,

@@ -21,6 +21,12 @@ struct RunData {
   Dataset* train = nullptr;
   Dataset* valid = nullptr;
   Dataset* test = nullptr;
+  /// The sets are what the files their options name held, read by the caller (an ensemble
+  /// reads them once for all its members): messages count the files' lines, as a read would.
+  bool read_from_files = false;
+  /// Whether the run gives the warnings about the training set's points (an ensemble's later
+  /// members do not repeat the first one's).
+  bool warn = true;
 };
 
 /// What a run leaves behind.
