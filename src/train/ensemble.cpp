@@ -141,15 +141,17 @@ EvalResult RunEnsemble(const TrainConfig& cfg, int members, Communicator* comm, 
       events->Line(Format(
           "ensemble member %d of %d: --seed %llu%s%s\n", m, members, (unsigned long long)c.seed,
           c.checkpoint_dir.empty() ? "" : ", checkpoints in ", c.checkpoint_dir.c_str()));
-    // The last member takes the training and validation points themselves (the test points
-    // stay: the ensemble scores them).
+    // The last member takes the training and validation points themselves (RunTraining
+    // moves from them); the test points stay, for the ensemble to score.
     const bool last_member = m == members;
-    Dataset member_train = last_member ? std::move(train) : train;
-    Dataset member_valid = last_member ? std::move(valid) : valid;
-    Dataset member_test = test;
+    Dataset member_train, member_valid, member_test = test;
+    if (!last_member) {
+      member_train = train;
+      member_valid = valid;
+    }
     RunData data;
-    data.train = &member_train;
-    if (!cfg.valid_file.empty()) data.valid = &member_valid;
+    data.train = last_member ? &train : &member_train;
+    if (!cfg.valid_file.empty()) data.valid = last_member ? &valid : &member_valid;
     if (!cfg.test_file.empty()) data.test = &member_test;
     data.read_from_files = true;
     data.warn = m == 1;
