@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The dataset recipes of launch/data on small local copies of their sources (no network):
-# debian_deps.py on a Packages and a Translation-en file, wordnet_hypernyms.py on a data.noun.
+# debian_deps.py and debian_tags.py on a Packages and a Translation-en file,
+# wordnet_hypernyms.py on a data.noun.
 # Each writes XC files whose headers match their lines, numbers labels by training frequency,
 # keeps only features of at least --min-df training points, splits debian-deps by source
 # package, and dslide reads what they wrote.
@@ -84,6 +85,61 @@ grep -q '^s:' "$work/deb/feature_names.txt" && grep -q '^n:' "$work/deb/feature_
   fail "debian-deps: no section or name features"
 "$dslide" convert --in "$work/deb/train.txt" --out "$work/deb/train.dsb" >/dev/null ||
   fail "debian-deps: dslide does not read the training file"
+
+# --- debian-tags on the same index: the packages with a debtag (liba1's two; toolb's with
+# a special:: marker alone, left out; toolb-doc's one), split by source package.
+cat >"$work/PackagesTags" <<'P'
+Package: liba1
+Source: liba
+Section: libs
+Tag: role::shared-lib, devel::library
+Description: library A runtime
+Description-md5: aaa
+
+Package: liba-dev
+Source: liba
+Section: libdevel
+Tag: devel::library,
+ role::devel-lib
+Description: library A development files
+Description-md5: bbb
+
+Package: toolb
+Section: utils
+Tag: special::not-yet-tagged
+Description: a tool built on library A
+Description-md5: ccc
+
+Package: toolb-doc
+Source: toolb
+Section: doc
+Tag: role::documentation
+Description: the tool's documentation
+Description-md5: ddd
+P
+python3 "$here/launch/data/debian_tags.py" "$work/tags" --packages "$work/PackagesTags" \
+  --translations "$work/Translation-en" --test-frac 0 --min-df 1 2>/dev/null
+read -r n d c <"$work/tags/train.txt"
+(( n == 3 )) || fail "debian-tags: $n points, 3 packages have a debtag"
+! grep -q '^special::' "$work/tags/label_names.txt" || fail "debian-tags: a special:: marker kept"
+(( c == 4 )) || fail "debian-tags: $c labels, expected 4"
+[[ $(head -1 "$work/tags/label_names.txt") == devel::library ]] ||
+  fail "debian-tags: label 0 is not the most frequent tag, devel::library"
+# The words of liba1's description (short and long), as counts: "library" three times.
+lib=$(grep -nx library "$work/tags/feature_names.txt" | cut -d: -f1)
+[[ -n $lib ]] && grep -q " $((lib - 1)):3\( \|$\)" "$work/tags/train.txt" ||
+  fail "debian-tags: liba1's description words are not counted"
+python3 "$here/launch/data/debian_tags.py" "$work/tags2" --packages "$work/PackagesTags" \
+  --translations "$work/Translation-en" --test-frac 0.5 --seed 3 --min-df 1 2>/dev/null
+# One source per side: the training features are the words of one source's binaries alone.
+tag_has() { grep -qx "$1" "$work/tags2/feature_names.txt"; }
+if tag_has runtime; then
+  tag_has development && ! tag_has documentation || fail "debian-tags: liba's binaries split"
+else
+  tag_has documentation && ! tag_has development || fail "debian-tags: toolb's binaries split"
+fi
+"$dslide" convert --in "$work/tags/train.txt" --out "$work/tags/train.dsb" >/dev/null ||
+  fail "debian-tags: dslide does not read the training file"
 
 # --- wordnet-hypernyms: entity (no hypernym: left out), two children, a grandchild, an
 # instance.
