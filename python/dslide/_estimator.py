@@ -123,7 +123,7 @@ class Classifier:
 
     ensemble="auto" trains as `dslide train --ensemble` does: 3 models (seeds seed, seed + 1,
     seed + 2, each holding back its own validation points) when validating with
-    epochs="auto" on at most 12,800 training points, else 1; an int sets it.
+    epochs="auto" on at most 25,600 training points, else 1; an int sets it.
     predict, predict_proba and score then use the mean of the members' probabilities
     (``models_``; ``model_`` is the first).
 

@@ -200,7 +200,7 @@ void options::AddTrainOptions(OptionTable& t, TrainConfig* c) {
       "models to train, in [1, 64], one after another with seeds --seed, --seed + 1, ... "
       "(each its own --valid-fraction split) into --checkpoint-dir/member-1, member-2, ...; "
       "eval and predict given that folder average their probabilities. auto: 3 when "
-      "validating with --epochs auto on at most 12,800 training points (after the held-back "
+      "validating with --epochs auto on at most 25,600 training points (after the held-back "
       "ones: a run of seconds, whose test P@1 moves most from seed to seed), else 1 "
       "(docs/user-guide.md, \"Ensembles\")");
   t.Field("beta1", &c->beta1, "Adam beta1");

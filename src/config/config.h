@@ -75,7 +75,7 @@ constexpr int64_t kAutoDropoutEpochIterations = 300;
 /// most this many training points (AutoEnsemble).
 constexpr int kMaxEnsemble = 64;
 constexpr int kAutoEnsemble = 3;
-constexpr int64_t kAutoEnsemblePoints = 12800;
+constexpr int64_t kAutoEnsemblePoints = 25600;
 constexpr int64_t kAutoMaxEpochs = 100;
 constexpr int64_t kAutoMinIterations = 5000;
 constexpr int64_t kAutoEvalIterations = 100;

@@ -341,6 +341,12 @@ TEST(AutoSettings, EnsembleWhereValidationRunsFewShortEpochs) {
         << c.valid_fraction << " " << c.epochs_auto << " " << c.iterations << " " << c.points << " "
         << c.ensemble;
   }
+  // debian-tags' 21,839 training points (after the tenth held back) train three; debian-deps'
+  // 40,124 one.
+  TrainConfig mid;
+  mid.valid_fraction = 0.1;
+  EXPECT_EQ(AutoEnsemble(mid, 21839), kAutoEnsemble);
+  EXPECT_EQ(AutoEnsemble(mid, 40124), 1);
   // Points, whatever the batch: 40,124 points are 40 batches of 1,024 and still one model.
   TrainConfig big;
   big.valid_fraction = 0.1;
