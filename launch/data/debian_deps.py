@@ -84,8 +84,8 @@ def tokens(fields, description):
     return toks
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def add_index_args(ap):
+    """The options of a recipe that reads Debian's package index (this one and debian_tags.py)."""
     ap.add_argument("out")
     ap.add_argument("--mirror", default="http://deb.debian.org/debian")
     ap.add_argument("--suite", default="bookworm")
@@ -94,18 +94,25 @@ def main():
     ap.add_argument("--test-frac", type=float, default=0.2)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--min-df", type=int, default=2)
-    ap.add_argument("--packages", help="a local Packages file (plain or .xz) instead of the mirror's")
+    ap.add_argument("--packages",
+                    help="a local Packages file (plain or .xz) instead of the mirror's")
     ap.add_argument("--translations", help="a local Translation-en file (plain or .xz)")
-    a = ap.parse_args()
 
+
+def read_index(a, tool):
+    """The index that add_index_args' options `a` name: a dict of the Packages text
+    (`packages`), the long descriptions by (package, Description-md5) (`long_desc`), where
+    each file came from and its SHA-256 (`pk_where`, `pk_sha`, `tr_where`, `tr_sha`) and the
+    suite's Release date (`release_date`). `tool` names the recipe in progress messages."""
     base = f"{a.mirror}/dists/{a.suite}"
+
     def load(local, remote):
         if local:
             raw = open(local, "rb").read()
             where = local
         else:
             where = f"{base}/{remote}"
-            print(f"debian_deps: fetching {where}", file=sys.stderr)
+            print(f"{tool}: fetching {where}", file=sys.stderr)
             raw = fetch(where)
         sha = hashlib.sha256(raw).hexdigest()
         if raw[:6] == b"\xfd7zXZ\x00":
@@ -119,42 +126,69 @@ def main():
         release_date = m.group(1) if m else "unknown"
     pk_text, pk_where, pk_sha = load(a.packages, f"{a.component}/binary-{a.arch}/Packages.xz")
     tr_text, tr_where, tr_sha = load(a.translations, f"{a.component}/i18n/Translation-en.xz")
-
     long_desc = {}
     for f in paragraphs(tr_text):
         if "Package" in f and "Description-en" in f:
             long_desc[(f["Package"], f.get("Description-md5", ""))] = f["Description-en"]
+    return {"packages": pk_text, "long_desc": long_desc, "pk_where": pk_where, "pk_sha": pk_sha,
+            "tr_where": tr_where, "tr_sha": tr_sha, "release_date": release_date}
+
+
+def description(fields, long_desc):
+    """A package's long description (its short one where the index has none)."""
+    return long_desc.get((fields["Package"], fields.get("Description-md5", "")),
+                         fields.get("Description", ""))
+
+
+def split_by_source(points, test_frac, seed):
+    """Points (source, name, ...) split by source package: test_frac of the sources, drawn
+    with `seed`, to test; each side in random order."""
+    points.sort(key=lambda p: p[1])
+    sources = sorted({p[0] for p in points})
+    rng = random.Random(seed)
+    rng.shuffle(sources)
+    test_sources = set(sources[: int(round(test_frac * len(sources)))])
+    train = [p for p in points if p[0] not in test_sources]
+    test = [p for p in points if p[0] in test_sources]
+    rng.shuffle(train)  # the files' order carries no alphabet: --eval-points takes a sample
+    rng.shuffle(test)
+    return train, test
+
+
+def write_points(out, train, test, min_df):
+    """write_sets of split_by_source's points (source, name, features, labels), and
+    OUT/label_names.txt. Returns write_sets' dict, the most popular label's share of the
+    training points and the mean labels per training point."""
+    st = write_sets(out, [(p[2], p[3]) for p in train], [(p[2], p[3]) for p in test], min_df)
+    with open(os.path.join(out, "label_names.txt"), "w") as f:
+        f.write("\n".join(st["labels"]) + "\n")
+    top = st["count"][st["labels"][0]] / len(train)
+    return st, top, sum(len(p[3]) for p in train) / len(train)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_index_args(ap)
+    a = ap.parse_args()
+    index = read_index(a, "debian_deps")
 
     points = []  # (source, name, tokens, deps)
-    for f in paragraphs(pk_text):
+    for f in paragraphs(index["packages"]):
         if "Package" not in f:
             continue
         deps = dependencies(f)
         if not deps:
             continue
-        desc = long_desc.get((f["Package"], f.get("Description-md5", "")), f.get("Description", ""))
         source = f.get("Source", f["Package"]).split(" ")[0]
-        points.append((source, f["Package"], tokens(f, desc), deps))
-    points.sort(key=lambda p: p[1])
-    sources = sorted({p[0] for p in points})
-    rng = random.Random(a.seed)
-    rng.shuffle(sources)
-    test_sources = set(sources[: int(round(a.test_frac * len(sources)))])
-    train = [p for p in points if p[0] not in test_sources]
-    test = [p for p in points if p[0] in test_sources]
-    rng.shuffle(train)  # the files' order carries no alphabet: --eval-points takes a sample
-    rng.shuffle(test)
+        points.append((source, f["Package"], tokens(f, description(f, index["long_desc"])), deps))
+    train, test = split_by_source(points, a.test_frac, a.seed)
 
-    st = write_sets(a.out, [(p[2], p[3]) for p in train], [(p[2], p[3]) for p in test],
-                    a.min_df)
+    st, top, avg_labels = write_points(a.out, train, test, a.min_df)
     labels, label_count = st["labels"], st["count"]
     n_train, n_test, dropped = st["train"], st["test"], st["dropped"]
-    with open(os.path.join(a.out, "label_names.txt"), "w") as out:
-        out.write("\n".join(labels) + "\n")
-
-    top = label_count[labels[0]] / len(train)
     singles = sum(1 for l in labels if label_count[l] == 1)
-    avg_labels = sum(len(p[3]) for p in train) / len(train)
+    pk_where, pk_sha, tr_where, tr_sha, release_date = (
+        index[k] for k in ("pk_where", "pk_sha", "tr_where", "tr_sha", "release_date"))
     with open(os.path.join(a.out, "SOURCE.md"), "w") as out:
         out.write(f"""# debian-deps
 

@@ -23,15 +23,11 @@ Usage: debian_tags.py OUT [--mirror http://deb.debian.org/debian] [--suite bookw
 """
 import argparse
 import collections
-import hashlib
-import lzma
 import os
-import random
-import re
 import sys
 
-from debian_deps import WORD, fetch, paragraphs
-from xc_sets import write_sets
+from debian_deps import (WORD, add_index_args, description, paragraphs, read_index,
+                         split_by_source, write_points)
 
 
 def tags(fields):
@@ -45,76 +41,27 @@ def tags(fields):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("out")
-    ap.add_argument("--mirror", default="http://deb.debian.org/debian")
-    ap.add_argument("--suite", default="bookworm")
-    ap.add_argument("--component", default="main")
-    ap.add_argument("--arch", default="amd64")
-    ap.add_argument("--test-frac", type=float, default=0.2)
-    ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--min-df", type=int, default=2)
-    ap.add_argument("--packages", help="a local Packages file (plain or .xz) instead of the mirror's")
-    ap.add_argument("--translations", help="a local Translation-en file (plain or .xz)")
+    add_index_args(ap)
     a = ap.parse_args()
-
-    base = f"{a.mirror}/dists/{a.suite}"
-
-    def load(local, remote):
-        if local:
-            raw = open(local, "rb").read()
-            where = local
-        else:
-            where = f"{base}/{remote}"
-            print(f"debian_tags: fetching {where}", file=sys.stderr)
-            raw = fetch(where)
-        sha = hashlib.sha256(raw).hexdigest()
-        if raw[:6] == b"\xfd7zXZ\x00":
-            raw = lzma.decompress(raw)
-        return raw.decode("utf-8", "replace"), where, sha
-
-    release_date = "unknown (local files)"
-    if not a.packages:
-        rel = fetch(f"{base}/Release").decode("utf-8", "replace")
-        m = re.search(r"^Date: (.*)$", rel, re.M)
-        release_date = m.group(1) if m else "unknown"
-    pk_text, pk_where, pk_sha = load(a.packages, f"{a.component}/binary-{a.arch}/Packages.xz")
-    tr_text, tr_where, tr_sha = load(a.translations, f"{a.component}/i18n/Translation-en.xz")
-
-    long_desc = {}
-    for f in paragraphs(tr_text):
-        if "Package" in f and "Description-en" in f:
-            long_desc[(f["Package"], f.get("Description-md5", ""))] = f["Description-en"]
+    index = read_index(a, "debian_tags")
 
     points = []  # (source, name, words, tags)
-    for f in paragraphs(pk_text):
+    for f in paragraphs(index["packages"]):
         if "Package" not in f:
             continue
         labels = tags(f)
         if not labels:
             continue
-        desc = long_desc.get((f["Package"], f.get("Description-md5", "")), f.get("Description", ""))
-        words = collections.Counter(WORD.findall(desc.lower()))
+        words = collections.Counter(WORD.findall(description(f, index["long_desc"]).lower()))
         source = f.get("Source", f["Package"]).split(" ")[0]
         points.append((source, f["Package"], words, labels))
-    points.sort(key=lambda p: p[1])
-    sources = sorted({p[0] for p in points})
-    rng = random.Random(a.seed)
-    rng.shuffle(sources)
-    test_sources = set(sources[: int(round(a.test_frac * len(sources)))])
-    train = [p for p in points if p[0] not in test_sources]
-    test = [p for p in points if p[0] in test_sources]
-    rng.shuffle(train)
-    rng.shuffle(test)
+    train, test = split_by_source(points, a.test_frac, a.seed)
 
-    st = write_sets(a.out, [(p[2], p[3]) for p in train], [(p[2], p[3]) for p in test],
-                    a.min_df)
-    labels, label_count = st["labels"], st["count"]
+    st, top, avg_labels = write_points(a.out, train, test, a.min_df)
+    labels = st["labels"]
     n_train, n_test, dropped = st["train"], st["test"], st["dropped"]
-    with open(os.path.join(a.out, "label_names.txt"), "w") as out:
-        out.write("\n".join(labels) + "\n")
-
-    top = label_count[labels[0]] / len(train)
-    avg_labels = sum(len(p[3]) for p in train) / len(train)
+    pk_where, pk_sha, tr_where, tr_sha, release_date = (
+        index[k] for k in ("pk_where", "pk_sha", "tr_where", "tr_sha", "release_date"))
     with open(os.path.join(a.out, "SOURCE.md"), "w") as out:
         out.write(f"""# debian-tags
 

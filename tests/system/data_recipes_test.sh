@@ -13,7 +13,7 @@ trap 'rm -rf "$work"' EXIT
 fail() { echo "data_recipes: $*" >&2; exit 1; }
 
 # --- debian-deps: two sources with two binaries each, and a package without dependencies
-# (left out).
+# (left out). The debtags serve debian-tags below.
 cat >"$work/Packages" <<'P'
 Package: liba1
 Source: liba
@@ -27,12 +27,15 @@ Package: liba-dev
 Source: liba
 Depends: liba1 (= 1.0), libc6-dev, libc6:any
 Section: libdevel
+Tag: devel::library,
+ role::devel-lib
 Description: library A development files
 Description-md5: bbb
 
 Package: toolb
 Depends: libc6, liba1
 Section: utils
+Tag: special::not-yet-tagged
 Description: a tool built on library A
 Description-md5: ccc
 
@@ -40,6 +43,7 @@ Package: toolb-doc
 Source: toolb
 Depends: libc6
 Section: doc
+Tag: role::documentation
 Description: the tool's documentation
 Description-md5: ddd
 
@@ -87,37 +91,9 @@ grep -q '^s:' "$work/deb/feature_names.txt" && grep -q '^n:' "$work/deb/feature_
   fail "debian-deps: dslide does not read the training file"
 
 # --- debian-tags on the same index: the packages with a debtag (liba1's two; toolb's with
-# a special:: marker alone, left out; toolb-doc's one), split by source package.
-cat >"$work/PackagesTags" <<'P'
-Package: liba1
-Source: liba
-Section: libs
-Tag: role::shared-lib, devel::library
-Description: library A runtime
-Description-md5: aaa
-
-Package: liba-dev
-Source: liba
-Section: libdevel
-Tag: devel::library,
- role::devel-lib
-Description: library A development files
-Description-md5: bbb
-
-Package: toolb
-Section: utils
-Tag: special::not-yet-tagged
-Description: a tool built on library A
-Description-md5: ccc
-
-Package: toolb-doc
-Source: toolb
-Section: doc
-Tag: role::documentation
-Description: the tool's documentation
-Description-md5: ddd
-P
-python3 "$here/launch/data/debian_tags.py" "$work/tags" --packages "$work/PackagesTags" \
+# a special:: marker alone, left out; toolb-doc's one; nodeps has none), split by source
+# package.
+python3 "$here/launch/data/debian_tags.py" "$work/tags" --packages "$work/Packages" \
   --translations "$work/Translation-en" --test-frac 0 --min-df 1 2>/dev/null
 read -r n d c <"$work/tags/train.txt"
 (( n == 3 )) || fail "debian-tags: $n points, 3 packages have a debtag"
@@ -129,7 +105,7 @@ read -r n d c <"$work/tags/train.txt"
 lib=$(grep -nx library "$work/tags/feature_names.txt" | cut -d: -f1)
 [[ -n $lib ]] && grep -q " $((lib - 1)):3\( \|$\)" "$work/tags/train.txt" ||
   fail "debian-tags: liba1's description words are not counted"
-python3 "$here/launch/data/debian_tags.py" "$work/tags2" --packages "$work/PackagesTags" \
+python3 "$here/launch/data/debian_tags.py" "$work/tags2" --packages "$work/Packages" \
   --translations "$work/Translation-en" --test-frac 0.5 --seed 3 --min-df 1 2>/dev/null
 # One source per side: the training features are the words of one source's binaries alone.
 tag_has() { grep -qx "$1" "$work/tags2/feature_names.txt"; }
