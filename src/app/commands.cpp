@@ -8,6 +8,7 @@
 #include <exception>
 #include <filesystem>
 #include <new>
+#include <utility>
 
 #include "app/console_events.h"
 #include "app/peers.h"
@@ -139,25 +140,28 @@ int Train(int argc, const char* const* argv, Communicator* comm) {
 
 namespace {
 
+/// The metadata of the model in `folder` (named `model` in messages), checked against the
+/// test set of `dslide eval`: its inputs and outputs, and labels enough for every --k.
+CheckpointMeta EvalModelMeta(const EvalConfig& cfg, const Dataset& test, const std::string& folder,
+                             const std::string& model) {
+  CheckpointMeta meta = ReadModelMeta(folder);
+  DSLIDE_CHECK(test.num_features == meta.input_dim && test.num_labels == meta.out_dims.back(),
+               cfg.test_file, ": ", test.num_features, " features and ", test.num_labels,
+               " labels, ", model, " has ", meta.input_dim, " inputs and ", meta.out_dims.back(),
+               " outputs");
+  for (int k : cfg.k)
+    DSLIDE_CHECK(k <= meta.out_dims.back(), "option --k: P@", k, " needs at least ", k,
+                 " labels, the model (", folder, ") has ", meta.out_dims.back());
+  return meta;
+}
+
 /// `dslide eval` of an ensemble's folder: the P@k of the members' mean probabilities.
-int EvalEnsemble(const EvalConfig& cfg, const std::vector<std::string>& members,
+int EvalEnsemble(const EvalConfig& cfg, const std::vector<std::string>& members, Dataset test,
                  Communicator* comm) {
-  DSLIDE_CHECK(cfg.ann.approximate == "off", "option --approximate: ", cfg.model_dir,
-               " holds an ensemble of ", members.size(),
-               " models; approximate scoring reads one (--model ", cfg.model_dir, "/member-1)");
-  Dataset test = ReadXc(cfg.test_file);
-  DSLIDE_CHECK(test.size() > 0, cfg.test_file, ": no points to score (the header says 0)");
   if (cfg.points > 0 && cfg.points < test.size()) test = test.Head(cfg.points);
   std::vector<std::unique_ptr<Trainer>> models;
   for (const std::string& folder : members) {
-    CheckpointMeta meta = ReadModelMeta(folder);
-    DSLIDE_CHECK(test.num_features == meta.input_dim && test.num_labels == meta.out_dims.back(),
-                 cfg.test_file, ": ", test.num_features, " features and ", test.num_labels,
-                 " labels, the model (", folder, ") has ", meta.input_dim, " inputs and ",
-                 meta.out_dims.back(), " outputs");
-    for (int k : cfg.k)
-      DSLIDE_CHECK(k <= meta.out_dims.back(), "option --k: P@", k, " needs at least ", k,
-                   " labels, the model (", folder, ") has ", meta.out_dims.back());
+    CheckpointMeta meta = EvalModelMeta(cfg, test, folder, "the model (" + folder + ")");
     models.push_back(LoadModel(folder, comm, &meta, /*scoring_only=*/true));
   }
   const auto t0 = std::chrono::steady_clock::now();
@@ -192,18 +196,12 @@ int Eval(int argc, const char* const* argv, Communicator* comm) {
   }
   SetNumThreads(cfg.threads);
   const std::vector<std::string> members = EnsembleMembers(cfg.model_dir);
-  if (!members.empty()) return EvalEnsemble(cfg, members, comm);
-  const std::string folder = ResolveModel(cfg.model_dir, "--model");
-  const Dataset test = ReadXc(cfg.test_file);
+  CheckEnsembleScoredExactly(cfg.model_dir, members.size(), cfg.ann.approximate);
+  const std::string folder = members.empty() ? ResolveModel(cfg.model_dir, "--model") : "";
+  Dataset test = ReadXc(cfg.test_file);
   DSLIDE_CHECK(test.size() > 0, cfg.test_file, ": no points to score (the header says 0)");
-  CheckpointMeta meta = ReadModelMeta(folder);
-  DSLIDE_CHECK(test.num_features == meta.input_dim && test.num_labels == meta.out_dims.back(),
-               cfg.test_file, ": ", test.num_features, " features and ", test.num_labels,
-               " labels, the model has ", meta.input_dim, " inputs and ", meta.out_dims.back(),
-               " outputs");
-  for (int k : cfg.k)
-    DSLIDE_CHECK(k <= meta.out_dims.back(), "option --k: P@", k, " needs at least ", k,
-                 " labels, the model (", folder, ") has ", meta.out_dims.back());
+  if (!members.empty()) return EvalEnsemble(cfg, members, std::move(test), comm);
+  CheckpointMeta meta = EvalModelMeta(cfg, test, folder, "the model");
   std::unique_ptr<Trainer> model = LoadModel(folder, comm, &meta, /*scoring_only=*/true);
   Trainer& trainer = *model;
   // With --approximate the exact scores come with the approximate ones (scored once).

@@ -61,6 +61,13 @@ void CheckEnsembleFolder(const std::string& dir, int members, const char* option
   }
 }
 
+void CheckEnsembleScoredExactly(const std::string& folder, size_t members,
+                                const std::string& approximate) {
+  DSLIDE_CHECK(members == 0 || approximate == "off", "option --approximate: ", folder,
+               " holds an ensemble of ", members,
+               " models; approximate scoring reads one (--model ", folder, "/member-1)");
+}
+
 int EnsembleListLength(int k, int64_t outputs) {
   return static_cast<int>(std::min<int64_t>(outputs, std::max(k, kEnsembleListLength)));
 }

@@ -33,6 +33,11 @@ std::vector<std::string> EnsembleMembers(const std::string& folder);
 /// single model refuses a folder that holds member-1.
 void CheckEnsembleFolder(const std::string& dir, int members, const char* option);
 
+/// Throws dslide::Error naming --approximate where `folder` holds an ensemble of `members`
+/// models (members > 0) and `approximate` is not "off": approximate scoring reads one model.
+void CheckEnsembleScoredExactly(const std::string& folder, size_t members,
+                                const std::string& approximate);
+
 /// Each member's list for a point holds its this many most probable labels (all of them
 /// where the model has fewer); a label outside a member's list counts with probability 0
 /// for that member in the average.

@@ -120,9 +120,7 @@ int64_t Predict(const PredictConfig& cfg, Communicator* comm) {
   // An ensemble's folder (train --ensemble): every member, their probabilities averaged.
   std::vector<std::string> folders = EnsembleMembers(cfg.model_dir);
   const bool ensemble = !folders.empty();
-  DSLIDE_CHECK(!ensemble || cfg.ann.approximate == "off", "option --approximate: ", cfg.model_dir,
-               " holds an ensemble of ", folders.size(),
-               " models; approximate scoring reads one (--model ", cfg.model_dir, "/member-1)");
+  CheckEnsembleScoredExactly(cfg.model_dir, folders.size(), cfg.ann.approximate);
   if (!ensemble) folders.push_back(ResolveModel(cfg.model_dir, "--model"));
   CheckpointMeta meta;
   DatasetStream in(cfg.input);
