@@ -101,8 +101,6 @@ def _targets(y):
 #: predict_proba's proba="auto": a dense array of every class's probability up to this many
 #: classes, above it a sparse matrix of the k most probable.
 _DENSE_PROBA_MOST = 1024
-# An ensemble member's most probable classes counted in the mean (kEnsembleListLength).
-_ENSEMBLE_LIST = _core.ensemble_list_length
 
 
 class Classifier:
@@ -237,7 +235,7 @@ class Classifier:
         threads = self.threads or None
         if len(models) == 1:
             return models[0].predict(X, k=k, threads=threads)
-        length = min(len(self.classes_), max(k, _ENSEMBLE_LIST))
+        length = _core.ensemble_list_length(k, len(self.classes_))  # as dslide predict's
         lists = [model.predict(X, k=length, threads=threads) for model in models]
         return _core.merge_member_lists([ids for ids, _ in lists], [p for _, p in lists], k)
 

@@ -206,7 +206,7 @@ NB_MODULE(_core, m) {
   m.attr("backends") = BuiltBackends();
   // The output index's defaults (config/ann_defaults.h), Model.build_index's keywords.
   m.attr("ann_defaults") = nb::make_tuple(kAnnM, kAnnEf, kAnnBuildEf, kAnnTail);
-  m.attr("ensemble_list_length") = kEnsembleListLength;
+  m.def("ensemble_list_length", &EnsembleListLength, "k"_a, "outputs"_a);
 
   nb::class_<Comm>(m, "Comm")
       .def_prop_ro("rank", &Comm::rank)
