@@ -140,6 +140,22 @@ def description(fields, long_desc):
                          fields.get("Description", ""))
 
 
+def index_points(index, labels_of, features_of):
+    """(source package, name, features, labels) of every package of read_index's `index`
+    that labels_of(fields) gives a label; features_of(fields, description) its features."""
+    points = []
+    for f in paragraphs(index["packages"]):
+        if "Package" not in f:
+            continue
+        labels = labels_of(f)
+        if not labels:
+            continue
+        source = f.get("Source", f["Package"]).split(" ")[0]
+        points.append((source, f["Package"], features_of(f, description(f, index["long_desc"])),
+                       labels))
+    return points
+
+
 def split_by_source(points, test_frac, seed):
     """Points (source, name, ...) split by source package: test_frac of the sources, drawn
     with `seed`, to test; each side in random order."""
@@ -172,15 +188,7 @@ def main():
     a = ap.parse_args()
     index = read_index(a, "debian_deps")
 
-    points = []  # (source, name, tokens, deps)
-    for f in paragraphs(index["packages"]):
-        if "Package" not in f:
-            continue
-        deps = dependencies(f)
-        if not deps:
-            continue
-        source = f.get("Source", f["Package"]).split(" ")[0]
-        points.append((source, f["Package"], tokens(f, description(f, index["long_desc"])), deps))
+    points = index_points(index, dependencies, tokens)
     train, test = split_by_source(points, a.test_frac, a.seed)
 
     st, top, avg_labels = write_points(a.out, train, test, a.min_df)

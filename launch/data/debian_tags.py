@@ -26,8 +26,8 @@ import collections
 import os
 import sys
 
-from debian_deps import (WORD, add_index_args, description, paragraphs, read_index,
-                         split_by_source, write_points)
+from debian_deps import (WORD, add_index_args, index_points, read_index, split_by_source,
+                         write_points)
 
 
 def tags(fields):
@@ -45,16 +45,8 @@ def main():
     a = ap.parse_args()
     index = read_index(a, "debian_tags")
 
-    points = []  # (source, name, words, tags)
-    for f in paragraphs(index["packages"]):
-        if "Package" not in f:
-            continue
-        labels = tags(f)
-        if not labels:
-            continue
-        words = collections.Counter(WORD.findall(description(f, index["long_desc"]).lower()))
-        source = f.get("Source", f["Package"]).split(" ")[0]
-        points.append((source, f["Package"], words, labels))
+    points = index_points(index, tags,
+                          lambda fields, text: collections.Counter(WORD.findall(text.lower())))
     train, test = split_by_source(points, a.test_frac, a.seed)
 
     st, top, avg_labels = write_points(a.out, train, test, a.min_df)
