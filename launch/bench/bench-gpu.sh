@@ -112,7 +112,8 @@ for s in sets:
                        f"{r['syncs_per_iter']:.2f}", g("launches_per_iter")]
         else:
             traffic = ["-"] * 4
-        curve = " ".join(f"{p:.3f}@{t:.1f}s" for _, p, t in r.get("p_at_1_by_iter", []))
+        # [iteration, P@1, wall seconds, ...]: the peers add their CPU seconds
+        curve = " ".join(f"{c[1]:.3f}@{c[2]:.1f}s" for c in r.get("p_at_1_by_iter", []))
         print("| " + " | ".join([e, f"{r['ms_per_iter']:.2f}", *traffic, f"{r['p_at_1']:.4f}",
                                  curve]) + " |")
     if gpu:

@@ -1,8 +1,16 @@
 // The GPU backend's exact top-k and full-softmax statistics of the output layer (evaluation
 // and predict).
+#include <algorithm>
+
+#include "common/parallel.h"
 #include "gpu/gpu_backend_instantiate.h"
 
 namespace dslide::gpu {
+
+namespace {
+/// Samples per block of the host merge of the segments' lists.
+constexpr int64_t kMergeBlock = 16;
+}  // namespace
 
 template <class X>
 void GpuBackendT<X>::TopK(int layer, int k, std::vector<int32_t>* ids, std::vector<float>* scores,
@@ -18,11 +26,23 @@ void GpuBackendT<X>::DeviceTopK(int layer, int k, std::vector<int32_t>* ids,
   const LayerSpec& s = L.spec;
   DSLIDE_ASSERT(!s.input_major, "exact top-k needs a row-per-neuron output layer");
   DSLIDE_CHECK(k >= 1 && k <= TopKSegments::kMaxK,
-               "top-k on the GPU supports k <= ", TopKSegments::kMaxK, ", got ", k);
+               "top-k on the GPU supports k <= ", TopKSegments::kMaxK, ", got ", k,
+               ": score on the CPU (--device cpu)");
   const DevRows& in = InRows(layer);
   Densify(in, s.in_dim, &xd_);
   const int64_t B = in.B, n = s.local(), cols = L.cols, begin = s.begin;
-  const int64_t nseg = (n + kTopKSegment - 1) / kTopKSegment;
+  // The inputs a column per sample: the consecutive threads of a segment (consecutive
+  // samples) read consecutive addresses at each input coordinate.
+  topk_xt_.Resize(B * cols);
+  {
+    const float* xd = xd_.data();
+    float* xt = topk_xt_.data();
+    x_.For(B * cols, [=] DSLIDE_HD(int64_t t) { xt[(t % cols) * B + t / cols] = xd[t]; });
+  }
+  // Longer lists take longer segments, so that the lists downloaded and merged stay about
+  // n / 8 entries per sample (k <= 32: kTopKSegment).
+  const int64_t segment = kTopKSegment * ((k + 31) / 32);
+  const int64_t nseg = (n + segment - 1) / segment;
   topk_ids_.Resize(B * nseg * k);
   topk_sc_.Resize(B * nseg * k);
   // Per (sample, segment): the largest logit and the sum of exp(z - max) over the segment.
@@ -35,10 +55,10 @@ void GpuBackendT<X>::DeviceTopK(int layer, int k, std::vector<int32_t>* ids,
     t.B = B;
     t.n = n;
     t.nseg = nseg;
-    t.segment = kTopKSegment;
+    t.segment = segment;
     t.cols = cols;
     t.begin = begin;
-    t.x = xd_.data();
+    t.x = topk_xt_.data();
     t.w = L.w.data();
     t.bias = L.b.data();
     t.oid = topk_ids_.data();
@@ -53,13 +73,17 @@ void GpuBackendT<X>::DeviceTopK(int layer, int k, std::vector<int32_t>* ids,
   x_.Download(topk_sc_, hsc.data(), hsc.size());
   ids->resize(B * k);
   scores->resize(B * k);
-  // Each sample's nseg segment lists, one after another: one list of nseg * k.
-  TopKSelector top;
-  for (int64_t i = 0; i < B; ++i) {
-    top.Clear();
-    top.PushAll(hsc.data() + i * nseg * k, hid.data() + i * nseg * k, nseg * k);
-    top.Take(k, ids->data() + i * k, scores->data() + i * k);
-  }
+  // Each sample's nseg segment lists, one after another: one list of nseg * k, merged on
+  // the host threads (a sample at a time; a selector per block of samples).
+  ParallelFor((B + kMergeBlock - 1) / kMergeBlock, [&](int64_t blk) {
+    TopKSelector top;
+    const int64_t i1 = std::min(B, (blk + 1) * kMergeBlock);
+    for (int64_t i = blk * kMergeBlock; i < i1; ++i) {
+      top.Clear();
+      top.PushAll(hsc.data() + i * nseg * k, hid.data() + i * nseg * k, nseg * k);
+      top.Take(k, ids->data() + i * k, scores->data() + i * k);
+    }
+  });
   if (st == nullptr) return;
   st->Resize(B);
   std::vector<float> hmx(B * nseg), hsum(B * nseg);

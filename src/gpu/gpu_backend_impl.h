@@ -468,6 +468,7 @@ class GpuBackendT : public LayerBackend, public RowExchange {
   // Per-step scratch, reused.
   DevRows q_;
   Buf<float> xd_, acc_, grad_, topk_sc_, topk_mx_, topk_sum_;
+  Buf<float> topk_xt_;  // the exact top-k's inputs, a column per sample (cols x B)
   Buf<int32_t> arg_, items_, set_keys_, set_counts_, set_first_, boff_, cand_, order_, forced_ids_,
       shared_, fill_, fill_own_, fill_sort_, topk_ids_, topk_lrow_;
   Buf<uint8_t> set_stamps_;

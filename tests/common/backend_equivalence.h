@@ -25,6 +25,7 @@
 #include "dist/communicator.h"
 #include "model/activation.h"
 #include "train/auto_settings.h"
+#include "train/ensemble.h"
 #include "train/snapshot_exchange.h"
 #include "train/trainer.h"
 
@@ -753,6 +754,13 @@ TEST(DSLIDE_EQUIVALENCE_SUITE, ExactTopK) {
   std::vector<float> sa, sb;
   TopK(*s.cpu, 1, h, 5, &ia, &sa);
   TopK(*s.dev, 1, h, 5, &ib, &sb);
+  EXPECT_EQ(ia, ib);
+  EXPECT_LE(MaxRelDiff(sb, sa), kTol);
+  // The lists an ensemble's members are merged from (kEnsembleListLength) and predict's longer
+  // --top-k: every backend takes them.
+  TopK(*s.cpu, 1, h, kEnsembleListLength, &ia, &sa);
+  TopK(*s.dev, 1, h, kEnsembleListLength, &ib, &sb);
+  ASSERT_EQ(ia.size(), static_cast<size_t>(s.B * kEnsembleListLength));
   EXPECT_EQ(ia, ib);
   EXPECT_LE(MaxRelDiff(sb, sa), kTol);
   // The full-softmax statistics (evaluation loss, predict's probabilities): the largest

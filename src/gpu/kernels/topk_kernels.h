@@ -13,15 +13,19 @@ namespace dslide::gpu {
 /// A thread per (segment of `segment` neurons, sample): the segment's k largest logits
 /// (ids and scores, descending), its max and its sum of exp(z - max) (one-vs-rest: 0 and the
 /// sum of softplus(z)), from the sample's
-/// dense input x (B x cols), at (sample, segment) of the outputs. Consecutive threads take
-/// consecutive samples of one segment: a warp's lanes read the same weight row at once.
+/// dense input, a column of x (cols x B), at (sample, segment) of the outputs. Consecutive
+/// threads take consecutive samples of one segment: a warp's lanes read the same weight row
+/// at once, and consecutive addresses of x.
 struct TopKSegments : PerIndex<TopKSegments> {
-  static constexpr int kMaxK = 32;
+  /// The longest list: predict's --top-k up to it, and an ensemble's members' lists
+  /// (kEnsembleListLength, 100). The lists live in local memory (InsertTopK indexes them at
+  /// run time) and a thread touches only the first k entries of each.
+  static constexpr int kMaxK = 128;
   int k = 0;
   bool ovr = false;  // one-vs-rest: max 0 and the sum of softplus(z) (softmax.h)
   int64_t B = 0, n = 0, nseg = 0, segment = 0, cols = 0, begin = 0;
-  const float *x = nullptr, *w = nullptr, *bias = nullptr;
-  int32_t* oid = nullptr;  // B x nseg x k
+  const float *x = nullptr, *w = nullptr, *bias = nullptr;  // x: cols x B
+  int32_t* oid = nullptr;                                   // B x nseg x k
   float* osc = nullptr;
   float *omx = nullptr, *osum = nullptr;  // B x nseg
 
@@ -38,7 +42,7 @@ struct TopKSegments : PerIndex<TopKSegments> {
     const int64_t r1 = (sg + 1) * segment < n ? (sg + 1) * segment : n;
     for (int64_t r = sg * segment; r < r1; ++r) {
       float z = 0.0f;
-      for (int64_t j = 0; j < cols; ++j) z += w[r * cols + j] * x[i * cols + j];
+      for (int64_t j = 0; j < cols; ++j) z += w[r * cols + j] * x[j * B + i];
       z += bias[r];
       if (ovr) {
         m = 0.0f;
