@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 # Tests every build registers (the CUDA build adds gpu_backend and mpi_gpu_np2). Lower it
 # only when tests are removed on purpose.
-min_tests=331
+min_tests=333
 bash launch/setup/install-deps.sh --test
 bash launch/setup/build.sh -DDSLIDE_BUILD_TESTS=ON
 cd build

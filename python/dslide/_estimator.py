@@ -125,6 +125,11 @@ class Classifier:
     predict, predict_proba and score then use the mean of the members' probabilities
     (``models_``; ``model_`` is the first).
 
+    lr_decay="auto" multiplies the learning rate by 0.5 at each evaluation whose validation
+    P@1 is more than 0.005 below the best so far, where the output layer is sampled (more
+    than 1,023 classes), as `dslide train --lr-decay` does; a factor in (0, 1] sets it, 1
+    never decays.
+
     Parameters are train()'s options of the same names; ``options`` passes any other
     (``{"sparsity": 0.1}``). normalize="l2" (the default) scales every row of X to unit L2
     norm before training and prediction, as the extreme-classification libraries expect
@@ -135,7 +140,8 @@ class Classifier:
 
     def __init__(self, hidden=128, epochs="auto", iterations=0, valid_fraction=0.1,
                  patience="auto", dropout="auto", lr=1e-3, batch=256, threads=0, seed=1, k=5,
-                 normalize="l2", proba="auto", verbose=False, options=None, ensemble="auto"):
+                 normalize="l2", proba="auto", verbose=False, options=None, ensemble="auto",
+                 lr_decay="auto"):
         self.hidden = hidden
         self.epochs = epochs
         self.iterations = iterations
@@ -152,6 +158,7 @@ class Classifier:
         self.verbose = verbose
         self.options = options
         self.ensemble = ensemble
+        self.lr_decay = lr_decay
 
     # scikit-learn's parameter protocol (BaseEstimator's, without depending on it).
     @classmethod
@@ -193,8 +200,8 @@ class Classifier:
         options.update(
             hidden=list(hidden) if isinstance(hidden, (list, tuple)) else hidden,
             epochs=self.epochs, iterations=self.iterations, patience=self.patience,
-            dropout=self.dropout, lr=self.lr, batch=self.batch, threads=self.threads,
-            seed=self.seed)
+            dropout=self.dropout, lr=self.lr, lr_decay=self.lr_decay, batch=self.batch,
+            threads=self.threads, seed=self.seed)
         if self.valid_fraction:
             options["valid_fraction"] = self.valid_fraction
         elif self.patience == "auto":

@@ -189,6 +189,16 @@ void options::AddTrainOptions(OptionTable& t, TrainConfig* c) {
       "one or a few features (word ids, item ids) get a first layer that moves per step as a "
       "bag of words' does; inputs with a mean L1 norm of 6 or more keep --lr");
   t.Text(
+      "lr-decay", [c] { return c->lr_decay == 0 ? "auto" : Text(c->lr_decay); },
+      "when validating: the factor, in (0, 1], the learning rate is multiplied by at each "
+      "evaluation whose validation P@1 is more than --lr-decay-margin below the best so far "
+      "(1: never). auto: 0.5 where the output layer is sampled, else 1: a sampled output "
+      "layer's validation P@1 drifts down from its best while its loss still falls, and the "
+      "smaller steps hold it (docs/user-guide.md, \"Learning rate\")");
+  t.Field("lr-decay-margin", &c->lr_decay_margin,
+          "how far, in [0, 1], the validation P@1 must be below the best for --lr-decay to "
+          "act");
+  t.Text(
       "dropout", [c] { return c->dropout < 0 ? "auto" : Text(c->dropout); },
       "the chance, in [0, 0.9], that training drops a hidden layer's activation (the kept "
       "ones scaled by 1 / (1 - it); evaluation and prediction drop none). auto: 0.2 when "
@@ -311,6 +321,9 @@ void options::FinishTrain(const po::variables_map& vm, TrainConfig* c) {
   c->first_lr_scale = ParseAutoNumber(
       "first-lr-scale", vm["first-lr-scale"].as<std::string>(),
       [](double v) { return v >= 1e-3 && v <= 1e3; }, "a multiple of --lr in [1e-3, 1e3]");
+  c->lr_decay = ParseAutoNumber(
+      "lr-decay", vm["lr-decay"].as<std::string>(), [](double v) { return v > 0 && v <= 1; },
+      "a factor in (0, 1]");
   const std::string dropout = vm["dropout"].as<std::string>();
   c->dropout = dropout == "auto" ? -1 : ParseNumber("dropout", dropout);
   DSLIDE_CHECK(dropout == "auto" || (c->dropout >= 0 && c->dropout <= kMaxDropout),
@@ -432,6 +445,13 @@ void TrainConfig::Validate() const {
   DSLIDE_CHECK(iterations > 0 || epochs > 0,
                "option --epochs: must be positive when --iterations is 0, got ", epochs);
   CheckRange<int64_t>("patience", patience, -1, kMaxIterations);
+  DSLIDE_CHECK(lr_decay >= 0 && lr_decay <= 1,
+               "option --lr-decay: must be auto or a factor in (0, 1], got ", lr_decay);
+  DSLIDE_CHECK(lr_decay == 0 || lr_decay == 1 || validating(),
+               "option --lr-decay acts on the validation P@1: give --valid FILE or "
+               "--valid-fraction F (the test file is never used to choose the model)");
+  DSLIDE_CHECK(lr_decay_margin >= 0 && lr_decay_margin <= 1,
+               "option --lr-decay-margin: must be in [0, 1], got ", lr_decay_margin);
   DSLIDE_CHECK(patience <= 0 || validating(),
                "option --patience stops on the validation P@1: give --valid FILE or "
                "--valid-fraction F (the test file is never used to choose the model)");

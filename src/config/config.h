@@ -71,6 +71,12 @@ constexpr int64_t kAutoPatience = 5;
 constexpr double kMaxDropout = 0.9;
 constexpr double kAutoDropout = 0.2;
 constexpr int64_t kAutoDropoutEpochIterations = 300;
+/// --lr-decay: auto's factor, where the output layer is sampled and validation data is
+/// given, and --lr-decay-margin's default: the learning rate is multiplied by the factor at
+/// each evaluation whose validation P@1 is more than the margin below the best so far
+/// (docs/user-guide.md, "Learning rate").
+constexpr double kAutoLrDecay = 0.5;
+constexpr double kLrDecayMargin = 0.005;
 /// --ensemble: the most members; auto's members, when validating with --epochs auto on at
 /// most this many training points (AutoEnsemble).
 constexpr int kMaxEnsemble = 64;
@@ -107,6 +113,12 @@ struct TrainConfig {
   /// inputs).
   double first_lr_scale = 0;
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+  /// When validating: the factor, in (0, 1], the learning rate (both layers' rates) is
+  /// multiplied by at each evaluation whose validation P@1 is more than lr_decay_margin below
+  /// the best so far; 1: never. 0: auto (kAutoLrDecay where the output layer is sampled, else
+  /// 1; the trainer resolves it, and to 1 without validation data).
+  double lr_decay = 0;
+  double lr_decay_margin = kLrDecayMargin;
   /// The chance that training drops a hidden activation (model/dropout.h); -1: auto
   /// (AutoDropout of the training set, which the trainer applies).
   double dropout = -1;

@@ -148,7 +148,7 @@ namespace {
 /// The optional attributes of meta.h5 (absent from earlier versions' checkpoints) that every
 /// checkpoint of this version writes.
 constexpr const char* kAlwaysWritten =
-    "best_iter,best_p_at_1,best_loss,run_id,query,lsh_share,min_negatives,settings";
+    "best_iter,best_p_at_1,best_loss,run_id,query,lsh_share,min_negatives,settings,lr_scale";
 }  // namespace
 
 void WriteMetaTo(hid_t g, const std::string& file, const CheckpointMeta& m) {
@@ -176,6 +176,7 @@ void WriteMetaTo(hid_t g, const std::string& file, const CheckpointMeta& m) {
   WriteAttr(g, file, "lsh_share", m.lsh_share);
   WriteAttr(g, file, "min_negatives", m.min_negatives);
   WriteString(g, file, "settings", m.settings);
+  WriteAttr(g, file, "lr_scale", m.lr_scale);
   std::string written = kAlwaysWritten;
   if (m.data_digest != 0) {
     WriteAttr(g, file, "data_digest", m.data_digest);
@@ -238,6 +239,7 @@ void CheckMetaValues(const CheckpointMeta& m, const std::string& file) {
   check(m.best_p_at_1 == -1 || (m.best_p_at_1 >= 0 && m.best_p_at_1 <= 1), "best_p_at_1 is ",
         m.best_p_at_1, " (neither -1 nor in [0, 1])");
   check(!(m.best_loss < 0), "best_loss is ", m.best_loss, " (negative)");
+  check(m.lr_scale > 0 && m.lr_scale <= 1, "lr_scale is ", m.lr_scale, " (not in (0, 1])");
   check(m.batch >= 1 && m.batch <= kMaxBatch, "batch is ", m.batch, " (not in [1, 2^20])");
   bool family = true;
   try {
@@ -319,6 +321,7 @@ CheckpointMeta ReadMetaFrom(hid_t g, const std::string& file) {
     m.min_negatives = ReadAttr<int64_t>(g, file, "min_negatives");
   }
   if (H5Aexists(g, "settings") > 0) m.settings = ReadString(g, file, "settings");
+  if (H5Aexists(g, "lr_scale") > 0) m.lr_scale = ReadAttr<double>(g, file, "lr_scale");
   if (H5Aexists(g, "data_digest") > 0) {
     m.data_digest = ReadAttr<uint64_t>(g, file, "data_digest");
     m.data_points = ReadAttr<int64_t>(g, file, "data_points");

@@ -45,6 +45,9 @@ struct CheckpointMeta {
   double best_p_at_1 = -1;
   /// Its validation loss (NaN: unknown), which breaks ties of P@1.
   double best_loss = std::numeric_limits<double>::quiet_NaN();
+  /// The learning rate's multiplier reached by --lr-decay, in (0, 1]; 1 in checkpoints of
+  /// earlier versions. A resumed run steps at --lr times it.
+  double lr_scale = 1;
   /// The run that wrote the checkpoint (a random id drawn when the run started; 0 in
   /// checkpoints of earlier versions). With `iter` it names the checkpoint: every shard
   /// carries both, so a shard copied in from another checkpoint is refused.

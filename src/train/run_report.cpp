@@ -73,13 +73,20 @@ void RunReport::Start(const LayerSlots& slots, int64_t points, int64_t total, co
         (long long)slots.raised, (long long)points, (long long)cfg_.min_negatives);
   if (valid != nullptr)
     text += Format(
-        "validation: %lld points, evaluated every %lld iterations%s%s\n", (long long)valid->size(),
-        (long long)eval_every, keep_best ? "; the best P@1 is kept (--keep-best)" : "",
+        "validation: %lld points, evaluated every %lld iterations%s%s%s\n",
+        (long long)valid->size(), (long long)eval_every,
+        keep_best ? "; the best P@1 is kept (--keep-best)" : "",
         patience > 0 ? Format("; training stops after %lld evaluations without a better P@1 "
                               "(--patience)",
                               (long long)patience)
                            .c_str()
-                     : "");
+                     : "",
+        cfg_.lr_decay < 1
+            ? Format("; the learning rate is multiplied by %g at an evaluation more than %g "
+                     "below the best P@1 (--lr-decay%s)",
+                     cfg_.lr_decay, cfg_.lr_decay_margin, asked_.lr_decay == 0 ? " auto" : "")
+                  .c_str()
+            : "");
   events_->Line(text);
   JsonObject o;
   o.Add("event", "start")
@@ -92,6 +99,7 @@ void RunReport::Start(const LayerSlots& slots, int64_t points, int64_t total, co
       .Add("batch", B)
       .Add("lr", cfg_.lr)
       .Add("first_lr_scale", cfg_.first_lr_scale)
+      .Add("lr_decay", cfg_.lr_decay)
       .Add("dropout", cfg_.dropout)
       .Add("output_loss", ToString(cfg_.loss))
       // What the memory check counts of rank 0's shard (ShardStateNeed, a lower bound: the
@@ -203,6 +211,18 @@ void RunReport::EarlyStop(int64_t at, int64_t best_iter, double best_p1) {
   o.Add("event", "early_stop")
       .Add("iter", at)
       .Add("best_iter", best_iter)
+      .Add("best_p_at_1", best_p1);
+  Base(o);
+  Emit(o);
+}
+
+void RunReport::LrDecay(int64_t at, double lr, double p1, double best_p1) {
+  if (!root_) return;
+  JsonObject o;
+  o.Add("event", "lr_decay")
+      .Add("iter", at)
+      .Add("lr", lr)
+      .Add("p_at_1", p1)
       .Add("best_p_at_1", best_p1);
   Base(o);
   Emit(o);

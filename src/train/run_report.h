@@ -58,6 +58,9 @@ class RunReport {
   /// The record of an early stop at iteration `at` (--patience): the best validated model's
   /// iteration and P@1.
   void EarlyStop(int64_t at, int64_t best_iter, double best_p1);
+  /// The record of --lr-decay's step at iteration `at`: the rate `lr` from now on, the
+  /// validation P@1 `p1` that took it and the best so far.
+  void LrDecay(int64_t at, double lr, double p1, double best_p1);
 
   /// Opens the first progress window now: its clocks (and the run's, for the ETA), the
   /// traffic so far, and the step times from the `steps_timed`-th on.

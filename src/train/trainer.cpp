@@ -279,7 +279,7 @@ void Trainer::QueueStep(const Dataset& data, const std::vector<int64_t>& points)
   if (pending_.empty()) window_start_ = t_start;
   const DeviceTraffic traffic0 = backend_->Info().traffic;
   AdamStep step;
-  step.lr = static_cast<float>(cfg_.lr);
+  step.lr = static_cast<float>(cfg_.lr * lr_scale_);
   step.beta1 = static_cast<float>(cfg_.beta1);
   step.beta2 = static_cast<float>(cfg_.beta2);
   step.eps = static_cast<float>(cfg_.eps);

@@ -235,6 +235,9 @@ class Trainer {
   /// An evaluation during training (of the validation data, else the test data): its line
   /// and record, and the best model so far kept with --keep-best.
   void EvaluateDuringRun(RunState& r);
+  /// After an evaluation that found no better model: --lr-decay's step, where the validation
+  /// P@1 `p1` is more than the margin below the best (rank 0's word, said and recorded).
+  void DecayLearningRate(RunState& r, double p1);
   /// After an evaluation: whether early stopping ends the run here (--patience), said and
   /// recorded; the run's length is cut to this iteration.
   bool StopEarly(RunState& r);
@@ -307,6 +310,8 @@ class Trainer {
   int64_t best_iter_ = -1;
   double best_p1_ = -1;
   double best_loss_ = std::numeric_limits<double>::quiet_NaN();  // its validation loss
+  // The learning rate's multiplier so far (--lr-decay; kept in checkpoints as lr_scale).
+  double lr_scale_ = 1.0;
   // The advice a divergence message ends with (DivergenceHint of the training data).
   std::string divergence_hint_ = "Try a smaller --lr";
   // This run's identity in its checkpoints (drawn by rank 0 at construction, the same on

@@ -120,6 +120,7 @@ CheckpointMeta Trainer::MetaNow(int64_t epoch, int64_t pos) const {
       MetaOf(spec_, cfg_, model_comm_->size(), iter_, epoch, pos, best_iter_, best_p1_);
   m.settings = SettingsJson(asked_);  // every option as given, from the option table
   m.best_loss = best_loss_;
+  m.lr_scale = lr_scale_;
   m.run_id = run_id_;
   m.data_digest = data_digest_;
   m.data_points = data_points_;
@@ -199,6 +200,7 @@ CheckpointMeta Trainer::LoadCheckpoint(const std::string& folder) {
   best_iter_ = m.best_iter;
   best_p1_ = m.best_p_at_1;
   best_loss_ = m.best_loss;
+  lr_scale_ = m.lr_scale;
   schedule_.Reset();
   for (int64_t i = 1; i <= iter_; ++i) schedule_.Due(i);
   return m;
@@ -232,8 +234,12 @@ CheckpointMeta Trainer::ResumeRun(int64_t points, bool keep_best, std::string* f
                " training points (a different --train file?)");
   if (comm_->rank() == 0) {
     std::string text =
-        Format("resumed from %s at iteration %lld (epoch %lld, point %lld), read in %.2fs\n",
-               from->c_str(), (long long)iter_, (long long)m.epoch, (long long)m.pos, load_s);
+        Format("resumed from %s at iteration %lld (epoch %lld, point %lld), read in %.2fs%s\n",
+               from->c_str(), (long long)iter_, (long long)m.epoch, (long long)m.pos, load_s,
+               lr_scale_ == 1.0 ? ""
+                                : Format("; the learning rate is %g (--lr x %g, --lr-decay)",
+                                         cfg_.lr * lr_scale_, lr_scale_)
+                                      .c_str());
     if (m.data_digest != 0 && data_digest_ != 0 && m.data_digest != data_digest_)
       text += Format(
           "note: the training data differs from the data %s was trained on (%lld points then, "

@@ -181,6 +181,11 @@ void Trainer::PlanRun(RunState& r) {
   r.monitor_name = r.valid != nullptr ? "valid" : "test ";
   r.keep_best = r.valid != nullptr && cfg_.keep_best != 0;
   r.patience = r.valid == nullptr ? 0 : cfg_.patience < 0 ? kAutoPatience : cfg_.patience;
+  // --lr-decay acts on the validation P@1; auto where the output layer is sampled.
+  if (r.valid == nullptr)
+    cfg_.lr_decay = 1;
+  else if (cfg_.lr_decay == 0)
+    cfg_.lr_decay = spec_.layers.back().dense() ? 1.0 : kAutoLrDecay;
   r.eval_every = cfg_.eval_every;
   if (r.eval_every == 0 && r.valid != nullptr)
     r.eval_every = r.auto_length
@@ -230,19 +235,39 @@ void Trainer::EvaluateDuringRun(RunState& r) {
   // The best validated model is tracked for --keep-best and for early stopping.
   const EvalResult& e = r.last_eval;
   const bool better =
-      (r.keep_best || r.patience > 0) && e.points > 0 &&
+      (r.keep_best || r.patience > 0 || cfg_.lr_decay < 1) && e.points > 0 &&
       (e.At(1) > best_p1_ || (e.At(1) == best_p1_ && best_iter_ >= 0 && e.loss < best_loss_));
   r.report->EvalLine(r.monitor_name, iter_, e, r.monitor_base,
                      better && best_iter_ >= 0 ? " (best so far)" : "");
   r.report->EvalRecord(r.valid != nullptr ? "valid" : "test", iter_, e, r.monitor_base, -1, at);
   r.since_best = better ? 0 : r.since_best + 1;
-  if (!better) return;
+  if (!better) {
+    // Not at an evaluation that ends the run (its last iteration, or --patience): no step
+    // would take the rate.
+    const bool stops = iter_ >= r.total || (r.patience > 0 && r.since_best >= r.patience);
+    if (cfg_.lr_decay < 1 && e.points > 0 && !stops) DecayLearningRate(r, e.At(1));
+    return;
+  }
   best_p1_ = e.At(1);
   best_loss_ = e.loss;
   best_iter_ = iter_;
   if (!r.keep_best) return;
   SnapshotWeights();
   if (!cfg_.checkpoint_dir.empty()) WriteCheckpoint(cfg_.checkpoint_dir + "/best", r.epoch, r.pos);
+}
+
+void Trainer::DecayLearningRate(RunState& r, double p1) {
+  // The ranks' evaluations agree; rank 0's word is broadcast all the same.
+  int64_t decay = best_iter_ >= 0 && best_p1_ - p1 > cfg_.lr_decay_margin ? 1 : 0;
+  if (comm_->size() > 1) comm_->Broadcast(&decay, sizeof decay, 0, Traffic::kControl);
+  if (decay == 0) return;
+  lr_scale_ *= cfg_.lr_decay;
+  if (r.root)
+    events_->Line(Format(
+        "learning rate x%g at iteration %lld, now %g: the validation P@1 %.4f is "
+        "more than %g below the best, %.4f (--lr-decay)\n",
+        cfg_.lr_decay, (long long)iter_, cfg_.lr * lr_scale_, p1, cfg_.lr_decay_margin, best_p1_));
+  r.report->LrDecay(iter_, cfg_.lr * lr_scale_, p1, best_p1_);
 }
 
 bool Trainer::StopEarly(RunState& r) {

@@ -83,6 +83,20 @@ def test_fit_predict_proba_and_score_of_a_wide_multilabel_set(task):
     assert net.score(task.Xt, Yt) > 0.3
 
 
+def test_lr_decay_is_passed_on_and_refused_without_validation(task):
+    # 1,200 labels (a sampled output layer): lr_decay="auto" resolves to 0.5 with validation,
+    # an explicit factor is the run's, and a factor without validation is refused, as the
+    # executable refuses it.
+    Y = sp.csr_matrix(MultiLabelBinarizer(classes=range(task.labels)).fit_transform(task.Y))
+    net = dslide.Classifier(iterations=60, valid_fraction=0.2, threads=1, ensemble=1)
+    assert net.get_params()["lr_decay"] == "auto"
+    assert net.fit(task.X, Y).model_.settings["lr-decay"] == "0.5"  # auto, resolved
+    net.set_params(lr_decay=0.25).fit(task.X, Y)
+    assert net.model_.settings["lr-decay"] == "0.25"
+    with pytest.raises(ValueError, match="--lr-decay acts on the validation P@1"):
+        dslide.Classifier(iterations=20, valid_fraction=0, threads=1, lr_decay=0.5).fit(task.X, Y)
+
+
 def test_an_ensemble_averages_its_members_and_pickles_them(tmp_path):
     # ensemble=3: three models with seeds 5, 6, 7; predict_proba is the mean of theirs (every
     # class of each, 20 classes), predict and score follow it, and a pickled one keeps all.

@@ -293,6 +293,43 @@ TEST(Checkpoint, ResumedLossesEqualUninterrupted) {
     EXPECT_EQ(resumed->Step(s.data, s.Batch(it)), expect[it]) << "iteration " << it + 1;
 }
 
+// --lr-decay's multiplier is part of the run's state: a checkpoint keeps it (lr_scale in
+// meta.h5) and the resumed run steps at --lr times it, bit for bit the steps of a run resumed
+// at that rate, and not those of the full rate.
+TEST(Checkpoint, ResumedRunStepsAtTheKeptLearningRate) {
+  SetNumThreads(1);
+  Fixture s;
+  LocalCommunicator comm;
+  const std::string dir = Dir("ckpt_lr_scale");
+  {
+    auto first = s.Make(&comm);
+    for (int64_t it = 0; it < 11; ++it) first->Step(s.data, s.Batch(it));
+    first->SaveCheckpoint(dir, 0, 0, 3);
+  }
+  const std::string folder = LatestCheckpoint(dir);
+  CheckpointMeta m = ReadMeta(folder);
+  EXPECT_EQ(m.lr_scale, 1.0) << "a run without decays";
+  auto steps = [&](const Fixture& f) {
+    auto t = f.Make(&comm);
+    const CheckpointMeta loaded = t->LoadCheckpoint(folder);
+    std::vector<double> losses;
+    for (int64_t it = 11; it < 24; ++it) losses.push_back(t->Step(f.data, f.Batch(it)));
+    return std::make_pair(loaded.lr_scale, losses);
+  };
+  const auto full = steps(s);
+  m.lr_scale = 0.25;
+  WriteMeta(folder, m);  // with a matching checksum
+  const auto kept = steps(s);
+  EXPECT_EQ(kept.first, 0.25);
+  Fixture quarter;
+  quarter.cfg.lr = s.cfg.lr * 0.25;
+  m.lr_scale = 1;
+  WriteMeta(folder, m);
+  const auto at_quarter = steps(quarter);
+  EXPECT_EQ(kept.second, at_quarter.second);
+  EXPECT_NE(kept.second, full.second);
+}
+
 // A checkpoint of an earlier version holds no last steps (row_step, bias_step): it loads, its
 // rows owe no steps (-1) until a batch touches them, and training goes on.
 TEST(Checkpoint, WithoutLastStepsRowsOweNone) {
@@ -659,6 +696,10 @@ TEST(Checkpoint, MetadataNoRunWritesIsDamage) {
       {"a P@1 of 3", [](CheckpointMeta* m) { m->best_p_at_1 = 3; }, "best_p_at_1 is 3"},
       {"a negative validation loss", [](CheckpointMeta* m) { m->best_loss = -1; },
        "best_loss is -1 (negative)"},
+      {"a learning-rate multiplier of 0", [](CheckpointMeta* m) { m->lr_scale = 0; },
+       "lr_scale is 0 (not in (0, 1])"},
+      {"a learning-rate multiplier above 1", [](CheckpointMeta* m) { m->lr_scale = 2; },
+       "lr_scale is 2 (not in (0, 1])"},
       {"a batch of 0", [](CheckpointMeta* m) { m->batch = 0; }, "batch is 0 (not in [1, 2^20])"},
       {"an unknown LSH family", [](CheckpointMeta* m) { m->hash_family = "srq"; },
        "hash_family is 'srq'"},

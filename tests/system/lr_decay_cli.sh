@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# --lr-decay through the command line (docs/user-guide.md, "Learning rate"): auto multiplies
+# the rate by 0.5 where the output layer is sampled and validation data is given, at exactly
+# the evaluations that are not better than the best so far and more than --lr-decay-margin
+# below it (checked against every evaluation record), and never at the run's last
+# evaluation; a dense output layer and a run without validation keep the rate; the rate
+# reached is kept in checkpoints and a resumed run steps at it; bad values and a decay
+# without validation are refused. Under mpiexec -n 2 a dense run with an explicit --lr-decay
+# decays where 1 rank's does, with the same evaluations.
+# Usage: lr_decay_cli.sh DSLIDE WORKDIR [MPIEXEC MPIEXEC_FLAGS...]
+set -uo pipefail
+dslide=$1 work=$2
+mpiexec=${3:-}
+mpiflags=("${@:4}")
+rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
+fail() { echo "FAIL: $*"; for f in out*.txt; do [[ -f $f ]] && { echo "--- $f"; tail -20 "$f"; }; done; exit 1; }
+pass() { echo "ok: $*"; }
+expect_rc() { [[ $1 == "$2" ]] || fail "$3: exit code $1, expected $2"; }
+expect_in() { grep -q -- "$2" "$1" || fail "$3: '$2' not in $1"; }
+expect_not_in() { ! grep -q -- "$2" "$1" || fail "$3: '$2' in $1"; }
+
+# 3,000 labels: above --dense-below, so the output layer is sampled.
+"$dslide" gen --points 3000 --test-points 500 --features 2000 --labels 3000 --nnz 20 --out syn \
+  >/dev/null || fail "gen"
+# A high rate, evaluated often, without early stopping: the validation P@1 wanders below its
+# best, by one point (1/600) and by more.
+run=(train --train syn.train.txt --test syn.test.txt --threads 1 --valid-fraction 0.2
+  --eval-every 10 --patience 0 --lr 0.01)
+
+# The rule, from the metrics: every "valid" evaluation record in order, the best so far (a
+# tie of P@1 goes to the lower loss), and the lr_decay records. Prints the number of decays.
+check_rule() {  # metrics margin factor lr
+  python3 - "$@" <<'EOF'
+import json, sys
+path, margin, factor, lr = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])
+recs = [json.loads(l) for l in open(path)]
+total = next(r["iterations"] for r in recs if r.get("event") == "start")
+evals = [r for r in recs if r.get("set") == "valid" and "ensemble" not in r]
+decays = {r["iter"]: r for r in recs if r.get("event") == "lr_decay"}
+best, best_loss, rate, n = -1.0, 0.0, lr, 0
+for e in evals:
+    p, loss, it = e["p_at_1"], e["eval_loss"], e["iter"]
+    better = p > best or (p == best and loss < best_loss)
+    expect = not better and best - p > margin + 1e-9 and it < total
+    if better:
+        best, best_loss = p, loss
+    if expect != (it in decays):
+        sys.exit(f"iteration {it}: P@1 {p}, best {best}: decay expected {expect}, "
+                 f"recorded {it in decays}")
+    if expect:
+        rate *= factor
+        n += 1
+        d = decays[it]
+        if abs(d["lr"] - rate) > 1e-9 * rate or abs(d["best_p_at_1"] - best) > 1e-6:
+            sys.exit(f"iteration {it}: recorded {d}, expected lr {rate}, best {best}")
+print(n)
+EOF
+}
+
+# 1. auto on a sampled output layer: 0.5, said at the start and recorded.
+"$dslide" "${run[@]}" --iterations 120 --lr-decay-margin 0.002 --metrics a.jsonl \
+  --checkpoint-dir ck >out_auto.txt 2>&1
+expect_rc $? 0 "auto"
+expect_in out_auto.txt "the learning rate is multiplied by 0.5 at an evaluation more than 0.002 below the best P@1 (--lr-decay auto)" "auto said"
+grep -q '"lr_decay":0.5,' a.jsonl || fail "auto: the start record's lr_decay is not 0.5"
+n=$(check_rule a.jsonl 0.002 0.5 0.01) || fail "auto: $n"
+((n >= 2)) || fail "auto: $n decays; the run should cover at least two"
+expect_in out_auto.txt "^learning rate x0.5 at iteration [0-9]*, now 0.005: the validation P@1 0.[0-9]* is more than 0.002 below the best" "the decay's line"
+pass "--lr-decay auto: $n decays, each where the rule says"
+
+# 2. An explicit factor and margin 0.
+"$dslide" "${run[@]}" --iterations 120 --lr-decay 0.25 --lr-decay-margin 0 --metrics b.jsonl \
+  >out_b.txt 2>&1
+expect_rc $? 0 "--lr-decay 0.25"
+n=$(check_rule b.jsonl 0 0.25 0.01) || fail "--lr-decay 0.25: $n"
+((n >= 1)) || fail "--lr-decay 0.25 --lr-decay-margin 0: no decay"
+pass "--lr-decay 0.25 --lr-decay-margin 0: $n decays"
+
+# 3. The rate reached is in the checkpoint: a resumed run says it and steps at it.
+rate=$(python3 -c 'import json,sys
+d=[json.loads(l) for l in open("a.jsonl")]
+print("%g" % [r for r in d if r.get("event") == "lr_decay"][-1]["lr"])')
+"$dslide" "${run[@]}" --iterations 140 --lr-decay-margin 0.002 --resume ck --checkpoint-dir ck \
+  >out_resume.txt 2>&1
+expect_rc $? 0 "resume"
+expect_in out_resume.txt "^resumed from ck/[^ ]* at iteration 120 .*; the learning rate is $rate (--lr x" "the resumed rate"
+pass "resumed at the rate reached, $rate"
+
+# 4. A dense output layer (auto: 1) and a run without validation keep the rate.
+"$dslide" "${run[@]}" --iterations 120 --sparsity 1 --lr-decay-margin 0 --metrics c.jsonl \
+  >out_dense.txt 2>&1
+expect_rc $? 0 "dense"
+grep -q '"lr_decay":1,' c.jsonl || fail "dense: the start record's lr_decay is not 1"
+expect_not_in out_dense.txt "learning rate x" "dense: auto decayed"
+expect_not_in out_dense.txt "multiplied by" "dense: auto said a decay"
+"$dslide" train --train syn.train.txt --test syn.test.txt --threads 1 --iterations 20 \
+  --metrics d.jsonl >out_noval.txt 2>&1
+expect_rc $? 0 "no validation"
+grep -q '"lr_decay":1,' d.jsonl || fail "no validation: the start record's lr_decay is not 1"
+pass "a dense output layer and a run without validation keep the rate"
+
+# 5. Refusals.
+"$dslide" train --train syn.train.txt --test syn.test.txt --lr-decay 0.5 >out_r1.txt 2>&1
+expect_rc $? 1 "--lr-decay without validation"
+expect_in out_r1.txt "option --lr-decay acts on the validation P@1: give --valid FILE or --valid-fraction F" "--lr-decay without validation"
+for bad in 0 1.5 -0.5 half; do
+  "$dslide" "${run[@]}" --lr-decay "$bad" >out_r2.txt 2>&1
+  expect_rc $? 1 "--lr-decay $bad"
+  expect_in out_r2.txt "option --lr-decay: invalid value '$bad' (expected auto or a factor in (0, 1])" "--lr-decay $bad"
+done
+"$dslide" "${run[@]}" --lr-decay-margin 2 >out_r3.txt 2>&1
+expect_rc $? 1 "--lr-decay-margin 2"
+expect_in out_r3.txt "option --lr-decay-margin: must be in \[0, 1\], got 2" "--lr-decay-margin 2"
+pass "bad values refused"
+
+# 6. P ranks: a dense run decays where 1 rank's does, with the same evaluations.
+if [[ -n $mpiexec ]]; then
+  dense=("${run[@]}" --iterations 120 --sparsity 1 --lr-decay 0.5 --lr-decay-margin 0.002)
+  "$dslide" "${dense[@]}" >out_one.txt 2>&1
+  expect_rc $? 0 "dense, 1 rank"
+  "$mpiexec" "${mpiflags[@]}" "$dslide" "${dense[@]}" >out_two.txt 2>&1
+  expect_rc $? 0 "dense, 2 ranks"
+  strip() { grep -E '^(valid|test) +iter|^learning rate' "$1" | sed 's/points in [0-9.]*s//'; }
+  strip out_one.txt | grep -q '^learning rate' || fail "dense, 1 rank: no decay to compare"
+  diff <(strip out_one.txt) <(strip out_two.txt) >/dev/null ||
+    fail "2 ranks differ from 1: $(diff <(strip out_one.txt) <(strip out_two.txt) | head -5)"
+  pass "2 ranks decay where 1 rank does, with the same evaluations"
+fi
+echo "lr_decay_cli: all passed"
