@@ -12,20 +12,14 @@ set -uo pipefail
 dslide=$1 work=$2
 mpiexec=${3:-}
 mpiflags=("${@:4}")
+here=$(cd "$(dirname "$0")" && pwd)
 rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
-fail() { echo "FAIL: $*"; for f in out*.txt; do [[ -f $f ]] && { echo "--- $f"; tail -20 "$f"; }; done; exit 1; }
-pass() { echo "ok: $*"; }
-expect_rc() { [[ $1 == "$2" ]] || fail "$3: exit code $1, expected $2"; }
-expect_in() { grep -q -- "$2" "$1" || fail "$3: '$2' not in $1"; }
-expect_not_in() { ! grep -q -- "$2" "$1" || fail "$3: '$2' in $1"; }
+# shellcheck source=cli_lib.sh
+source "$here/cli_lib.sh"  # fail, expect_*; syn.* (3,000 labels: a sampled output layer)
 
-# 3,000 labels: above --dense-below, so the output layer is sampled.
-"$dslide" gen --points 3000 --test-points 500 --features 2000 --labels 3000 --nnz 20 --out syn \
-  >/dev/null || fail "gen"
 # A high rate, evaluated often, without early stopping: the validation P@1 wanders below its
 # best, by one point (1/600) and by more.
-run=(train --train syn.train.txt --test syn.test.txt --threads 1 --valid-fraction 0.2
-  --eval-every 10 --patience 0 --lr 0.01)
+run=("${train[@]}" --valid-fraction 0.2 --eval-every 10 --patience 0 --lr 0.01)
 
 # The rule, from the metrics: every "valid" evaluation record in order, the best so far (a
 # tie of P@1 goes to the lower loss), and the lr_decay records. Prints the number of decays.

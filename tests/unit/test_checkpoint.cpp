@@ -50,6 +50,15 @@ struct Fixture {
     return std::make_unique<Trainer>(cfg, comm, MakeBackend(Device::kCpu, 0), data.num_features,
                                      data.num_labels);
   }
+  /// Trains a new model `steps` steps and writes its checkpoint into `dir` (keeping `keep`);
+  /// returns the checkpoint's folder.
+  std::string CheckpointAfter(Communicator* comm, const std::string& dir, int64_t steps,
+                              int keep) const {
+    auto a = Make(comm);
+    for (int64_t it = 0; it < steps; ++it) a->Step(data, Batch(it));
+    a->SaveCheckpoint(dir, 0, 0, keep);
+    return LatestCheckpoint(dir);
+  }
   /// A trainer after two steps, with a checkpoint of each in `dir` (iterations 1 and 2).
   std::unique_ptr<Trainer> TwoCheckpoints(Communicator* comm, const std::string& dir) const {
     auto a = Make(comm);
@@ -281,14 +290,9 @@ TEST(Checkpoint, ResumedLossesEqualUninterrupted) {
   auto full = s.Make(&comm);
   std::vector<double> expect;
   for (int64_t it = 0; it < 24; ++it) expect.push_back(full->Step(s.data, s.Batch(it)));
-  const std::string dir = Dir("ckpt_resume");
-  {
-    auto first = s.Make(&comm);
-    for (int64_t it = 0; it < 11; ++it) first->Step(s.data, s.Batch(it));
-    first->SaveCheckpoint(dir, 0, 0, 3);
-  }
+  const std::string folder = s.CheckpointAfter(&comm, Dir("ckpt_resume"), 11, 3);
   auto resumed = s.Make(&comm);
-  resumed->LoadCheckpoint(LatestCheckpoint(dir));
+  resumed->LoadCheckpoint(folder);
   for (int64_t it = 11; it < 24; ++it)
     EXPECT_EQ(resumed->Step(s.data, s.Batch(it)), expect[it]) << "iteration " << it + 1;
 }
@@ -300,13 +304,7 @@ TEST(Checkpoint, ResumedRunStepsAtTheKeptLearningRate) {
   SetNumThreads(1);
   Fixture s;
   LocalCommunicator comm;
-  const std::string dir = Dir("ckpt_lr_scale");
-  {
-    auto first = s.Make(&comm);
-    for (int64_t it = 0; it < 11; ++it) first->Step(s.data, s.Batch(it));
-    first->SaveCheckpoint(dir, 0, 0, 3);
-  }
-  const std::string folder = LatestCheckpoint(dir);
+  const std::string folder = s.CheckpointAfter(&comm, Dir("ckpt_lr_scale"), 11, 3);
   CheckpointMeta m = ReadMeta(folder);
   EXPECT_EQ(m.lr_scale, 1.0) << "a run without decays";
   auto steps = [&](const Fixture& f) {
@@ -336,13 +334,8 @@ TEST(Checkpoint, WithoutLastStepsRowsOweNone) {
   SetNumThreads(1);
   Fixture s;
   LocalCommunicator comm;
-  const std::string dir = Dir("ckpt_no_steps");
-  {
-    auto a = s.Make(&comm);
-    for (int64_t it = 0; it < 6; ++it) a->Step(s.data, s.Batch(it));
-    a->SaveCheckpoint(dir, 0, 0, 1);
-  }
-  const std::string shard = LatestCheckpoint(dir) + "/rank-00000.h5";
+  const std::string folder = s.CheckpointAfter(&comm, Dir("ckpt_no_steps"), 6, 1);
+  const std::string shard = folder + "/rank-00000.h5";
   {
     const hid_t f = H5Fopen(shard.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
     ASSERT_GE(f, 0);
@@ -353,7 +346,7 @@ TEST(Checkpoint, WithoutLastStepsRowsOweNone) {
   }
   h5::WriteSidecar(shard);
   auto b = s.Make(&comm);
-  b->LoadCheckpoint(LatestCheckpoint(dir));
+  b->LoadCheckpoint(folder);
   for (int l = 0; l < 2; ++l) {
     LayerState st;
     b->backend().SaveLayer(l, kCheckpoint, &st);
