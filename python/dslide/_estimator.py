@@ -126,8 +126,9 @@ class Classifier:
     (``models_``; ``model_`` is the first).
 
     lr_decay="auto" multiplies the learning rate by 0.5 at each evaluation whose validation
-    P@1 is more than 0.005 below the best so far, where the output layer is sampled (more
-    than 1,023 classes), as `dslide train --lr-decay` does; a factor in (0, 1] sets it, 1
+    P@1 is more than 0.005 below the best so far and two or more evaluations after it,
+    where the output layer is sampled (more than 1,023 classes) and an epoch is at most 300
+    batches, as `dslide train --lr-decay` does; a factor in (0, 1] sets it, 1
     never decays.
 
     Parameters are train()'s options of the same names; ``options`` passes any other

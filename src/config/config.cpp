@@ -191,13 +191,18 @@ void options::AddTrainOptions(OptionTable& t, TrainConfig* c) {
   t.Text(
       "lr-decay", [c] { return c->lr_decay == 0 ? "auto" : Text(c->lr_decay); },
       "when validating: the factor, in (0, 1], the learning rate is multiplied by at each "
-      "evaluation whose validation P@1 is more than --lr-decay-margin below the best so far "
-      "(1: never). auto: 0.5 where the output layer is sampled, else 1: a sampled output "
-      "layer's validation P@1 drifts down from its best while its loss still falls, and the "
-      "smaller steps hold it (docs/user-guide.md, \"Learning rate\")");
+      "evaluation whose validation P@1 is more than --lr-decay-margin below the best so far, "
+      "--lr-decay-patience or more evaluations after it (1: never). auto: 0.5 where the output "
+      "layer is sampled and an epoch is at most 300 batches, else 1: over the many epochs "
+      "early stopping then runs, a sampled output layer's validation P@1 drifts down from its "
+      "best while its loss still falls, and the smaller steps hold it (docs/user-guide.md, "
+      "\"Learning-rate decay\")");
   t.Field("lr-decay-margin", &c->lr_decay_margin,
           "how far, in [0, 1], the validation P@1 must be below the best for --lr-decay to "
           "act");
+  t.Field("lr-decay-patience", &c->lr_decay_patience,
+          "evaluations in a row, in [1, 2^40], without a better validation P@1 before "
+          "--lr-decay may act (1: at the first)");
   t.Text(
       "dropout", [c] { return c->dropout < 0 ? "auto" : Text(c->dropout); },
       "the chance, in [0, 0.9], that training drops a hidden layer's activation (the kept "
@@ -452,6 +457,7 @@ void TrainConfig::Validate() const {
                "--valid-fraction F (the test file is never used to choose the model)");
   DSLIDE_CHECK(lr_decay_margin >= 0 && lr_decay_margin <= 1,
                "option --lr-decay-margin: must be in [0, 1], got ", lr_decay_margin);
+  CheckRange<int64_t>("lr-decay-patience", lr_decay_patience, 1, kMaxIterations);
   DSLIDE_CHECK(patience <= 0 || validating(),
                "option --patience stops on the validation P@1: give --valid FILE or "
                "--valid-fraction F (the test file is never used to choose the model)");

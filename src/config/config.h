@@ -71,12 +71,19 @@ constexpr int64_t kAutoPatience = 5;
 constexpr double kMaxDropout = 0.9;
 constexpr double kAutoDropout = 0.2;
 constexpr int64_t kAutoDropoutEpochIterations = 300;
-/// --lr-decay: auto's factor, where the output layer is sampled and validation data is
-/// given, and --lr-decay-margin's default: the learning rate is multiplied by the factor at
-/// each evaluation whose validation P@1 is more than the margin below the best so far
-/// (docs/user-guide.md, "Learning rate").
+/// --lr-decay: auto's factor, where the output layer is sampled, validation data is given
+/// and an epoch is at most kAutoLrDecayEpochIterations iterations (early stopping then runs
+/// through many epochs, over which the sampled layer's validation P@1 drifts from its best),
+/// and --lr-decay-margin's default: the learning rate is multiplied by the factor at each
+/// evaluation whose validation P@1 is more than the margin below the best so far
+/// (docs/user-guide.md, "Learning-rate decay").
 constexpr double kAutoLrDecay = 0.5;
+constexpr int64_t kAutoLrDecayEpochIterations = 300;
 constexpr double kLrDecayMargin = 0.005;
+/// --lr-decay-patience's default: the evaluations in a row without a better validation P@1
+/// before the rate may decay (a dip on the way up, one evaluation below the best, is not the
+/// drift past the best).
+constexpr int64_t kLrDecayPatience = 2;
 /// --ensemble: the most members; auto's members, when validating with --epochs auto on at
 /// most this many training points (AutoEnsemble).
 constexpr int kMaxEnsemble = 64;
@@ -115,10 +122,13 @@ struct TrainConfig {
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
   /// When validating: the factor, in (0, 1], the learning rate (both layers' rates) is
   /// multiplied by at each evaluation whose validation P@1 is more than lr_decay_margin below
-  /// the best so far; 1: never. 0: auto (kAutoLrDecay where the output layer is sampled, else
-  /// 1; the trainer resolves it, and to 1 without validation data).
+  /// the best so far, lr_decay_patience or more evaluations after it; 1: never. 0: auto
+  /// (kAutoLrDecay where the output layer is sampled and an epoch is at most
+  /// kAutoLrDecayEpochIterations iterations, else 1; the trainer resolves it, and to 1
+  /// without validation data).
   double lr_decay = 0;
   double lr_decay_margin = kLrDecayMargin;
+  int64_t lr_decay_patience = kLrDecayPatience;
   /// The chance that training drops a hidden activation (model/dropout.h); -1: auto
   /// (AutoDropout of the training set, which the trainer applies).
   double dropout = -1;

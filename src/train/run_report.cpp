@@ -72,21 +72,22 @@ void RunReport::Start(const LayerSlots& slots, int64_t points, int64_t total, co
         spec_.layers.back().sparsity, (long long)slots.budget, (long long)cfg_.min_negatives,
         (long long)slots.raised, (long long)points, (long long)cfg_.min_negatives);
   if (valid != nullptr)
-    text += Format(
-        "validation: %lld points, evaluated every %lld iterations%s%s%s\n",
-        (long long)valid->size(), (long long)eval_every,
-        keep_best ? "; the best P@1 is kept (--keep-best)" : "",
-        patience > 0 ? Format("; training stops after %lld evaluations without a better P@1 "
-                              "(--patience)",
-                              (long long)patience)
-                           .c_str()
-                     : "",
-        cfg_.lr_decay < 1
-            ? Format("; the learning rate is multiplied by %g at an evaluation more than %g "
-                     "below the best P@1 (--lr-decay%s)",
-                     cfg_.lr_decay, cfg_.lr_decay_margin, asked_.lr_decay == 0 ? " auto" : "")
-                  .c_str()
-            : "");
+    text +=
+        Format("validation: %lld points, evaluated every %lld iterations%s%s%s\n",
+               (long long)valid->size(), (long long)eval_every,
+               keep_best ? "; the best P@1 is kept (--keep-best)" : "",
+               patience > 0 ? Format("; training stops after %lld evaluations without a better P@1 "
+                                     "(--patience)",
+                                     (long long)patience)
+                                  .c_str()
+                            : "",
+               cfg_.lr_decay < 1
+                   ? Format("; the learning rate is multiplied by %g at an evaluation more than %g "
+                            "below the best P@1 and %lld or more after it (--lr-decay%s)",
+                            cfg_.lr_decay, cfg_.lr_decay_margin, (long long)cfg_.lr_decay_patience,
+                            asked_.lr_decay == 0 ? " auto" : "")
+                         .c_str()
+                   : "");
   events_->Line(text);
   JsonObject o;
   o.Add("event", "start")

@@ -236,7 +236,8 @@ class Trainer {
   /// and record, and the best model so far kept with --keep-best.
   void EvaluateDuringRun(RunState& r);
   /// After an evaluation that found no better model: --lr-decay's step, where the validation
-  /// P@1 `p1` is more than the margin below the best (rank 0's word, said and recorded).
+  /// P@1 `p1` is more than the margin below the best and the best is --lr-decay-patience
+  /// evaluations old (rank 0's word, said and recorded).
   void DecayLearningRate(RunState& r, double p1);
   /// After an evaluation: whether early stopping ends the run here (--patience), said and
   /// recorded; the run's length is cut to this iteration.

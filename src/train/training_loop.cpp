@@ -181,11 +181,14 @@ void Trainer::PlanRun(RunState& r) {
   r.monitor_name = r.valid != nullptr ? "valid" : "test ";
   r.keep_best = r.valid != nullptr && cfg_.keep_best != 0;
   r.patience = r.valid == nullptr ? 0 : cfg_.patience < 0 ? kAutoPatience : cfg_.patience;
-  // --lr-decay acts on the validation P@1; auto where the output layer is sampled.
+  // --lr-decay acts on the validation P@1; auto where the output layer is sampled and an
+  // epoch is short (many epochs until early stopping).
   if (r.valid == nullptr)
     cfg_.lr_decay = 1;
   else if (cfg_.lr_decay == 0)
-    cfg_.lr_decay = spec_.layers.back().dense() ? 1.0 : kAutoLrDecay;
+    cfg_.lr_decay = !spec_.layers.back().dense() && r.per_epoch <= kAutoLrDecayEpochIterations
+                        ? kAutoLrDecay
+                        : 1.0;
   r.eval_every = cfg_.eval_every;
   if (r.eval_every == 0 && r.valid != nullptr)
     r.eval_every = r.auto_length
@@ -258,7 +261,10 @@ void Trainer::EvaluateDuringRun(RunState& r) {
 
 void Trainer::DecayLearningRate(RunState& r, double p1) {
   // The ranks' evaluations agree; rank 0's word is broadcast all the same.
-  int64_t decay = best_iter_ >= 0 && best_p1_ - p1 > cfg_.lr_decay_margin ? 1 : 0;
+  int64_t decay = best_iter_ >= 0 && r.since_best >= cfg_.lr_decay_patience &&
+                          best_p1_ - p1 > cfg_.lr_decay_margin
+                      ? 1
+                      : 0;
   if (comm_->size() > 1) comm_->Broadcast(&decay, sizeof decay, 0, Traffic::kControl);
   if (decay == 0) return;
   lr_scale_ *= cfg_.lr_decay;
