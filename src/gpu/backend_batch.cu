@@ -77,7 +77,8 @@ void GpuBackendT<X>::HostCopy(const DevRows& d, const Buf<float>* vals, BatchRow
 }
 
 template <class X>
-void GpuBackendT<X>::Densify(const DevRows& d, int64_t width, Buf<float>* out) const {
+void GpuBackendT<X>::Densify(const DevRows& d, int64_t width, Buf<float>* out,
+                             bool by_column) const {
   const int64_t B = d.B, cap = d.cap;
   const bool dense_rows = d.dense;
   Zeros(out, static_cast<size_t>(B * width));
@@ -89,7 +90,7 @@ void GpuBackendT<X>::Densify(const DevRows& d, int64_t width, Buf<float>* out) c
     const int64_t i = t / cap, e = t % cap;
     if (e >= n[i]) return;
     const int64_t col = dense_rows ? e : ids[t];
-    o[i * width + col] = vals[t];
+    o[by_column ? col * B + i : i * width + col] = vals[t];
   });
 }
 
@@ -217,7 +218,8 @@ void GpuBackendT<X>::CommitRows(int layer, Rows which) {
                                            typename X::SendStage* stage, Buf<float>* to);        \
   template void GpuBackendT<X>::HostCopy(const DevRows& d, const Buf<float>* vals, BatchRows* r) \
       const;                                                                                     \
-  template void GpuBackendT<X>::Densify(const DevRows& d, int64_t width, Buf<float>* out) const; \
+  template void GpuBackendT<X>::Densify(const DevRows& d, int64_t width, Buf<float>* out,        \
+                                        bool by_column) const;                                   \
   template void GpuBackendT<X>::SetLabels(const BatchLabels* labels);                            \
   template void GpuBackendT<X>::Chain(int from, int to);                                         \
   template void GpuBackendT<X>::Dropout(int layer, const DropoutStep& d, bool backward);         \

@@ -29,16 +29,10 @@ void GpuBackendT<X>::DeviceTopK(int layer, int k, std::vector<int32_t>* ids,
                "top-k on the GPU supports k <= ", TopKSegments::kMaxK, ", got ", k,
                ": score on the CPU (--device cpu)");
   const DevRows& in = InRows(layer);
-  Densify(in, s.in_dim, &xd_);
-  const int64_t B = in.B, n = s.local(), cols = L.cols, begin = s.begin;
   // The inputs a column per sample: the consecutive threads of a segment (consecutive
   // samples) read consecutive addresses at each input coordinate.
-  topk_xt_.Resize(B * cols);
-  {
-    const float* xd = xd_.data();
-    float* xt = topk_xt_.data();
-    x_.For(B * cols, [=] DSLIDE_HD(int64_t t) { xt[(t % cols) * B + t / cols] = xd[t]; });
-  }
+  Densify(in, s.in_dim, &xd_, /*by_column=*/true);
+  const int64_t B = in.B, n = s.local(), cols = L.cols, begin = s.begin;
   // Longer lists take longer segments, so that the lists downloaded and merged stay about
   // n / 8 entries per sample (k <= 32: kTopKSegment).
   const int64_t segment = kTopKSegment * ((k + 31) / 32);
@@ -58,7 +52,7 @@ void GpuBackendT<X>::DeviceTopK(int layer, int k, std::vector<int32_t>* ids,
     t.segment = segment;
     t.cols = cols;
     t.begin = begin;
-    t.x = topk_xt_.data();
+    t.x = xd_.data();
     t.w = L.w.data();
     t.bias = L.b.data();
     t.oid = topk_ids_.data();
@@ -120,6 +114,7 @@ void GpuBackendT<X>::DeviceTopK(int layer, int k, std::vector<int32_t>* ids,
   LabelLogits lk;
   lk.nl = nl;
   lk.cols = cols;
+  lk.B = B;
   lk.ls = topk_lsample_.data();
   lk.lr = topk_lrow_.data();
   lk.x = xd_.data();

@@ -249,8 +249,9 @@ class GpuBackendT : public LayerBackend, public RowExchange {
     return Host(b, b.size());
   }
 
-  /// The rows as a dense B x width matrix (ids index the columns; dense rows are 0..n-1).
-  void Densify(const DevRows& d, int64_t width, Buf<float>* out) const;
+  /// The rows as a dense B x width matrix (ids index the columns; dense rows are 0..n-1);
+  /// `by_column`: its transpose, width x B, a column per row.
+  void Densify(const DevRows& d, int64_t width, Buf<float>* out, bool by_column = false) const;
 
   // ---- The step on the device ----
 
@@ -468,7 +469,6 @@ class GpuBackendT : public LayerBackend, public RowExchange {
   // Per-step scratch, reused.
   DevRows q_;
   Buf<float> xd_, acc_, grad_, topk_sc_, topk_mx_, topk_sum_;
-  Buf<float> topk_xt_;  // the exact top-k's inputs, a column per sample (cols x B)
   Buf<int32_t> arg_, items_, set_keys_, set_counts_, set_first_, boff_, cand_, order_, forced_ids_,
       shared_, fill_, fill_own_, fill_sort_, topk_ids_, topk_lrow_;
   Buf<uint8_t> set_stamps_;

@@ -67,9 +67,10 @@ void LaunchTopKSegments(StreamHandle s, const TopKSegments& k);
 inline void LaunchKernel(StreamHandle s, const TopKSegments& k) { LaunchTopKSegments(s, k); }
 inline void RunOnHost(const TopKSegments& k, HostOrderSalt* salt) { RunPerIndexOnHost(k, salt); }
 
-/// A thread per (sample, label on this shard): the label's logit.
+/// A thread per (sample, label on this shard): the label's logit, from the sample's column of
+/// x (cols x B).
 struct LabelLogits : PerIndex<LabelLogits> {
-  int64_t nl = 0, cols = 0;
+  int64_t nl = 0, cols = 0, B = 0;
   const int64_t* ls = nullptr;  // the label's sample
   const int32_t* lr = nullptr;  // its row
   const float *x = nullptr, *w = nullptr, *bias = nullptr;
@@ -79,7 +80,7 @@ struct LabelLogits : PerIndex<LabelLogits> {
   DSLIDE_HD void operator()(int64_t e) const {
     const int64_t i = ls[e], r = lr[e];
     float z = 0.0f;
-    for (int64_t j = 0; j < cols; ++j) z += w[r * cols + j] * x[i * cols + j];
+    for (int64_t j = 0; j < cols; ++j) z += w[r * cols + j] * x[j * B + i];
     lz[e] = z + bias[r];
   }
 };
