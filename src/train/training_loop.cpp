@@ -74,6 +74,8 @@ struct Trainer::RunState {
   // Early stopping: the evaluations in a row without a better validation P@1 that end the
   // run (0: never), how many have passed since the best, and the iteration last evaluated.
   int64_t patience = 0, since_best = 0, evaluated_at = -1;
+  // Whether early stopping ends the run at this evaluation.
+  bool PatienceSpent() const { return patience > 0 && since_best >= patience; }
   bool auto_length = false;  // --epochs auto with validation: early stopping ends the run
   // The most-popular-label baseline of each evaluation set, printed beside its P@1.
   double monitor_base = 0, test_base = 0;
@@ -247,7 +249,7 @@ void Trainer::EvaluateDuringRun(RunState& r) {
   if (!better) {
     // Not at an evaluation that ends the run (its last iteration, or --patience): no step
     // would take the rate.
-    const bool stops = iter_ >= r.total || (r.patience > 0 && r.since_best >= r.patience);
+    const bool stops = iter_ >= r.total || r.PatienceSpent();
     if (cfg_.lr_decay < 1 && e.points > 0 && !stops) DecayLearningRate(r, e.At(1));
     return;
   }
@@ -278,7 +280,7 @@ void Trainer::DecayLearningRate(RunState& r, double p1) {
 
 bool Trainer::StopEarly(RunState& r) {
   // The ranks' evaluations agree; rank 0's word is broadcast all the same.
-  int64_t stop = r.patience > 0 && r.since_best >= r.patience ? 1 : 0;
+  int64_t stop = r.PatienceSpent() ? 1 : 0;
   if (comm_->size() > 1) comm_->Broadcast(&stop, sizeof stop, 0, Traffic::kControl);
   if (stop == 0) return false;
   const std::string text = Format(
