@@ -112,8 +112,10 @@ class Classifier:
     points x labels, dense or sparse (multi-label, as MultiLabelBinarizer writes).
     predict(X): the most probable label of each point (multi-label: an indicator matrix
     with that one label set). predict_proba(X): points x classes of probabilities (under the
-    softmax loss, the default, a distribution over the classes; under one-vs-rest,
-    ``options={"loss": "one-vs-rest"}``, each class's own probability): up to 1,024
+    softmax loss, a distribution over the classes; under one-vs-rest, each class's own
+    probability; the loss is dslide's --loss auto: one-vs-rest for multi-label y of at least
+    1.5 labels a point on average and at most 1,023 classes, else the softmax;
+    ``options={"loss": ...}`` sets it): up to 1,024
     classes an array of all of them, above it (or with proba="sparse") a SciPy CSR matrix
     of each point's k most probable (the rest are not computed). score(X, y): precision at
     1, the share of points whose most probable label is one of theirs (for a label per

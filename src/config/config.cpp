@@ -134,8 +134,9 @@ void options::AddTrainOptions(OptionTable& t, TrainConfig* c) {
       "labels, the target spread over a point's labels; one-vs-rest: a logistic loss per "
       "output neuron (does the point have this label?), as extreme-classification libraries "
       "train; predictions' scores are then each label's own probability (docs/user-guide.md, "
-      "\"Output loss\", measures both). auto: softmax for a new model; a resumed or loaded "
-      "model keeps its checkpoint's");
+      "\"Output loss\", measures both). auto: for a new model, one-vs-rest where the output "
+      "layer is dense and the training points hold at least 1.5 labels on average "
+      "(multi-label data), else softmax; a resumed or loaded model keeps its checkpoint's");
   t.Text(
       "state", [c] { return c->state == StateType::kBf16 ? "bf16" : "fp32"; },
       "fp32|bf16: how Adam's moments of the weights are held. bf16: in bfloat16 with "

@@ -101,6 +101,18 @@ double AutoDropout(const TrainConfig& cfg, int64_t train_points) {
                                                                                       : 0.0;
 }
 
+double MeanLabelsPerPoint(const Dataset& data) {
+  int64_t labelled = 0;
+  for (int64_t i = 0; i < data.size(); ++i) labelled += data.NumLabels(i) > 0 ? 1 : 0;
+  return labelled > 0 ? static_cast<double>(data.labels.size()) / static_cast<double>(labelled)
+                      : 0.0;
+}
+
+OutputLoss AutoLoss(bool dense_output, double mean_labels) {
+  return dense_output && mean_labels >= kAutoOneVsRestLabels ? OutputLoss::kOneVsRest
+                                                             : OutputLoss::kSoftmax;
+}
+
 int AutoEnsemble(const TrainConfig& cfg, int64_t train_points) {
   if (cfg.ensemble > 0) return cfg.ensemble;
   // A small set trains in seconds, and its test P@1 moves by up to 0.04 from seed to seed:
@@ -273,6 +285,10 @@ std::string DescribeLayers(const ModelSpec& spec, const TrainConfig& resolved,
       if (s.is_output && resolved.loss == OutputLoss::kSoftmax)
         os << (c.log_q ? ", log-Q corrected" : ", not log-Q corrected (--log-q false)");
     }
+    if (s.is_output && asked.loss == OutputLoss::kAuto && resolved.loss == OutputLoss::kOneVsRest &&
+        !asked.settings_from_checkpoint)
+      os << " (--loss auto: one-vs-rest for a dense output layer and at least "
+         << kAutoOneVsRestLabels << " labels a training point)";
     if (!s.is_output && resolved.dropout > 0)
       os << ", dropout " << resolved.dropout << " in training"
          << (asked.dropout < 0 ? " (--dropout auto: early stopping over epochs of at most " +

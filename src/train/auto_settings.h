@@ -86,6 +86,14 @@ void ResolveAuto(TrainConfig* cfg, int64_t input_dim, int64_t output_dim);
 /// kAutoDropoutEpochIterations iterations, else 0.
 double AutoDropout(const TrainConfig& cfg, int64_t train_points);
 
+/// The mean number of labels of `data`'s points that have any (0 without such points).
+double MeanLabelsPerPoint(const Dataset& data);
+
+/// --loss auto for a new model: one-vs-rest where the output layer is dense and the training
+/// points hold at least kAutoOneVsRestLabels labels on average (`mean_labels`,
+/// MeanLabelsPerPoint), else the softmax.
+OutputLoss AutoLoss(bool dense_output, double mean_labels);
+
 /// --ensemble for a training set of `train_points`: cfg.ensemble where set, else
 /// kAutoEnsemble when validating with --epochs auto on at most kAutoEnsemblePoints
 /// training points, else 1.

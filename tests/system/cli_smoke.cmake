@@ -63,6 +63,10 @@ run(TRUE ${DSLIDE} train --train ${WORK}/syn.train.txt --test ${WORK}/syn.test.t
 if(NOT OUT MATCHES "200 neurons, dense\\* \\(narrower than --dense-below\\)")
   message(FATAL_ERROR "auto did not report its dense choice:\n${OUT}")
 endif()
+# and, its points holding several labels each, --loss auto's one-vs-rest.
+if(NOT OUT MATCHES "layer 2 \\(output, one-vs-rest\\): 200 neurons, dense[^\n]*\\(--loss auto: one-vs-rest for a dense output layer and at least 1.5 labels a training point\\)")
+  message(FATAL_ERROR "auto did not report its one-vs-rest choice:\n${OUT}")
+endif()
 
 # An explicit budget of 1 neuron: a warning, and the floor of negatives keeps it learning.
 run(TRUE ${DSLIDE} train --train ${WORK}/syn.train.txt --test ${WORK}/syn.test.txt --hidden 32

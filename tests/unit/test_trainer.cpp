@@ -60,38 +60,62 @@ TEST(Trainer, GeneratedDataIsLearnable) {
 }
 
 TEST(Trainer, LossAndOutputBiasesLeftToAuto) {
-  // --loss auto: the softmax for a new model, multi-label data or not; --output-bias auto:
-  // the labels' log-odds under one-vs-rest (dense or sampled), zeros under the softmax.
+  // --loss auto: one-vs-rest for a new model whose output layer is dense and whose training
+  // points hold at least kAutoOneVsRestLabels labels on average, the softmax on single-label
+  // data, on a sampled output layer and without a training set; --output-bias auto: the
+  // labels' log-odds under one-vs-rest (dense or sampled), zeros under the softmax.
   SetNumThreads(1);
-  const GenConfig g = testing::SyntheticShape(300, 200, 10, 3, 1500);
-  const Dataset train = GenerateSynthetic(g, 0, g.points);
   EXPECT_EQ(TrainConfig{}.loss, OutputLoss::kAuto);
   EXPECT_EQ(TrainConfig{}.output_bias, OutputBias::kAuto);
-  for (double sparsity : {1.0, 0.1}) {
-    for (OutputLoss asked : {OutputLoss::kAuto, OutputLoss::kSoftmax, OutputLoss::kOneVsRest}) {
-      for (bool with_data : {true, false}) {
-        TrainConfig cfg;
-        cfg.hidden = {16};
-        cfg.sparsity = {sparsity};
-        cfg.loss = asked;
-        LocalCommunicator comm;
-        Trainer tr(cfg, &comm, MakeBackend(Device::kCpu, 0), train.num_features, train.num_labels,
-                   with_data ? &train : nullptr);
-        SCOPED_TRACE(::testing::Message() << "sparsity " << sparsity << ", loss " << ToString(asked)
-                                          << (with_data ? "" : ", no data"));
-        const bool ovr = asked == OutputLoss::kOneVsRest;
-        EXPECT_EQ(tr.Loss(), ovr ? OutputLoss::kOneVsRest : OutputLoss::kSoftmax);
-        LayerState st;
-        tr.backend().SaveLayer(1, kWeights, &st);
-        const std::vector<float> want =
-            ovr && with_data ? LabelPriorBiases(tr.spec().layers.back(), tr.spec().labels, train,
-                                                OutputLoss::kOneVsRest)
-                             : std::vector<float>(st.b.size(), 0.0f);
-        EXPECT_EQ(st.b, want);
-        if (ovr && with_data) EXPECT_LT(*std::max_element(st.b.begin(), st.b.end()), 0.0f);
+  for (int labels_per_point : {1, 3}) {
+    const GenConfig g = testing::SyntheticShape(300, 200, 10, labels_per_point, 1500);
+    const Dataset train = GenerateSynthetic(g, 0, g.points);
+    const double mean_labels = MeanLabelsPerPoint(train);
+    if (labels_per_point == 1)
+      EXPECT_EQ(mean_labels, 1.0);
+    else
+      EXPECT_GE(mean_labels, 2.0);
+    for (double sparsity : {1.0, 0.1}) {
+      for (OutputLoss asked : {OutputLoss::kAuto, OutputLoss::kSoftmax, OutputLoss::kOneVsRest}) {
+        for (bool with_data : {true, false}) {
+          TrainConfig cfg;
+          cfg.hidden = {16};
+          cfg.sparsity = {sparsity};
+          cfg.loss = asked;
+          LocalCommunicator comm;
+          Trainer tr(cfg, &comm, MakeBackend(Device::kCpu, 0), train.num_features, train.num_labels,
+                     with_data ? &train : nullptr);
+          SCOPED_TRACE(::testing::Message()
+                       << labels_per_point << " labels a point, sparsity " << sparsity << ", loss "
+                       << ToString(asked) << (with_data ? "" : ", no data"));
+          const bool auto_ovr =
+              asked == OutputLoss::kAuto && with_data && sparsity == 1.0 && labels_per_point > 1;
+          const bool ovr = asked == OutputLoss::kOneVsRest || auto_ovr;
+          EXPECT_EQ(tr.Loss(), ovr ? OutputLoss::kOneVsRest : OutputLoss::kSoftmax);
+          LayerState st;
+          tr.backend().SaveLayer(1, kWeights, &st);
+          const std::vector<float> want =
+              ovr && with_data ? LabelPriorBiases(tr.spec().layers.back(), tr.spec().labels, train,
+                                                  OutputLoss::kOneVsRest)
+                               : std::vector<float>(st.b.size(), 0.0f);
+          EXPECT_EQ(st.b, want);
+          if (ovr && with_data) EXPECT_LT(*std::max_element(st.b.begin(), st.b.end()), 0.0f);
+        }
       }
     }
   }
+  // The rule's edges: the mean of the points that have labels (unlabelled ones do not count).
+  EXPECT_EQ(AutoLoss(true, kAutoOneVsRestLabels), OutputLoss::kOneVsRest);
+  EXPECT_EQ(AutoLoss(true, 1.49), OutputLoss::kSoftmax);
+  EXPECT_EQ(AutoLoss(false, 19.0), OutputLoss::kSoftmax);
+  Dataset d;
+  d.num_features = 2;
+  d.num_labels = 4;
+  d.Add({0}, {1.0f}, {0, 1});
+  d.Add({1}, {1.0f}, {});
+  d.Add({0}, {1.0f}, {2});
+  EXPECT_EQ(MeanLabelsPerPoint(d), 1.5);
+  EXPECT_EQ(MeanLabelsPerPoint(Dataset{}), 0.0);
 }
 
 /// Generated points whose labels are folded onto the first 50 of the 500.
