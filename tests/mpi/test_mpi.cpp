@@ -41,7 +41,10 @@ Dataset Small(int64_t points) {
   return GenerateSynthetic(testing::SyntheticShape(300, 90, 12, 3, points), 0, points);
 }
 
-void ExpectDenseEqualsOneRank(double dropout, OutputLoss loss = OutputLoss::kSoftmax) {
+/// `with_data`: each trainer given the training set, from which the settings left to auto
+/// are chosen (rank 0's choice, broadcast).
+void ExpectDenseEqualsOneRank(double dropout, OutputLoss loss = OutputLoss::kSoftmax,
+                              bool with_data = false) {
   SetNumThreads(1);
   const Dataset data = Small(2000);
   TrainConfig cfg;
@@ -51,9 +54,16 @@ void ExpectDenseEqualsOneRank(double dropout, OutputLoss loss = OutputLoss::kSof
   cfg.lr = 1e-3;
   cfg.dropout = dropout;
   cfg.loss = loss;
-  Trainer dist_tr(cfg, g_comm, MakeBackend(Device::kCpu, 0), data.num_features, data.num_labels);
+  const Dataset* train = with_data ? &data : nullptr;
+  Trainer dist_tr(cfg, g_comm, MakeBackend(Device::kCpu, 0), data.num_features, data.num_labels,
+                  train);
   LocalCommunicator local;
-  Trainer one(cfg, &local, MakeBackend(Device::kCpu, 0), data.num_features, data.num_labels);
+  Trainer one(cfg, &local, MakeBackend(Device::kCpu, 0), data.num_features, data.num_labels, train);
+  if (loss == OutputLoss::kAuto) {
+    // A dense output layer and 3 labels a point: one-vs-rest on every rank, as on one.
+    EXPECT_EQ(dist_tr.Loss(), OutputLoss::kOneVsRest);
+    EXPECT_EQ(one.Loss(), OutputLoss::kOneVsRest);
+  }
   // Only the order of float sums differs between P ranks and 1 rank.
   ASSERT_NO_FATAL_FAILURE(StepInLockstep(dist_tr, one, data, 20, cfg.batch, 1e-5));
   double max_diff = 0;
@@ -82,6 +92,12 @@ TEST(Distributed, DenseWithDropoutEqualsOneRank) { ExpectDenseEqualsOneRank(0.5)
 // One-vs-rest: each rank's neurons' deltas are their own; the loss's sums add over ranks.
 TEST(Distributed, DenseOneVsRestEqualsOneRank) {
   ExpectDenseEqualsOneRank(0.0, OutputLoss::kOneVsRest);
+}
+
+// --loss auto: the training set chooses (one-vs-rest here, with the labels' log-odds as
+// biases, each rank its own rows'), and P ranks equal 1 rank.
+TEST(Distributed, DenseLossLeftToAutoEqualsOneRank) {
+  ExpectDenseEqualsOneRank(0.0, OutputLoss::kAuto, /*with_data=*/true);
 }
 
 TEST(Distributed, GpuDenseEqualsCpu) {
