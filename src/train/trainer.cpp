@@ -54,15 +54,9 @@ Trainer::Trainer(const TrainConfig& cfg, Communicator* comm, std::unique_ptr<Lay
                           cfg_.LayerSparsity(cfg_.hidden.size() + 1), model_comm_->rank(),
                           model_comm_->size(), cfg_.min_negatives);
   if (cfg_.loss == OutputLoss::kAuto)  // a new model: the output layer and the training labels
-    cfg_.loss = from_training(0.0,
-                              [&](const Dataset& d) {
-                                return AutoLoss(spec_.layers.back().dense(),
-                                                MeanLabelsPerPoint(d)) == OutputLoss::kOneVsRest
-                                           ? 1.0
-                                           : 0.0;
-                              }) > 0
-                    ? OutputLoss::kOneVsRest
-                    : OutputLoss::kSoftmax;
+    cfg_.loss =
+        AutoLoss(spec_.layers.back().dense(),
+                 from_training(0.0, [](const Dataset& d) { return MeanLabelsPerPoint(d); }));
   spec_.labels = LabelMap(cfg_.label_order == LabelOrder::kSpread, output_dim);
   BackendOptions options = BackendOptionsOf(cfg_);
   // A resumed run's biases come from its checkpoint; its first layer's rate, like a new
