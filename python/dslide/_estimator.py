@@ -114,7 +114,7 @@ class Classifier:
     with that one label set). predict_proba(X): points x classes of probabilities (under the
     softmax loss, a distribution over the classes; under one-vs-rest, each class's own
     probability; the loss is dslide's --loss auto: one-vs-rest for multi-label y of at least
-    1.5 labels a point on average and at most 1,023 classes, else the softmax;
+    1.5 labels a point on average, else the softmax;
     ``options={"loss": ...}`` sets it): up to 1,024
     classes an array of all of them, above it (or with proba="sparse") a SciPy CSR matrix
     of each point's k most probable (the rest are not computed). score(X, y): precision at

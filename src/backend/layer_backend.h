@@ -138,12 +138,14 @@ struct BackendOptions {
 };
 
 /// Whether a backend corrects layer `s`'s training logits by log-Q: a sampled output layer
-/// with lsh.log_q and the training set's label shares, under the softmax loss (one-vs-rest
-/// scores each neuron alone: there is no normaliser for the sampling to bias).
+/// with lsh.log_q and the training set's label shares, under either loss. Under the softmax
+/// the sampled normaliser then estimates the full one; under one-vs-rest a drawn negative's
+/// push, sigmoid(z - log q), is about exp(z) / q while small against its chance q of being
+/// drawn: the drawn negatives weighed by the inverse of that chance, so that a label
+/// seldom drawn is pushed down about as much as a dense layer pushes it (capped at 1, the
+/// push of a negative scored far too high).
 inline bool CorrectsLogQ(const LayerSpec& s, const BackendOptions& o) {
-  if (!s.is_output || s.dense() || !o.lsh.log_q || o.label_share.empty() ||
-      o.loss != OutputLoss::kSoftmax)
-    return false;
+  if (!s.is_output || s.dense() || !o.lsh.log_q || o.label_share.empty()) return false;
   DSLIDE_CHECK(static_cast<int64_t>(o.label_share.size()) == s.local(),
                "label shares: ", o.label_share.size(), " for ", s.local(), " neurons");
   return true;

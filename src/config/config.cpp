@@ -134,9 +134,10 @@ void options::AddTrainOptions(OptionTable& t, TrainConfig* c) {
       "labels, the target spread over a point's labels; one-vs-rest: a logistic loss per "
       "output neuron (does the point have this label?), as extreme-classification libraries "
       "train; predictions' scores are then each label's own probability (docs/user-guide.md, "
-      "\"Output loss\", measures both). auto: for a new model, one-vs-rest where the output "
-      "layer is dense and the training points hold at least 1.5 labels on average "
-      "(multi-label data), else softmax; a resumed or loaded model keeps its checkpoint's");
+      "\"Output loss\", measures both). auto: for a new model, one-vs-rest where the training "
+      "points hold at least 1.5 labels on average (multi-label data) and the output layer is "
+      "dense or log-Q corrected (--log-q), else softmax; a resumed or loaded model keeps its "
+      "checkpoint's");
   t.Text(
       "state", [c] { return c->state == StateType::kBf16 ? "bf16" : "fp32"; },
       "fp32|bf16: how Adam's moments of the weights are held. bf16: in bfloat16 with "
@@ -177,9 +178,10 @@ void options::AddTrainOptions(OptionTable& t, TrainConfig* c) {
           "true|false: in training, subtract from each negative logit of a sampled output layer "
           "the log of its chance of being drawn (the LSH pool's share kept, a batch-mate's label "
           "by its frequency, the uniform draws), so that the sampled softmax estimates the full "
-          "one and labels seldom drawn are pushed down as often as a dense layer pushes them "
-          "(docs/user-guide.md, \"Sampling and the update\"); false: the uncorrected sampled "
-          "softmax");
+          "one, and under one-vs-rest each drawn negative's push is weighed by the inverse of "
+          "its chance: labels seldom drawn are pushed down about as much as a dense layer "
+          "pushes them (docs/user-guide.md, \"Sampling and the update\"); false: the "
+          "uncorrected sampled loss");
   t.Field("batch", &c->batch, "batch size, in [1, 2^20]");
   t.Field("lr", &c->lr, "Adam learning rate");
   t.Text(

@@ -71,12 +71,12 @@ constexpr int64_t kAutoPatience = 5;
 constexpr double kMaxDropout = 0.9;
 constexpr double kAutoDropout = 0.2;
 constexpr int64_t kAutoDropoutEpochIterations = 300;
-/// --loss auto for a new model: one-vs-rest where the output layer is dense and the
-/// training points that have labels hold at least this many on average (multi-label data,
-/// where each label is a yes/no question, as the extreme-classification libraries train it);
-/// the softmax elsewhere: on single-label data, and on a sampled output layer, whose
-/// negatives the softmax's log-Q correction weighs by their chance of being drawn
-/// (AutoLoss; docs/user-guide.md, "Output loss").
+/// --loss auto for a new model: one-vs-rest where the training points that have labels hold
+/// at least this many on average (multi-label data, where each label is a yes/no question,
+/// as the extreme-classification libraries train it) and the output layer is dense or
+/// sampled with the log-Q correction (--log-q, which weighs each drawn negative by its
+/// chance of being drawn); the softmax elsewhere: on single-label data, and on a sampled
+/// layer without the correction (AutoLoss; docs/user-guide.md, "Output loss").
 constexpr double kAutoOneVsRestLabels = 1.5;
 /// --lr-decay: auto's factor, where the output layer is sampled, validation data is given
 /// and an epoch is at most kAutoLrDecayEpochIterations iterations (early stopping then runs

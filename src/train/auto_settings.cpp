@@ -108,9 +108,9 @@ double MeanLabelsPerPoint(const Dataset& data) {
                       : 0.0;
 }
 
-OutputLoss AutoLoss(bool dense_output, double mean_labels) {
-  return dense_output && mean_labels >= kAutoOneVsRestLabels ? OutputLoss::kOneVsRest
-                                                             : OutputLoss::kSoftmax;
+OutputLoss AutoLoss(bool weighed_negatives, double mean_labels) {
+  return weighed_negatives && mean_labels >= kAutoOneVsRestLabels ? OutputLoss::kOneVsRest
+                                                                  : OutputLoss::kSoftmax;
 }
 
 int AutoEnsemble(const TrainConfig& cfg, int64_t train_points) {
@@ -282,13 +282,13 @@ std::string DescribeLayers(const ModelSpec& spec, const TrainConfig& resolved,
          << mark(a.k == 0) << " L=" << c.l << mark(a.l == 0) << " " << ToString(c.query)
          << mark(a.query == QueryStrategy::kAuto) << ", LSH share " << c.lsh_share
          << mark(a.lsh_share == 0) << " (the rest: fill " << ToString(c.fill) << ")";
-      if (s.is_output && resolved.loss == OutputLoss::kSoftmax)
+      if (s.is_output)
         os << (c.log_q ? ", log-Q corrected" : ", not log-Q corrected (--log-q false)");
     }
     if (s.is_output && asked.loss == OutputLoss::kAuto && resolved.loss == OutputLoss::kOneVsRest &&
         !asked.settings_from_checkpoint)
-      os << " (--loss auto: one-vs-rest for a dense output layer and at least "
-         << kAutoOneVsRestLabels << " labels a training point)";
+      os << " (--loss auto: one-vs-rest for at least " << kAutoOneVsRestLabels
+         << " labels a training point, the layer dense or log-Q corrected)";
     if (!s.is_output && resolved.dropout > 0)
       os << ", dropout " << resolved.dropout << " in training"
          << (asked.dropout < 0 ? " (--dropout auto: early stopping over epochs of at most " +

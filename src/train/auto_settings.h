@@ -89,10 +89,11 @@ double AutoDropout(const TrainConfig& cfg, int64_t train_points);
 /// The mean number of labels of `data`'s points that have any (0 without such points).
 double MeanLabelsPerPoint(const Dataset& data);
 
-/// --loss auto for a new model: one-vs-rest where the output layer is dense and the training
-/// points hold at least kAutoOneVsRestLabels labels on average (`mean_labels`,
-/// MeanLabelsPerPoint), else the softmax.
-OutputLoss AutoLoss(bool dense_output, double mean_labels);
+/// --loss auto for a new model: one-vs-rest where the training points hold at least
+/// kAutoOneVsRestLabels labels on average (`mean_labels`, MeanLabelsPerPoint) and every
+/// negative counts as a dense layer's would (`weighed_negatives`: the output layer is dense,
+/// or sampled with the log-Q correction, CorrectsLogQ), else the softmax.
+OutputLoss AutoLoss(bool weighed_negatives, double mean_labels);
 
 /// --ensemble for a training set of `train_points`: cfg.ensemble where set, else
 /// kAutoEnsemble when validating with --epochs auto on at most kAutoEnsemblePoints

@@ -55,7 +55,7 @@ Trainer::Trainer(const TrainConfig& cfg, Communicator* comm, std::unique_ptr<Lay
                           model_comm_->size(), cfg_.min_negatives);
   if (cfg_.loss == OutputLoss::kAuto)  // a new model: the output layer and the training labels
     cfg_.loss =
-        AutoLoss(spec_.layers.back().dense(),
+        AutoLoss(spec_.layers.back().dense() || cfg_.lsh.log_q,
                  from_training(0.0, [](const Dataset& d) { return MeanLabelsPerPoint(d); }));
   spec_.labels = LabelMap(cfg_.label_order == LabelOrder::kSpread, output_dim);
   BackendOptions options = BackendOptionsOf(cfg_);

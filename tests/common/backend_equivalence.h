@@ -306,56 +306,61 @@ TEST(DSLIDE_EQUIVALENCE_SUITE, DropoutMasksAlike) {
 /// ids as without it and write the same corrected logits (within kTol); against a backend
 /// without label shares, a sample's labels keep their logits and every negative's is raised
 /// by -log of its chance (never lowered; raised for most where a fill draws: without one,
-/// the candidates may all be kept for certain).
+/// the candidates may all be kept for certain). Under either loss: one-vs-rest's
+/// sigmoid(z - log q) weighs a drawn negative's push by about 1 / q.
 TEST(DSLIDE_EQUIVALENCE_SUITE, LogQCorrectedLogits) {
-  for (QueryStrategy q : {QueryStrategy::kVanilla, QueryStrategy::kTopK, QueryStrategy::kThreshold})
-    for (FillPolicy fill : {FillPolicy::kRandom, FillPolicy::kBatch, FillPolicy::kStop}) {
-      SCOPED_TRACE(std::string(ToString(q)) + " " + ToString(fill));
-      Pair s(SmallLsh(HashFamily::kSrp, q, fill), {1.0, 0.1});
-      BackendOptions options = BackendOptionsOf(s.cfg);
-      ASSERT_TRUE(options.lsh.log_q) << "on by default";
-      for (int64_t j = 0; j < s.out; ++j)
-        options.label_share.push_back(j % 5 == 4 ? 0.0f : 0.3f / static_cast<float>(1 + j % 50));
-      InitBackend(*s.cpu, s.spec, options);
-      InitBackend(*s.dev, s.spec, options);
-      cpu::CpuBackend plain;
-      InitBackend(plain, s.spec, BackendOptionsOf(s.cfg));
-      const BatchRows h = s.Hidden(71);
-      const BatchLabels lab = s.Labels(72);
-      BatchRows a, b, p;
-      s.SelectBoth(1, h, &lab, 7, &a, &b);
-      SelectActive(plain, 1, h, &lab, 7, &p);
-      ASSERT_EQ(a.n, b.n);
-      ASSERT_EQ(a.n, p.n);
-      for (int64_t i = 0; i < s.B; ++i)
-        for (int64_t k = 0; k < a.n[i]; ++k) {
-          ASSERT_EQ(a.Ids(i)[k], b.Ids(i)[k]) << "sample " << i << " slot " << k;
-          ASSERT_EQ(a.Ids(i)[k], p.Ids(i)[k]) << "sample " << i << " slot " << k;
-        }
-      Forward(*s.cpu, 1, h, &a);
-      Forward(*s.dev, 1, h, &b);
-      Forward(plain, 1, h, &p);
-      int64_t raised = 0, negatives = 0;
-      double d = 0;
-      for (int64_t i = 0; i < s.B; ++i) {
-        const std::set<int32_t> own(lab.Of(i), lab.Of(i) + lab.Count(i));
-        for (int64_t k = 0; k < a.n[i]; ++k) {
-          const float za = a.Vals(i)[k], zp = p.Vals(i)[k];
-          d = std::max(d,
-                       std::abs(double(za) - b.Vals(i)[k]) / std::max(1.0, std::abs(double(za))));
-          if (own.count(a.Ids(i)[k])) {
-            EXPECT_EQ(za, zp) << "a label's logit, sample " << i;
-            continue;
+  for (OutputLoss loss : {OutputLoss::kSoftmax, OutputLoss::kOneVsRest})
+    for (QueryStrategy q :
+         {QueryStrategy::kVanilla, QueryStrategy::kTopK, QueryStrategy::kThreshold})
+      for (FillPolicy fill : {FillPolicy::kRandom, FillPolicy::kBatch, FillPolicy::kStop}) {
+        SCOPED_TRACE(std::string(ToString(loss)) + " " + ToString(q) + " " + ToString(fill));
+        Pair s(SmallLsh(HashFamily::kSrp, q, fill), {1.0, 0.1});
+        s.cfg.loss = loss;
+        BackendOptions options = BackendOptionsOf(s.cfg);
+        ASSERT_TRUE(options.lsh.log_q) << "on by default";
+        ASSERT_EQ(options.loss, loss);
+        for (int64_t j = 0; j < s.out; ++j)
+          options.label_share.push_back(j % 5 == 4 ? 0.0f : 0.3f / static_cast<float>(1 + j % 50));
+        InitBackend(*s.cpu, s.spec, options);
+        InitBackend(*s.dev, s.spec, options);
+        cpu::CpuBackend plain;
+        InitBackend(plain, s.spec, BackendOptionsOf(s.cfg));
+        const BatchRows h = s.Hidden(71);
+        const BatchLabels lab = s.Labels(72);
+        BatchRows a, b, p;
+        s.SelectBoth(1, h, &lab, 7, &a, &b);
+        SelectActive(plain, 1, h, &lab, 7, &p);
+        ASSERT_EQ(a.n, b.n);
+        ASSERT_EQ(a.n, p.n);
+        for (int64_t i = 0; i < s.B; ++i)
+          for (int64_t k = 0; k < a.n[i]; ++k) {
+            ASSERT_EQ(a.Ids(i)[k], b.Ids(i)[k]) << "sample " << i << " slot " << k;
+            ASSERT_EQ(a.Ids(i)[k], p.Ids(i)[k]) << "sample " << i << " slot " << k;
           }
-          ++negatives;
-          EXPECT_GE(za, zp) << "sample " << i << " slot " << k;
-          raised += za > zp;
+        Forward(*s.cpu, 1, h, &a);
+        Forward(*s.dev, 1, h, &b);
+        Forward(plain, 1, h, &p);
+        int64_t raised = 0, negatives = 0;
+        double d = 0;
+        for (int64_t i = 0; i < s.B; ++i) {
+          const std::set<int32_t> own(lab.Of(i), lab.Of(i) + lab.Count(i));
+          for (int64_t k = 0; k < a.n[i]; ++k) {
+            const float za = a.Vals(i)[k], zp = p.Vals(i)[k];
+            d = std::max(d,
+                         std::abs(double(za) - b.Vals(i)[k]) / std::max(1.0, std::abs(double(za))));
+            if (own.count(a.Ids(i)[k])) {
+              EXPECT_EQ(za, zp) << "a label's logit, sample " << i;
+              continue;
+            }
+            ++negatives;
+            EXPECT_GE(za, zp) << "sample " << i << " slot " << k;
+            raised += za > zp;
+          }
         }
+        EXPECT_LE(d, kTol) << "corrected logits";
+        if (fill != FillPolicy::kStop)
+          EXPECT_GT(raised, negatives / 2) << "of " << negatives << " negatives";
       }
-      EXPECT_LE(d, kTol) << "corrected logits";
-      if (fill != FillPolicy::kStop)
-        EXPECT_GT(raised, negatives / 2) << "of " << negatives << " negatives";
-    }
 }
 
 /// A step's batch for `layer`: its input (Inputs(seed) or Hidden(seed + 1)), the CPU's

@@ -60,10 +60,11 @@ TEST(Trainer, GeneratedDataIsLearnable) {
 }
 
 TEST(Trainer, LossAndOutputBiasesLeftToAuto) {
-  // --loss auto: one-vs-rest for a new model whose output layer is dense and whose training
-  // points hold at least kAutoOneVsRestLabels labels on average, the softmax on single-label
-  // data, on a sampled output layer and without a training set; --output-bias auto: the
-  // labels' log-odds under one-vs-rest (dense or sampled), zeros under the softmax.
+  // --loss auto: one-vs-rest for a new model whose training points hold at least
+  // kAutoOneVsRestLabels labels on average and whose output layer is dense or log-Q
+  // corrected, the softmax on single-label data, on a sampled layer without the correction
+  // and without a training set; --output-bias auto: the labels' log-odds under one-vs-rest
+  // (dense or sampled), zeros under the softmax.
   SetNumThreads(1);
   EXPECT_EQ(TrainConfig{}.loss, OutputLoss::kAuto);
   EXPECT_EQ(TrainConfig{}.output_bias, OutputBias::kAuto);
@@ -77,19 +78,22 @@ TEST(Trainer, LossAndOutputBiasesLeftToAuto) {
       EXPECT_GE(mean_labels, 2.0);
     for (double sparsity : {1.0, 0.1}) {
       for (OutputLoss asked : {OutputLoss::kAuto, OutputLoss::kSoftmax, OutputLoss::kOneVsRest}) {
-        for (bool with_data : {true, false}) {
+        for (int variant = 0; variant < 3; ++variant) {
+          const bool with_data = variant < 2, log_q = variant != 1;
           TrainConfig cfg;
           cfg.hidden = {16};
           cfg.sparsity = {sparsity};
           cfg.loss = asked;
+          cfg.lsh.log_q = log_q;
           LocalCommunicator comm;
           Trainer tr(cfg, &comm, MakeBackend(Device::kCpu, 0), train.num_features, train.num_labels,
                      with_data ? &train : nullptr);
           SCOPED_TRACE(::testing::Message()
                        << labels_per_point << " labels a point, sparsity " << sparsity << ", loss "
-                       << ToString(asked) << (with_data ? "" : ", no data"));
-          const bool auto_ovr =
-              asked == OutputLoss::kAuto && with_data && sparsity == 1.0 && labels_per_point > 1;
+                       << ToString(asked) << (with_data ? "" : ", no data")
+                       << (log_q ? "" : ", --log-q false"));
+          const bool auto_ovr = asked == OutputLoss::kAuto && with_data && labels_per_point > 1 &&
+                                (sparsity == 1.0 || log_q);
           const bool ovr = asked == OutputLoss::kOneVsRest || auto_ovr;
           EXPECT_EQ(tr.Loss(), ovr ? OutputLoss::kOneVsRest : OutputLoss::kSoftmax);
           LayerState st;
@@ -107,7 +111,7 @@ TEST(Trainer, LossAndOutputBiasesLeftToAuto) {
   // The rule's edges: the mean of the points that have labels (unlabelled ones do not count).
   EXPECT_EQ(AutoLoss(true, kAutoOneVsRestLabels), OutputLoss::kOneVsRest);
   EXPECT_EQ(AutoLoss(true, 1.49), OutputLoss::kSoftmax);
-  EXPECT_EQ(AutoLoss(false, 19.0), OutputLoss::kSoftmax);
+  EXPECT_EQ(AutoLoss(false, 19.0), OutputLoss::kSoftmax);  // sampled, not log-Q corrected
   Dataset d;
   d.num_features = 2;
   d.num_labels = 4;
