@@ -48,7 +48,7 @@ endforeach()
 file(READ ${WORK}/m.jsonl metrics)
 foreach(field "\"event\":\"start\"" "\"budget\":" "\"min_negatives\":" "\"mean_negatives\":"
         "\"hash\":\"srp\"" "\"query\":" "\"eval_loss\":" "\"most_popular_label_p_at_1\":"
-        "\"output_loss\":\"softmax\"" "\"memory_need_mb\":[0-9]")
+        "\"output_loss\":\"one-vs-rest\"" "\"memory_need_mb\":[0-9]")
   if(NOT metrics MATCHES "${field}")
     message(FATAL_ERROR "metrics lack ${field}:\n${metrics}")
   endif()
@@ -64,8 +64,20 @@ if(NOT OUT MATCHES "200 neurons, dense\\* \\(narrower than --dense-below\\)")
   message(FATAL_ERROR "auto did not report its dense choice:\n${OUT}")
 endif()
 # and, its points holding several labels each, --loss auto's one-vs-rest.
-if(NOT OUT MATCHES "layer 2 \\(output, one-vs-rest\\): 200 neurons, dense[^\n]*\\(--loss auto: one-vs-rest for a dense output layer and at least 1.5 labels a training point\\)")
+set(auto_ovr "\\(--loss auto: one-vs-rest for at least 1.5 labels a training point, the layer dense or log-Q corrected\\)")
+if(NOT OUT MATCHES "layer 2 \\(output, one-vs-rest\\): 200 neurons, dense[^\n]*${auto_ovr}")
   message(FATAL_ERROR "auto did not report its one-vs-rest choice:\n${OUT}")
+endif()
+# A sampled output layer: one-vs-rest where log-Q corrected (the default), else the softmax.
+run(TRUE ${DSLIDE} train --train ${WORK}/syn.train.txt --test ${WORK}/syn.test.txt --hidden 32
+    --sparsity 0.1 --epochs 1 --threads 2)
+if(NOT OUT MATCHES "layer 2 \\(output, one-vs-rest\\): 200 neurons, budget[^\n]*log-Q corrected ${auto_ovr}")
+  message(FATAL_ERROR "auto did not report one-vs-rest on the corrected sampled layer:\n${OUT}")
+endif()
+run(TRUE ${DSLIDE} train --train ${WORK}/syn.train.txt --test ${WORK}/syn.test.txt --hidden 32
+    --sparsity 0.1 --epochs 1 --threads 2 --log-q false)
+if(NOT OUT MATCHES "layer 2 \\(output, softmax\\): 200 neurons, budget[^\n]*not log-Q corrected \\(--log-q false\\)\n")
+  message(FATAL_ERROR "auto did not keep the softmax on an uncorrected sampled layer:\n${OUT}")
 endif()
 
 # An explicit budget of 1 neuron: a warning, and the floor of negatives keeps it learning.
