@@ -31,14 +31,31 @@ using Clock = std::chrono::steady_clock;
 /// kernel) with zeros.
 int64_t Width(int64_t dim) { return (dim + 1 + 15) / 16 * 16; }
 
-/// Each row's vector [w, b, 0...] into a buffer of Width(dim) floats.
+/// The power of two s >= max_i |b_i| (1 where that is at most 1) that the indexed vectors
+/// divide the biases by, the queries' last entry s restoring the logit: [w, b / s] . [h, s]
+/// = w . h + b, exactly (a division and a product by a power of two). The graph links rows by
+/// their own inner products, in which b_i b_j would otherwise outweigh the weights' part
+/// where the biases are large: a one-vs-rest layer starts from the labels' log-odds (-13 for
+/// a label of one point in 480,000), and its graph then linked rows by their frequency, not
+/// by the directions the queries search.
+float BiasScale(const float* b, int64_t rows) {
+  float m = 0.0f;
+  for (int64_t i = 0; i < rows; ++i)
+    if (std::isfinite(b[i])) m = std::max(m, std::fabs(b[i]));
+  if (m <= 1.0f) return 1.0f;
+  int e = 0;
+  std::frexp(m, &e);  // m = f 2^e, f in [0.5, 1)
+  return std::ldexp(1.0f, e);
+}
+
+/// Each row's vector [w, b / scale, 0...] into a buffer of Width(dim) floats.
 class RowVectors {
  public:
-  RowVectors(const float* w, const float* b, int64_t rows, int64_t dim)
-      : w_(w), b_(b), rows_(rows), dim_(dim) {}
+  RowVectors(const float* w, const float* b, int64_t rows, int64_t dim, float scale)
+      : w_(w), b_(b), rows_(rows), dim_(dim), scale_(scale) {}
   void Fill(int64_t i, float* v) const {
     std::copy(w_ + i * dim_, w_ + (i + 1) * dim_, v);
-    v[dim_] = b_[i];
+    v[dim_] = b_[i] / scale_;
     std::fill(v + dim_ + 1, v + Width(dim_), 0.0f);
   }
   /// fn(i, vector) for rows [first, rows) on the threads.
@@ -55,6 +72,7 @@ class RowVectors {
  private:
   const float *w_, *b_;
   int64_t rows_, dim_;
+  float scale_;
 };
 
 }  // namespace
@@ -79,7 +97,8 @@ OutputIndex::OutputIndex(const float* w, const float* b, int64_t rows, int64_t d
   // Python binding inserts them (it locks the links it changes; its draw of a row's level
   // is not synchronised, which only decides that row's layer: a build on several threads
   // differs from run to run either way).
-  const RowVectors vectors(w, b, rows, dim);
+  bias_scale_ = options.one_vs_rest ? BiasScale(b, rows) : 1.0f;
+  const RowVectors vectors(w, b, rows, dim, bias_scale_);
   std::vector<float> v0(width_);
   vectors.Fill(0, v0.data());
   graph_->hnsw->addPoint(v0.data(), 0);
@@ -87,6 +106,7 @@ OutputIndex::OutputIndex(const float* w, const float* b, int64_t rows, int64_t d
     graph_->hnsw->addPoint(v, static_cast<hnswlib::labeltype>(i));
   });
   NumberRows();
+  Boost(b);
   seconds_ = std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
@@ -124,7 +144,8 @@ std::unique_ptr<OutputIndex> OutputIndex::Load(const std::string& path, const fl
   // Every row as this model's weights make it, bit for bit: an index of other weights
   // (an older model, another shard) would return wrong candidates without a sound.
   std::vector<char> wrong(rows, 0);
-  RowVectors(w, b, rows, dim).ForEach(0, [&](int64_t i, const float* v) {
+  index->bias_scale_ = options.one_vs_rest ? BiasScale(b, rows) : 1.0f;
+  RowVectors(w, b, rows, dim, index->bias_scale_).ForEach(0, [&](int64_t i, const float* v) {
     const auto it = g.hnsw->label_lookup_.find(static_cast<hnswlib::labeltype>(i));
     wrong[i] = it == g.hnsw->label_lookup_.end() ||
                std::memcmp(g.hnsw->getDataByInternalId(it->second), v,
@@ -137,6 +158,7 @@ std::unique_ptr<OutputIndex> OutputIndex::Load(const std::string& path, const fl
     return nullptr;
   }
   index->NumberRows();
+  index->Boost(b);
   index->seconds_ = std::chrono::duration<double>(Clock::now() - t0).count();
   index->loaded_ = true;
   return index;
@@ -166,7 +188,24 @@ void OutputIndex::Save(const std::string& path) const {
   });
 }
 
-int64_t OutputIndex::candidates() const { return std::min<int64_t>(options_.ef, rows_); }
+int64_t OutputIndex::candidates() const {
+  return std::min<int64_t>(options_.ef + static_cast<int64_t>(boosted_.size()), rows_);
+}
+
+void OutputIndex::Boost(const float* b) {
+  boosted_.clear();
+  if (!options_.one_vs_rest || bias_scale_ <= 1.0f) return;
+  std::vector<int32_t> order(rows_);
+  for (int64_t i = 0; i < rows_; ++i) order[i] = static_cast<int32_t>(i);
+  const int64_t n = std::min<int64_t>(kBoostedRows, rows_);
+  const auto higher = [b](int32_t x, int32_t y) {
+    const float bx = std::isfinite(b[x]) ? b[x] : -std::numeric_limits<float>::infinity();
+    const float by = std::isfinite(b[y]) ? b[y] : -std::numeric_limits<float>::infinity();
+    return bx > by || (bx == by && x < y);
+  };
+  std::partial_sort(order.begin(), order.begin() + n, order.end(), higher);
+  boosted_.assign(order.begin(), order.begin() + n);
+}
 
 void OutputIndex::NumberRows() {
   internal_.resize(rows_);
@@ -183,14 +222,14 @@ double OutputIndex::Logit(int32_t row, const float* h) const {
   for (; c + 4 <= dim_; c += 4)
     for (int u = 0; u < 4; ++u) acc[u] += static_cast<double>(v[c + u]) * h[c + u];
   for (; c < dim_; ++c) acc[0] += static_cast<double>(v[c]) * h[c];
-  return v[dim_] + ((acc[0] + acc[1]) + (acc[2] + acc[3]));
+  return static_cast<double>(v[dim_] * bias_scale_) + ((acc[0] + acc[1]) + (acc[2] + acc[3]));
 }
 
 int64_t OutputIndex::Search(const float* h, int32_t* rows, float* logits) const {
   thread_local std::vector<float> q;
   q.assign(width_, 0.0f);
   std::copy(h, h + dim_, q.begin());
-  q[dim_] = 1.0f;
+  q[dim_] = bias_scale_;
   // hnswlib's searchKnn, without what it adds here: it counts hops and distances in two
   // atomics every thread increments, and after loadIndex, which leaves its count of deleted
   // rows uninitialised, it may take the walk that checks each row for deletion. No row is
@@ -215,13 +254,22 @@ int64_t OutputIndex::Search(const float* h, int32_t* rows, float* logits) const 
       }
     }
   }
-  // At most candidates() rows: the walk keeps no more than the list it is given.
-  auto found = g.searchBaseLayerST<false, false>(at, query, static_cast<size_t>(candidates()));
-  const int64_t n = static_cast<int64_t>(found.size());
+  // At most options.ef rows: the walk keeps no more than the list it is given.
+  auto found = g.searchBaseLayerST<false, false>(
+      at, query, static_cast<size_t>(std::min<int64_t>(options_.ef, rows_)));
+  int64_t n = static_cast<int64_t>(found.size());
   // The queue gives the farthest first.
   for (int64_t j = n - 1; j >= 0; --j, found.pop()) {
     rows[j] = static_cast<int32_t>(g.getExternalLabel(found.top().second));
     logits[j] = static_cast<float>(Logit(rows[j], h));
+  }
+  // The rows of the largest biases, scored whatever the walk found (Boost).
+  const int64_t walked = n;
+  for (int32_t r : boosted_) {
+    if (std::find(rows, rows + walked, r) != rows + walked) continue;
+    rows[n] = r;
+    logits[n] = static_cast<float>(Logit(r, h));
+    ++n;
   }
   return n;
 }
@@ -238,7 +286,7 @@ OutputIndex::Tail OutputIndex::DrawTail(uint64_t seed) const {
     const float* v =
         reinterpret_cast<const float*>(graph_->hnsw->getDataByInternalId(internal_[t.rows[r]]));
     std::copy(v, v + dim_, t.w.begin() + static_cast<int64_t>(r) * dim_);
-    t.b[r] = v[dim_];
+    t.b[r] = v[dim_] * bias_scale_;
   }
   return t;
 }

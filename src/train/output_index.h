@@ -25,6 +25,11 @@ struct OutputIndexOptions {
   /// Uniform draws of rows per query for the softmax normaliser's part outside the
   /// candidates (TailSum).
   int tail = kAnnTail;
+  /// A one-vs-rest layer's rows, whose biases start at the labels' log-odds: the indexed
+  /// vectors carry the biases divided by a power of two (bias_scale_) and every search also
+  /// scores the rows of the largest biases (boosted_). Off (the softmax's rows): the rows as
+  /// they are.
+  bool one_vs_rest = false;
 };
 
 class OutputIndex {
@@ -49,8 +54,10 @@ class OutputIndex {
   void Save(const std::string& path) const;
 
   /// The rows the graph finds nearest to the query h (dim floats; at most options.ef, fewer
-  /// where the shard has fewer rows) into rows[0..n) with their exact logits b_j + w_j . h
-  /// (summed in index order, in double); returns n. Thread-safe.
+  /// where the shard has fewer rows), then the rows of the largest biases the walk did not
+  /// find (one-vs-rest rows: boosted_), into rows[0..n) (n at most
+  /// candidates()) with their exact logits b_j + w_j . h (summed in index order, in double);
+  /// returns n. Thread-safe.
   int64_t Search(const float* h, int32_t* rows, float* logits) const;
 
   /// The rows a block of queries estimates the softmax normaliser from (TailSum):
@@ -68,7 +75,8 @@ class OutputIndex {
 
   int64_t rows() const { return rows_; }
   int64_t dim() const { return dim_; }
-  /// The most candidates Search returns: options.ef, or every row of a smaller shard.
+  /// The most candidates Search returns: options.ef plus the boosted rows, or every row of
+  /// a smaller shard.
   int64_t candidates() const;
   /// The settings it was built (or read) with.
   const OutputIndexOptions& options() const { return options_; }
@@ -81,6 +89,17 @@ class OutputIndex {
   struct Graph;
   OutputIndex(int64_t rows, int64_t dim, const OutputIndexOptions& options);
   int64_t rows_ = 0, dim_ = 0, width_ = 0;  ///< width_: the indexed vectors' floats
+  /// The power of two the indexed vectors divide the biases by (BiasScale under
+  /// options.one_vs_rest, else 1); the queries carry it in the bias's place.
+  float bias_scale_ = 1.0f;
+  /// Under options.one_vs_rest, where the biases reach beyond [-1, 1]: the kBoostedRows rows
+  /// of the largest biases, which every Search scores beside the walk's
+  /// rows. Their biases put them on top of most points' scores, and a walk over a graph that
+  /// links rows by their weights finds them poorly (gcide8-skipgram's one-vs-rest model:
+  /// recall@5 0.24 at ef 44, 0.49 at ef 400, without them).
+  std::vector<int32_t> boosted_;
+  static constexpr int64_t kBoostedRows = 256;
+  void Boost(const float* b);
   OutputIndexOptions options_;
   std::unique_ptr<Graph> graph_;
   std::vector<uint32_t> internal_;  ///< the graph's own number of each row

@@ -46,6 +46,7 @@ double BuildOutputIndex(Trainer& model, const AnnConfig& ann) {
   o.ef_construction = ann.build_ef;
   o.ef = ann.ef;
   o.tail = ann.tail;
+  o.one_vs_rest = model.Loss() == OutputLoss::kOneVsRest;
   return model.BuildOutputIndex(o, OutputIndexFile(ann, model.comm()));
 }
 
