@@ -181,7 +181,7 @@ void options::AddTrainOptions(OptionTable& t, TrainConfig* c) {
           "one, and under one-vs-rest each drawn negative's push is weighed by the inverse of "
           "its chance: labels seldom drawn are pushed down about as much as a dense layer "
           "pushes them (docs/user-guide.md, \"Sampling and the update\"); false: the "
-          "uncorrected sampled loss");
+          "uncorrected sampled loss (and --loss auto keeps a sampled layer on the softmax)");
   t.Field("batch", &c->batch, "batch size, in [1, 2^20]");
   t.Field("lr", &c->lr, "Adam learning rate");
   t.Text(

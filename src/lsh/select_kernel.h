@@ -204,8 +204,9 @@ struct SelectPolicy {
 };
 
 /// How likely each negative of a sample's active set was to be drawn, from what its selection
-/// counted: the log-Q correction of a sampled softmax (docs/user-guide.md, "Sampling and the
-/// update"). Three sources draw the negatives, each with a known chance per neuron:
+/// counted: the log-Q correction of a sampled output layer, under the softmax or one-vs-rest
+/// (docs/user-guide.md, "Sampling and the update"). Three sources draw the negatives, each with a
+/// known chance per neuron:
 /// - the LSH candidates' pool (the neurons met in the sample's buckets), of which the query
 ///   keeps a share: vanilla and threshold keep `lsh` of the pool's neurons met at least
 ///   `min_count` times (vanilla: the tables it walked, each neuron counted once); top-k
