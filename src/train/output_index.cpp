@@ -97,7 +97,7 @@ OutputIndex::OutputIndex(const float* w, const float* b, int64_t rows, int64_t d
   // Python binding inserts them (it locks the links it changes; its draw of a row's level
   // is not synchronised, which only decides that row's layer: a build on several threads
   // differs from run to run either way).
-  bias_scale_ = options.one_vs_rest ? BiasScale(b, rows) : 1.0f;
+  FitBiases(b);
   const RowVectors vectors(w, b, rows, dim, bias_scale_);
   std::vector<float> v0(width_);
   vectors.Fill(0, v0.data());
@@ -106,7 +106,6 @@ OutputIndex::OutputIndex(const float* w, const float* b, int64_t rows, int64_t d
     graph_->hnsw->addPoint(v, static_cast<hnswlib::labeltype>(i));
   });
   NumberRows();
-  Boost(b);
   seconds_ = std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
@@ -144,7 +143,7 @@ std::unique_ptr<OutputIndex> OutputIndex::Load(const std::string& path, const fl
   // Every row as this model's weights make it, bit for bit: an index of other weights
   // (an older model, another shard) would return wrong candidates without a sound.
   std::vector<char> wrong(rows, 0);
-  index->bias_scale_ = options.one_vs_rest ? BiasScale(b, rows) : 1.0f;
+  index->FitBiases(b);
   RowVectors(w, b, rows, dim, index->bias_scale_).ForEach(0, [&](int64_t i, const float* v) {
     const auto it = g.hnsw->label_lookup_.find(static_cast<hnswlib::labeltype>(i));
     wrong[i] = it == g.hnsw->label_lookup_.end() ||
@@ -158,7 +157,6 @@ std::unique_ptr<OutputIndex> OutputIndex::Load(const std::string& path, const fl
     return nullptr;
   }
   index->NumberRows();
-  index->Boost(b);
   index->seconds_ = std::chrono::duration<double>(Clock::now() - t0).count();
   index->loaded_ = true;
   return index;
@@ -192,9 +190,10 @@ int64_t OutputIndex::candidates() const {
   return std::min<int64_t>(options_.ef + static_cast<int64_t>(boosted_.size()), rows_);
 }
 
-void OutputIndex::Boost(const float* b) {
+void OutputIndex::FitBiases(const float* b) {
+  bias_scale_ = options_.one_vs_rest ? BiasScale(b, rows_) : 1.0f;
   boosted_.clear();
-  if (!options_.one_vs_rest || bias_scale_ <= 1.0f) return;
+  if (bias_scale_ <= 1.0f) return;  // softmax rows, or biases within [-1, 1]
   std::vector<int32_t> order(rows_);
   for (int64_t i = 0; i < rows_; ++i) order[i] = static_cast<int32_t>(i);
   const int64_t n = std::min<int64_t>(kBoostedRows, rows_);
@@ -263,7 +262,7 @@ int64_t OutputIndex::Search(const float* h, int32_t* rows, float* logits) const 
     rows[j] = static_cast<int32_t>(g.getExternalLabel(found.top().second));
     logits[j] = static_cast<float>(Logit(rows[j], h));
   }
-  // The rows of the largest biases, scored whatever the walk found (Boost).
+  // The rows of the largest biases, scored whatever the walk found (FitBiases).
   const int64_t walked = n;
   for (int32_t r : boosted_) {
     if (std::find(rows, rows + walked, r) != rows + walked) continue;

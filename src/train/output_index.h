@@ -99,7 +99,9 @@ class OutputIndex {
   /// recall@5 0.24 at ef 44, 0.49 at ef 400, without them).
   std::vector<int32_t> boosted_;
   static constexpr int64_t kBoostedRows = 256;
-  void Boost(const float* b);
+  /// bias_scale_ and boosted_ from the rows' biases b and options_.one_vs_rest: what a built
+  /// graph and one read back (Load) must both hold.
+  void FitBiases(const float* b);
   OutputIndexOptions options_;
   std::unique_ptr<Graph> graph_;
   std::vector<uint32_t> internal_;  ///< the graph's own number of each row
