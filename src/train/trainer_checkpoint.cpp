@@ -396,10 +396,13 @@ void Trainer::SnapshotWeights() {
   best_w_.resize(n);
   best_b_.resize(n);
   for (size_t l = 0; l < n; ++l) {
+    // Into the arrays of the snapshot before (the same sizes): no pages to fault in again.
     LayerState st;
+    st.w.swap(best_w_[l]);
+    st.b.swap(best_b_[l]);
     backend_->SaveLayer(static_cast<int>(l), kWeights, &st);
-    best_w_[l] = std::move(st.w);
-    best_b_[l] = std::move(st.b);
+    best_w_[l].swap(st.w);
+    best_b_[l].swap(st.b);
   }
 }
 

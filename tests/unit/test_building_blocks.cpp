@@ -173,6 +173,32 @@ TEST(InitialWeights, WideSampledLayersStartFromHeOthersFromGlorot) {
   EXPECT_GT(hi, 0.999 * h);
 }
 
+// A layer's storage to a row per neuron and back (checkpoints, the kept model's snapshot):
+// each weight where WeightAt puts it, in either layout, at sizes that are not multiples of
+// the transpose's tiles, and the round trip the same array.
+TEST(LayerLayout, StorageToRowsPutsEachWeightWhereWeightAtReadsIt) {
+  for (const bool input_major : {true, false})
+    for (const auto& [n, d] : {std::pair<int64_t, int64_t>{1, 1}, {33, 70}, {128, 95}, {5, 1}}) {
+      LayerSpec s;
+      s.in_dim = d;
+      s.begin = 10;
+      s.end = 10 + n;
+      s.input_major = input_major;
+      std::vector<float> storage(static_cast<size_t>(n * d));
+      for (size_t k = 0; k < storage.size(); ++k) storage[k] = static_cast<float>(k);
+      std::vector<float> rows;
+      StorageToRows(s, storage, &rows);
+      ASSERT_EQ(rows.size(), storage.size());
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t j = 0; j < d; ++j)
+          ASSERT_EQ(rows[i * d + j], storage[WeightAt(s, i, j)])
+              << "input_major " << input_major << ", neuron " << i << ", input " << j;
+      std::vector<float> back;
+      RowsToStorage(s, rows, &back);
+      EXPECT_EQ(back, storage) << "input_major " << input_major << ", " << n << " x " << d;
+    }
+}
+
 TEST(ParallelFor, VisitsEveryIndexOnceForAnyChunk) {
   for (int threads : {1, 4}) {
     SetNumThreads(threads);
