@@ -16,12 +16,14 @@ import os
 import numpy as np
 import scipy.sparse as sp
 
-# Idle OpenMP threads sleep instead of spinning (as the dslide executable does), unless the
-# user chose: on a machine shared with other work spinning threads take the CPU their
-# siblings need. The OpenMP runtime reads this when it loads, with the extension below
+# Idle OpenMP threads spin briefly, then sleep (as the dslide executable sets them), unless
+# the user chose: on a machine shared with other work spinning threads take the CPU their
+# siblings need, and sleeping at once at every parallel region costs a step's many regions a
+# wake-up each. The OpenMP runtime reads these when it loads, with the extension below
 # (where another module loaded it earlier, its setting stays).
-if "GOMP_SPINCOUNT" not in os.environ:
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+if "GOMP_SPINCOUNT" not in os.environ and "OMP_WAIT_POLICY" not in os.environ:
+    os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+    os.environ["GOMP_SPINCOUNT"] = "10000"
 
 from . import _core  # noqa: E402
 from ._data import Pending, fspath, is_path  # noqa: E402

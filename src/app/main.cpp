@@ -50,8 +50,10 @@ int main(int argc, char** argv) {
   }
   if (!std::strcmp(argv[1], "--version")) {
     const char* wait = std::getenv(kWaitPolicyVar);
-    std::printf("dslide %s\nbackends: %s\nidle threads: %s=%s\n", DSLIDE_VERSION, BuiltBackends(),
-                kWaitPolicyVar, wait != nullptr ? wait : "(unset)");
+    const char* spin = std::getenv(kSpinCountVar);
+    std::printf("dslide %s\nbackends: %s\nidle threads: %s=%s %s=%s\n", DSLIDE_VERSION,
+                BuiltBackends(), kWaitPolicyVar, wait != nullptr ? wait : "(unset)", kSpinCountVar,
+                spin != nullptr ? spin : "(unset)");
     return 0;
   }
   std::unique_ptr<dist::MpiSession> mpi;

@@ -12,10 +12,15 @@
 namespace dslide {
 
 void PreferSleepingIdleThreads(char** argv) {
-  if (std::getenv(kWaitPolicyVar) != nullptr || std::getenv("GOMP_SPINCOUNT") != nullptr) return;
-  if (setenv(kWaitPolicyVar, kWaitPolicy, 1) != 0) return;
+  if (std::getenv(kWaitPolicyVar) != nullptr || std::getenv(kSpinCountVar) != nullptr) return;
+  if (setenv(kWaitPolicyVar, kWaitPolicy, 1) != 0 || setenv(kSpinCountVar, kSpinCount, 1) != 0) {
+    unsetenv(kWaitPolicyVar);
+    unsetenv(kSpinCountVar);
+    return;
+  }
   execv("/proc/self/exe", argv);
   unsetenv(kWaitPolicyVar);  // not restarted: leave the environment as it was
+  unsetenv(kSpinCountVar);
 }
 
 void SetNumThreads(int threads) {

@@ -14,10 +14,19 @@ namespace dslide {
 /// 319 ms per Amazon-shape step spinning, 84-92 sleeping; the same when alone).
 constexpr const char* kWaitPolicyVar = "OMP_WAIT_POLICY";
 constexpr const char* kWaitPolicy = "PASSIVE";
+/// libgomp's spin count before an idle thread sleeps (it overrides the wait policy there;
+/// other runtimes ignore it and sleep at once), and its value: a short spin, so that a
+/// step's many parallel regions do not each put the threads to sleep and wake them, while a
+/// thread on a busy machine gives its core back within microseconds (wordnet-hypernyms,
+/// 1,155 iterations on 2 threads: 5.7 s sleeping at once, 4.3-4.8 s with this spin; beside 2
+/// and 4 busy processes as fast as sleeping at once, docs/benchmarks.md "A step on a busy
+/// machine").
+constexpr const char* kSpinCountVar = "GOMP_SPINCOUNT";
+constexpr const char* kSpinCount = "10000";
 /// Where neither OMP_WAIT_POLICY nor GOMP_SPINCOUNT is set, sets OMP_WAIT_POLICY=PASSIVE and
-/// starts the program again (the same process, argv unchanged): the OpenMP runtime reads it
-/// only when it loads. Returns (without restarting) where either is set or the restart
-/// fails. Call first in main, before any thread or MPI exists.
+/// GOMP_SPINCOUNT=10000 and starts the program again (the same process, argv unchanged): the
+/// OpenMP runtime reads them only when it loads. Returns (without restarting) where either
+/// is set or the restart fails. Call first in main, before any thread or MPI exists.
 void PreferSleepingIdleThreads(char** argv);
 /// Sets the number of threads used by ParallelFor and OpenMP regions (0: leave default).
 void SetNumThreads(int threads);

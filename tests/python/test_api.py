@@ -6,6 +6,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import threading
 
 import numpy as np
@@ -498,3 +499,18 @@ def test_build_index_defaults_are_the_clis():
         cli = re.search(rf"{option} arg \(=(\d+)\)", predict)
         assert cli, option
         assert params[key].default == int(cli.group(1)), key
+
+
+@pytest.mark.parametrize("given, expected", [
+    ({}, ("PASSIVE", "10000")),                              # neither: a short spin, then sleep
+    ({"OMP_WAIT_POLICY": "ACTIVE"}, ("ACTIVE", None)),       # the user's policy stays alone
+    ({"GOMP_SPINCOUNT": "1000"}, (None, "1000")),            # the user's spin count stays alone
+])
+def test_idle_threads_follow_the_users_choice_else_spin_briefly(given, expected):
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
+    env.update(given)
+    code = ("import os, dslide; "
+            "print(os.environ.get('OMP_WAIT_POLICY'), os.environ.get('GOMP_SPINCOUNT'))")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         check=True).stdout.split()
+    assert tuple(None if v == "None" else v for v in out) == expected

@@ -15,18 +15,18 @@ function(run expect_ok)
   endif()
 endfunction()
 
-# Idle OpenMP threads sleep unless the user chose otherwise (the program restarts itself with
-# OMP_WAIT_POLICY=PASSIVE where neither it nor GOMP_SPINCOUNT is set).
+# Idle OpenMP threads spin briefly, then sleep, unless the user chose otherwise (the program
+# restarts itself with OMP_WAIT_POLICY=PASSIVE and GOMP_SPINCOUNT=10000 where neither is set).
 run(TRUE ${DSLIDE} --version)
-if(NOT OUT MATCHES "idle threads: OMP_WAIT_POLICY=PASSIVE")
-  message(FATAL_ERROR "idle threads do not sleep by default:\n${OUT}")
+if(NOT OUT MATCHES "idle threads: OMP_WAIT_POLICY=PASSIVE GOMP_SPINCOUNT=10000")
+  message(FATAL_ERROR "idle threads do not spin briefly and sleep by default:\n${OUT}")
 endif()
 run(TRUE ${CMAKE_COMMAND} -E env OMP_WAIT_POLICY=ACTIVE ${DSLIDE} --version)
-if(NOT OUT MATCHES "idle threads: OMP_WAIT_POLICY=ACTIVE")
-  message(FATAL_ERROR "the user's OMP_WAIT_POLICY was not kept:\n${OUT}")
+if(NOT OUT MATCHES "idle threads: OMP_WAIT_POLICY=ACTIVE GOMP_SPINCOUNT=\\(unset\\)")
+  message(FATAL_ERROR "the user's OMP_WAIT_POLICY was not kept alone:\n${OUT}")
 endif()
 run(TRUE ${CMAKE_COMMAND} -E env GOMP_SPINCOUNT=1000 ${DSLIDE} --version)
-if(NOT OUT MATCHES "idle threads: OMP_WAIT_POLICY=\\(unset\\)")
+if(NOT OUT MATCHES "idle threads: OMP_WAIT_POLICY=\\(unset\\) GOMP_SPINCOUNT=1000")
   message(FATAL_ERROR "GOMP_SPINCOUNT did not leave the wait policy to the user:\n${OUT}")
 endif()
 
