@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <set>
 #include <vector>
 
@@ -252,6 +254,43 @@ TEST(BudgetSampler, InclusionChancesWeighTheNegativesToTheirNumbers) {
       EXPECT_NEAR(sum[a] / trials / size[a], 1.0, 0.03)
           << "set " << a << " of " << size[a] << " neurons";
   }
+}
+
+TEST(BudgetSampler, LogOfChanceIsTheLogWithin3UlpAndZeroOnlyAtOne) {
+  // Every 61st float of [1e-30, 1] (about 14 million), and the range's ends: within 3 units
+  // in the last place of the log computed in double; at most 0, and 0 only at 1.
+  EXPECT_EQ(LogOfChance(1.0f), 0.0f);
+  EXPECT_FLOAT_EQ(LogOfChance(1e-30f), std::log(1e-30f));
+  EXPECT_LT(LogOfChance(std::nextafter(1.0f, 0.0f)), 0.0f);
+  const float lo = 1e-30f, one = 1.0f;
+  uint32_t b0, b1;
+  std::memcpy(&b0, &lo, sizeof b0);
+  std::memcpy(&b1, &one, sizeof b1);
+  double worst = 0;
+  float worst_at = 0;
+  for (uint32_t b = b0; b < b1; b += 61) {
+    float p;
+    std::memcpy(&p, &b, sizeof p);
+    const float got = LogOfChance(p);
+    ASSERT_LT(got, 0.0f) << "p " << p;
+    const double exact = std::log(static_cast<double>(p));
+    const float rounded = static_cast<float>(exact);
+    const double ulp = std::nextafter(std::fabs(rounded), INFINITY) - std::fabs(rounded);
+    const double err = std::fabs(got - exact) / ulp;
+    if (err > worst) {
+      worst = err;
+      worst_at = p;
+    }
+  }
+  EXPECT_LE(worst, 3.0) << "at p " << worst_at;
+  // The selection writes it: the log of InclusionChance.
+  InclusionRates r;
+  r.lsh = 0.25f;
+  r.batch = 0.5f;
+  r.uniform = 0.01f;
+  EXPECT_EQ(LogInclusion(r, 1, 0.2f), LogOfChance(InclusionChance(r, 1, 0.2f)));
+  EXPECT_NEAR(LogInclusion(r, 1, 0.2f), std::log(1 - 0.75 * 0.9 * 0.99), 1e-6);
+  EXPECT_NEAR(LogInclusion(r, 0, 0.0f), std::log(0.01), 1e-6);
 }
 
 }  // namespace
