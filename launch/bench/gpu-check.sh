@@ -13,7 +13,9 @@
 #   curves    the sampled output layer against the dense control on the GPU: the defaults,
 #             --log-q false and --sparsity 1 on CURVE_SETS (names under DATA; amazon-670k is
 #             generated), P@1 every CURVE_EVERY iterations to CURVE_ITERS on the first 10,000
-#             test points, one line per run
+#             test points, one line per run; all three with the loss the defaults choose on
+#             the set (--log-q false alone would turn a multi-label set's one-vs-rest into
+#             the softmax)
 # Each stage runs under a share of a deadline.
 # Usage: launch/bench/gpu-check.sh            (from the repository root or anywhere)
 # Environment: DEPS (a folder from ../shared/tools/device-deps, installed first where set),
@@ -99,10 +101,14 @@ if [[ $stages == *" curves "* ]]; then
       [[ -f $dir/test.txt ]] || { "$bin" gen --shape amazon-670k --out "$dir/g" >/dev/null &&
         mv "$dir/g.train.txt" "$dir/train.txt" && mv "$dir/g.test.txt" "$dir/test.txt"; }
     fi
+    # The defaults' loss on this set (a one-iteration start on the CPU), for every variant.
+    loss=$("$bin" train --train "$dir/train.txt" --iterations 1 --eval-every 0 --threads "$(nproc)" 2>&1 |
+      sed -n 's/.*(output, \([a-z-]*\)).*/\1/p' | head -1)
     for variant in defaults "--log-q false" "--sparsity 1"; do
       stage "curve: $name, $variant"
       more=()
       [[ $variant != defaults ]] && read -r -a more <<<"$variant"
+      [[ -n $loss ]] && more+=(--loss "$loss")
       bounded 60 20 "$bin" train --train "$dir/train.txt" --test "$dir/test.txt" --device gpu \
         --threads "$(nproc)" --iterations "${CURVE_ITERS:-1500}" --eval-every "${CURVE_EVERY:-250}" \
         --eval-points 10000 --log-every 500 "${more[@]}" 2>&1 |
