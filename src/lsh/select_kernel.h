@@ -487,7 +487,7 @@ DSLIDE_HD int64_t SelectIds(const SelectPolicy& policy, const Tables* tables,
     // Apart from the gathers above, so that this loop vectorises.
     for (int64_t i = k_forced; i < total; ++i) log_q[i] = LogOfChance(log_q[i]);
   }
-  // Counts are zero between calls (the pool's, which LogInclusion read, cleared).
+  // Counts are zero between calls (the pool's, which InclusionChance read, cleared).
   if (inc != nullptr || (tables != nullptr && query != QueryStrategy::kVanilla))
     for (int64_t i = 0; i < nc; ++i) s.SetCount(cand[i], 0);
   return total;
