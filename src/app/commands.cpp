@@ -7,7 +7,9 @@
 #include <cstdio>
 #include <exception>
 #include <filesystem>
+#include <memory>
 #include <new>
+#include <string>
 #include <utility>
 
 #include "app/console_events.h"
@@ -26,6 +28,7 @@
 #include "train/ensemble.h"
 #include "train/metrics.h"
 #include "train/predict.h"
+#include "train/run_events.h"
 #include "train/run_training.h"
 #include "train/trainer.h"
 
@@ -111,6 +114,11 @@ int Train(int argc, const char* const* argv, Communicator* comm) {
                    "training set of at most %lld points)\n",
                    members, (long long)kAutoEnsemblePoints));
     }
+    DSLIDE_CHECK(cfg.linear != 1 || members > 1,
+                 "option --linear true: the linear member joins an ensemble's networks, and "
+                 "--ensemble auto chose one model (it trains 3 when validating with --epochs "
+                 "auto on at most ",
+                 kAutoEnsemblePoints, " training points); give --ensemble 2 or more");
     if (members > 1)
       RunEnsemble(cfg, members, comm, &console);
     else
@@ -164,20 +172,26 @@ int EvalEnsemble(const EvalConfig& cfg, const std::vector<std::string>& members,
     CheckpointMeta meta = EvalModelMeta(cfg, test, folder, "the model (" + folder + ")");
     models.push_back(LoadModel(folder, comm, &meta, /*scoring_only=*/true));
   }
+  std::unique_ptr<LinearOvr> linear;
+  double share = 0;
+  if (!EnsembleLinear(cfg.model_dir).empty())
+    linear = std::make_unique<LinearOvr>(
+        ReadEnsembleLinear(cfg.model_dir, test.num_features, test.num_labels, &share));
   const auto t0 = std::chrono::steady_clock::now();
   PrecisionCounter counter(cfg.k);
   const int k = counter.max_k();
   std::vector<int32_t> ids;
   std::vector<double> probs;
-  EnsembleTopK(models, test, 0, k, &ids, &probs);
+  EnsembleTopK(models, linear.get(), share, test, 0, k, &ids, &probs);
   for (int64_t i = 0; i < test.size(); ++i)
     counter.Add(ids.data() + i * k, k, test.Labels(i), test.NumLabels(i));
   const EvalResult r = counter.Result();
   if (Root(comm)) {
     std::printf(
-        "eval ensemble of %zu (%s/member-1 ...; the mean of their probabilities) on %d "
+        "eval ensemble of %zu%s (%s/member-1 ...; the mean of their probabilities%s) on %d "
         "rank(s):",
-        models.size(), cfg.model_dir.c_str(), comm->size());
+        models.size(), linear ? " and the linear member" : "", cfg.model_dir.c_str(),
+        linear ? Format(", the linear member's share %g", share).c_str() : "", comm->size());
     for (int kk : cfg.k) std::printf(" P@%d %.4f", kk, r.At(kk));
     std::printf(" | %lld points in %.1fs\n", (long long)r.points, Seconds(t0));
     std::fflush(stdout);

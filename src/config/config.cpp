@@ -221,6 +221,15 @@ void options::AddTrainOptions(OptionTable& t, TrainConfig* c) {
       "validating with --epochs auto on at most 25,600 training points (after the held-back "
       "ones: a run of seconds, whose test P@1 moves most from seed to seed), else 1 "
       "(docs/user-guide.md, \"Ensembles\")");
+  t.Text(
+      "linear", [c] { return c->linear < 0 ? "auto" : Text(c->linear == 1); },
+      "auto|true|false: an ensemble (--ensemble 2 or more) also solves a linear one-vs-rest "
+      "model, as extreme-classification libraries train (per label the L2-regularised "
+      "squared hinge, C 1, on the L2-normalised training rows, solved by dual coordinate "
+      "descent to a gap of 0.1), saved in --checkpoint-dir/linear; eval and predict weigh its "
+      "probabilities as much as the networks' mean. auto: true for an ensemble whose output "
+      "layer has fewer than --dense-below labels and whose linear weights ((features + 1) x "
+      "labels) number at most 2^26 (docs/user-guide.md, \"The linear member\")");
   t.Field("beta1", &c->beta1, "Adam beta1");
   t.Field("beta2", &c->beta2, "Adam beta2");
   t.Field("eps", &c->eps, "Adam epsilon");
@@ -348,6 +357,8 @@ void options::FinishTrain(const po::variables_map& vm, TrainConfig* c) {
   if (!c->epochs_auto) c->epochs = ParseNumber("epochs", epochs);
   const std::string patience = vm["patience"].as<std::string>();
   c->patience = patience == "auto" ? -1 : static_cast<int64_t>(ParseUnsigned("patience", patience));
+  const std::string linear = vm["linear"].as<std::string>();
+  c->linear = linear == "auto" ? -1 : ParseBool("linear", linear) ? 1 : 0;
   const std::string keep = vm["keep-best"].as<std::string>();
   c->keep_best = keep == "auto" ? -1 : ParseBool("keep-best", keep) ? 1 : 0;
   c->lsh.insert = ParseEnum<InsertPolicy>(
@@ -444,6 +455,9 @@ void TrainConfig::Validate() const {
   DSLIDE_CHECK(ensemble <= 1 || resume_dir.empty(), "option --ensemble ", ensemble,
                ": --resume continues one model; resume a member "
                "alone (--ensemble 1 --resume DIR/member-K --seed of that member)");
+  DSLIDE_CHECK(linear != 1 || ensemble != 1,
+               "option --linear true: the linear member joins "
+               "an ensemble's networks; give --ensemble 2 or more (or auto)");
   DSLIDE_CHECK(beta1 >= 0 && beta1 < 1, "option --beta1: must be in [0, 1), got ", beta1);
   DSLIDE_CHECK(beta2 >= 0 && beta2 < 1, "option --beta2: must be in [0, 1), got ", beta2);
   DSLIDE_CHECK(eps > 0 && eps <= 1, "option --eps: must be in (0, 1], got ", eps);

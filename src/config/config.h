@@ -96,6 +96,19 @@ constexpr int64_t kLrDecayPatience = 2;
 constexpr int kMaxEnsemble = 64;
 constexpr int kAutoEnsemble = 3;
 constexpr int64_t kAutoEnsemblePoints = 25600;
+/// --linear auto: the most weights ((features + 1) x labels, 256 MB of floats) of the linear
+/// member it adds; --linear true: the most it accepts (8 GB).
+constexpr int64_t kAutoLinearWeights = int64_t{1} << 26;
+constexpr int64_t kMaxLinearWeights = int64_t{1} << 31;
+/// The linear member's share of an ensemble's mean probability, the networks' mean taking
+/// the rest: chosen from kLinearShares on validation data, else kLinearShare (as much as the
+/// networks together).
+constexpr double kLinearShare = 0.5;
+constexpr double kLinearShares[] = {0.0, 0.25, 0.5, 0.75, 1.0};
+/// The linear member's solver (model/linear_ovr.h): the libraries' defaults.
+constexpr double kLinearC = 1.0;
+constexpr double kLinearEps = 0.1;
+constexpr int64_t kLinearMaxEpochs = 1000;
 constexpr int64_t kAutoMaxEpochs = 100;
 constexpr int64_t kAutoMinIterations = 5000;
 constexpr int64_t kAutoEvalIterations = 100;
@@ -143,6 +156,9 @@ struct TrainConfig {
   /// `predict` and `eval` average (train/ensemble.h); 0: auto (AutoEnsemble of the training
   /// set).
   int ensemble = 0;
+  /// A linear one-vs-rest member beside an ensemble's networks (model/linear_ovr.h):
+  /// 1 true, 0 false, -1 auto (AutoLinear).
+  int linear = -1;
   bool dense_adam = false;
   /// Not an option: set where a model is loaded for scoring alone (BackendOptions).
   bool scoring_only = false;

@@ -124,6 +124,18 @@ int AutoEnsemble(const TrainConfig& cfg, int64_t train_points) {
                                                                                      : 1;
 }
 
+bool AutoLinear(const TrainConfig& cfg, int members, int64_t features, int64_t labels) {
+  if (cfg.linear == 0 || members < 2) return false;
+  const double weights = static_cast<double>(features + 1) * static_cast<double>(labels);
+  if (cfg.linear == 1) {
+    DSLIDE_CHECK(weights <= static_cast<double>(kMaxLinearWeights),
+                 "option --linear true: ", features, " features and ", labels, " labels make ",
+                 weights, " linear weights, more than the ", kMaxLinearWeights, " it holds");
+    return true;
+  }
+  return labels < cfg.dense_below && weights <= static_cast<double>(kAutoLinearWeights);
+}
+
 int AutoEnsembleOfFile(const TrainConfig& cfg, int64_t file_points) {
   return AutoEnsemble(cfg, cfg.valid_file.empty()
                                ? file_points - HoldoutPoints(file_points, cfg.valid_fraction)

@@ -104,6 +104,13 @@ int AutoEnsemble(const TrainConfig& cfg, int64_t train_points);
 /// with --valid FILE).
 int AutoEnsembleOfFile(const TrainConfig& cfg, int64_t file_points);
 
+/// --linear for an ensemble of `members` networks on `features` inputs and `labels`
+/// outputs: false for one model; true where asked (refusing more than kMaxLinearWeights
+/// weights, with a dslide::Error); auto: true where the output layer has fewer than
+/// cfg.dense_below labels (dense under --sparsity auto: the sets a linear model solves in
+/// seconds) and the weights number at most kAutoLinearWeights.
+bool AutoLinear(const TrainConfig& cfg, int members, int64_t features, int64_t labels);
+
 /// What a layer's active set holds over the points of a dataset, all ranks together.
 struct LayerSlots {
   int64_t budget = 0;              ///< beta: active neurons per sample by the sparsity

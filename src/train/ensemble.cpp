@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <unordered_map>
 #include <utility>
@@ -10,6 +11,8 @@
 #include "common/error.h"
 #include "common/process_clock.h"
 #include "io/checkpoint.h"
+#include "io/linear_file.h"
+#include "train/auto_settings.h"
 #include "train/metrics.h"
 #include "train/predict.h"
 #include "train/run_training.h"
@@ -33,6 +36,20 @@ std::vector<std::string> EnsembleMembers(const std::string& folder) {
   return out;
 }
 
+std::string EnsembleLinear(const std::string& folder) {
+  std::error_code ec;
+  return std::filesystem::exists(folder + "/linear", ec) ? folder : std::string();
+}
+
+LinearOvr ReadEnsembleLinear(const std::string& folder, int64_t features, int64_t labels,
+                             double* share) {
+  LinearOvr m = ReadLinearModel(folder, share);
+  DSLIDE_CHECK(m.features() == features && m.labels() == labels, LinearModelFile(folder), ": ",
+               m.features(), " features and ", m.labels(), " labels, the ensemble's networks have ",
+               features, " inputs and ", labels, " outputs");
+  return m;
+}
+
 void CheckEnsembleFolder(const std::string& dir, int members, const char* option) {
   namespace fs = std::filesystem;
   if (dir.empty()) return;
@@ -47,6 +64,9 @@ void CheckEnsembleFolder(const std::string& dir, int members, const char* option
                  "move it away or choose another folder");
     return;
   }
+  DSLIDE_CHECK(!fs::exists(dir + "/linear", ec), "option ", option, ": ", dir, " holds ", dir,
+               "/linear, the linear member of another run, which eval and predict of the folder "
+               "would average with this run's members: move it away or choose another folder");
   DSLIDE_CHECK(!holds_model(dir), "option ", option, ": ", dir,
                " holds one model's checkpoints of another run; an ensemble goes into ", dir,
                "/member-1 ...: move them away or choose another folder");
@@ -72,11 +92,60 @@ int EnsembleListLength(int k, int64_t outputs) {
   return static_cast<int>(std::min<int64_t>(outputs, std::max(k, kEnsembleListLength)));
 }
 
+std::vector<double> MemberWeights(int networks, double linear_share) {
+  DSLIDE_ASSERT(networks > 0 && linear_share >= 0 && linear_share <= 1, "ensemble weights");
+  std::vector<double> w(networks, (1.0 - linear_share) / networks);
+  if (linear_share > 0) w.push_back(linear_share);
+  return w;
+}
+
+double ChooseLinearShare(const std::vector<std::vector<int32_t>>& ids,
+                         const std::vector<std::vector<double>>& probs, const Dataset& points,
+                         int len, std::string* why) {
+  DSLIDE_ASSERT(ids.size() == 2 && probs.size() == 2, "a network's list and the linear one");
+  double best_share = kLinearShare, best_p1 = -1;
+  std::string scores;
+  std::vector<int32_t> top;
+  std::vector<double> top_probs;
+  for (const double share : kLinearShares) {
+    MergeMemberLists(ids, probs, {1.0 - share, share}, points.size(), len, 1, &top, &top_probs);
+    int64_t hits = 0;
+    for (int64_t i = 0; i < points.size(); ++i) {
+      const int32_t* y = points.Labels(i);
+      hits += std::find(y, y + points.NumLabels(i), top[i]) != y + points.NumLabels(i) ? 1 : 0;
+    }
+    const double p1 = static_cast<double>(hits) / static_cast<double>(points.size());
+    scores += Format("%s%g: %.4f", scores.empty() ? "" : ", ", share, p1);
+    const double d = std::fabs(share - kLinearShare), best_d = std::fabs(best_share - kLinearShare);
+    if (p1 > best_p1 || (p1 == best_p1 && d < best_d)) {
+      best_p1 = p1;
+      best_share = share;
+    }
+  }
+  if (why != nullptr)
+    *why = Format("the best validation P@1 of the first member's mix on %lld points; %s",
+                  (long long)points.size(), scores.c_str());
+  return best_share;
+}
+
 void MergeMemberLists(const std::vector<std::vector<int32_t>>& ids,
                       const std::vector<std::vector<double>>& probs, int64_t n, int len, int k,
                       std::vector<int32_t>* out_ids, std::vector<double>* out_probs) {
+  MergeMemberLists(ids, probs,
+                   std::vector<double>(ids.size(), 1.0 / static_cast<double>(ids.size())), n, len,
+                   k, out_ids, out_probs);
+}
+
+void MergeMemberLists(const std::vector<std::vector<int32_t>>& ids,
+                      const std::vector<std::vector<double>>& probs,
+                      const std::vector<double>& weights, int64_t n, int len, int k,
+                      std::vector<int32_t>* out_ids, std::vector<double>* out_probs) {
   const size_t members = ids.size();
-  DSLIDE_ASSERT(members > 0 && probs.size() == members, "members' lists");
+  DSLIDE_ASSERT(members > 0 && probs.size() == members && weights.size() == members,
+                "members' lists");
+  // Equal weights: the sum divided by the members (the plain mean, to the last bit).
+  const bool equal =
+      std::all_of(weights.begin(), weights.end(), [&](double w) { return w == weights.front(); });
   out_ids->assign(n * k, -1);
   out_probs->assign(n * k, 0.0);
   std::unordered_map<int32_t, double> sum;
@@ -87,10 +156,11 @@ void MergeMemberLists(const std::vector<std::vector<int32_t>>& ids,
       for (int j = 0; j < len; ++j) {
         const int32_t id = ids[m][i * len + j];
         if (id < 0) break;
-        sum[id] += probs[m][i * len + j];
+        sum[id] += equal ? probs[m][i * len + j] : weights[m] * probs[m][i * len + j];
       }
     ranked.clear();
-    for (const auto& [id, p] : sum) ranked.emplace_back(p / static_cast<double>(members), id);
+    for (const auto& [id, p] : sum)
+      ranked.emplace_back(equal ? p / static_cast<double>(members) : p, id);
     const size_t top = std::min<size_t>(k, ranked.size());
     std::partial_sort(ranked.begin(), ranked.begin() + top, ranked.end(),
                       [](const auto& a, const auto& b) {
@@ -103,15 +173,22 @@ void MergeMemberLists(const std::vector<std::vector<int32_t>>& ids,
   }
 }
 
-void EnsembleTopK(const std::vector<std::unique_ptr<Trainer>>& models, const Dataset& data,
-                  int64_t row0, int k, std::vector<int32_t>* ids, std::vector<double>* probs) {
+void EnsembleTopK(const std::vector<std::unique_ptr<Trainer>>& models, const LinearOvr* linear,
+                  double share, const Dataset& data, int64_t row0, int k, std::vector<int32_t>* ids,
+                  std::vector<double>* probs) {
   DSLIDE_ASSERT(!models.empty(), "an ensemble of no model");
+  if (share <= 0) linear = nullptr;
   const int len = EnsembleListLength(k, models.front()->spec().layers.back().out_dim);
-  std::vector<std::vector<int32_t>> member_ids(models.size());
-  std::vector<std::vector<double>> member_probs(models.size());
+  const size_t lists = models.size() + (linear != nullptr ? 1 : 0);
+  std::vector<std::vector<int32_t>> member_ids(lists);
+  std::vector<std::vector<double>> member_probs(lists);
   for (size_t m = 0; m < models.size(); ++m)
     PredictTopK(*models[m], data, row0, len, &member_ids[m], &member_probs[m]);
-  MergeMemberLists(member_ids, member_probs, data.size(), len, k, ids, probs);
+  if (linear != nullptr)
+    linear->TopK(data, 0, data.size(), len, &member_ids.back(), &member_probs.back());
+  MergeMemberLists(member_ids, member_probs,
+                   MemberWeights(static_cast<int>(models.size()), linear != nullptr ? share : 0.0),
+                   data.size(), len, k, ids, probs);
 }
 
 EvalResult RunEnsemble(const TrainConfig& cfg, int members, Communicator* comm, RunEvents* events) {
@@ -133,10 +210,34 @@ EvalResult RunEnsemble(const TrainConfig& cfg, int members, Communicator* comm, 
   }
   const std::vector<int> ks{1, 3, 5};
   const int k = 5;
-  int len = 0;
-  std::vector<std::vector<int32_t>> ids(members);
-  std::vector<std::vector<double>> probs(members);
+  const int len = EnsembleListLength(k, train.num_labels);
+  const bool linear = AutoLinear(cfg, members, train.num_features, train.num_labels);
+  std::vector<std::vector<int32_t>> ids(members + (linear ? 1 : 0));
+  std::vector<std::vector<double>> probs(ids.size());
   double unscored_wall = 0, unscored_cpu = 0;  // evaluations: not training time
+  // The linear member: solved first, on every training point (the last member takes them
+  // away), and where validating, once more for its share: on the points the first member
+  // trains on, scored beside that member on the points it validates on.
+  const LinearOvrOptions options{kLinearC, kLinearEps, kLinearMaxEpochs, cfg.seed};
+  LinearOvr linear_model, linear_check;
+  Dataset share_points;  // the first member's validation points
+  double solve_s = 0;
+  const int64_t train_points = train.size();
+  if (linear) {
+    const double w0 = ProcessWallSeconds();
+    linear_model = LinearOvr::Train(train, options);
+    if (!cfg.valid_file.empty()) {
+      share_points = valid;
+    } else if (cfg.valid_fraction > 0) {
+      Dataset kept;
+      SplitHoldout(train, cfg.valid_fraction, cfg.seed, &kept, &share_points);
+      kept.num_labels = train.num_labels;
+      linear_check = LinearOvr::Train(kept, options);
+    }
+    solve_s = ProcessWallSeconds() - w0;
+  }
+  double share = kLinearShare;
+  std::string share_why = "not validating: the default";
   EvalResult last;
   for (int m = 1; m <= members; ++m) {
     TrainConfig c = cfg;
@@ -169,11 +270,50 @@ EvalResult RunEnsemble(const TrainConfig& cfg, int members, Communicator* comm, 
     unscored_cpu += model.eval_cpu_seconds();
     if (scored->size() > 0) {
       const double w0 = ProcessWallSeconds(), c0 = ProcessCpuSeconds();
-      len = EnsembleListLength(k, model.spec().layers.back().out_dim);
       PredictTopK(model, *scored, 0, len, &ids[m - 1], &probs[m - 1]);
       unscored_wall += ProcessWallSeconds() - w0;
       unscored_cpu += ProcessCpuSeconds() - c0;
     }
+    if (linear && m == 1 && share_points.size() > 0) {
+      // The share of the grid whose mix scores the best P@1 on the first member's
+      // validation points (ties: the share nearest kLinearShare, then the smaller).
+      std::vector<std::vector<int32_t>> v_ids(2);
+      std::vector<std::vector<double>> v_probs(2);
+      PredictTopK(model, share_points, 0, len, &v_ids[0], &v_probs[0]);
+      (cfg.valid_file.empty() ? linear_check : linear_model)
+          .TopK(share_points, 0, share_points.size(), len, &v_ids[1], &v_probs[1]);
+      share = ChooseLinearShare(v_ids, v_probs, share_points, len, &share_why);
+    }
+  }
+  if (linear) {
+    if (root) {
+      for (const std::string& dir : {cfg.checkpoint_dir, cfg.save_dir})
+        if (!dir.empty()) WriteLinearModel(dir, linear_model, options, share);
+    }
+    std::string line = Format(
+        "ensemble linear member (--linear%s): one-vs-rest squared hinge, C %g, on the %lld "
+        "L2-normalised training points, solved in %.1fs%s%s; its share of the mean "
+        "probability %g (%s)\n",
+        cfg.linear < 0 ? " auto" : "", kLinearC, (long long)train_points, solve_s,
+        cfg.checkpoint_dir.empty() ? "" : ", saved in ",
+        cfg.checkpoint_dir.empty() ? "" : (cfg.checkpoint_dir + "/linear").c_str(), share,
+        share_why.c_str());
+    if (scored->size() > 0) {
+      const double s0 = ProcessWallSeconds(), c0 = ProcessCpuSeconds();
+      linear_model.TopK(*scored, 0, scored->size(), len, &ids.back(), &probs.back());
+      std::vector<int32_t> top;
+      std::vector<double> top_probs;
+      MergeMemberLists({ids.back()}, {probs.back()}, scored->size(), len, k, &top, &top_probs);
+      PrecisionCounter counter(ks);
+      for (int64_t i = 0; i < scored->size(); ++i)
+        counter.Add(top.data() + i * k, k, scored->Labels(i), scored->NumLabels(i));
+      const EvalResult r = counter.Result();
+      line += Format("test  linear member alone | P@1 %.4f P@3 %.4f P@5 %.4f | %lld points\n",
+                     r.At(1), r.At(3), r.At(5), (long long)r.points);
+      unscored_wall += ProcessWallSeconds() - s0;
+      unscored_cpu += ProcessCpuSeconds() - c0;
+    }
+    if (root) events->Line(line);
   }
   const double train_wall = ProcessWallSeconds() - unscored_wall;
   const double train_cpu = ProcessCpuSeconds() - unscored_cpu;
@@ -181,7 +321,12 @@ EvalResult RunEnsemble(const TrainConfig& cfg, int members, Communicator* comm, 
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<int32_t> top;
   std::vector<double> top_probs;
-  MergeMemberLists(ids, probs, scored->size(), len, k, &top, &top_probs);
+  if (linear && share <= 0) {  // validation left the linear member out
+    ids.pop_back();
+    probs.pop_back();
+  }
+  MergeMemberLists(ids, probs, MemberWeights(members, linear ? share : 0.0), scored->size(), len, k,
+                   &top, &top_probs);
   PrecisionCounter counter(ks);
   for (int64_t i = 0; i < scored->size(); ++i)
     counter.Add(top.data() + i * k, k, scored->Labels(i), scored->NumLabels(i));
@@ -189,12 +334,15 @@ EvalResult RunEnsemble(const TrainConfig& cfg, int members, Communicator* comm, 
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (root) {
     events->Line(
-        Format("test  ensemble of %d | P@1 %.4f P@3 %.4f P@5 %.4f | %lld points (the "
-               "mean of the members' probabilities) | %.1fs of training\n",
-               members, r.At(1), r.At(3), r.At(5), (long long)r.points, train_wall));
+        Format("test  ensemble of %d%s | P@1 %.4f P@3 %.4f P@5 %.4f | %lld points (the "
+               "mean of the members' probabilities%s) | %.1fs of training\n",
+               members, linear ? " and the linear member" : "", r.At(1), r.At(3), r.At(5),
+               (long long)r.points,
+               linear ? Format(", the linear member's share %g", share).c_str() : "", train_wall));
     JsonObject o;
     o.Add("set", "test")
         .Add("ensemble", members)
+        .Add("linear", linear)
         .Add("p_at_1", r.At(1))
         .Add("p_at_3", r.At(3))
         .Add("p_at_5", r.At(5))

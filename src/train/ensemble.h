@@ -1,6 +1,9 @@
 // Ensembles (--ensemble N): N models trained one after another with seeds seed, seed + 1,
 // ... (each with its own --valid-fraction split), kept in FOLDER/member-1 ... member-N, and
-// scored together by averaging their softmax (or one-vs-rest) probabilities.
+// scored together by averaging their softmax (or one-vs-rest) probabilities. With --linear,
+// a linear one-vs-rest model (model/linear_ovr.h) solved on all the training points joins
+// them in FOLDER/linear: its probabilities weigh kLinearShare of the mean, the networks'
+// mean the rest.
 #pragma once
 
 #include <cstdint>
@@ -11,6 +14,7 @@
 #include "config/config.h"
 #include "data/dataset.h"
 #include "dist/communicator.h"
+#include "model/linear_ovr.h"
 #include "train/evaluator.h"
 #include "train/run_events.h"
 #include "train/trainer.h"
@@ -26,11 +30,21 @@ std::string EnsembleMemberDir(const std::string& folder, int m);
 /// one). Empty when `folder` holds no member-1.
 std::vector<std::string> EnsembleMembers(const std::string& folder);
 
+/// The folder an ensemble's linear member is kept in, where `folder` holds one (its
+/// `linear` folder exists), else "".
+std::string EnsembleLinear(const std::string& folder);
+
+/// Reads the linear member of the ensemble in `folder` and its share of the mean
+/// probability, checking that it scores `features` inputs into `labels` outputs as the
+/// networks do (dslide::Error naming its file if not).
+LinearOvr ReadEnsembleLinear(const std::string& folder, int64_t features, int64_t labels,
+                             double* share);
+
 /// Throws dslide::Error naming `option` where folder `dir` ("" : none) cannot take an
 /// ensemble of `members` (`members` 1: one model) without mixing with another run's models
 /// that eval and predict of it would read: one model's checkpoints or best model in it, an
-/// ensemble member's (member-K, K <= members) there, or a member beyond this run's. A
-/// single model refuses a folder that holds member-1.
+/// ensemble member's (member-K, K <= members) there, a member beyond this run's, or a linear
+/// member. A single model refuses a folder that holds member-1.
 void CheckEnsembleFolder(const std::string& dir, int members, const char* option);
 
 /// Throws dslide::Error naming --approximate where `folder` holds an ensemble of `members`
@@ -50,6 +64,22 @@ int EnsembleListLength(int k, int64_t outputs);
 void MergeMemberLists(const std::vector<std::vector<int32_t>>& ids,
                       const std::vector<std::vector<double>>& probs, int64_t n, int len, int k,
                       std::vector<int32_t>* out_ids, std::vector<double>* out_probs);
+/// The same with list m's probabilities weighed by weights[m] (the weights summing to 1).
+void MergeMemberLists(const std::vector<std::vector<int32_t>>& ids,
+                      const std::vector<std::vector<double>>& probs,
+                      const std::vector<double>& weights, int64_t n, int len, int k,
+                      std::vector<int32_t>* out_ids, std::vector<double>* out_probs);
+/// Each list's weight for `networks` networks' lists, then the linear member's where
+/// `linear_share` > 0: that share for it, the rest shared equally by the networks.
+std::vector<double> MemberWeights(int networks, double linear_share);
+
+/// The linear member's share (of kLinearShares) whose mix with a network scores the best P@1
+/// on `points`: ids/probs hold the network's top-`len` lists of the points, then the linear
+/// member's. Ties go to the share nearest kLinearShare, then the smaller. `why` (if not null)
+/// gets each share's P@1, for the log.
+double ChooseLinearShare(const std::vector<std::vector<int32_t>>& ids,
+                         const std::vector<std::vector<double>>& probs, const Dataset& points,
+                         int len, std::string* why);
 
 /// Collective: the whole of `dslide train --ensemble N` with N = `members` >= 2: each
 /// member's run as RunTraining makes it (its lines and records among them), then, with a
@@ -58,9 +88,11 @@ void MergeMemberLists(const std::vector<std::vector<int32_t>>& ids,
 /// together). Returns the ensemble's evaluation (without a test file, the last member's).
 EvalResult RunEnsemble(const TrainConfig& cfg, int members, Communicator* comm, RunEvents* events);
 
-/// Collective: the mean-probability top `k` of every point of `data` over `models`, as
-/// PredictTopK gives one model's (row0 as there).
-void EnsembleTopK(const std::vector<std::unique_ptr<Trainer>>& models, const Dataset& data,
-                  int64_t row0, int k, std::vector<int32_t>* ids, std::vector<double>* probs);
+/// Collective: the mean-probability top `k` of every point of `data` over `models` (and the
+/// linear member, where not null, with its `share`: MemberWeights), as PredictTopK gives one
+/// model's (row0 as there).
+void EnsembleTopK(const std::vector<std::unique_ptr<Trainer>>& models, const LinearOvr* linear,
+                  double share, const Dataset& data, int64_t row0, int k, std::vector<int32_t>* ids,
+                  std::vector<double>* probs);
 
 }  // namespace dslide

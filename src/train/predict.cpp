@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 
 #include "backend/layer_backend.h"
 #include "common/atomic_file.h"
@@ -15,6 +16,7 @@
 #include "data/dataset.h"
 #include "devices/backend_factory.h"
 #include "train/ensemble.h"
+#include "train/run_events.h"
 
 namespace dslide {
 
@@ -139,6 +141,12 @@ int64_t Predict(const PredictConfig& cfg, Communicator* comm) {
     DSLIDE_CHECK(meta.out_dims.back() == outputs, folder, ": ", meta.out_dims.back(),
                  " outputs, the ensemble's first member (", folders.front(), ") ", outputs);
   }
+  // An ensemble's linear member (train --linear), where the folder holds one.
+  std::unique_ptr<LinearOvr> linear;
+  double share = 0;
+  if (ensemble && !EnsembleLinear(cfg.model_dir).empty())
+    linear = std::make_unique<LinearOvr>(
+        ReadEnsembleLinear(cfg.model_dir, meta.input_dim, outputs, &share));
   std::unique_ptr<Trainer>& model = models.front();
   DSLIDE_CHECK(cfg.top_k <= outputs, "option --top-k: ", cfg.top_k,
                " labels asked for, the model (", folders.front(), ") has ", outputs);
@@ -159,9 +167,10 @@ int64_t Predict(const PredictConfig& cfg, Communicator* comm) {
   }
   if (ensemble && comm->rank() == 0) {
     std::printf(
-        "predict: an ensemble of %zu models (%s/member-1 ...), their probabilities "
+        "predict: an ensemble of %zu models (%s/member-1 ...)%s, their probabilities "
         "averaged\n",
-        folders.size(), cfg.model_dir.c_str());
+        folders.size(), cfg.model_dir.c_str(),
+        linear ? Format(" and the linear member (its share %g)", share).c_str() : "");
     std::fflush(stdout);
   }
   Dataset chunk;
@@ -179,7 +188,7 @@ int64_t Predict(const PredictConfig& cfg, Communicator* comm) {
     while (in.Next(chunk_points, &chunk)) {
       const int64_t n = chunk.size();
       if (ensemble)
-        EnsembleTopK(models, chunk, row, k, &ids, &probs);
+        EnsembleTopK(models, linear.get(), share, chunk, row, k, &ids, &probs);
       else
         PredictTopK(*model, chunk, row, k, &ids, &probs, mode);
       if (out == nullptr) {

@@ -21,8 +21,10 @@ expect_in() { grep -q -- "$2" "$1" || fail "$3: '$2' not in $1"; }
   >/dev/null || fail "gen"
 run=(train --train e.train.txt --test e.test.txt --threads 1 --hidden 32)
 
-# 1. auto with validation and --epochs auto on a small set: 3 members, seeds 1, 2, 3.
-"$dslide" "${run[@]}" --valid-fraction 0.1 --patience 1 --checkpoint-dir ens --metrics m.jsonl >out_auto.txt 2>&1
+# 1. auto with validation and --epochs auto on a small set: 3 members, seeds 1, 2, 3 (the
+#    networks alone here: --linear false; section 7 has the linear member).
+"$dslide" "${run[@]}" --valid-fraction 0.1 --patience 1 --linear false --checkpoint-dir ens \
+  --metrics m.jsonl >out_auto.txt 2>&1
 expect_rc $? 0 "--ensemble auto"
 expect_in out_auto.txt "^ensemble of 3 models\* (--ensemble auto" "--ensemble auto"
 for m in 1 2 3; do
@@ -30,7 +32,8 @@ for m in 1 2 3; do
   [[ -d ens/member-$m/best ]] || fail "member $m: no best model in ens/member-$m"
 done
 expect_in out_auto.txt "^test  ensemble of 3 | P@1 " "the ensemble's test line"
-tail -1 m.jsonl | grep -q '"set":"test","ensemble":3,' || fail "the ensemble's record: $(tail -1 m.jsonl)"
+tail -1 m.jsonl | grep -q '"set":"test","ensemble":3,"linear":0,' || fail "the ensemble's record: $(tail -1 m.jsonl)"
+if grep -q "linear member" out_auto.txt || [[ -e ens/linear ]]; then fail "--linear false solved a linear member"; fi
 pass "--ensemble auto trains 3 members on a small set with validation"
 
 # 2. predict and eval of the folder: the mean of the members' probabilities (every label of
@@ -180,3 +183,63 @@ for a, b in zip(*rows):
 PY
   pass "2 ranks train and score the ensemble as 1 rank does ($one)"
 fi
+
+# 7. The linear member (--linear auto: 40 labels, an ensemble): solved on every training point
+#    into FOLDER/linear, its share chosen on the first member's validation points from the
+#    grid; train, eval and predict of the folder agree; without its file the folder is the
+#    networks' ensemble again; another run's linear member in a folder is refused by name.
+"$dslide" "${run[@]}" --valid-fraction 0.1 --patience 1 --checkpoint-dir lin --metrics lm.jsonl \
+  >out_lin.txt 2>&1
+expect_rc $? 0 "--linear auto"
+expect_in out_lin.txt "^ensemble linear member (--linear auto): one-vs-rest squared hinge, C 1, on the 2000 L2-normalised training points, solved in .*, saved in lin/linear; its share of the mean probability [0-9.]* (the best validation P@1 of the first member's mix on 200 points; 0: [0-9.]*, 0.25: [0-9.]*, 0.5: [0-9.]*, 0.75: [0-9.]*, 1: [0-9.]*)" \
+  "the linear member's line"
+expect_in out_lin.txt "^test  linear member alone | P@1 " "the linear member's own test line"
+[[ -f lin/linear/linear.h5 && -f lin/linear/linear.h5.sum ]] || fail "no lin/linear/linear.h5: $(ls lin)"
+tail -1 lm.jsonl | grep -q '"set":"test","ensemble":3,"linear":1,' || fail "the record: $(tail -1 lm.jsonl)"
+share=$(sed -n 's/.*its share of the mean probability \([0-9.]*\) .*/\1/p' out_lin.txt)
+"$dslide" eval --model lin --test e.test.txt --threads 1 >out_lin_eval.txt 2>&1
+expect_rc $? 0 "eval of the folder with the linear member"
+"$dslide" predict --model lin --input e.test.txt --top-k 5 --out lin.tsv --threads 1 >out_lin_pred.txt 2>&1
+expect_rc $? 0 "predict of the folder with the linear member"
+if [[ $share == 0 ]]; then
+  expect_in out_lin.txt "^test  ensemble of 3 and the linear member | P@1 .* share 0)" "share 0"
+else
+  expect_in out_lin_eval.txt "^eval ensemble of 3 and the linear member (lin/member-1 ...; the mean of their probabilities, the linear member's share $share)" \
+    "eval names the linear member"
+  expect_in out_lin_pred.txt "an ensemble of 3 models (lin/member-1 ...) and the linear member (its share $share)" \
+    "predict names the linear member"
+fi
+python3 - lin.tsv e.test.txt out_lin.txt out_lin_eval.txt <<'PY' || fail "train, eval and predict of the linear member's folder disagree"
+import re, sys
+pred, test, trained, evaled = sys.argv[1:5]
+rows = [line.rstrip("\n").split("\t", 1)[1].split() for line in open(pred)]
+labels = [set(int(v) for v in line.split(" ", 1)[0].split(",") if v and ":" not in v)
+          for line in open(test).readlines()[1:]]
+p1 = sum(int(r[0].split(":")[0]) in y for r, y in zip(rows, labels)) / len(rows)
+said = float(re.search(r"^test  ensemble of 3 and the linear member \| P@1 ([0-9.]+)", open(trained).read(), re.M).group(1))
+got = float(re.search(r"P@1 ([0-9.]+)", open(evaled).read()).group(1))
+assert abs(p1 - said) < 1e-4 and abs(p1 - got) < 1e-4, (p1, said, got)
+print(f"P@1 {p1:.4f} in train, eval and predict")
+PY
+mv lin/linear lin.linear.away
+"$dslide" eval --model lin --test e.test.txt --threads 1 >out_lin_nets.txt 2>&1
+expect_rc $? 0 "eval of the folder without its linear member"
+expect_in out_lin_nets.txt "^eval ensemble of 3 (lin/member-1 ...; the mean of their probabilities) on" \
+  "the folder without its linear member"
+mv lin.linear.away lin/linear
+mkdir -p other && cp -r lin/linear other/
+"$dslide" "${run[@]}" --epochs 1 --ensemble 2 --checkpoint-dir other >out_lin_mix.txt 2>&1
+expect_rc $? 1 "an ensemble into a folder holding another run's linear member"
+expect_in out_lin_mix.txt "option --checkpoint-dir: other holds other/linear, the linear member of another run" \
+  "another run's linear member"
+"$dslide" "${run[@]}" --epochs 1 --ensemble 1 --linear true >out_lin_one.txt 2>&1
+expect_rc $? 1 "--linear true with one model"
+expect_in out_lin_one.txt "option --linear true: the linear member joins an ensemble's networks" "--linear true, one model"
+"$dslide" "${run[@]}" --epochs 1 --linear true >out_lin_auto1.txt 2>&1
+expect_rc $? 1 "--linear true where --ensemble auto chooses one model"
+expect_in out_lin_auto1.txt "option --linear true: the linear member joins an ensemble's networks, and --ensemble auto chose one model" \
+  "--linear true, auto's one model"
+"$dslide" "${run[@]}" --epochs 1 --ensemble 2 --linear maybe >out_lin_bad.txt 2>&1
+expect_rc $? 1 "--linear maybe"
+expect_in out_lin_bad.txt "linear" "--linear maybe"
+pass "the linear member: solved, its share validated, saved; train, eval and predict agree (share $share); refusals named"
