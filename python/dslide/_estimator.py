@@ -5,6 +5,7 @@ scikit-learn classifier is. One process (no MPI communicator): for P ranks, use 
 import inspect
 import io
 import os
+import sys
 import tarfile
 import tempfile
 
@@ -12,6 +13,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from . import _core
+from ._data import Pending
 from ._options import _pairs
 
 
@@ -125,7 +127,10 @@ class Classifier:
     seed + 2, each holding back its own validation points) when validating with
     epochs="auto" on at most 25,600 training points, else 1; an int sets it.
     predict, predict_proba and score then use the mean of the members' probabilities
-    (``models_``; ``model_`` is the first).
+    (``models_``; ``model_`` is the first). Such an ensemble of fewer than 1,024 classes
+    also solves a linear one-vs-rest member, as `dslide train --linear auto` does
+    (``linear_``, its share of the mean ``linear_share_``, chosen on the first member's
+    validation points); ``options={"linear": False}`` leaves it out.
 
     lr_decay="auto" multiplies the learning rate by 0.5 at each evaluation whose validation
     P@1 is more than 0.005 below the best so far and two or more evaluations after it,
@@ -214,15 +219,46 @@ class Classifier:
             Y = sp.csr_matrix((np.ones(len(Y), dtype=np.float32), Y, np.arange(len(Y) + 1)),
                               shape=(len(Y), len(classes)))
         # --ensemble as `dslide train` resolves it: members with seeds seed, seed + 1, ...
-        members = _core.ensemble_members(
-            _pairs(dict(options, ensemble=self.ensemble, train="X")), X.shape[0])
+        # (--linear is the ensemble's, not a member's: train() refuses it).
+        asked = _pairs(dict(options, ensemble=self.ensemble, train="X"))
+        options.pop("linear", None)
+        members = _core.ensemble_members(asked, X.shape[0])
         self.models_ = [train((X, Y), verbose=self.verbose, **dict(options, seed=self.seed + m))
                         for m in range(members)]
         self.model_ = self.models_[0]
+        # --linear as `dslide train` resolves it: a linear one-vs-rest member beside an
+        # ensemble's networks, its share of the mean chosen on the first member's validation
+        # points.
+        self.linear_, self.linear_share_ = None, 0.0
+        if _core.auto_linear(asked, members, X.shape[1], Y.shape[1]):
+            self._fit_linear(X, Y)
         self.classes_ = classes
         self.multilabel_ = multilabel
         self.n_features_in_ = X.shape[1]
         return self
+
+    def _fit_linear(self, X, Y):
+        """The linear member, as `dslide train --linear` solves it: on every training point;
+        where validating, a second one on the first member's training points, mixed with that
+        member on its validation points at each share of the grid (_core.choose_linear_share),
+        chooses its share; else 0.5."""
+        labels, threads = Y.shape[1], self.threads or 0
+        self.linear_ = _core.linear_train(Pending("X", (X, Y), True).build(labels), self.seed,
+                                          threads)
+        self.linear_share_ = 0.5
+        if self.valid_fraction:
+            held = _core.holdout_points(X.shape[0], float(self.valid_fraction), self.seed)
+            kept = np.setdiff1d(np.arange(X.shape[0]), held)
+            check = _core.linear_train(Pending("X", (X[kept], Y[kept]), True).build(labels),
+                                       self.seed, threads)
+            length = _core.ensemble_list_length(5, labels)
+            points = Pending("X", (X[held], Y[held]), True).build(labels)
+            net = self.models_[0].predict(X[held], k=length, threads=self.threads or None)
+            lin = check.top(points, length, threads)
+            self.linear_share_, why = _core.choose_linear_share(*net, *lin, points)
+            if self.verbose:
+                print(f"linear member: its share of the mean probability {self.linear_share_:g} "
+                      f"({why})", file=sys.stderr)
 
     def _check_fitted(self, what):
         if not hasattr(self, "model_"):
@@ -243,11 +279,20 @@ class Classifier:
         averages them)."""
         models = getattr(self, "models_", None) or [self.model_]
         threads = self.threads or None
-        if len(models) == 1:
+        linear, share = getattr(self, "linear_", None), getattr(self, "linear_share_", 0.0)
+        if linear is None or share <= 0:
+            linear = None
+        if len(models) == 1 and linear is None:
             return models[0].predict(X, k=k, threads=threads)
         length = _core.ensemble_list_length(k, len(self.classes_))  # as dslide predict's
         lists = [model.predict(X, k=length, threads=threads) for model in models]
-        return _core.merge_member_lists([ids for ids, _ in lists], [p for _, p in lists], k)
+        if linear is None:
+            return _core.merge_member_lists([ids for ids, _ in lists], [p for _, p in lists], k)
+        lists.append(linear.top(Pending("X", X, False).build(len(self.classes_)), length,
+                                self.threads or 0))
+        weights = [(1 - share) / len(models)] * len(models) + [share]
+        return _core.merge_member_lists([ids for ids, _ in lists], [p for _, p in lists], k,
+                                        weights)
 
     def predict(self, X):
         X = self._rows(X, "predict")
@@ -309,6 +354,9 @@ class Classifier:
                         tar.add(os.path.join(tmp, name), arcname=name)
                 state["_model_tar"] = buf.getvalue()
                 state["_members"] = len(models)
+        linear = state.pop("linear_", None)
+        if linear is not None:
+            state["_linear_weights"] = linear.weights()
         return state
 
     def __setstate__(self, state):
@@ -316,7 +364,10 @@ class Classifier:
 
         blob = state.pop("_model_tar", None)
         members = state.pop("_members", 1)
+        weights = state.pop("_linear_weights", None)
         self.__dict__.update(state)
+        if weights is not None:
+            self.linear_ = _core.linear_from_weights(np.ascontiguousarray(weights, np.float32))
         if blob is not None:
             with tempfile.TemporaryDirectory() as tmp:
                 with tarfile.open(fileobj=io.BytesIO(blob), mode="r") as tar:

@@ -37,6 +37,7 @@
 #include "dist/mpi_communicator.h"
 #include "io/checkpoint.h"
 #include "io/output_path.h"
+#include "model/linear_ovr.h"
 #include "job_guard.h"
 #include "model.h"
 #include "train/auto_settings.h"
@@ -137,6 +138,10 @@ nb::dict Train(const nb::list& options, Comm& comm, Data* train, Data* valid, Da
     DSLIDE_CHECK(cfg.ensemble <= 1, "option --ensemble ", cfg.ensemble,
                  ": train() returns one model; dslide.Classifier(ensemble=N) trains and "
                  "averages N, as `dslide train --ensemble N` does");
+    DSLIDE_CHECK(cfg.linear != 1,
+                 "option --linear true: the linear member joins the networks of an ensemble "
+                 "that `dslide train` trains; train() returns one network, and "
+                 "dslide.Classifier trains the networks alone");
     // As `dslide train` does: the metrics lines must not go into an input file (a set in
     // memory has no file).
     CheckOutputPath("--metrics", cfg.metrics_file,
@@ -372,7 +377,7 @@ NB_MODULE(_core, m) {
   using IdRows = nb::ndarray<const int32_t, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
   using ProbRows = nb::ndarray<const float, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
   m.def("merge_member_lists", [](const std::vector<IdRows>& ids, const std::vector<ProbRows>& probs,
-                                 int k) {
+                                 int k, const std::vector<double>& weights) {
     if (ids.empty() || ids.size() != probs.size())
       throw nb::value_error("merge_member_lists: one ids and one probabilities array a member");
     const size_t n = ids[0].shape(0), len = ids[0].shape(1);
@@ -387,10 +392,111 @@ NB_MODULE(_core, m) {
     }
     std::vector<int32_t> top;
     std::vector<double> mean;
-    MergeMemberLists(member_ids, member_probs, static_cast<int64_t>(n), static_cast<int>(len), k,
-                     &top, &mean);
+    // No weights: the members' plain mean; else one weight a member (MemberWeights).
+    if (weights.empty())
+      MergeMemberLists(member_ids, member_probs, static_cast<int64_t>(n), static_cast<int>(len),
+                       k, &top, &mean);
+    else if (weights.size() == ids.size())
+      MergeMemberLists(member_ids, member_probs, weights, static_cast<int64_t>(n),
+                       static_cast<int>(len), k, &top, &mean);
+    else
+      throw nb::value_error("merge_member_lists: one weight a member");
     return nb::make_tuple(Matrix(std::move(top), n, k),
                           Matrix(std::vector<float>(mean.begin(), mean.end()), n, k));
+  }, "ids"_a, "probs"_a, "k"_a, "weights"_a = std::vector<double>());
+  // The linear member of `dslide train`'s ensembles (--linear, model/linear_ovr.h): whether
+  // auto adds one, its solve on a set, its top lists, its share chosen on validation points.
+  m.def("auto_linear", [](const nb::list& options, int members, int64_t features, int64_t labels) {
+    TrainConfig cfg;
+    const auto pairs = Pairs(options);
+    return Checked([&] {
+      ParseTrainOptions(pairs, &cfg);
+      DSLIDE_CHECK(cfg.linear != 1 || members > 1,
+                   "option --linear true: the linear member joins an ensemble's networks, and "
+                   "ensemble='auto' chose one model (it trains 3 when validating with "
+                   "epochs='auto' on at most ",
+                   kAutoEnsemblePoints, " training points); give ensemble=2 or more");
+      return AutoLinear(cfg, members, features, labels);
+    });
+  });
+  nb::class_<LinearOvr>(m, "LinearModel")
+      .def_prop_ro("features", &LinearOvr::features)
+      .def_prop_ro("labels", &LinearOvr::labels)
+      .def("weights",
+           [](const LinearOvr& l) {
+             return Matrix(l.weights(), static_cast<size_t>(l.features()) + 1,
+                           static_cast<size_t>(l.labels()));
+           })
+      .def("top", [](const LinearOvr& l, const Data& in, int len, int threads) {
+        if (in.data.num_features != l.features())
+          throw nb::value_error(detail::Concat(in.name, ": ", in.data.num_features,
+                                               " features (columns), the linear member has ",
+                                               l.features())
+                                    .c_str());
+        if (len < 1 || len > l.labels())
+          throw nb::value_error(
+              detail::Concat("top: ", len, " labels asked for, the linear member has ", l.labels())
+                  .c_str());
+        std::vector<int32_t> ids;
+        std::vector<float> probs;
+        Checked([&] {
+          const int before = NumThreads();
+          SetNumThreads(threads);
+          std::vector<double> p;
+          l.TopK(in.data, 0, in.data.size(), len, &ids, &p);
+          probs.assign(p.begin(), p.end());
+          SetNumThreads(before);
+          return 0;
+        });
+        const auto n = static_cast<size_t>(in.data.size());
+        return nb::make_tuple(Matrix(std::move(ids), n, static_cast<size_t>(len)),
+                              Matrix(std::move(probs), n, static_cast<size_t>(len)));
+      });
+  m.def("linear_train", [](const Data& train, uint64_t seed, int threads) {
+    return Checked([&] {
+      const int before = NumThreads();
+      SetNumThreads(threads);
+      LinearOvr l =
+          LinearOvr::Train(train.data, {kLinearC, kLinearEps, kLinearMaxEpochs, seed});
+      SetNumThreads(before);
+      return l;
+    });
+  });
+  using WeightRows = nb::ndarray<const float, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
+  m.def("linear_from_weights", [](const WeightRows& w) {
+    if (w.shape(0) < 1 || w.shape(1) < 1)
+      throw nb::value_error("linear_from_weights: (features + 1) x labels weights");
+    return LinearOvr(static_cast<int64_t>(w.shape(0)) - 1, static_cast<int64_t>(w.shape(1)),
+                     std::vector<float>(w.data(), w.data() + w.shape(0) * w.shape(1)));
+  });
+  // The points --valid-fraction holds back of `n` with `seed` (SplitHoldout's choice), in order.
+  m.def("holdout_points", [](int64_t n, double fraction, uint64_t seed) {
+    if (n < 1 || n > (int64_t{1} << 31) - 1)
+      throw nb::value_error("holdout_points: n must be in [1, 2^31 - 1]");
+    Dataset all, kept, held;  // point i: feature i
+    all.num_features = n;
+    all.num_labels = 1;
+    for (int64_t i = 0; i < n; ++i) all.Add({static_cast<int32_t>(i)}, {1.0f}, {});
+    SplitHoldout(all, fraction, seed, &kept, &held);
+    std::vector<int64_t> idx(held.size());
+    for (int64_t i = 0; i < held.size(); ++i) idx[i] = held.feat_ids[held.feat_off[i]];
+    return Vector(std::move(idx));
+  });
+  m.def("choose_linear_share", [](const IdRows& net_ids, const ProbRows& net_probs,
+                                  const IdRows& lin_ids, const ProbRows& lin_probs,
+                                  const Data& points) {
+    const size_t n = net_ids.shape(0), len = net_ids.shape(1);
+    if (n != static_cast<size_t>(points.data.size()) || lin_ids.shape(0) != n ||
+        lin_ids.shape(1) != len || net_probs.shape(0) != n || net_probs.shape(1) != len ||
+        lin_probs.shape(0) != n || lin_probs.shape(1) != len)
+      throw nb::value_error("choose_linear_share: the lists differ in shape from the points");
+    std::vector<std::vector<int32_t>> ids{{net_ids.data(), net_ids.data() + n * len},
+                                          {lin_ids.data(), lin_ids.data() + n * len}};
+    std::vector<std::vector<double>> probs{{net_probs.data(), net_probs.data() + n * len},
+                                           {lin_probs.data(), lin_probs.data() + n * len}};
+    std::string why;
+    const double share = ChooseLinearShare(ids, probs, points.data, static_cast<int>(len), &why);
+    return nb::make_tuple(share, why);
   });
   m.def("train_help", &TrainHelp);
   m.def("request_stop", &StopSignals::Request);

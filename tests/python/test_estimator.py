@@ -102,13 +102,14 @@ def test_lr_decay_is_passed_on_and_refused_without_validation(task):
 
 def test_an_ensemble_averages_its_members_and_pickles_them(tmp_path):
     # ensemble=3: three models with seeds 5, 6, 7; predict_proba is the mean of theirs (every
-    # class of each, 20 classes), predict and score follow it, and a pickled one keeps all.
+    # class of each, 20 classes), predict and score follow it, and a pickled one keeps all
+    # (the networks alone: the linear member's test is the next).
     rng = np.random.default_rng(4)
     centers = rng.normal(size=(20, 30))
     y = rng.integers(0, 20, size=600)
     X = np.abs(centers[y] + 0.8 * rng.normal(size=(600, 30))).astype(np.float32)
     net = dslide.Classifier(iterations=60, valid_fraction=0, threads=2, hidden=[16], seed=5,
-                            ensemble=3).fit(X, y)
+                            ensemble=3, options={"linear": False}).fit(X, y)
     assert len(net.models_) == 3
     assert [m.settings["seed"] for m in net.models_] == ["5", "6", "7"]
     P = net.predict_proba(X)
@@ -136,6 +137,54 @@ def test_an_ensemble_averages_its_members_and_pickles_them(tmp_path):
     with pytest.raises(ValueError, match="option --ensemble 2: train\\(\\) returns one model"):
         dslide.train((sp.csr_matrix(X), sp.csr_matrix(np.eye(20, dtype=np.float32)[y])),
                      iterations=5, ensemble=2, verbose=False)
+    # The linear member (--linear) is an ensemble's: train() refuses it, and so does a
+    # Classifier whose ensemble auto makes one model.
+    with pytest.raises(ValueError, match="option --linear true: .* train\\(\\) returns one network"):
+        dslide.train((sp.csr_matrix(X), sp.csr_matrix(np.eye(20, dtype=np.float32)[y])),
+                     iterations=5, linear=True, verbose=False)
+    with pytest.raises(ValueError, match="option --linear true: .* ensemble='auto' chose one model"):
+        dslide.Classifier(iterations=5, valid_fraction=0, threads=2,
+                          options={"linear": True}).fit(X, y)
+
+
+def test_an_ensembles_linear_member_mixes_by_its_validated_share_and_pickles():
+    # ensemble auto with validation on 600 points of 20 classes: 3 networks and the linear
+    # member (--linear auto: fewer than 1,024 classes), as `dslide train` makes them; its
+    # share comes from the grid, and predict_proba is the networks' mean and its probability
+    # (1 + margin) / 2, clipped, weighed by 1 - share and share.
+    rng = np.random.default_rng(5)
+    centers = rng.normal(size=(20, 30))
+    y = rng.integers(0, 20, size=600)
+    X = np.abs(centers[y] + 1.5 * rng.normal(size=(600, 30))).astype(np.float32)
+    net = dslide.Classifier(iterations=0, valid_fraction=0.2, threads=2, hidden=[16],
+                            patience=2).fit(X, y)
+    assert len(net.models_) == 3 and net.linear_ is not None
+    share = net.linear_share_
+    assert share in (0.0, 0.25, 0.5, 0.75, 1.0)
+    rows = sp.csr_matrix(X / np.linalg.norm(X, axis=1, keepdims=True))
+    members = []
+    for m in net.models_:
+        ids, scores = m.predict(rows, k=20)
+        Q = np.zeros((600, 20))
+        Q[np.arange(600)[:, None], ids] = scores
+        members.append(Q)
+    W = net.linear_.weights()
+    assert W.shape == (31, 20)
+    margins = rows @ W[:30] + W[30]
+    L = np.clip((1 + margins) / 2, 0, 1)
+    want = (1 - share) * np.mean(members, axis=0) + share * L if share > 0 else \
+        np.mean(members, axis=0)
+    np.testing.assert_allclose(net.predict_proba(X), want, rtol=1e-5, atol=1e-6)
+    # The linear member alone learns the blobs: far above chance (0.05) on its training points.
+    assert np.mean(L.argmax(axis=1) == y) > 0.3
+    again = pickle.loads(pickle.dumps(net))
+    assert again.linear_share_ == share
+    np.testing.assert_array_equal(again.linear_.weights(), W)
+    np.testing.assert_allclose(again.predict_proba(X), net.predict_proba(X), rtol=1e-6)
+    # options={"linear": False}: the networks alone.
+    alone = dslide.Classifier(iterations=0, valid_fraction=0.2, threads=2, hidden=[16],
+                              patience=2, options={"linear": False}).fit(X, y)
+    assert alone.linear_ is None
 
 
 def test_labels_of_any_kind_pickling_and_parameters():
