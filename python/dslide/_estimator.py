@@ -128,7 +128,8 @@ class Classifier:
     epochs="auto" on at most 25,600 training points, else 1; an int sets it.
     predict, predict_proba and score then use the mean of the members' probabilities
     (``models_``; ``model_`` is the first). Such an ensemble of fewer than 1,024 classes
-    also solves a linear one-vs-rest member, as `dslide train --linear auto` does
+    (and at most 2^26 weights and 2^31 classes x nonzeros of X) also solves a linear
+    one-vs-rest member, as `dslide train --linear auto` does
     (``linear_``, its share of the mean ``linear_share_``, chosen on the first member's
     validation points); ``options={"linear": False}`` leaves it out.
 
@@ -230,14 +231,14 @@ class Classifier:
         # ensemble's networks, its share of the mean chosen on the first member's validation
         # points.
         self.linear_, self.linear_share_ = None, 0.0
-        if _core.auto_linear(asked, members, X.shape[1], Y.shape[1]):
-            self._fit_linear(X, Y)
+        if _core.auto_linear(asked, members, X.shape[1], Y.shape[1], X.nnz):
+            self._fit_linear(X, Y, float(options.get("valid_fraction", 0) or 0))
         self.classes_ = classes
         self.multilabel_ = multilabel
         self.n_features_in_ = X.shape[1]
         return self
 
-    def _fit_linear(self, X, Y):
+    def _fit_linear(self, X, Y, valid_fraction):
         """The linear member, as `dslide train --linear` solves it: on every training point;
         where validating, a second one on the first member's training points, mixed with that
         member on its validation points at each share of the grid (_core.choose_linear_share),
@@ -246,8 +247,8 @@ class Classifier:
         self.linear_ = _core.linear_train(Pending("X", (X, Y), True).build(labels), self.seed,
                                           threads)
         self.linear_share_ = 0.5
-        if self.valid_fraction:
-            held = _core.holdout_points(X.shape[0], float(self.valid_fraction), self.seed)
+        if valid_fraction > 0:
+            held = _core.holdout_points(X.shape[0], valid_fraction, self.seed)
             kept = np.setdiff1d(np.arange(X.shape[0]), held)
             check = _core.linear_train(Pending("X", (X[kept], Y[kept]), True).build(labels),
                                        self.seed, threads)
@@ -366,8 +367,9 @@ class Classifier:
         members = state.pop("_members", 1)
         weights = state.pop("_linear_weights", None)
         self.__dict__.update(state)
-        if weights is not None:
-            self.linear_ = _core.linear_from_weights(np.ascontiguousarray(weights, np.float32))
+        if "linear_share_" in state:  # fitted: linear_ is the member or None, as before pickling
+            self.linear_ = None if weights is None else _core.linear_from_weights(
+                np.ascontiguousarray(weights, np.float32))
         if blob is not None:
             with tempfile.TemporaryDirectory() as tmp:
                 with tarfile.open(fileobj=io.BytesIO(blob), mode="r") as tar:

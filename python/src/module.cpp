@@ -117,6 +117,16 @@ class PyEvents final : public RunEvents {
   nb::object line_, record_, warning_;
 };
 
+/// The threads of a linear member's call (0: the default), the earlier count again after it,
+/// also when it throws.
+struct LinearThreads {
+  explicit LinearThreads(int threads) : before(NumThreads()) { SetNumThreads(threads); }
+  ~LinearThreads() { SetNumThreads(before); }
+  LinearThreads(const LinearThreads&) = delete;
+  LinearThreads& operator=(const LinearThreads&) = delete;
+  int before;
+};
+
 std::vector<std::pair<std::string, std::string>> Pairs(const nb::list& options) {
   std::vector<std::pair<std::string, std::string>> out;
   for (nb::handle h : options) out.push_back(nb::cast<std::pair<std::string, std::string>>(h));
@@ -406,7 +416,8 @@ NB_MODULE(_core, m) {
   }, "ids"_a, "probs"_a, "k"_a, "weights"_a = std::vector<double>());
   // The linear member of `dslide train`'s ensembles (--linear, model/linear_ovr.h): whether
   // auto adds one, its solve on a set, its top lists, its share chosen on validation points.
-  m.def("auto_linear", [](const nb::list& options, int members, int64_t features, int64_t labels) {
+  m.def("auto_linear", [](const nb::list& options, int members, int64_t features, int64_t labels,
+                          int64_t nonzeros) {
     TrainConfig cfg;
     const auto pairs = Pairs(options);
     return Checked([&] {
@@ -416,7 +427,7 @@ NB_MODULE(_core, m) {
                    "ensemble='auto' chose one model (it trains 3 when validating with "
                    "epochs='auto' on at most ",
                    kAutoEnsemblePoints, " training points); give ensemble=2 or more");
-      return AutoLinear(cfg, members, features, labels);
+      return AutoLinear(cfg, members, features, labels, nonzeros);
     });
   });
   nb::class_<LinearOvr>(m, "LinearModel")
@@ -440,12 +451,10 @@ NB_MODULE(_core, m) {
         std::vector<int32_t> ids;
         std::vector<float> probs;
         Checked([&] {
-          const int before = NumThreads();
-          SetNumThreads(threads);
+          const LinearThreads scope(threads);
           std::vector<double> p;
           l.TopK(in.data, 0, in.data.size(), len, &ids, &p);
           probs.assign(p.begin(), p.end());
-          SetNumThreads(before);
           return 0;
         });
         const auto n = static_cast<size_t>(in.data.size());
@@ -454,12 +463,8 @@ NB_MODULE(_core, m) {
       });
   m.def("linear_train", [](const Data& train, uint64_t seed, int threads) {
     return Checked([&] {
-      const int before = NumThreads();
-      SetNumThreads(threads);
-      LinearOvr l =
-          LinearOvr::Train(train.data, {kLinearC, kLinearEps, kLinearMaxEpochs, seed});
-      SetNumThreads(before);
-      return l;
+      const LinearThreads scope(threads);
+      return LinearOvr::Train(train.data, {kLinearC, kLinearEps, kLinearMaxEpochs, seed});
     });
   });
   using WeightRows = nb::ndarray<const float, nb::ndim<2>, nb::c_contig, nb::device::cpu>;

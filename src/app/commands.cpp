@@ -191,7 +191,10 @@ int EvalEnsemble(const EvalConfig& cfg, const std::vector<std::string>& members,
         "eval ensemble of %zu%s (%s/member-1 ...; the mean of their probabilities%s) on %d "
         "rank(s):",
         models.size(), linear ? " and the linear member" : "", cfg.model_dir.c_str(),
-        linear ? Format(", the linear member's share %g", share).c_str() : "", comm->size());
+        linear ? Format(", the linear member's share %g%s", share, share > 0 ? "" : ": left out")
+                     .c_str()
+               : "",
+        comm->size());
     for (int kk : cfg.k) std::printf(" P@%d %.4f", kk, r.At(kk));
     std::printf(" | %lld points in %.1fs\n", (long long)r.points, Seconds(t0));
     std::fflush(stdout);

@@ -226,10 +226,12 @@ void options::AddTrainOptions(OptionTable& t, TrainConfig* c) {
       "auto|true|false: an ensemble (--ensemble 2 or more) also solves a linear one-vs-rest "
       "model, as extreme-classification libraries train (per label the L2-regularised "
       "squared hinge, C 1, on the L2-normalised training rows, solved by dual coordinate "
-      "descent to a gap of 0.1), saved in --checkpoint-dir/linear; eval and predict weigh its "
-      "probabilities as much as the networks' mean. auto: true for an ensemble whose output "
-      "layer has fewer than --dense-below labels and whose linear weights ((features + 1) x "
-      "labels) number at most 2^26 (docs/user-guide.md, \"The linear member\")");
+      "descent to a gap of 0.1), saved in --checkpoint-dir/linear; eval and predict mix its "
+      "probabilities with the networks' mean by a share chosen on validation (0, 0.25, 0.5, "
+      "0.75 or 1: the first member's P@1 of the mix; 0.5 without validation). auto: true for "
+      "an ensemble whose output layer has fewer than --dense-below labels, whose linear "
+      "weights ((features + 1) x labels) number at most 2^26 and whose labels x training "
+      "nonzeros are at most 2^31 (docs/user-guide.md, \"The linear member\")");
   t.Field("beta1", &c->beta1, "Adam beta1");
   t.Field("beta2", &c->beta2, "Adam beta2");
   t.Field("eps", &c->eps, "Adam epsilon");

@@ -144,6 +144,7 @@ void LinearOvr::Margins(const SparseView& x, float* scores) const {
   const float* bias = w_.data() + features_ * labels_;
   double norm = 0;
   for (int64_t j = 0; j < x.n; ++j) norm += static_cast<double>(x.vals[j]) * x.vals[j];
+  // The norm of the whole row: eval and predict check that the rows have the model's features.
   const float scale = norm > 0 ? static_cast<float>(1.0 / std::sqrt(norm)) : 0.0f;
   std::copy(bias, bias + labels_, scores);
   for (int64_t j = 0; j < x.n; ++j) {
@@ -155,7 +156,8 @@ void LinearOvr::Margins(const SparseView& x, float* scores) const {
 }
 
 double LinearOvr::Probability(float margin) {
-  return std::clamp((1.0 + static_cast<double>(margin)) / 2.0, 0.0, 1.0);
+  const double s = margin;
+  return std::clamp((1.0 + s) / 2.0, 0.0, 1.0) + kMarginOrder * s / (1.0 + std::fabs(s));
 }
 
 void LinearOvr::TopK(const Dataset& data, int64_t row0, int64_t n, int len,

@@ -41,8 +41,11 @@ class LinearOvr {
   /// scores[0..labels): s = w . x / ||x|| + b.
   void Margins(const SparseView& x, float* scores) const;
   /// The squared hinge's probability of a margin: the minimiser of the expected loss is
-  /// s = 2p - 1 where |s| <= 1, so p = (1 + s) / 2, clipped to [0, 1].
+  /// s = 2p - 1 where |s| <= 1, so p = (1 + s) / 2, clipped to [0, 1], plus
+  /// kMarginOrder * s / (1 + |s|): strictly increasing, so that margins the clip would tie
+  /// (beyond +-1) keep their order when lists are merged by probability.
   static double Probability(float margin);
+  static constexpr double kMarginOrder = 1e-7;
 
   /// The `len` labels of largest margin of each of `n` points of `data` from row0, best first
   /// (ties to the smaller id), with Probability of each: ids and probs get n x len entries

@@ -124,7 +124,8 @@ int AutoEnsemble(const TrainConfig& cfg, int64_t train_points) {
                                                                                      : 1;
 }
 
-bool AutoLinear(const TrainConfig& cfg, int members, int64_t features, int64_t labels) {
+bool AutoLinear(const TrainConfig& cfg, int members, int64_t features, int64_t labels,
+                int64_t nonzeros) {
   if (cfg.linear == 0 || members < 2) return false;
   const double weights = static_cast<double>(features + 1) * static_cast<double>(labels);
   if (cfg.linear == 1) {
@@ -133,7 +134,9 @@ bool AutoLinear(const TrainConfig& cfg, int members, int64_t features, int64_t l
                  weights, " linear weights, more than the ", kMaxLinearWeights, " it holds");
     return true;
   }
-  return labels < cfg.dense_below && weights <= static_cast<double>(kAutoLinearWeights);
+  const double work = static_cast<double>(labels) * static_cast<double>(nonzeros);
+  return labels < cfg.dense_below && weights <= static_cast<double>(kAutoLinearWeights) &&
+         work <= static_cast<double>(kAutoLinearWork);
 }
 
 int AutoEnsembleOfFile(const TrainConfig& cfg, int64_t file_points) {

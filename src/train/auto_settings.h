@@ -105,11 +105,14 @@ int AutoEnsemble(const TrainConfig& cfg, int64_t train_points);
 int AutoEnsembleOfFile(const TrainConfig& cfg, int64_t file_points);
 
 /// --linear for an ensemble of `members` networks on `features` inputs and `labels`
-/// outputs: false for one model; true where asked (refusing more than kMaxLinearWeights
-/// weights, with a dslide::Error); auto: true where the output layer has fewer than
-/// cfg.dense_below labels (dense under --sparsity auto: the sets a linear model solves in
-/// seconds) and the weights number at most kAutoLinearWeights.
-bool AutoLinear(const TrainConfig& cfg, int members, int64_t features, int64_t labels);
+/// outputs, trained on points of `nonzeros` feature values in all: false for one model; true
+/// where asked (refusing more than kMaxLinearWeights weights, with a dslide::Error); auto:
+/// true where the output layer has fewer than cfg.dense_below labels (dense under
+/// --sparsity auto), the weights number at most kAutoLinearWeights and labels x nonzeros (a
+/// pass of the solver over every label) at most kAutoLinearWork: the sets it solves in
+/// seconds.
+bool AutoLinear(const TrainConfig& cfg, int members, int64_t features, int64_t labels,
+                int64_t nonzeros);
 
 /// What a layer's active set holds over the points of a dataset, all ranks together.
 struct LayerSlots {

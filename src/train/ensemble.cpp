@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "common/error.h"
+#include "common/parallel.h"
 #include "common/process_clock.h"
 #include "io/checkpoint.h"
 #include "io/linear_file.h"
@@ -194,6 +195,7 @@ void EnsembleTopK(const std::vector<std::unique_ptr<Trainer>>& models, const Lin
 EvalResult RunEnsemble(const TrainConfig& cfg, int members, Communicator* comm, RunEvents* events) {
   DSLIDE_CHECK(members >= 2 && members <= kMaxEnsemble, "option --ensemble: ", members, " members");
   if (events == nullptr) events = NoEvents();
+  SetNumThreads(cfg.threads);  // the linear member's solve runs before the members' own runs
   CheckEnsembleFolder(cfg.checkpoint_dir, members, "--checkpoint-dir");
   CheckEnsembleFolder(cfg.save_dir, members, "--save");
   const bool root = comm->rank() == 0;
@@ -211,7 +213,8 @@ EvalResult RunEnsemble(const TrainConfig& cfg, int members, Communicator* comm, 
   const std::vector<int> ks{1, 3, 5};
   const int k = 5;
   const int len = EnsembleListLength(k, train.num_labels);
-  const bool linear = AutoLinear(cfg, members, train.num_features, train.num_labels);
+  const bool linear = AutoLinear(cfg, members, train.num_features, train.num_labels,
+                                 static_cast<int64_t>(train.feat_ids.size()));
   std::vector<std::vector<int32_t>> ids(members + (linear ? 1 : 0));
   std::vector<std::vector<double>> probs(ids.size());
   double unscored_wall = 0, unscored_cpu = 0;  // evaluations: not training time
@@ -286,18 +289,18 @@ EvalResult RunEnsemble(const TrainConfig& cfg, int members, Communicator* comm, 
     }
   }
   if (linear) {
-    if (root) {
-      for (const std::string& dir : {cfg.checkpoint_dir, cfg.save_dir})
-        if (!dir.empty()) WriteLinearModel(dir, linear_model, options, share);
+    std::string saved;  // the folders written, for the line
+    for (const std::string& dir : {cfg.checkpoint_dir, cfg.save_dir}) {
+      if (dir.empty()) continue;
+      if (root) WriteLinearModel(dir, linear_model, options, share);
+      saved += (saved.empty() ? "" : " and ") + dir + "/linear";
     }
     std::string line = Format(
         "ensemble linear member (--linear%s): one-vs-rest squared hinge, C %g, on the %lld "
         "L2-normalised training points, solved in %.1fs%s%s; its share of the mean "
         "probability %g (%s)\n",
         cfg.linear < 0 ? " auto" : "", kLinearC, (long long)train_points, solve_s,
-        cfg.checkpoint_dir.empty() ? "" : ", saved in ",
-        cfg.checkpoint_dir.empty() ? "" : (cfg.checkpoint_dir + "/linear").c_str(), share,
-        share_why.c_str());
+        saved.empty() ? "" : ", saved in ", saved.c_str(), share, share_why.c_str());
     if (scored->size() > 0) {
       const double s0 = ProcessWallSeconds(), c0 = ProcessCpuSeconds();
       linear_model.TopK(*scored, 0, scored->size(), len, &ids.back(), &probs.back());
@@ -333,12 +336,15 @@ EvalResult RunEnsemble(const TrainConfig& cfg, int members, Communicator* comm, 
   EvalResult r = counter.Result();
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (root) {
-    events->Line(
-        Format("test  ensemble of %d%s | P@1 %.4f P@3 %.4f P@5 %.4f | %lld points (the "
-               "mean of the members' probabilities%s) | %.1fs of training\n",
-               members, linear ? " and the linear member" : "", r.At(1), r.At(3), r.At(5),
-               (long long)r.points,
-               linear ? Format(", the linear member's share %g", share).c_str() : "", train_wall));
+    events->Line(Format(
+        "test  ensemble of %d%s | P@1 %.4f P@3 %.4f P@5 %.4f | %lld points (the "
+        "mean of the members' probabilities%s) | %.1fs of training\n",
+        members, linear ? " and the linear member" : "", r.At(1), r.At(3), r.At(5),
+        (long long)r.points,
+        linear ? Format(", the linear member's share %g%s", share, share > 0 ? "" : ": left out")
+                     .c_str()
+               : "",
+        train_wall));
     JsonObject o;
     o.Add("set", "test")
         .Add("ensemble", members)

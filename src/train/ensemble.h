@@ -2,8 +2,8 @@
 // ... (each with its own --valid-fraction split), kept in FOLDER/member-1 ... member-N, and
 // scored together by averaging their softmax (or one-vs-rest) probabilities. With --linear,
 // a linear one-vs-rest model (model/linear_ovr.h) solved on all the training points joins
-// them in FOLDER/linear: its probabilities weigh kLinearShare of the mean, the networks'
-// mean the rest.
+// them in FOLDER/linear: its probabilities weigh a share of the mean chosen on validation
+// (ChooseLinearShare), the networks' mean the rest.
 #pragma once
 
 #include <cstdint>

@@ -170,7 +170,10 @@ int64_t Predict(const PredictConfig& cfg, Communicator* comm) {
         "predict: an ensemble of %zu models (%s/member-1 ...)%s, their probabilities "
         "averaged\n",
         folders.size(), cfg.model_dir.c_str(),
-        linear ? Format(" and the linear member (its share %g)", share).c_str() : "");
+        linear ? Format(" and the linear member (its share %g%s)", share,
+                        share > 0 ? "" : ": left out")
+                     .c_str()
+               : "");
     std::fflush(stdout);
   }
   Dataset chunk;

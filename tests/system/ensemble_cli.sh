@@ -202,7 +202,8 @@ expect_rc $? 0 "eval of the folder with the linear member"
 "$dslide" predict --model lin --input e.test.txt --top-k 5 --out lin.tsv --threads 1 >out_lin_pred.txt 2>&1
 expect_rc $? 0 "predict of the folder with the linear member"
 if [[ $share == 0 ]]; then
-  expect_in out_lin.txt "^test  ensemble of 3 and the linear member | P@1 .* share 0)" "share 0"
+  expect_in out_lin.txt "^test  ensemble of 3 and the linear member | P@1 .* share 0: left out)" "share 0"
+  expect_in out_lin_eval.txt "the linear member's share 0: left out)" "eval, share 0"
 else
   expect_in out_lin_eval.txt "^eval ensemble of 3 and the linear member (lin/member-1 ...; the mean of their probabilities, the linear member's share $share)" \
     "eval names the linear member"

@@ -130,13 +130,17 @@ TEST(LinearOvr, TheSameWeightsOnAnyNumberOfThreads) {
   EXPECT_NE(LinearOvr::Train(d, other).weights(), one.weights()) << "the seed orders the visits";
 }
 
-TEST(LinearOvr, ProbabilityIsTheSquaredHingesClippedLine) {
-  EXPECT_EQ(LinearOvr::Probability(-1.0f), 0.0);
-  EXPECT_EQ(LinearOvr::Probability(-7.0f), 0.0);
+TEST(LinearOvr, ProbabilityIsTheSquaredHingesClippedLineKeepingTheOrder) {
+  const double e = LinearOvr::kMarginOrder;
+  EXPECT_NEAR(LinearOvr::Probability(-1.0f), 0.0, 2 * e);
+  EXPECT_NEAR(LinearOvr::Probability(-7.0f), 0.0, 2 * e);
   EXPECT_EQ(LinearOvr::Probability(0.0f), 0.5);
-  EXPECT_EQ(LinearOvr::Probability(0.5f), 0.75);
-  EXPECT_EQ(LinearOvr::Probability(1.0f), 1.0);
-  EXPECT_EQ(LinearOvr::Probability(4.0f), 1.0);
+  EXPECT_NEAR(LinearOvr::Probability(0.5f), 0.75, 2 * e);
+  EXPECT_NEAR(LinearOvr::Probability(1.0f), 1.0, 2 * e);
+  EXPECT_NEAR(LinearOvr::Probability(4.0f), 1.0, 2 * e);
+  // Strictly increasing, beyond the clip too: the largest margin ranks first.
+  for (float s : {-9.0f, -2.0f, -1.0f, -0.3f, 0.0f, 0.3f, 1.0f, 1.5f, 3.0f})
+    EXPECT_LT(LinearOvr::Probability(s), LinearOvr::Probability(s + 0.25f)) << s;
 }
 
 TEST(LinearOvr, MarginsOfTheNormalisedRowWithTheBiasAndTopKBestFirst) {
@@ -160,7 +164,7 @@ TEST(LinearOvr, MarginsOfTheNormalisedRowWithTheBiasAndTopKBestFirst) {
   std::vector<double> probs;
   m.TopK(d, 0, 3, 2, &ids, &probs);
   // Point 1: margins 1.1 (clipped to 1), -1 and -1 (the tie to the smaller id); point 2:
-  // the biases 0.1, 0 and -1.
+  // the biases 0.1, 0 and -1 (the probabilities within kMarginOrder of the clipped line).
   EXPECT_EQ(ids, (std::vector<int32_t>{0, 1, 0, 1, 0, 1}));
   const std::vector<double> want{0.85, 0.6, 1.0, 0.0, 0.55, 0.5};
   ASSERT_EQ(probs.size(), want.size());
@@ -255,16 +259,20 @@ TEST(LinearMember, WeightsAndTheShareChosenOnValidation) {
 }
 
 TEST(LinearMember, AutoRule) {
-  TrainConfig cfg;  // --linear auto, --dense-below 1024
-  EXPECT_FALSE(AutoLinear(cfg, 1, 1000, 100)) << "one model has no linear member";
-  EXPECT_TRUE(AutoLinear(cfg, 3, 47236, 101));
-  EXPECT_FALSE(AutoLinear(cfg, 3, 47236, 1024)) << "a sampled output layer's size";
-  EXPECT_FALSE(AutoLinear(cfg, 3, 100000, 700)) << "over 2^26 weights";
+  TrainConfig cfg;             // --linear auto, --dense-below 1024
+  const int64_t nnz = 368937;  // rcv1sub1's training nonzeros
+  EXPECT_FALSE(AutoLinear(cfg, 1, 1000, 100, nnz)) << "one model has no linear member";
+  EXPECT_TRUE(AutoLinear(cfg, 3, 47236, 101, nnz));
+  EXPECT_FALSE(AutoLinear(cfg, 3, 47236, 1024, nnz)) << "a sampled output layer's size";
+  EXPECT_FALSE(AutoLinear(cfg, 3, 100000, 700, nnz)) << "over 2^26 weights";
+  EXPECT_TRUE(AutoLinear(cfg, 3, 500, 100, int64_t{1} << 24));
+  EXPECT_FALSE(AutoLinear(cfg, 3, 500, 100, int64_t{1} << 25)) << "over 2^31 labels x nonzeros";
   cfg.linear = 0;
-  EXPECT_FALSE(AutoLinear(cfg, 3, 47236, 101));
+  EXPECT_FALSE(AutoLinear(cfg, 3, 47236, 101, nnz));
   cfg.linear = 1;
-  EXPECT_TRUE(AutoLinear(cfg, 3, 100000, 700));
-  EXPECT_THROW(AutoLinear(cfg, 3, 1 << 20, 1 << 12), Error);
+  EXPECT_TRUE(AutoLinear(cfg, 3, 100000, 700, nnz));
+  EXPECT_TRUE(AutoLinear(cfg, 3, 500, 100, int64_t{1} << 25)) << "asked for: any work";
+  EXPECT_THROW(AutoLinear(cfg, 3, 1 << 20, 1 << 12, nnz), Error);
 }
 
 /// The linear member alone on a real set, as the ensemble solves it (every training point,
