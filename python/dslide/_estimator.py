@@ -291,9 +291,8 @@ class Classifier:
             return _core.merge_member_lists([ids for ids, _ in lists], [p for _, p in lists], k)
         lists.append(linear.top(Pending("X", X, False).build(len(self.classes_)), length,
                                 self.threads or 0))
-        weights = [(1 - share) / len(models)] * len(models) + [share]
         return _core.merge_member_lists([ids for ids, _ in lists], [p for _, p in lists], k,
-                                        weights)
+                                        _core.member_weights(len(models), share))
 
     def predict(self, X):
         X = self._rows(X, "predict")

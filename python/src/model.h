@@ -57,6 +57,15 @@ nb::ndarray<nb::numpy, T, nb::ndim<1>> Vector(std::vector<T> v) {
   return Owned<1>(std::move(v), {n});
 }
 
+/// OpenMP threads for one call (0: as they are), restored after it, also when it throws.
+struct ThreadScope {
+  explicit ThreadScope(int threads) : before(NumThreads()) { SetNumThreads(threads); }
+  ~ThreadScope() { SetNumThreads(before); }
+  ThreadScope(const ThreadScope&) = delete;
+  ThreadScope& operator=(const ThreadScope&) = delete;
+  int before;
+};
+
 /// A trained or loaded network and the ranks it is spread over.
 class Model {
  public:
@@ -219,13 +228,6 @@ class Model {
   }
 
  private:
-  /// OpenMP threads for one call (0: as they are), restored after it.
-  struct ThreadScope {
-    explicit ThreadScope(int threads) : before(NumThreads()) { SetNumThreads(threads); }
-    ~ThreadScope() { SetNumThreads(before); }
-    int before;
-  };
-
   void CheckInput(const Data& in) const {
     if (in.data.num_features != features())
       throw nb::value_error(detail::Concat(in.name, ": ", in.data.num_features,

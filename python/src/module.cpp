@@ -117,16 +117,6 @@ class PyEvents final : public RunEvents {
   nb::object line_, record_, warning_;
 };
 
-/// The threads of a linear member's call (0: the default), the earlier count again after it,
-/// also when it throws.
-struct LinearThreads {
-  explicit LinearThreads(int threads) : before(NumThreads()) { SetNumThreads(threads); }
-  ~LinearThreads() { SetNumThreads(before); }
-  LinearThreads(const LinearThreads&) = delete;
-  LinearThreads& operator=(const LinearThreads&) = delete;
-  int before;
-};
-
 std::vector<std::pair<std::string, std::string>> Pairs(const nb::list& options) {
   std::vector<std::pair<std::string, std::string>> out;
   for (nb::handle h : options) out.push_back(nb::cast<std::pair<std::string, std::string>>(h));
@@ -451,7 +441,7 @@ NB_MODULE(_core, m) {
         std::vector<int32_t> ids;
         std::vector<float> probs;
         Checked([&] {
-          const LinearThreads scope(threads);
+          const ThreadScope scope(threads);
           std::vector<double> p;
           l.TopK(in.data, 0, in.data.size(), len, &ids, &p);
           probs.assign(p.begin(), p.end());
@@ -463,7 +453,7 @@ NB_MODULE(_core, m) {
       });
   m.def("linear_train", [](const Data& train, uint64_t seed, int threads) {
     return Checked([&] {
-      const LinearThreads scope(threads);
+      const ThreadScope scope(threads);
       return LinearOvr::Train(train.data, {kLinearC, kLinearEps, kLinearMaxEpochs, seed});
     });
   });
@@ -478,15 +468,12 @@ NB_MODULE(_core, m) {
   m.def("holdout_points", [](int64_t n, double fraction, uint64_t seed) {
     if (n < 1 || n > (int64_t{1} << 31) - 1)
       throw nb::value_error("holdout_points: n must be in [1, 2^31 - 1]");
-    Dataset all, kept, held;  // point i: feature i
-    all.num_features = n;
-    all.num_labels = 1;
-    for (int64_t i = 0; i < n; ++i) all.Add({static_cast<int32_t>(i)}, {1.0f}, {});
-    SplitHoldout(all, fraction, seed, &kept, &held);
-    std::vector<int64_t> idx(held.size());
-    for (int64_t i = 0; i < held.size(); ++i) idx[i] = held.feat_ids[held.feat_off[i]];
-    return Vector(std::move(idx));
+    std::vector<int64_t> held, kept;
+    HoldoutIndices(n, fraction, seed, &held, &kept);
+    return Vector(std::move(held));
   });
+  // Each member's weight in the mix: the networks' share each, then the linear member's.
+  m.def("member_weights", &MemberWeights, "networks"_a, "linear_share"_a);
   m.def("choose_linear_share", [](const IdRows& net_ids, const ProbRows& net_probs,
                                   const IdRows& lin_ids, const ProbRows& lin_probs,
                                   const Data& points) {

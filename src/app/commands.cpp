@@ -172,11 +172,9 @@ int EvalEnsemble(const EvalConfig& cfg, const std::vector<std::string>& members,
     CheckpointMeta meta = EvalModelMeta(cfg, test, folder, "the model (" + folder + ")");
     models.push_back(LoadModel(folder, comm, &meta, /*scoring_only=*/true));
   }
-  std::unique_ptr<LinearOvr> linear;
   double share = 0;
-  if (!EnsembleLinear(cfg.model_dir).empty())
-    linear = std::make_unique<LinearOvr>(
-        ReadEnsembleLinear(cfg.model_dir, test.num_features, test.num_labels, &share));
+  const std::unique_ptr<LinearOvr> linear =
+      ReadEnsembleLinear(cfg.model_dir, test.num_features, test.num_labels, &share);
   const auto t0 = std::chrono::steady_clock::now();
   PrecisionCounter counter(cfg.k);
   const int k = counter.max_k();

@@ -88,17 +88,23 @@ int64_t HoldoutPoints(int64_t n, double fraction) {
   return m;
 }
 
-void SplitHoldout(const Dataset& all, double fraction, uint64_t seed, Dataset* kept,
-                  Dataset* held) {
-  const int64_t n = all.size();
+void HoldoutIndices(int64_t n, double fraction, uint64_t seed, std::vector<int64_t>* held,
+                    std::vector<int64_t>* kept) {
   const int64_t m = HoldoutPoints(n, fraction);
   std::vector<int64_t> perm(n);
   for (int64_t i = 0; i < n; ++i) perm[i] = i;
   Rng rng(StreamSeed(seed, 0x76616c6964 /* "valid" */));
   for (int64_t i = 0; i < m; ++i) std::swap(perm[i], perm[i + rng.Below(n - i)]);
-  std::vector<int64_t> h(perm.begin(), perm.begin() + m), k(perm.begin() + m, perm.end());
-  std::sort(h.begin(), h.end());
-  std::sort(k.begin(), k.end());
+  held->assign(perm.begin(), perm.begin() + m);
+  kept->assign(perm.begin() + m, perm.end());
+  std::sort(held->begin(), held->end());
+  std::sort(kept->begin(), kept->end());
+}
+
+void SplitHoldout(const Dataset& all, double fraction, uint64_t seed, Dataset* kept,
+                  Dataset* held) {
+  std::vector<int64_t> h, k;
+  HoldoutIndices(all.size(), fraction, seed, &h, &k);
   *held = all.Subset(h);
   *kept = all.Subset(k);
 }

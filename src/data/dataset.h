@@ -110,6 +110,11 @@ bool IsBinaryDataset(const std::string& path);
 /// where fraction > 0 and n > 1.
 int64_t HoldoutPoints(int64_t n, double fraction);
 
+/// The indices of the points SplitHoldout holds back of `n` (`held`, HoldoutPoints of them)
+/// and keeps (`kept`), each ascending.
+void HoldoutIndices(int64_t n, double fraction, uint64_t seed, std::vector<int64_t>* held,
+                    std::vector<int64_t>* kept);
+
 /// Holds back round(fraction * size) points of `all` (at least one when fraction > 0),
 /// chosen uniformly by `seed`, as `held`; the rest is `kept`. Both keep the file's order.
 void SplitHoldout(const Dataset& all, double fraction, uint64_t seed, Dataset* kept, Dataset* held);

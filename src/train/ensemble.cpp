@@ -37,17 +37,16 @@ std::vector<std::string> EnsembleMembers(const std::string& folder) {
   return out;
 }
 
-std::string EnsembleLinear(const std::string& folder) {
+std::unique_ptr<LinearOvr> ReadEnsembleLinear(const std::string& folder, int64_t features,
+                                              int64_t labels, double* share) {
+  *share = 0;
   std::error_code ec;
-  return std::filesystem::exists(folder + "/linear", ec) ? folder : std::string();
-}
-
-LinearOvr ReadEnsembleLinear(const std::string& folder, int64_t features, int64_t labels,
-                             double* share) {
-  LinearOvr m = ReadLinearModel(folder, share);
-  DSLIDE_CHECK(m.features() == features && m.labels() == labels, LinearModelFile(folder), ": ",
-               m.features(), " features and ", m.labels(), " labels, the ensemble's networks have ",
-               features, " inputs and ", labels, " outputs");
+  if (!std::filesystem::exists(folder + "/linear", ec)) return nullptr;
+  auto m = std::make_unique<LinearOvr>(ReadLinearModel(folder, share));
+  DSLIDE_CHECK(m->features() == features && m->labels() == labels, LinearModelFile(folder), ": ",
+               m->features(), " features and ", m->labels(),
+               " labels, the ensemble's networks have ", features, " inputs and ", labels,
+               " outputs");
   return m;
 }
 

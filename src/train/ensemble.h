@@ -30,15 +30,12 @@ std::string EnsembleMemberDir(const std::string& folder, int m);
 /// one). Empty when `folder` holds no member-1.
 std::vector<std::string> EnsembleMembers(const std::string& folder);
 
-/// The folder an ensemble's linear member is kept in, where `folder` holds one (its
-/// `linear` folder exists), else "".
-std::string EnsembleLinear(const std::string& folder);
-
-/// Reads the linear member of the ensemble in `folder` and its share of the mean
-/// probability, checking that it scores `features` inputs into `labels` outputs as the
-/// networks do (dslide::Error naming its file if not).
-LinearOvr ReadEnsembleLinear(const std::string& folder, int64_t features, int64_t labels,
-                             double* share);
+/// The linear member of the ensemble in `folder` and its share of the mean probability;
+/// null (and share 0) where the folder holds none (no `linear` folder). Checks that it
+/// scores `features` inputs into `labels` outputs as the networks do (dslide::Error naming
+/// its file if not).
+std::unique_ptr<LinearOvr> ReadEnsembleLinear(const std::string& folder, int64_t features,
+                                              int64_t labels, double* share);
 
 /// Throws dslide::Error naming `option` where folder `dir` ("" : none) cannot take an
 /// ensemble of `members` (`members` 1: one model) without mixing with another run's models

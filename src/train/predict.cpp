@@ -142,11 +142,9 @@ int64_t Predict(const PredictConfig& cfg, Communicator* comm) {
                  " outputs, the ensemble's first member (", folders.front(), ") ", outputs);
   }
   // An ensemble's linear member (train --linear), where the folder holds one.
-  std::unique_ptr<LinearOvr> linear;
   double share = 0;
-  if (ensemble && !EnsembleLinear(cfg.model_dir).empty())
-    linear = std::make_unique<LinearOvr>(
-        ReadEnsembleLinear(cfg.model_dir, meta.input_dim, outputs, &share));
+  const std::unique_ptr<LinearOvr> linear =
+      ensemble ? ReadEnsembleLinear(cfg.model_dir, meta.input_dim, outputs, &share) : nullptr;
   std::unique_ptr<Trainer>& model = models.front();
   DSLIDE_CHECK(cfg.top_k <= outputs, "option --top-k: ", cfg.top_k,
                " labels asked for, the model (", folders.front(), ") has ", outputs);

@@ -193,8 +193,12 @@ TEST(LinearOvr, FileRoundTripAndDamageNamed) {
   EXPECT_EQ(back.features(), 25);
   EXPECT_EQ(back.labels(), 5);
   EXPECT_EQ(share, 0.75);
-  EXPECT_EQ(EnsembleLinear(dir), dir);
-  EXPECT_EQ(EnsembleLinear(testing::TmpPath("none")), "");
+  const auto member = ReadEnsembleLinear(dir, 25, 5, &share);
+  ASSERT_NE(member, nullptr);
+  EXPECT_EQ(member->weights(), m.weights());
+  EXPECT_EQ(share, 0.75);
+  EXPECT_EQ(ReadEnsembleLinear(testing::TmpPath("none"), 25, 5, &share), nullptr);
+  EXPECT_EQ(share, 0.0) << "no linear member: share 0";
   // The networks' shape must match.
   try {
     ReadEnsembleLinear(dir, 25, 6, &share);
