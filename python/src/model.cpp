@@ -1,6 +1,8 @@
 // Load: a checkpoint's or serving model's network for the Python package.
 #include "model.h"
 
+#include <filesystem>
+
 #include "common/error.h"
 #include "io/checkpoint.h"
 #include "train/ensemble.h"
@@ -13,6 +15,11 @@ std::unique_ptr<Model> Load(const std::string& path, Comm& comm) {
   CheckpointMeta meta;
   Checked([&] {
     const size_t members = EnsembleMembers(path).size();
+    std::error_code ec;
+    DSLIDE_CHECK(members != 1 || !std::filesystem::exists(path + "/linear", ec), path,
+                 " holds a network and the linear model beside it (train --rerank or "
+                 "--linear): load the network alone (",
+                 path, "/member-1); `dslide predict` and `dslide eval` of the folder mix them");
     DSLIDE_CHECK(members == 0, path, " holds an ensemble of ", members,
                  " models (train --ensemble): load each member (", path,
                  "/member-1 ...), or fit dslide.Classifier(ensemble=N), which averages them");

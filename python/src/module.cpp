@@ -142,6 +142,10 @@ nb::dict Train(const nb::list& options, Comm& comm, Data* train, Data* valid, Da
                  "option --linear true: the linear member joins the networks of an ensemble "
                  "that `dslide train` trains; train() returns one network, and "
                  "dslide.Classifier trains the networks alone");
+    DSLIDE_CHECK(cfg.rerank != 1,
+                 "option --rerank true: the reranker of a network's lists follows the network "
+                 "that `dslide train` trains; train() and dslide.Classifier return networks "
+                 "without it");
     // As `dslide train` does: the metrics lines must not go into an input file (a set in
     // memory has no file).
     CheckOutputPath("--metrics", cfg.metrics_file,

@@ -119,7 +119,27 @@ int Train(int argc, const char* const* argv, Communicator* comm) {
                  "--ensemble auto chose one model (it trains 3 when validating with --epochs "
                  "auto on at most ",
                  kAutoEnsemblePoints, " training points); give --ensemble 2 or more");
-    if (members > 1)
+    // --rerank auto from the training file's header, as --ensemble's (a pipe or FIFO: none).
+    DSLIDE_CHECK(cfg.rerank != 1 || members == 1,
+                 "option --rerank true: the reranker rescores one network's lists, and "
+                 "--ensemble auto chose ",
+                 members, " models; give --ensemble 1");
+    bool rerank = false;
+    if (members == 1 && cfg.rerank != 0) {
+      std::error_code ec;
+      if (cfg.rerank == 1) {
+        rerank = AutoRerank(cfg, 1, 0, 0);
+      } else if (AutoRerank(cfg, 1, 1, cfg.dense_below) &&
+                 std::filesystem::is_regular_file(cfg.train_file, ec)) {
+        const DatasetStream header(cfg.train_file);
+        rerank = AutoRerank(cfg, 1, header.num_points(), header.num_labels());
+      }
+      if (rerank && cfg.rerank < 0 && Root(comm))
+        console.Line(
+            "reranker* (--rerank auto: early stopping, a sampled output layer): the network's "
+            "lists rescored by a linear model once it is trained\n");
+    }
+    if (members > 1 || rerank)
       RunEnsemble(cfg, members, comm, &console);
     else
       RunTraining(cfg, comm, &console);
@@ -185,14 +205,21 @@ int EvalEnsemble(const EvalConfig& cfg, const std::vector<std::string>& members,
     counter.Add(ids.data() + i * k, k, test.Labels(i), test.NumLabels(i));
   const EvalResult r = counter.Result();
   if (Root(comm)) {
-    std::printf(
-        "eval ensemble of %zu%s (%s/member-1 ...; the mean of their probabilities%s) on %d "
-        "rank(s):",
-        models.size(), linear ? " and the linear member" : "", cfg.model_dir.c_str(),
-        linear ? Format(", the linear member's share %g%s", share, share > 0 ? "" : ": left out")
-                     .c_str()
-               : "",
-        comm->size());
+    if (linear && linear->shortlist())
+      std::printf(
+          "eval network and reranker (%s/member-1, %s/linear; the reranker's share %g%s) "
+          "on %d rank(s):",
+          cfg.model_dir.c_str(), cfg.model_dir.c_str(), share, share > 0 ? "" : ": left out",
+          comm->size());
+    else
+      std::printf(
+          "eval ensemble of %zu%s (%s/member-1 ...; the mean of their probabilities%s) on %d "
+          "rank(s):",
+          models.size(), linear ? " and the linear member" : "", cfg.model_dir.c_str(),
+          linear ? Format(", the linear member's share %g%s", share, share > 0 ? "" : ": left out")
+                       .c_str()
+                 : "",
+          comm->size());
     for (int kk : cfg.k) std::printf(" P@%d %.4f", kk, r.At(kk));
     std::printf(" | %lld points in %.1fs\n", (long long)r.points, Seconds(t0));
     std::fflush(stdout);

@@ -232,6 +232,18 @@ void options::AddTrainOptions(OptionTable& t, TrainConfig* c) {
       "an ensemble whose output layer has fewer than --dense-below labels, whose linear "
       "weights ((features + 1) x labels) number at most 2^26 and whose labels x training "
       "nonzeros are at most 2^31 (docs/user-guide.md, \"The linear member\")");
+  t.Text(
+      "rerank", [c] { return c->rerank < 0 ? "auto" : Text(c->rerank == 1); },
+      "auto|true|false: one model (--ensemble 1) is followed by a linear reranker of its "
+      "lists: the network lists each training point's 30 best labels, and per label a linear "
+      "one-vs-rest model (as --linear, on the L2-normalised rows) is solved on the points "
+      "that have it and the points whose list holds it. The network goes into "
+      "--checkpoint-dir/member-1, the reranker into --checkpoint-dir/linear; eval and predict "
+      "rescore the network's 30 best labels of a point, its probabilities mixed with the "
+      "network's by a share chosen on validation as --linear's. auto: true when validating "
+      "with --epochs auto "
+      "where the output layer has at least --dense-below labels and the training points x "
+      "labels are at most 2^32 (docs/user-guide.md, \"The reranker\")");
   t.Field("beta1", &c->beta1, "Adam beta1");
   t.Field("beta2", &c->beta2, "Adam beta2");
   t.Field("eps", &c->eps, "Adam epsilon");
@@ -361,6 +373,8 @@ void options::FinishTrain(const po::variables_map& vm, TrainConfig* c) {
   c->patience = patience == "auto" ? -1 : static_cast<int64_t>(ParseUnsigned("patience", patience));
   const std::string linear = vm["linear"].as<std::string>();
   c->linear = linear == "auto" ? -1 : ParseBool("linear", linear) ? 1 : 0;
+  const std::string rerank = vm["rerank"].as<std::string>();
+  c->rerank = rerank == "auto" ? -1 : ParseBool("rerank", rerank) ? 1 : 0;
   const std::string keep = vm["keep-best"].as<std::string>();
   c->keep_best = keep == "auto" ? -1 : ParseBool("keep-best", keep) ? 1 : 0;
   c->lsh.insert = ParseEnum<InsertPolicy>(
@@ -457,6 +471,13 @@ void TrainConfig::Validate() const {
   DSLIDE_CHECK(ensemble <= 1 || resume_dir.empty(), "option --ensemble ", ensemble,
                ": --resume continues one model; resume a member "
                "alone (--ensemble 1 --resume DIR/member-K --seed of that member)");
+  DSLIDE_CHECK(rerank != 1 || ensemble <= 1,
+               "option --rerank true: the reranker rescores one network's lists; give "
+               "--ensemble 1 (or auto)");
+  DSLIDE_CHECK(rerank != 1 || resume_dir.empty(),
+               "option --rerank true: --resume continues one model's checkpoints, and a "
+               "reranked run keeps its network in --checkpoint-dir/member-1; train anew, or "
+               "resume without --rerank");
   DSLIDE_CHECK(linear != 1 || ensemble != 1,
                "option --linear true: the linear member joins "
                "an ensemble's networks; give --ensemble 2 or more (or auto)");

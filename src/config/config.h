@@ -109,6 +109,15 @@ constexpr int64_t kAutoLinearWork = int64_t{1} << 31;
 /// networks together).
 constexpr double kLinearShare = 0.5;
 constexpr double kLinearShares[] = {0.0, 0.25, 0.5, 0.75, 1.0};
+/// --rerank auto: the most training points x labels, the scores of the pass that lists each
+/// training point's best labels (debian-deps 1.4e9 and wordnet-hypernyms 1.0e9, listed in
+/// 5 and 4 s on 2 threads at 128 hidden neurons).
+constexpr int64_t kAutoRerankScores = int64_t{1} << 32;
+/// The reranker's lists (model/linear_ovr.h, TrainShortlist): each training point's this many
+/// best labels by the network are its negatives' candidates; weights of magnitude at most
+/// kRerankPrune are dropped.
+constexpr int kRerankList = 30;
+constexpr double kRerankPrune = 0.1;
 /// The linear member's solver (model/linear_ovr.h): the libraries' defaults.
 constexpr double kLinearC = 1.0;
 constexpr double kLinearEps = 0.1;
@@ -163,6 +172,9 @@ struct TrainConfig {
   /// A linear one-vs-rest member beside an ensemble's networks (model/linear_ovr.h):
   /// 1 true, 0 false, -1 auto (AutoLinear).
   int linear = -1;
+  /// A linear reranker of one network's lists (model/linear_ovr.h, TrainShortlist): 1 true,
+  /// 0 false, -1 auto (AutoRerank).
+  int rerank = -1;
   bool dense_adam = false;
   /// Not an option: set where a model is loaded for scoring alone (BackendOptions).
   bool scoring_only = false;

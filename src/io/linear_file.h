@@ -1,7 +1,8 @@
-// An ensemble's linear member (model/linear_ovr.h) on disk: FOLDER/linear/linear.h5, one
-// HDF5 file of the weights ((features + 1) x labels, the bias row last), its share of the
-// ensemble's mean probability and the solver's settings, with the checksum sidecar of checkpoints
-// (linear.h5.sum), verified before the file is parsed.
+// An ensemble's linear member or a network's reranker (model/linear_ovr.h) on disk:
+// FOLDER/linear/linear.h5, one HDF5 file of the weights ((features + 1) x labels, the bias
+// row last; a reranker's sparse by label, format 2), its share of the mean probability and
+// the solver's settings, with the checksum sidecar of checkpoints (linear.h5.sum), verified
+// before the file is parsed.
 #pragma once
 
 #include <string>

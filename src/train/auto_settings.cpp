@@ -139,6 +139,15 @@ bool AutoLinear(const TrainConfig& cfg, int members, int64_t features, int64_t l
          work <= static_cast<double>(kAutoLinearWork);
 }
 
+bool AutoRerank(const TrainConfig& cfg, int members, int64_t train_points, int64_t labels) {
+  if (cfg.rerank == 0 || members != 1 || !cfg.resume_dir.empty()) return false;
+  if (cfg.rerank == 1) return true;
+  const bool until_early_stop = cfg.validating() && cfg.epochs_auto && cfg.iterations == 0;
+  return until_early_stop && labels >= cfg.dense_below &&
+         static_cast<double>(train_points) * static_cast<double>(labels) <=
+             static_cast<double>(kAutoRerankScores);
+}
+
 int AutoEnsembleOfFile(const TrainConfig& cfg, int64_t file_points) {
   return AutoEnsemble(cfg, cfg.valid_file.empty()
                                ? file_points - HoldoutPoints(file_points, cfg.valid_fraction)

@@ -50,14 +50,15 @@ std::unique_ptr<LinearOvr> ReadEnsembleLinear(const std::string& folder, int64_t
   return m;
 }
 
-void CheckEnsembleFolder(const std::string& dir, int members, const char* option) {
+void CheckEnsembleFolder(const std::string& dir, int members, const char* option,
+                         bool member_folders) {
   namespace fs = std::filesystem;
   if (dir.empty()) return;
   std::error_code ec;
   const auto holds_model = [&](const std::string& d) {
     return !LatestCheckpoint(d).empty() || fs::exists(fs::path(d) / "best" / "meta.h5", ec);
   };
-  if (members <= 1) {
+  if (members <= 1 && !member_folders) {
     DSLIDE_CHECK(!fs::exists(EnsembleMemberDir(dir, 1), ec), "option ", option, ": ", dir,
                  " holds an ensemble of another run (", EnsembleMemberDir(dir, 1),
                  " ...), which eval and predict of it would read instead of this run's model: "
@@ -184,19 +185,23 @@ void EnsembleTopK(const std::vector<std::unique_ptr<Trainer>>& models, const Lin
   std::vector<std::vector<double>> member_probs(lists);
   for (size_t m = 0; m < models.size(); ++m)
     PredictTopK(*models[m], data, row0, len, &member_ids[m], &member_probs[m]);
-  if (linear != nullptr)
+  if (linear != nullptr && linear->shortlist()) {  // a reranker: the first network's lists
+    member_ids.back() = member_ids.front();
+    linear->Rescore(data, len, member_ids.front(), &member_probs.back());
+  } else if (linear != nullptr) {
     linear->TopK(data, 0, data.size(), len, &member_ids.back(), &member_probs.back());
+  }
   MergeMemberLists(member_ids, member_probs,
                    MemberWeights(static_cast<int>(models.size()), linear != nullptr ? share : 0.0),
                    data.size(), len, k, ids, probs);
 }
 
 EvalResult RunEnsemble(const TrainConfig& cfg, int members, Communicator* comm, RunEvents* events) {
-  DSLIDE_CHECK(members >= 2 && members <= kMaxEnsemble, "option --ensemble: ", members, " members");
+  DSLIDE_CHECK(members >= 1 && members <= kMaxEnsemble, "option --ensemble: ", members, " members");
   if (events == nullptr) events = NoEvents();
   SetNumThreads(cfg.threads);  // the linear member's solve runs before the members' own runs
-  CheckEnsembleFolder(cfg.checkpoint_dir, members, "--checkpoint-dir");
-  CheckEnsembleFolder(cfg.save_dir, members, "--save");
+  CheckEnsembleFolder(cfg.checkpoint_dir, members, "--checkpoint-dir", /*member_folders=*/true);
+  CheckEnsembleFolder(cfg.save_dir, members, "--save", /*member_folders=*/true);
   const bool root = comm->rank() == 0;
   // The files are read once (a pipe or FIFO can be): each member trains on a copy.
   Dataset train = ReadXc(cfg.train_file), valid, test;
@@ -212,8 +217,13 @@ EvalResult RunEnsemble(const TrainConfig& cfg, int members, Communicator* comm, 
   const std::vector<int> ks{1, 3, 5};
   const int k = 5;
   const int len = EnsembleListLength(k, train.num_labels);
-  const bool linear = AutoLinear(cfg, members, train.num_features, train.num_labels,
-                                 static_cast<int64_t>(train.feat_ids.size()));
+  const bool dense_linear = AutoLinear(cfg, members, train.num_features, train.num_labels,
+                                       static_cast<int64_t>(train.feat_ids.size()));
+  // One network and the reranker of its lists: a shortlist linear member, solved once the
+  // network is trained.
+  const bool rerank = !dense_linear && AutoRerank(cfg, members, train.size(), train.num_labels);
+  DSLIDE_ASSERT(members >= 2 || rerank, "one model trains alone (RunTraining)");
+  const bool linear = dense_linear || rerank;
   std::vector<std::vector<int32_t>> ids(members + (linear ? 1 : 0));
   std::vector<std::vector<double>> probs(ids.size());
   double unscored_wall = 0, unscored_cpu = 0;  // evaluations: not training time
@@ -222,10 +232,10 @@ EvalResult RunEnsemble(const TrainConfig& cfg, int members, Communicator* comm, 
   // trains on, scored beside that member on the points it validates on.
   const LinearOvrOptions options{kLinearC, kLinearEps, kLinearMaxEpochs, cfg.seed};
   LinearOvr linear_model, linear_check;
-  Dataset share_points;  // the first member's validation points
-  double solve_s = 0;
+  Dataset share_points;            // the first member's validation points
+  double solve_s = 0, list_s = 0;  // the reranker's: listing included in solve_s
   const int64_t train_points = train.size();
-  if (linear) {
+  if (dense_linear) {
     const double w0 = ProcessWallSeconds();
     linear_model = LinearOvr::Train(train, options);
     if (!cfg.valid_file.empty()) {
@@ -253,7 +263,7 @@ EvalResult RunEnsemble(const TrainConfig& cfg, int members, Communicator* comm, 
           c.checkpoint_dir.empty() ? "" : ", checkpoints in ", c.checkpoint_dir.c_str()));
     // The last member takes the training and validation points themselves (RunTraining
     // moves from them); the test points stay, for the ensemble to score.
-    const bool last_member = m == members;
+    const bool last_member = m == members && !rerank;  // the reranker reads them after
     Dataset member_train, member_valid, member_test = test;
     if (!last_member) {
       member_train = train;
@@ -276,7 +286,58 @@ EvalResult RunEnsemble(const TrainConfig& cfg, int members, Communicator* comm, 
       unscored_wall += ProcessWallSeconds() - w0;
       unscored_cpu += ProcessCpuSeconds() - c0;
     }
-    if (linear && m == 1 && share_points.size() > 0) {
+    if (rerank && m == 1) {
+      // The network's lists of every training point: the first kRerankList of each are the
+      // candidates of the reranker's negatives; the whole (len) where the share is chosen.
+      const double w0 = ProcessWallSeconds();
+      const int list = std::min(kRerankList, len);
+      std::vector<int32_t> lists;
+      std::vector<double> list_probs;
+      PredictTopK(model, train, 0, len, &lists, &list_probs);
+      list_s = ProcessWallSeconds() - w0;
+      const auto heads = [&](const std::vector<int64_t>* rows) {
+        const int64_t n = rows != nullptr ? static_cast<int64_t>(rows->size()) : train.size();
+        std::vector<int32_t> out(n * list);
+        for (int64_t r = 0; r < n; ++r)
+          std::copy_n(lists.begin() + (rows != nullptr ? (*rows)[r] : r) * len, list,
+                      out.begin() + r * list);
+        return out;
+      };
+      // Solved on every training point: those the network validates on, whose lists it
+      // makes without having trained on them, are the most test-like.
+      linear_model = LinearOvr::TrainShortlist(train, heads(nullptr), list, kRerankPrune, options);
+      std::vector<std::vector<int32_t>> v_ids(2);
+      std::vector<std::vector<double>> v_probs(2);
+      if (!cfg.valid_file.empty()) {
+        share_points = valid;
+        PredictTopK(model, share_points, 0, len, &v_ids[0], &v_probs[0]);
+        linear_model.Rescore(share_points, len, v_ids[0], &v_probs[1]);
+      } else if (cfg.valid_fraction > 0) {
+        // The share: once more solved on the network's training points alone, scoring its
+        // lists of the network's validation points (those of the pass over all: a dense
+        // hidden layer scores a point alike in any block).
+        std::vector<int64_t> held, kept_rows;
+        HoldoutIndices(train.size(), cfg.valid_fraction, c.seed, &held, &kept_rows);
+        Dataset kept;
+        SplitHoldout(train, cfg.valid_fraction, c.seed, &kept, &share_points);
+        kept.num_labels = train.num_labels;
+        linear_check =
+            LinearOvr::TrainShortlist(kept, heads(&kept_rows), list, kRerankPrune, options);
+        v_ids[0].resize(held.size() * len);
+        v_probs[0].resize(held.size() * len);
+        for (size_t r = 0; r < held.size(); ++r) {
+          std::copy_n(lists.begin() + held[r] * len, len, v_ids[0].begin() + r * len);
+          std::copy_n(list_probs.begin() + held[r] * len, len, v_probs[0].begin() + r * len);
+        }
+        linear_check.Rescore(share_points, len, v_ids[0], &v_probs[1]);
+      }
+      if (share_points.size() > 0) {
+        v_ids[1] = v_ids[0];
+        share = ChooseLinearShare(v_ids, v_probs, share_points, len, &share_why);
+      }
+      solve_s = ProcessWallSeconds() - w0;
+    }
+    if (dense_linear && m == 1 && share_points.size() > 0) {
       // The share of the grid whose mix scores the best P@1 on the first member's
       // validation points (ties: the share nearest kLinearShare, then the smaller).
       std::vector<std::vector<int32_t>> v_ids(2);
@@ -294,15 +355,30 @@ EvalResult RunEnsemble(const TrainConfig& cfg, int members, Communicator* comm, 
       if (root) WriteLinearModel(dir, linear_model, options, share);
       saved += (saved.empty() ? "" : " and ") + dir + "/linear";
     }
-    std::string line = Format(
-        "ensemble linear member (--linear%s): one-vs-rest squared hinge, C %g, on the %lld "
-        "L2-normalised training points, solved in %.1fs%s%s; its share of the mean "
-        "probability %g (%s)\n",
-        cfg.linear < 0 ? " auto" : "", kLinearC, (long long)train_points, solve_s,
-        saved.empty() ? "" : ", saved in ", saved.c_str(), share, share_why.c_str());
+    std::string line =
+        rerank ? Format(
+                     "reranker (--rerank%s): one-vs-rest squared hinge, C %g, on the "
+                     "L2-normalised rows, each label on the points that have it and the "
+                     "points whose network list of %d holds it (%lld training points "
+                     "listed in %.1fs, solved in %.1fs)%s%s; its share of the network's "
+                     "probability %g (%s)\n",
+                     cfg.rerank < 0 ? " auto" : "", kLinearC, std::min(kRerankList, len),
+                     (long long)train_points, list_s, solve_s - list_s,
+                     saved.empty() ? "" : ", saved in ", saved.c_str(), share, share_why.c_str())
+               : Format(
+                     "ensemble linear member (--linear%s): one-vs-rest squared hinge, C %g, "
+                     "on the %lld L2-normalised training points, solved in %.1fs%s%s; its "
+                     "share of the mean probability %g (%s)\n",
+                     cfg.linear < 0 ? " auto" : "", kLinearC, (long long)train_points, solve_s,
+                     saved.empty() ? "" : ", saved in ", saved.c_str(), share, share_why.c_str());
     if (scored->size() > 0) {
       const double s0 = ProcessWallSeconds(), c0 = ProcessCpuSeconds();
-      linear_model.TopK(*scored, 0, scored->size(), len, &ids.back(), &probs.back());
+      if (rerank) {
+        ids.back() = ids.front();
+        linear_model.Rescore(*scored, len, ids.front(), &probs.back());
+      } else {
+        linear_model.TopK(*scored, 0, scored->size(), len, &ids.back(), &probs.back());
+      }
       std::vector<int32_t> top;
       std::vector<double> top_probs;
       MergeMemberLists({ids.back()}, {probs.back()}, scored->size(), len, k, &top, &top_probs);
@@ -310,8 +386,9 @@ EvalResult RunEnsemble(const TrainConfig& cfg, int members, Communicator* comm, 
       for (int64_t i = 0; i < scored->size(); ++i)
         counter.Add(top.data() + i * k, k, scored->Labels(i), scored->NumLabels(i));
       const EvalResult r = counter.Result();
-      line += Format("test  linear member alone | P@1 %.4f P@3 %.4f P@5 %.4f | %lld points\n",
-                     r.At(1), r.At(3), r.At(5), (long long)r.points);
+      line += Format("test  %s alone | P@1 %.4f P@3 %.4f P@5 %.4f | %lld points\n",
+                     rerank ? "reranker" : "linear member", r.At(1), r.At(3), r.At(5),
+                     (long long)r.points);
       unscored_wall += ProcessWallSeconds() - s0;
       unscored_cpu += ProcessCpuSeconds() - c0;
     }
@@ -335,19 +412,28 @@ EvalResult RunEnsemble(const TrainConfig& cfg, int members, Communicator* comm, 
   EvalResult r = counter.Result();
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (root) {
-    events->Line(Format(
-        "test  ensemble of %d%s | P@1 %.4f P@3 %.4f P@5 %.4f | %lld points (the "
-        "mean of the members' probabilities%s) | %.1fs of training\n",
-        members, linear ? " and the linear member" : "", r.At(1), r.At(3), r.At(5),
-        (long long)r.points,
-        linear ? Format(", the linear member's share %g%s", share, share > 0 ? "" : ": left out")
-                     .c_str()
-               : "",
-        train_wall));
+    if (rerank)
+      events->Line(
+          Format("test  network and reranker | P@1 %.4f P@3 %.4f P@5 %.4f | %lld "
+                 "points (the reranker's share %g%s) | %.1fs of training\n",
+                 r.At(1), r.At(3), r.At(5), (long long)r.points, share,
+                 share > 0 ? "" : ": left out", train_wall));
+    else
+      events->Line(Format(
+          "test  ensemble of %d%s | P@1 %.4f P@3 %.4f P@5 %.4f | %lld points (the "
+          "mean of the members' probabilities%s) | %.1fs of training\n",
+          members, linear ? " and the linear member" : "", r.At(1), r.At(3), r.At(5),
+          (long long)r.points,
+          linear ? Format(", the linear member's share %g%s", share, share > 0 ? "" : ": left out")
+                       .c_str()
+                 : "",
+          train_wall));
     JsonObject o;
     o.Add("set", "test")
         .Add("ensemble", members)
-        .Add("linear", linear)
+        .Add("linear", dense_linear)
+        .Add("rerank", rerank)
+        .Add("linear_share", linear ? share : 0.0)
         .Add("p_at_1", r.At(1))
         .Add("p_at_3", r.At(3))
         .Add("p_at_5", r.At(5))

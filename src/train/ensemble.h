@@ -38,11 +38,13 @@ std::unique_ptr<LinearOvr> ReadEnsembleLinear(const std::string& folder, int64_t
                                               int64_t labels, double* share);
 
 /// Throws dslide::Error naming `option` where folder `dir` ("" : none) cannot take an
-/// ensemble of `members` (`members` 1: one model) without mixing with another run's models
-/// that eval and predict of it would read: one model's checkpoints or best model in it, an
-/// ensemble member's (member-K, K <= members) there, a member beyond this run's, or a linear
-/// member. A single model refuses a folder that holds member-1.
-void CheckEnsembleFolder(const std::string& dir, int members, const char* option);
+/// ensemble of `members` in member folders (`members` 1 without `member_folders`: one model in
+/// the folder itself) without mixing with another run's models that eval and predict of it
+/// would read: one model's checkpoints or best model in it, an ensemble member's (member-K,
+/// K <= members) there, a member beyond this run's, or a linear member. A single model
+/// refuses a folder that holds member-1.
+void CheckEnsembleFolder(const std::string& dir, int members, const char* option,
+                         bool member_folders = false);
 
 /// Throws dslide::Error naming --approximate where `folder` holds an ensemble of `members`
 /// models (members > 0) and `approximate` is not "off": approximate scoring reads one model.
@@ -78,7 +80,9 @@ double ChooseLinearShare(const std::vector<std::vector<int32_t>>& ids,
                          const std::vector<std::vector<double>>& probs, const Dataset& points,
                          int len, std::string* why);
 
-/// Collective: the whole of `dslide train --ensemble N` with N = `members` >= 2: each
+/// Collective: the whole of `dslide train --ensemble N` with N = `members` >= 2, or of one
+/// network followed by its reranker (members 1, AutoRerank; FOLDER/member-1 and
+/// FOLDER/linear, as an ensemble's): each
 /// member's run as RunTraining makes it (its lines and records among them), then, with a
 /// test file, the ensemble's P@k on it (the first --eval-points points) said in one line
 /// and one record ({"set":"test","ensemble":N,...}, with the members' training seconds

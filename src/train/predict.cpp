@@ -163,7 +163,13 @@ int64_t Predict(const PredictConfig& cfg, Communicator* comm) {
       std::fflush(stdout);
     }
   }
-  if (ensemble && comm->rank() == 0) {
+  if (ensemble && comm->rank() == 0 && linear && linear->shortlist()) {
+    std::printf(
+        "predict: a network and its reranker (%s/member-1, %s/linear; the reranker's "
+        "share %g%s)\n",
+        cfg.model_dir.c_str(), cfg.model_dir.c_str(), share, share > 0 ? "" : ": left out");
+    std::fflush(stdout);
+  } else if (ensemble && comm->rank() == 0) {
     std::printf(
         "predict: an ensemble of %zu models (%s/member-1 ...)%s, their probabilities "
         "averaged\n",

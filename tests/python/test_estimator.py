@@ -145,6 +145,17 @@ def test_an_ensemble_averages_its_members_and_pickles_them(tmp_path):
     with pytest.raises(ValueError, match="option --linear true: .* ensemble='auto' chose one model"):
         dslide.Classifier(iterations=5, valid_fraction=0, threads=2,
                           options={"linear": True}).fit(X, y)
+    # The reranker (--rerank) follows the executable's network: train() refuses it, and
+    # dslide.load refuses a reranked folder (member-1 beside linear/) by name.
+    with pytest.raises(ValueError, match="option --rerank true: .* train\\(\\) and dslide.Classifier"):
+        dslide.train((sp.csr_matrix(X), sp.csr_matrix(np.eye(20, dtype=np.float32)[y])),
+                     iterations=5, rerank=True, verbose=False)
+    reranked = tmp_path / "reranked"
+    net.models_[0].save(str(reranked / "member-1"))
+    (reranked / "linear").mkdir()
+    with pytest.raises(ValueError, match="holds a network and the linear model beside it"):
+        dslide.load(str(reranked))
+    assert dslide.load(str(reranked / "member-1")) is not None
 
 
 def test_an_ensembles_linear_member_mixes_by_its_validated_share_and_pickles():

@@ -244,3 +244,86 @@ expect_in out_lin_auto1.txt "option --linear true: the linear member joins an en
 expect_rc $? 1 "--linear maybe"
 expect_in out_lin_bad.txt "linear" "--linear maybe"
 pass "the linear member: solved, its share validated, saved; train, eval and predict agree (share $share); refusals named"
+
+# 8. The reranker (--rerank auto: one model, validation with --epochs auto, at least
+#    --dense-below labels): the network into FOLDER/member-1, the linear reranker of its lists
+#    into FOLDER/linear; train, eval and predict of the folder agree; without its file the
+#    folder is the network alone; what cannot take it says so. On 2 ranks (a dense output
+#    layer) as on one.
+"$dslide" gen --points 3000 --test-points 300 --features 500 --labels 1100 --nnz 10 --out big \
+  >/dev/null || fail "gen of 1,100 labels"
+rr=(train --train big.train.txt --test big.test.txt --hidden 32 --valid-fraction 0.1 --patience 1
+  --ensemble 1)
+"$dslide" "${rr[@]}" --threads 1 --checkpoint-dir rr --metrics rr.jsonl >out_rr.txt 2>&1
+expect_rc $? 0 "--rerank auto"
+expect_in out_rr.txt "^reranker\* (--rerank auto: early stopping, a sampled output layer)" "auto's line"
+expect_in out_rr.txt "^reranker (--rerank auto): one-vs-rest squared hinge, C 1, on the L2-normalised rows, each label on the points that have it and the points whose network list of 30 holds it (3000 training points listed in .*, solved in .*), saved in rr/linear; its share of the network's probability [0-9.]* (the best validation P@1 of the first member's mix on 300 points; 0: [0-9.]*, 0.25: [0-9.]*, 0.5: [0-9.]*, 0.75: [0-9.]*, 1: [0-9.]*)" \
+  "the reranker's line"
+expect_in out_rr.txt "^test  reranker alone | P@1 " "the reranker's own test line"
+expect_in out_rr.txt "^test  network and reranker | P@1 " "the reranked test line"
+[[ -d rr/member-1/best && -f rr/linear/linear.h5 && -f rr/linear/linear.h5.sum ]] ||
+  fail "no rr/member-1/best or rr/linear/linear.h5: $(ls rr rr/member-1)"
+tail -1 rr.jsonl | grep -q '"set":"test","ensemble":1,"linear":0,"rerank":1,' || fail "the record: $(tail -1 rr.jsonl)"
+share=$(sed -n "s/.*its share of the network's probability \([0-9.]*\) .*/\1/p" out_rr.txt)
+"$dslide" eval --model rr --test big.test.txt --threads 1 >out_rr_eval.txt 2>&1
+expect_rc $? 0 "eval of the reranked folder"
+"$dslide" predict --model rr --input big.test.txt --top-k 5 --out rr.tsv --threads 1 >out_rr_pred.txt 2>&1
+expect_rc $? 0 "predict of the reranked folder"
+if [[ $share != 0 ]]; then
+  expect_in out_rr_eval.txt "^eval network and reranker (rr/member-1, rr/linear; the reranker's share $share) on" \
+    "eval names the reranker"
+  expect_in out_rr_pred.txt "^predict: a network and its reranker (rr/member-1, rr/linear; the reranker's share $share)" \
+    "predict names the reranker"
+fi
+python3 - rr.tsv big.test.txt out_rr.txt out_rr_eval.txt <<'PY' || fail "train, eval and predict of the reranked folder disagree"
+import re, sys
+pred, test, trained, evaled = sys.argv[1:5]
+rows = [line.rstrip("\n").split("\t", 1)[1].split() for line in open(pred)]
+labels = [set(int(v) for v in line.split(" ", 1)[0].split(",") if v and ":" not in v)
+          for line in open(test).readlines()[1:]]
+p1 = sum(int(r[0].split(":")[0]) in y for r, y in zip(rows, labels)) / len(rows)
+said = float(re.search(r"^test  network and reranker \| P@1 ([0-9.]+)", open(trained).read(), re.M).group(1))
+got = float(re.search(r"P@1 ([0-9.]+)", open(evaled).read()).group(1))
+assert abs(p1 - said) < 1e-4 and abs(p1 - got) < 1e-4, (p1, said, got)
+print(f"P@1 {p1:.4f} in train, eval and predict")
+PY
+mv rr/linear rr.linear.away
+"$dslide" eval --model rr --test big.test.txt --threads 1 >out_rr_net.txt 2>&1
+expect_rc $? 0 "eval of the folder without its reranker"
+net=$(sed -n 's/^test  iter [0-9]* | \(P@1 [0-9.]*\) .*/\1/p' out_rr.txt)
+expect_in out_rr_net.txt "^eval ensemble of 1 (rr/member-1 ...; the mean of their probabilities) on 1 rank(s): $net " \
+  "the folder without its reranker is the network's"
+mv rr.linear.away rr/linear
+"$dslide" "${rr[@]}" --threads 1 --checkpoint-dir rr >out_rr_again.txt 2>&1
+expect_rc $? 1 "a reranked run into a folder holding another"
+expect_in out_rr_again.txt "option --checkpoint-dir: rr holds rr/linear, the linear member of another run" \
+  "another run's reranker"
+"$dslide" "${rr[@]}" --threads 1 --rerank false --checkpoint-dir rr >out_rr_single.txt 2>&1
+expect_rc $? 1 "one model into a reranked folder"
+expect_in out_rr_single.txt "option --checkpoint-dir: rr holds an ensemble of another run (rr/member-1" \
+  "one model into a reranked folder"
+"$dslide" "${rr[@]}" --threads 1 --rerank false >out_rr_off.txt 2>&1
+expect_rc $? 0 "--rerank false"
+if grep -q "reranker" out_rr_off.txt; then fail "--rerank false reranked"; fi
+"$dslide" "${run[@]}" --epochs 1 --ensemble 2 --rerank true >out_rr_two.txt 2>&1
+expect_rc $? 1 "--rerank true with 2 models"
+expect_in out_rr_two.txt "option --rerank true: the reranker rescores one network's lists; give --ensemble 1" \
+  "--rerank true, 2 models"
+"$dslide" "${run[@]}" --valid-fraction 0.1 --rerank true >out_rr_auto3.txt 2>&1
+expect_rc $? 1 "--rerank true where --ensemble auto chooses 3"
+expect_in out_rr_auto3.txt "option --rerank true: the reranker rescores one network's lists, and --ensemble auto chose 3 models" \
+  "--rerank true, auto's 3 models"
+"$dslide" "${run[@]}" --epochs 1 --rerank true --resume rr/member-1 >out_rr_resume.txt 2>&1
+expect_rc $? 1 "--rerank true --resume"
+expect_in out_rr_resume.txt "option --rerank true: --resume continues one model" "--rerank true --resume"
+pass "the reranker: listed, solved, its share validated, saved; train, eval and predict agree (share $share); refusals named"
+if [[ -n $mpiexec ]]; then
+  "$dslide" "${rr[@]}" --threads 1 --sparsity 1 --checkpoint-dir rd1 >out_rd1.txt 2>&1 ||
+    fail "a reranked dense layer on 1 rank"
+  "$mpiexec" "${mpiflags[@]}" -n 2 -x OMP_NUM_THREADS=1 "$dslide" "${rr[@]}" --sparsity 1 \
+    --checkpoint-dir rd2 >out_rd2.txt 2>&1 || fail "a reranked dense layer on 2 ranks"
+  one=$(grep "^test  network and reranker" out_rd1.txt | cut -d'|' -f2,3)
+  two=$(grep "^test  network and reranker" out_rd2.txt | cut -d'|' -f2,3)
+  [[ -n $one && $one == "$two" ]] || fail "2 ranks reranked: '$two' against 1 rank's '$one'"
+  pass "2 ranks rerank as 1 rank does ($one)"
+fi

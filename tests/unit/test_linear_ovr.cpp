@@ -2,7 +2,9 @@
 // the dual coordinate descent reaches the primal optimum of the squared hinge, its result
 // does not depend on the threads, the probability rule, the file, the share's choice and
 // weights, the --linear rule; on real data (skipped where absent) it scores what the
-// extreme-classification libraries' one-vs-rest solvers score.
+// extreme-classification libraries' one-vs-rest solvers score. The reranker's shortlist
+// model: every label listed solves the dense problem, a label sees its points and the listed
+// ones alone, pruning, threads and its file; the --rerank rule.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -221,6 +223,114 @@ TEST(LinearOvr, FileRoundTripAndDamageNamed) {
   }
 }
 
+/// Every label of `d` in every point's list, ascending: the shortlist solve's problem is
+/// then the dense one's.
+std::vector<int32_t> EveryLabel(const Dataset& d) {
+  std::vector<int32_t> lists;
+  for (int64_t i = 0; i < d.size(); ++i)
+    for (int32_t l = 0; l < d.num_labels; ++l) lists.push_back(l);
+  return lists;
+}
+
+TEST(ShortlistLinear, EveryLabelListedSolvesTheDenseProblem) {
+  const Dataset d = RandomSet(300, 40, 6, 7);
+  LinearOvrOptions tight;
+  tight.eps = 1e-6;
+  const LinearOvr dense = LinearOvr::Train(d, tight);
+  const LinearOvr sparse = LinearOvr::TrainShortlist(d, EveryLabel(d), 6, 0.0, tight);
+  ASSERT_TRUE(sparse.shortlist());
+  // The same optimum (each visited in its own order): the same margins within the gap.
+  std::vector<float> want(6);
+  std::vector<double> got;
+  const std::vector<int32_t> lists = EveryLabel(d);
+  sparse.Rescore(d, 6, lists, &got);
+  for (int64_t i = 0; i < d.size(); ++i) {
+    dense.Margins(d.Features(i), want.data());
+    for (int l = 0; l < 6; ++l)
+      EXPECT_NEAR(got[i * 6 + l], LinearOvr::Probability(want[l]), 1e-4) << i << " " << l;
+  }
+  // Only the features of its points carry weights, ascending by label.
+  for (int64_t l = 0; l < 6; ++l)
+    EXPECT_TRUE(std::is_sorted(sparse.feature_ids().begin() + sparse.offsets()[l],
+                               sparse.feature_ids().begin() + sparse.offsets()[l + 1]));
+}
+
+TEST(ShortlistLinear, EachLabelOnItsPointsAndTheListedOnesOnly) {
+  // 4 points, 2 features, 3 labels. Label 0 on points 0 and 1; point 2 lists it (a negative),
+  // point 3 does not: the solve never sees point 3 for label 0, so moving point 3 changes
+  // nothing. Label 2 is in no point and no list: bias -1, no weights.
+  Dataset a;
+  a.num_features = 2;
+  a.num_labels = 3;
+  a.Add({0}, {1.0f}, {0});
+  a.Add({0, 1}, {1.0f, 0.5f}, {0, 1});
+  a.Add({1}, {1.0f}, {1});
+  a.Add({0}, {2.0f}, {1});
+  Dataset b = a;
+  b.feat_vals.back() = 0.0f;                                    // point 3 without a feature value
+  const std::vector<int32_t> lists{1, -1, 0, -1, 0, 1, 1, -1};  // 2 a point
+  const LinearOvr ma = LinearOvr::TrainShortlist(a, lists, 2, 0.0, LinearOvrOptions{});
+  const LinearOvr mb = LinearOvr::TrainShortlist(b, lists, 2, 0.0, LinearOvrOptions{});
+  const auto label = [](const LinearOvr& m, int l) {
+    return std::vector<float>(m.values().begin() + m.offsets()[l],
+                              m.values().begin() + m.offsets()[l + 1]);
+  };
+  EXPECT_EQ(label(ma, 0), label(mb, 0)) << "label 0 is solved on points 0, 1 and 2 alone";
+  EXPECT_EQ(ma.biases()[0], mb.biases()[0]);
+  EXPECT_NE(label(ma, 1), label(mb, 1)) << "label 1 has point 3";
+  EXPECT_EQ(ma.biases()[2], -1.0f);
+  EXPECT_EQ(ma.offsets()[3] - ma.offsets()[2], 0);
+  // Rescoring: the listed labels' probabilities, 0 past a list's end and past the length
+  // it was solved on (2 here: a list of 3 leaves its third label 0).
+  std::vector<double> probs;
+  ma.Rescore(a, 2, lists, &probs);
+  EXPECT_GT(probs[0], 0.0);
+  EXPECT_EQ(probs[1], 0.0);
+  EXPECT_EQ(ma.list(), 2);
+  std::vector<double> longer;
+  ma.Rescore(a, 3, {0, 1, 0, 1, 0, 1, 1, 0, 1, 0, 1, 0}, &longer);
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_GT(longer[i * 3], 0.0) << i;
+    EXPECT_EQ(longer[i * 3 + 2], 0.0) << i;
+  }
+  // A positive point scores its label above a negative's: point 0's label 0 against point
+  // 2's label 0.
+  std::vector<double> own;
+  ma.Rescore(a, 2, {0, -1, 0, -1, 0, -1, 0, -1}, &own);
+  EXPECT_GT(own[0], own[4]);
+}
+
+TEST(ShortlistLinear, PruneThreadsAndFile) {
+  const Dataset d = RandomSet(200, 30, 9, 11);
+  // Each point lists 4 labels of a fixed stream.
+  std::vector<int32_t> lists;
+  Rng rng(5);
+  for (int64_t i = 0; i < d.size() * 4; ++i) lists.push_back(static_cast<int32_t>(rng.Below(9)));
+  SetNumThreads(1);
+  const LinearOvr one = LinearOvr::TrainShortlist(d, lists, 4, 0.0, LinearOvrOptions{});
+  SetNumThreads(3);
+  const LinearOvr three = LinearOvr::TrainShortlist(d, lists, 4, 0.0, LinearOvrOptions{});
+  SetNumThreads(0);
+  EXPECT_EQ(one.values(), three.values());
+  EXPECT_EQ(one.feature_ids(), three.feature_ids());
+  EXPECT_EQ(one.biases(), three.biases());
+  const LinearOvr pruned = LinearOvr::TrainShortlist(d, lists, 4, 0.05, LinearOvrOptions{});
+  EXPECT_LT(pruned.values().size(), one.values().size());
+  for (const float v : pruned.values()) EXPECT_GT(std::fabs(v), 0.05f);
+  EXPECT_EQ(pruned.biases(), one.biases()) << "the bias is kept";
+  const std::string dir = testing::TmpPath("shortlist");
+  WriteLinearModel(dir, one, LinearOvrOptions{}, 0.25);
+  double share = 0;
+  const auto back = ReadEnsembleLinear(dir, 30, 9, &share);
+  ASSERT_NE(back, nullptr);
+  EXPECT_TRUE(back->shortlist());
+  EXPECT_EQ(share, 0.25);
+  EXPECT_EQ(back->offsets(), one.offsets());
+  EXPECT_EQ(back->feature_ids(), one.feature_ids());
+  EXPECT_EQ(back->values(), one.values());
+  EXPECT_EQ(back->biases(), one.biases());
+}
+
 TEST(LinearMember, WeightsAndTheShareChosenOnValidation) {
   EXPECT_EQ(MemberWeights(3, 0.0), (std::vector<double>{1.0 / 3, 1.0 / 3, 1.0 / 3}));
   EXPECT_EQ(MemberWeights(2, 0.5), (std::vector<double>{0.25, 0.25, 0.5}));
@@ -277,6 +387,34 @@ TEST(LinearMember, AutoRule) {
   EXPECT_TRUE(AutoLinear(cfg, 3, 100000, 700, nnz));
   EXPECT_TRUE(AutoLinear(cfg, 3, 500, 100, int64_t{1} << 25)) << "asked for: any work";
   EXPECT_THROW(AutoLinear(cfg, 3, 1 << 20, 1 << 12, nnz), Error);
+}
+
+TEST(Reranker, AutoRule) {
+  TrainConfig cfg;  // --rerank auto, --dense-below 1024
+  cfg.valid_fraction = 0.1;
+  cfg.epochs_auto = true;
+  cfg.iterations = 0;
+  EXPECT_TRUE(AutoRerank(cfg, 1, 44582, 31133)) << "debian-deps: 1.4e9 scores";
+  EXPECT_FALSE(AutoRerank(cfg, 3, 44582, 31133)) << "an ensemble";
+  EXPECT_FALSE(AutoRerank(cfg, 1, 44582, 1023)) << "a dense output layer";
+  EXPECT_FALSE(AutoRerank(cfg, 1, 400000, 206983)) << "gcide8-skipgram: 8.3e10 scores";
+  EXPECT_TRUE(AutoRerank(cfg, 1, int64_t{1} << 22, 1024)) << "2^32 scores";
+  EXPECT_FALSE(AutoRerank(cfg, 1, (int64_t{1} << 22) + 1, 1024));
+  TrainConfig fixed = cfg;  // a run of the user's length: no validation to choose the share
+  fixed.epochs_auto = false;
+  EXPECT_FALSE(AutoRerank(fixed, 1, 44582, 31133));
+  fixed = cfg;
+  fixed.valid_fraction = 0;
+  EXPECT_FALSE(AutoRerank(fixed, 1, 44582, 31133));
+  fixed = cfg;
+  fixed.resume_dir = "ckpt";
+  EXPECT_FALSE(AutoRerank(fixed, 1, 44582, 31133)) << "a resumed run";
+  cfg.rerank = 0;
+  EXPECT_FALSE(AutoRerank(cfg, 1, 44582, 31133));
+  cfg.rerank = 1;
+  EXPECT_TRUE(AutoRerank(cfg, 1, 400000, 206983)) << "asked for: any size";
+  EXPECT_TRUE(AutoRerank(cfg, 1, 100, 10));
+  EXPECT_FALSE(AutoRerank(cfg, 2, 100, 10)) << "an ensemble has none";
 }
 
 /// The linear member alone on a real set, as the ensemble solves it (every training point,
