@@ -15,6 +15,22 @@ fail() { echo "FAIL: $*"; for f in out*.txt; do [[ -f $f ]] && { echo "--- $f"; 
 pass() { echo "ok: $*"; }
 expect_rc() { [[ $1 == "$2" ]] || fail "$3: exit code $1, expected $2"; }
 expect_in() { grep -q -- "$2" "$1" || fail "$3: '$2' not in $1"; }
+# agree PRED TEST TRAIN_OUT EVAL_OUT LINE: the P@1 of predict's top 1s (PRED) on TEST equals
+# the one train said on its test line starting LINE and the one eval said.
+agree() {
+  python3 - "$@" <<'PY'
+import re, sys
+pred, test, trained, evaled, line = sys.argv[1:6]
+rows = [l.rstrip("\n").split("\t", 1)[1].split() for l in open(pred)]
+labels = [set(int(v) for v in l.split(" ", 1)[0].split(",") if v and ":" not in v)
+          for l in open(test).readlines()[1:]]
+p1 = sum(int(r[0].split(":")[0]) in y for r, y in zip(rows, labels)) / len(rows)
+said = float(re.search("^" + re.escape(line) + r" \| P@1 ([0-9.]+)", open(trained).read(), re.M).group(1))
+got = float(re.search(r"P@1 ([0-9.]+)", open(evaled).read()).group(1))
+assert abs(p1 - said) < 1e-4 and abs(p1 - got) < 1e-4, (p1, said, got)
+print(f"P@1 {p1:.4f} in train, eval and predict")
+PY
+}
 
 # 2,000 points of 40 labels: 1,800 after the tenth held back, 8 batches an epoch.
 "$dslide" gen --points 2000 --test-points 300 --features 500 --labels 40 --nnz 10 --out e \
@@ -210,18 +226,8 @@ else
   expect_in out_lin_pred.txt "an ensemble of 3 models (lin/member-1 ...) and the linear member (its share $share)" \
     "predict names the linear member"
 fi
-python3 - lin.tsv e.test.txt out_lin.txt out_lin_eval.txt <<'PY' || fail "train, eval and predict of the linear member's folder disagree"
-import re, sys
-pred, test, trained, evaled = sys.argv[1:5]
-rows = [line.rstrip("\n").split("\t", 1)[1].split() for line in open(pred)]
-labels = [set(int(v) for v in line.split(" ", 1)[0].split(",") if v and ":" not in v)
-          for line in open(test).readlines()[1:]]
-p1 = sum(int(r[0].split(":")[0]) in y for r, y in zip(rows, labels)) / len(rows)
-said = float(re.search(r"^test  ensemble of 3 and the linear member \| P@1 ([0-9.]+)", open(trained).read(), re.M).group(1))
-got = float(re.search(r"P@1 ([0-9.]+)", open(evaled).read()).group(1))
-assert abs(p1 - said) < 1e-4 and abs(p1 - got) < 1e-4, (p1, said, got)
-print(f"P@1 {p1:.4f} in train, eval and predict")
-PY
+agree lin.tsv e.test.txt out_lin.txt out_lin_eval.txt "test  ensemble of 3 and the linear member" ||
+  fail "train, eval and predict of the linear member's folder disagree"
 mv lin/linear lin.linear.away
 "$dslide" eval --model lin --test e.test.txt --threads 1 >out_lin_nets.txt 2>&1
 expect_rc $? 0 "eval of the folder without its linear member"
@@ -275,18 +281,8 @@ if [[ $share != 0 ]]; then
   expect_in out_rr_pred.txt "^predict: a network and its reranker (rr/member-1, rr/linear; the reranker's share $share)" \
     "predict names the reranker"
 fi
-python3 - rr.tsv big.test.txt out_rr.txt out_rr_eval.txt <<'PY' || fail "train, eval and predict of the reranked folder disagree"
-import re, sys
-pred, test, trained, evaled = sys.argv[1:5]
-rows = [line.rstrip("\n").split("\t", 1)[1].split() for line in open(pred)]
-labels = [set(int(v) for v in line.split(" ", 1)[0].split(",") if v and ":" not in v)
-          for line in open(test).readlines()[1:]]
-p1 = sum(int(r[0].split(":")[0]) in y for r, y in zip(rows, labels)) / len(rows)
-said = float(re.search(r"^test  network and reranker \| P@1 ([0-9.]+)", open(trained).read(), re.M).group(1))
-got = float(re.search(r"P@1 ([0-9.]+)", open(evaled).read()).group(1))
-assert abs(p1 - said) < 1e-4 and abs(p1 - got) < 1e-4, (p1, said, got)
-print(f"P@1 {p1:.4f} in train, eval and predict")
-PY
+agree rr.tsv big.test.txt out_rr.txt out_rr_eval.txt "test  network and reranker" ||
+  fail "train, eval and predict of the reranked folder disagree"
 mv rr/linear rr.linear.away
 "$dslide" eval --model rr --test big.test.txt --threads 1 >out_rr_net.txt 2>&1
 expect_rc $? 0 "eval of the folder without its reranker"
@@ -322,8 +318,8 @@ if [[ -n $mpiexec ]]; then
     fail "a reranked dense layer on 1 rank"
   "$mpiexec" "${mpiflags[@]}" -n 2 -x OMP_NUM_THREADS=1 "$dslide" "${rr[@]}" --sparsity 1 \
     --checkpoint-dir rd2 >out_rd2.txt 2>&1 || fail "a reranked dense layer on 2 ranks"
-  one=$(grep "^test  network and reranker" out_rd1.txt | cut -d'|' -f2,3)
-  two=$(grep "^test  network and reranker" out_rd2.txt | cut -d'|' -f2,3)
-  [[ -n $one && $one == "$two" ]] || fail "2 ranks reranked: '$two' against 1 rank's '$one'"
-  pass "2 ranks rerank as 1 rank does ($one)"
+  on_one=$(grep "^test  network and reranker" out_rd1.txt | cut -d'|' -f2,3)
+  on_two=$(grep "^test  network and reranker" out_rd2.txt | cut -d'|' -f2,3)
+  [[ -n $on_one && $on_one == "$on_two" ]] || fail "2 ranks reranked: '$on_two' against 1 rank's '$on_one'"
+  pass "2 ranks rerank as 1 rank does ($on_one)"
 fi

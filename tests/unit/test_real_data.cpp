@@ -5,8 +5,8 @@
 // distance of the dense control (--sparsity 1); the LSH settings auto chooses, forced onto
 // the output layer (--dense-below 0; auto computes these label spaces densely), must come
 // within a stated distance of the dense layer too (both one-vs-rest, --loss auto's choice for
-// these multi-label points, the sampled one log-Q corrected). Skips when the data folder is
-// absent.
+// these multi-label points, the sampled one log-Q corrected); the reranker (--rerank) must
+// lift a sampled network's P@1 and P@5. Skips when the data folder is absent.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -17,14 +17,15 @@
 #include "data/synthetic.h"
 #include "dist/communicator.h"
 #include "test_util.h"
+#include "train/ensemble.h"
+#include "train/run_events.h"
 #include "train/trainer.h"
 
 namespace dslide {
 namespace {
 
-/// `dslide train --train DIR/train.txt --test DIR/test.txt --threads 2 ARGS...`: the final
-/// test score.
-EvalResult TrainCli(const std::string& dir, const std::vector<std::string>& args) {
+/// The options of `dslide train --train DIR/train.txt --test DIR/test.txt --threads 2 ARGS...`.
+TrainConfig CliConfig(const std::string& dir, const std::vector<std::string>& args) {
   std::vector<std::string> argv = {"train",  "--train",         dir + "/train.txt",
                                    "--test", dir + "/test.txt", "--threads",
                                    "2",      "--log-every",     "1000"};
@@ -34,6 +35,12 @@ EvalResult TrainCli(const std::string& dir, const std::vector<std::string>& args
   TrainConfig cfg;
   std::string help;
   EXPECT_TRUE(ParseTrain(static_cast<int>(ptrs.size()), ptrs.data(), &cfg, &help)) << help;
+  return cfg;
+}
+
+/// That run of one model: the final test score.
+EvalResult TrainCli(const std::string& dir, const std::vector<std::string>& args) {
+  const TrainConfig cfg = CliConfig(dir, args);
   LocalCommunicator comm;
   return RunTraining(cfg, &comm, nullptr);
 }
@@ -63,6 +70,42 @@ void Check(const std::string& name, const std::string& epochs, double margin, do
 
 TEST(RealData, DeliciousDefaultsLearn) { Check("delicious", "10", 0.20, 0.03); }
 TEST(RealData, BibtexDefaultsLearn) { Check("bibtex", "20", 0.35, 0.03); }
+
+/// Collects a run's lines.
+class Lines : public RunEvents {
+ public:
+  void Line(const std::string& text) override { text_ += text; }
+  const std::string& text() const { return text_; }
+
+ private:
+  std::string text_;
+};
+
+// The reranker (--rerank) lifts a sampled network: delicious (983 labels) with the output
+// layer sampled (--dense-below 0), 10 epochs with validation, one network followed by its
+// reranker, against that network's own test line in the same run. Measured with seeds 1 / 2
+// / 3: the network 0.6505 / 0.6380 / 0.6339, reranked 0.6625 / 0.6672 / 0.6578 (P@5 +0.022 /
+// +0.036 / +0.020).
+TEST(RealData, RerankerLiftsASampledNetwork) {
+  const std::string dir = testing::DataDir("delicious");
+  if (dir.empty()) GTEST_SKIP() << "dataset 'delicious' not found (set DSLIDE_DATA_DIR)";
+  const TrainConfig cfg =
+      CliConfig(dir, {"--valid-fraction", "0.1", "--epochs", "10", "--dense-below", "0",
+                      "--ensemble", "1", "--rerank", "true"});
+  LocalCommunicator comm;
+  Lines lines;
+  const EvalResult mix = RunEnsemble(cfg, 1, &comm, &lines);
+  double net1 = -1, net5 = -1;
+  const size_t at = lines.text().find("test  iter ");
+  ASSERT_NE(at, std::string::npos) << lines.text();
+  ASSERT_EQ(std::sscanf(lines.text().c_str() + lines.text().find("P@1 ", at), "P@1 %lf", &net1), 1);
+  ASSERT_EQ(std::sscanf(lines.text().c_str() + lines.text().find("P@5 ", at), "P@5 %lf", &net5), 1);
+  std::printf("delicious, sampled, 10 epochs: the network P@1 %.4f P@5 %.4f, reranked %.4f %.4f\n",
+              net1, net5, mix.At(1), mix.At(5));
+  EXPECT_NE(lines.text().find("test  network and reranker | P@1"), std::string::npos);
+  EXPECT_GE(mix.At(1), net1 + 0.005);
+  EXPECT_GE(mix.At(5), net5 + 0.01);
+}
 
 // A wide sampled output layer learns input-dependent predictions from the start: gcide8-
 // skipgram (207K outputs, one-hot input), defaults, 250 iterations, must beat the
