@@ -136,8 +136,8 @@ int Train(int argc, const char* const* argv, Communicator* comm) {
       }
       if (rerank && cfg.rerank < 0 && Root(comm))
         console.Line(
-            "reranker* (--rerank auto: early stopping, a sampled output layer): the network's "
-            "lists rescored by a linear model once it is trained\n");
+            "reranker* (--rerank auto: early stopping, at least --dense-below labels): the "
+            "network's lists rescored by a linear model once it is trained\n");
     }
     if (members > 1 || rerank)
       RunEnsemble(cfg, members, comm, &console);
@@ -304,10 +304,10 @@ int Export(int argc, const char* const* argv, Communicator* comm) {
   }
   if (!Root(comm)) return 0;
   const size_t members = EnsembleMembers(cfg.model_dir).size();
-  DSLIDE_CHECK(members == 0, "option --model: ", cfg.model_dir, " holds an ensemble of ", members,
-               " models; export writes one (--model ", cfg.model_dir,
-               "/member-K, to --out "
-               "OUT/member-K: predict and eval average the members of a folder of them)");
+  DSLIDE_CHECK(members == 0, "option --model: ", cfg.model_dir, " holds ",
+               EnsembleFolderWhat(cfg.model_dir, members), "; export writes one network (--model ",
+               cfg.model_dir, "/member-K, to --out OUT/member-K: predict and eval average the ",
+               "members of a folder of them)");
   const std::string folder = ResolveCheckpoint(cfg.model_dir, "--model");
   CheckOutputPath("--out", cfg.out, {});
   const int64_t params = ExportModel(folder, cfg.out, cfg.dtype == "bf16");

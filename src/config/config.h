@@ -117,6 +117,9 @@ constexpr int64_t kAutoRerankScores = int64_t{1} << 32;
 /// best labels by the network are its negatives' candidates; weights of magnitude at most
 /// kRerankPrune are dropped.
 constexpr int kRerankList = 30;
+/// The training points the reranker's listing pass scores at a time (their 100-long lists
+/// held only for the pass).
+constexpr int64_t kRerankChunk = 16384;
 constexpr double kRerankPrune = 0.1;
 /// The linear member's solver (model/linear_ovr.h): the libraries' defaults.
 constexpr double kLinearC = 1.0;

@@ -101,6 +101,10 @@ LinearOvr ReadLinearModel(const std::string& folder, double* share) {
                   labels, " labels");
     for (const int32_t f : feature_ids)
       DAMAGED_CHECK(f >= 0 && f < features, file, ": feature id ", f, " of ", features);
+    for (int64_t l = 0; l < labels; ++l)
+      DAMAGED_CHECK(
+          std::is_sorted(feature_ids.begin() + offsets[l], feature_ids.begin() + offsets[l + 1]),
+          file, ": label ", l, "'s feature ids do not ascend");
     return LinearOvr(features, labels, static_cast<int>(list), std::move(offsets),
                      std::move(feature_ids), std::move(values), std::move(biases));
   }

@@ -259,7 +259,9 @@ void LinearOvr::Rescore(const Dataset& data, int len, const std::vector<int32_t>
       if (l < 0) break;
       DSLIDE_ASSERT(l < labels_, "a listed label out of range");
       // The row's features looked up in the label's: a dense row's at once, else in its
-      // sorted ones (a row holds a few features). The same sum in the same order either way.
+      // sorted ones (a row holds a few features). The same terms in the same order either
+      // way (a compiler's contraction into fused multiply-adds may round them apart in the
+      // last bit; a label's path is the model's, so a model scores alike every time).
       float s = bias_[l];
       if (dense_row_[l] >= 0) {
         const float* row = dense_.data() + dense_row_[l] * features_;
@@ -273,7 +275,9 @@ void LinearOvr::Rescore(const Dataset& data, int len, const std::vector<int32_t>
           if (at != last && *at == v.ids[j2]) s += w_[at - feat_.data()] * (v.vals[j2] * scale);
         }
       }
-      (*probs)[i * len + j] = Probability(s);
+      // Above 0, the reranker's value of the labels it does not rescore: at share 1 (and
+      // alone) its list ranks first.
+      (*probs)[i * len + j] = Probability(s) + kMarginOrder;
     }
   });
 }

@@ -62,8 +62,9 @@ class LinearOvr {
   const std::vector<float>& biases() const { return bias_; }
 
   /// Shortlist: Probability of the margin of each of the first list() labels of each point's
-  /// list (`ids`, `len` a point, -1 past the end), 0 for the others (past list(), a label it
-  /// never learnt against): probs gets data.size() x len entries.
+  /// list (`ids`, `len` a point, -1 past the end) plus kMarginOrder (so above 0), and 0 for
+  /// the others (past list(), labels it never learnt against): probs gets data.size() x len
+  /// entries.
   void Rescore(const Dataset& data, int len, const std::vector<int32_t>& ids,
                std::vector<double>* probs) const;
 

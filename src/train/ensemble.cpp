@@ -82,11 +82,19 @@ void CheckEnsembleFolder(const std::string& dir, int members, const char* option
   }
 }
 
+std::string EnsembleFolderWhat(const std::string& folder, size_t members) {
+  std::error_code ec;
+  if (members == 1 && std::filesystem::exists(folder + "/linear", ec))
+    return "a network and its reranker (" + EnsembleMemberDir(folder, 1) + ", " + folder +
+           "/linear)";
+  return "an ensemble of " + std::to_string(members) + " models";
+}
+
 void CheckEnsembleScoredExactly(const std::string& folder, size_t members,
                                 const std::string& approximate) {
-  DSLIDE_CHECK(members == 0 || approximate == "off", "option --approximate: ", folder,
-               " holds an ensemble of ", members,
-               " models; approximate scoring reads one (--model ", folder, "/member-1)");
+  DSLIDE_CHECK(members == 0 || approximate == "off", "option --approximate: ", folder, " holds ",
+               EnsembleFolderWhat(folder, members),
+               "; approximate scoring reads one model (--model ", folder, "/member-1)");
 }
 
 int EnsembleListLength(int k, int64_t outputs) {
@@ -102,7 +110,7 @@ std::vector<double> MemberWeights(int networks, double linear_share) {
 
 double ChooseLinearShare(const std::vector<std::vector<int32_t>>& ids,
                          const std::vector<std::vector<double>>& probs, const Dataset& points,
-                         int len, std::string* why) {
+                         int len, std::string* why, const char* whose) {
   DSLIDE_ASSERT(ids.size() == 2 && probs.size() == 2, "a network's list and the linear one");
   double best_share = kLinearShare, best_p1 = -1;
   std::string scores;
@@ -124,7 +132,7 @@ double ChooseLinearShare(const std::vector<std::vector<int32_t>>& ids,
     }
   }
   if (why != nullptr)
-    *why = Format("the best validation P@1 of the first member's mix on %lld points; %s",
+    *why = Format("the best validation P@1 of %s mix on %lld points; %s", whose,
                   (long long)points.size(), scores.c_str());
   return best_share;
 }
@@ -257,7 +265,11 @@ EvalResult RunEnsemble(const TrainConfig& cfg, int members, Communicator* comm, 
     c.seed = cfg.seed + static_cast<uint64_t>(m - 1);
     if (!cfg.checkpoint_dir.empty()) c.checkpoint_dir = EnsembleMemberDir(cfg.checkpoint_dir, m);
     if (!cfg.save_dir.empty()) c.save_dir = EnsembleMemberDir(cfg.save_dir, m);
-    if (root)
+    if (root && rerank)
+      events->Line(Format(
+          "the network: --seed %llu%s%s; its reranker after it\n", (unsigned long long)c.seed,
+          c.checkpoint_dir.empty() ? "" : ", checkpoints in ", c.checkpoint_dir.c_str()));
+    else if (root)
       events->Line(Format(
           "ensemble member %d of %d: --seed %llu%s%s\n", m, members, (unsigned long long)c.seed,
           c.checkpoint_dir.empty() ? "" : ", checkpoints in ", c.checkpoint_dir.c_str()));
@@ -287,53 +299,63 @@ EvalResult RunEnsemble(const TrainConfig& cfg, int members, Communicator* comm, 
       unscored_cpu += ProcessCpuSeconds() - c0;
     }
     if (rerank && m == 1) {
-      // The network's lists of every training point: the first kRerankList of each are the
-      // candidates of the reranker's negatives; the whole (len) where the share is chosen.
+      // The network's lists of every training point, a chunk of whole evaluation blocks at a
+      // time: the first `list` of each (the candidates of the reranker's negatives), and the
+      // whole (len, with the probabilities) of the network's validation points, where the
+      // share is chosen.
       const double w0 = ProcessWallSeconds();
       const int list = std::min(kRerankList, len);
-      std::vector<int32_t> lists;
-      std::vector<double> list_probs;
-      PredictTopK(model, train, 0, len, &lists, &list_probs);
-      list_s = ProcessWallSeconds() - w0;
-      const auto heads = [&](const std::vector<int64_t>* rows) {
-        const int64_t n = rows != nullptr ? static_cast<int64_t>(rows->size()) : train.size();
-        std::vector<int32_t> out(n * list);
-        for (int64_t r = 0; r < n; ++r)
-          std::copy_n(lists.begin() + (rows != nullptr ? (*rows)[r] : r) * len, list,
-                      out.begin() + r * list);
-        return out;
-      };
-      // Solved on every training point: those the network validates on, whose lists it
-      // makes without having trained on them, are the most test-like.
-      linear_model = LinearOvr::TrainShortlist(train, heads(nullptr), list, kRerankPrune, options);
+      std::vector<int64_t> held, kept_rows;
+      const bool held_back = cfg.valid_file.empty() && cfg.valid_fraction > 0;
+      if (held_back) HoldoutIndices(train.size(), cfg.valid_fraction, c.seed, &held, &kept_rows);
       std::vector<std::vector<int32_t>> v_ids(2);
       std::vector<std::vector<double>> v_probs(2);
+      v_ids[0].resize(held.size() * len);
+      v_probs[0].resize(held.size() * len);
+      std::vector<int32_t> heads(train.size() * list);
+      const int64_t block = model.EvalBlock();
+      const int64_t chunk = (kRerankChunk + block - 1) / block * block;
+      std::vector<int32_t> part_ids;
+      std::vector<double> part_probs;
+      std::vector<int64_t> rows;
+      size_t h = 0;  // the next held-back point
+      for (int64_t b = 0; b < train.size(); b += chunk) {
+        const int64_t e = std::min(train.size(), b + chunk);
+        rows.resize(e - b);
+        for (int64_t i = b; i < e; ++i) rows[i - b] = i;
+        PredictTopK(model, train.Subset(rows), b, len, &part_ids, &part_probs);
+        for (int64_t i = b; i < e; ++i) {
+          std::copy_n(part_ids.begin() + (i - b) * len, list, heads.begin() + i * list);
+          if (h < held.size() && held[h] == i) {
+            std::copy_n(part_ids.begin() + (i - b) * len, len, v_ids[0].begin() + h * len);
+            std::copy_n(part_probs.begin() + (i - b) * len, len, v_probs[0].begin() + h * len);
+            ++h;
+          }
+        }
+      }
+      list_s = ProcessWallSeconds() - w0;
+      // Solved on every training point: those the network validates on, whose lists it
+      // makes without having trained on them, are the most test-like.
+      linear_model = LinearOvr::TrainShortlist(train, heads, list, kRerankPrune, options);
       if (!cfg.valid_file.empty()) {
         share_points = valid;
         PredictTopK(model, share_points, 0, len, &v_ids[0], &v_probs[0]);
         linear_model.Rescore(share_points, len, v_ids[0], &v_probs[1]);
-      } else if (cfg.valid_fraction > 0) {
+      } else if (held_back) {
         // The share: once more solved on the network's training points alone, scoring its
-        // lists of the network's validation points (those of the pass over all: a dense
-        // hidden layer scores a point alike in any block).
-        std::vector<int64_t> held, kept_rows;
-        HoldoutIndices(train.size(), cfg.valid_fraction, c.seed, &held, &kept_rows);
+        // lists of the network's validation points.
         Dataset kept;
         SplitHoldout(train, cfg.valid_fraction, c.seed, &kept, &share_points);
         kept.num_labels = train.num_labels;
-        linear_check =
-            LinearOvr::TrainShortlist(kept, heads(&kept_rows), list, kRerankPrune, options);
-        v_ids[0].resize(held.size() * len);
-        v_probs[0].resize(held.size() * len);
-        for (size_t r = 0; r < held.size(); ++r) {
-          std::copy_n(lists.begin() + held[r] * len, len, v_ids[0].begin() + r * len);
-          std::copy_n(list_probs.begin() + held[r] * len, len, v_probs[0].begin() + r * len);
-        }
+        std::vector<int32_t> kept_heads(kept_rows.size() * list);
+        for (size_t r = 0; r < kept_rows.size(); ++r)
+          std::copy_n(heads.begin() + kept_rows[r] * list, list, kept_heads.begin() + r * list);
+        linear_check = LinearOvr::TrainShortlist(kept, kept_heads, list, kRerankPrune, options);
         linear_check.Rescore(share_points, len, v_ids[0], &v_probs[1]);
       }
       if (share_points.size() > 0) {
         v_ids[1] = v_ids[0];
-        share = ChooseLinearShare(v_ids, v_probs, share_points, len, &share_why);
+        share = ChooseLinearShare(v_ids, v_probs, share_points, len, &share_why, "the network's");
       }
       solve_s = ProcessWallSeconds() - w0;
     }

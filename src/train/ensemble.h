@@ -46,6 +46,10 @@ std::unique_ptr<LinearOvr> ReadEnsembleLinear(const std::string& folder, int64_t
 void CheckEnsembleFolder(const std::string& dir, int members, const char* option,
                          bool member_folders = false);
 
+/// What `folder`, holding `members` member folders, is, for messages: "an ensemble of N
+/// models", or "a network and its reranker (FOLDER/member-1, FOLDER/linear)".
+std::string EnsembleFolderWhat(const std::string& folder, size_t members);
+
 /// Throws dslide::Error naming --approximate where `folder` holds an ensemble of `members`
 /// models (members > 0) and `approximate` is not "off": approximate scoring reads one model.
 void CheckEnsembleScoredExactly(const std::string& folder, size_t members,
@@ -78,7 +82,7 @@ std::vector<double> MemberWeights(int networks, double linear_share);
 /// gets each share's P@1, for the log.
 double ChooseLinearShare(const std::vector<std::vector<int32_t>>& ids,
                          const std::vector<std::vector<double>>& probs, const Dataset& points,
-                         int len, std::string* why);
+                         int len, std::string* why, const char* whose = "the first member's");
 
 /// Collective: the whole of `dslide train --ensemble N` with N = `members` >= 2, or of one
 /// network followed by its reranker (members 1, AutoRerank; FOLDER/member-1 and

@@ -5,6 +5,7 @@
 #include "train/run_training.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <memory>
 #include <new>
 #include <string>
@@ -112,9 +113,28 @@ EvalResult RunTraining(const TrainConfig& asked, Communicator* comm, RunData dat
   // and eval and predict of a folder holding members would read them, not this run's model.
   if (!cfg.resume_dir.empty()) {
     const size_t members = EnsembleMembers(cfg.resume_dir).size();
-    DSLIDE_CHECK(members == 0, "option --resume: ", cfg.resume_dir, " holds an ensemble of ",
-                 members, " models; --resume continues one (--resume ", cfg.resume_dir,
+    DSLIDE_CHECK(members == 0, "option --resume: ", cfg.resume_dir, " holds ",
+                 EnsembleFolderWhat(cfg.resume_dir, members),
+                 "; --resume continues one model (--resume ", cfg.resume_dir,
                  "/member-K with that member's --seed)");
+  }
+  // A member trained again inside a folder whose linear member or reranker was solved beside
+  // the networks before: eval and predict of the folder would mix it with this run's model.
+  if (comm->rank() == 0) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    for (const std::string& dir : {cfg.checkpoint_dir, cfg.save_dir}) {
+      const fs::path p = fs::path(dir).lexically_normal();
+      const fs::path member = p.has_filename() ? p : p.parent_path();
+      if (dir.empty() || member.filename().string().rfind("member-", 0) != 0) continue;
+      const fs::path folder = member.parent_path().empty() ? fs::path(".") : member.parent_path();
+      if (fs::exists(folder / "linear", ec))
+        events->Warning(Format(
+            "warning: %s holds a linear model solved beside the networks before this run (train "
+            "--linear or --rerank); eval and predict of %s still mix it with this run's model: "
+            "train the folder anew, or use %s alone\n",
+            (folder / "linear").string().c_str(), folder.string().c_str(), dir.c_str()));
+    }
   }
   CheckEnsembleFolder(cfg.checkpoint_dir, 1, "--checkpoint-dir");
   CheckEnsembleFolder(cfg.save_dir, 1, "--save");

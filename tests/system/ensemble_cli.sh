@@ -262,8 +262,9 @@ rr=(train --train big.train.txt --test big.test.txt --hidden 32 --valid-fraction
   --ensemble 1)
 "$dslide" "${rr[@]}" --threads 1 --checkpoint-dir rr --metrics rr.jsonl >out_rr.txt 2>&1
 expect_rc $? 0 "--rerank auto"
-expect_in out_rr.txt "^reranker\* (--rerank auto: early stopping, a sampled output layer)" "auto's line"
-expect_in out_rr.txt "^reranker (--rerank auto): one-vs-rest squared hinge, C 1, on the L2-normalised rows, each label on the points that have it and the points whose network list of 30 holds it (3000 training points listed in .*, solved in .*), saved in rr/linear; its share of the network's probability [0-9.]* (the best validation P@1 of the first member's mix on 300 points; 0: [0-9.]*, 0.25: [0-9.]*, 0.5: [0-9.]*, 0.75: [0-9.]*, 1: [0-9.]*)" \
+expect_in out_rr.txt "^reranker\* (--rerank auto: early stopping, at least --dense-below labels)" "auto's line"
+expect_in out_rr.txt "^the network: --seed 1, checkpoints in rr/member-1; its reranker after it" "the network's line"
+expect_in out_rr.txt "^reranker (--rerank auto): one-vs-rest squared hinge, C 1, on the L2-normalised rows, each label on the points that have it and the points whose network list of 30 holds it (3000 training points listed in .*, solved in .*), saved in rr/linear; its share of the network's probability [0-9.]* (the best validation P@1 of the network's mix on 300 points; 0: [0-9.]*, 0.25: [0-9.]*, 0.5: [0-9.]*, 0.75: [0-9.]*, 1: [0-9.]*)" \
   "the reranker's line"
 expect_in out_rr.txt "^test  reranker alone | P@1 " "the reranker's own test line"
 expect_in out_rr.txt "^test  network and reranker | P@1 " "the reranked test line"
@@ -309,6 +310,16 @@ expect_in out_rr_two.txt "option --rerank true: the reranker rescores one networ
 expect_rc $? 1 "--rerank true where --ensemble auto chooses 3"
 expect_in out_rr_auto3.txt "option --rerank true: the reranker rescores one network's lists, and --ensemble auto chose 3 models" \
   "--rerank true, auto's 3 models"
+"$dslide" predict --model rr --input big.test.txt --top-k 5 --out rr_ann.tsv --approximate >out_rr_ann.txt 2>&1
+expect_rc $? 1 "approximate predict of a reranked folder"
+expect_in out_rr_ann.txt "option --approximate: rr holds a network and its reranker (rr/member-1, rr/linear); approximate scoring reads one model (--model rr/member-1)" \
+  "approximate scoring of a reranked folder"
+cp -r rr rr_more && rm -rf rr_more/member-1
+"$dslide" "${rr[@]}" --threads 1 --rerank false --epochs 1 --checkpoint-dir rr_more/member-1 \
+  >out_rr_more.txt 2>&1
+expect_rc $? 0 "the network of a reranked folder trained again"
+expect_in out_rr_more.txt "warning: rr_more/linear holds a linear model solved beside the networks before this run" \
+  "the stale reranker named"
 "$dslide" "${run[@]}" --epochs 1 --rerank true --resume rr/member-1 >out_rr_resume.txt 2>&1
 expect_rc $? 1 "--rerank true --resume"
 expect_in out_rr_resume.txt "option --rerank true: --resume continues one model" "--rerank true --resume"

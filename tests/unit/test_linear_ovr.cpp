@@ -300,6 +300,53 @@ TEST(ShortlistLinear, EachLabelOnItsPointsAndTheListedOnesOnly) {
   EXPECT_GT(own[0], own[4]);
 }
 
+TEST(ShortlistLinear, SparseLabelsLookedUpAndRescoredAboveTheRest) {
+  // 4,000 features, 5 a point: each label's weights (at most 40 points' features) are far
+  // fewer than an eighth of the features, so Rescore looks a row's features up in them.
+  Dataset d;
+  d.num_features = 4000;
+  d.num_labels = 3;
+  Rng rng(9);
+  std::vector<int32_t> lists;
+  for (int i = 0; i < 60; ++i) {
+    std::vector<int32_t> ids;
+    std::vector<float> vals;
+    for (int e = 0; e < 5; ++e) {
+      ids.push_back(static_cast<int32_t>(rng.Below(4000)));
+      vals.push_back(static_cast<float>(1 + rng.Uniform()));
+    }
+    std::sort(ids.begin(), ids.end());
+    ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+    vals.resize(ids.size());
+    d.Add(ids, vals, {i % 3});
+    lists.insert(lists.end(), {(i + 1) % 3, i % 3});  // a negative first, then its own label
+  }
+  const LinearOvr m = LinearOvr::TrainShortlist(d, lists, 2, 0.0, LinearOvrOptions{});
+  for (int l = 0; l < 3; ++l) EXPECT_LT((m.offsets()[l + 1] - m.offsets()[l]) * 8, 4000) << l;
+  std::vector<double> probs;
+  m.Rescore(d, 2, lists, &probs);
+  std::vector<float> x(4000);
+  for (int64_t i = 0; i < d.size(); ++i) {
+    const SparseView v = d.Features(i);
+    double norm = 0;
+    for (int64_t j = 0; j < v.n; ++j) norm += static_cast<double>(v.vals[j]) * v.vals[j];
+    std::fill(x.begin(), x.end(), 0.0f);
+    for (int64_t j = 0; j < v.n; ++j) x[v.ids[j]] = static_cast<float>(v.vals[j] / std::sqrt(norm));
+    for (int j = 0; j < 2; ++j) {
+      const int32_t l = lists[i * 2 + j];
+      double margin = m.biases()[l];
+      for (int64_t e = m.offsets()[l]; e < m.offsets()[l + 1]; ++e)
+        margin += m.values()[e] * x[m.feature_ids()[e]];
+      EXPECT_NEAR(probs[i * 2 + j],
+                  LinearOvr::Probability(static_cast<float>(margin)) + LinearOvr::kMarginOrder,
+                  1e-6)
+          << i << " " << l;
+      // Above 0, the value of the labels past its lists: at share 1 its list ranks first.
+      EXPECT_GT(probs[i * 2 + j], 0.0) << i << " " << l;
+    }
+  }
+}
+
 TEST(ShortlistLinear, PruneThreadsAndFile) {
   const Dataset d = RandomSet(200, 30, 9, 11);
   // Each point lists 4 labels of a fixed stream.
