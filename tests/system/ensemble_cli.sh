@@ -4,7 +4,8 @@
 # the mean of the members' probabilities (checked against the members' own predictions), the
 # P@1 that train reported; what cannot take an ensemble (resume, export, approximate scoring)
 # says so; the files are read once, so FIFOs serve as well as files.
-# Under mpiexec -n 2 the ensemble of a dense output layer is the one of 1 rank.
+# Under mpiexec -n 2 the ensemble of a dense output layer is the one of 1 rank. Section 8: one
+# network and its reranker (--rerank), in the same folder layout.
 # Usage: ensemble_cli.sh DSLIDE WORKDIR [MPIEXEC MPIEXEC_FLAGS...]
 set -uo pipefail
 dslide=$1 work=$2
