@@ -98,16 +98,20 @@ int Train(int argc, const char* const* argv, Communicator* comm) {
   }
   ConsoleEvents console;
   try {
-    // --ensemble auto from the training file's header (its points less the held-back ones),
-    // read only where the rule may choose more than one model; a pipe or FIFO, which one
-    // look would consume, trains one.
+    // --ensemble auto and --rerank auto from the training file's header (its points and
+    // labels), read once and only where validation sets the run's length, which both rules
+    // ask for; a pipe or FIFO, which one look would consume, trains one model alone.
+    int64_t file_points = 0, file_labels = 0;
+    std::error_code ec;
+    if (cfg.stops_early() && (cfg.ensemble == 0 || cfg.rerank < 0) &&
+        std::filesystem::is_regular_file(cfg.train_file, ec)) {
+      const DatasetStream header(cfg.train_file);
+      file_points = header.num_points();
+      file_labels = header.num_labels();
+    }
     int members = cfg.ensemble;
     if (members == 0) {
-      std::error_code ec;
-      members = 1;
-      if (AutoEnsemble(cfg, 1) > 1 && std::filesystem::is_regular_file(cfg.train_file, ec)) {
-        members = AutoEnsembleOfFile(cfg, DatasetStream(cfg.train_file).num_points());
-      }
+      members = file_points > 0 ? AutoEnsembleOfFile(cfg, file_points) : 1;
       if (members > 1 && Root(comm))
         console.Line(
             Format("ensemble of %d models* (--ensemble auto: early stopping on a "
@@ -119,26 +123,15 @@ int Train(int argc, const char* const* argv, Communicator* comm) {
                  "--ensemble auto chose one model (it trains 3 when validating with --epochs "
                  "auto on at most ",
                  kAutoEnsemblePoints, " training points); give --ensemble 2 or more");
-    // --rerank auto from the training file's header, as --ensemble's (a pipe or FIFO: none).
     DSLIDE_CHECK(cfg.rerank != 1 || members == 1,
                  "option --rerank true: the reranker rescores one network's lists, and "
                  "--ensemble auto chose ",
                  members, " models; give --ensemble 1");
-    bool rerank = false;
-    if (members == 1 && cfg.rerank != 0) {
-      std::error_code ec;
-      if (cfg.rerank == 1) {
-        rerank = AutoRerank(cfg, 1, 0, 0);
-      } else if (AutoRerank(cfg, 1, 1, cfg.dense_below) &&
-                 std::filesystem::is_regular_file(cfg.train_file, ec)) {
-        const DatasetStream header(cfg.train_file);
-        rerank = AutoRerank(cfg, 1, header.num_points(), header.num_labels());
-      }
-      if (rerank && cfg.rerank < 0 && Root(comm))
-        console.Line(
-            "reranker* (--rerank auto: early stopping, at least --dense-below labels): the "
-            "network's lists rescored by a linear model once it is trained\n");
-    }
+    const bool rerank = AutoRerank(cfg, members, file_points, file_labels);
+    if (rerank && cfg.rerank < 0 && Root(comm))
+      console.Line(
+          "reranker* (--rerank auto: early stopping, at least --dense-below labels): the "
+          "network's lists rescored by a linear model once it is trained\n");
     if (members > 1 || rerank)
       RunEnsemble(cfg, members, comm, &console);
     else

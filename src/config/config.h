@@ -219,6 +219,9 @@ struct TrainConfig {
   std::vector<double> LayerSparsity(size_t num_layers) const;
   bool sparsity_auto() const { return sparsity.empty(); }
   bool validating() const { return !valid_file.empty() || valid_fraction > 0; }
+  /// Validation sets the run's length (--epochs auto, no --iterations): early stopping ends
+  /// it, the run the auto rules of dropout, ensembles and the reranker look for.
+  bool stops_early() const { return validating() && epochs_auto && iterations == 0; }
   /// Cross-option rules; throws dslide::Error naming the option.
   void Validate() const;
 };

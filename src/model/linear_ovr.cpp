@@ -41,6 +41,13 @@ UnitRows Normalise(const Dataset& d) {
   return u;
 }
 
+/// The factor that L2-normalises row `x` (the norm of the whole row; 0 for a row of no norm).
+float UnitScale(const SparseView& x) {
+  double norm = 0;
+  for (int64_t j = 0; j < x.n; ++j) norm += static_cast<double>(x.vals[j]) * x.vals[j];
+  return norm > 0 ? static_cast<float>(1.0 / std::sqrt(norm)) : 0.0f;
+}
+
 /// One label's dual coordinate descent over `n` points, rows[k] (k itself where rows is null)
 /// with y[k] +1 or -1: w[0..d] (the bias last), zero on entry, holds on return the primal
 /// solution w = sum_k alpha_k y_k (x_rows[k], 1).
@@ -251,9 +258,7 @@ void LinearOvr::Rescore(const Dataset& data, int len, const std::vector<int32_t>
   probs->assign(ids.size(), 0.0);
   ParallelFor(data.size(), 16, [&](int64_t i) {
     const SparseView v = data.Features(i);
-    double norm = 0;
-    for (int64_t j = 0; j < v.n; ++j) norm += static_cast<double>(v.vals[j]) * v.vals[j];
-    const float scale = norm > 0 ? static_cast<float>(1.0 / std::sqrt(norm)) : 0.0f;
+    const float scale = UnitScale(v);
     for (int j = 0; j < std::min(len, list_); ++j) {
       const int32_t l = ids[i * len + j];
       if (l < 0) break;
@@ -285,10 +290,8 @@ void LinearOvr::Rescore(const Dataset& data, int len, const std::vector<int32_t>
 void LinearOvr::Margins(const SparseView& x, float* scores) const {
   DSLIDE_ASSERT(!shortlist_, "a shortlist model scores its lists (Rescore)");
   const float* bias = w_.data() + features_ * labels_;
-  double norm = 0;
-  for (int64_t j = 0; j < x.n; ++j) norm += static_cast<double>(x.vals[j]) * x.vals[j];
   // The norm of the whole row: eval and predict check that the rows have the model's features.
-  const float scale = norm > 0 ? static_cast<float>(1.0 / std::sqrt(norm)) : 0.0f;
+  const float scale = UnitScale(x);
   std::copy(bias, bias + labels_, scores);
   for (int64_t j = 0; j < x.n; ++j) {
     if (x.ids[j] >= features_) continue;

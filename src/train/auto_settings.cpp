@@ -95,10 +95,10 @@ double AutoDropout(const TrainConfig& cfg, int64_t train_points) {
   // Where validation sets the length (early stopping) and an epoch is short, training runs
   // through many epochs and overfits without it; one epoch, or the few of a large set that
   // early stopping allows, underfit with it.
-  const bool until_early_stop = cfg.validating() && cfg.epochs_auto && cfg.iterations == 0;
   const int64_t epoch = (train_points + cfg.batch - 1) / std::max(1, cfg.batch);
-  return until_early_stop && train_points > 0 && epoch <= kAutoDropoutEpochIterations ? kAutoDropout
-                                                                                      : 0.0;
+  return cfg.stops_early() && train_points > 0 && epoch <= kAutoDropoutEpochIterations
+             ? kAutoDropout
+             : 0.0;
 }
 
 double MeanLabelsPerPoint(const Dataset& data) {
@@ -119,9 +119,9 @@ int AutoEnsemble(const TrainConfig& cfg, int64_t train_points) {
   // members trained on different splits average that out at a cost that stays small.
   // In points, not batches: what a member costs, and how much its model moves with the
   // seed, follow the data's size whatever the batch.
-  const bool until_early_stop = cfg.validating() && cfg.epochs_auto && cfg.iterations == 0;
-  return until_early_stop && train_points > 0 && train_points <= kAutoEnsemblePoints ? kAutoEnsemble
-                                                                                     : 1;
+  return cfg.stops_early() && train_points > 0 && train_points <= kAutoEnsemblePoints
+             ? kAutoEnsemble
+             : 1;
 }
 
 bool AutoLinear(const TrainConfig& cfg, int members, int64_t features, int64_t labels,
@@ -142,8 +142,7 @@ bool AutoLinear(const TrainConfig& cfg, int members, int64_t features, int64_t l
 bool AutoRerank(const TrainConfig& cfg, int members, int64_t train_points, int64_t labels) {
   if (cfg.rerank == 0 || members != 1 || !cfg.resume_dir.empty()) return false;
   if (cfg.rerank == 1) return true;
-  const bool until_early_stop = cfg.validating() && cfg.epochs_auto && cfg.iterations == 0;
-  return until_early_stop && labels >= cfg.dense_below &&
+  return cfg.stops_early() && train_points > 0 && labels >= cfg.dense_below &&
          static_cast<double>(train_points) * static_cast<double>(labels) <=
              static_cast<double>(kAutoRerankScores);
 }

@@ -116,11 +116,11 @@ bool AutoLinear(const TrainConfig& cfg, int members, int64_t features, int64_t l
 
 /// --rerank for `members` networks trained on a file of `train_points` points (the held-back
 /// ones among them) and `labels` labels: false for an ensemble or a resumed run; true where
-/// asked; auto: true when validating with --epochs auto (the reranker's share is chosen on
-/// validation) where the output layer has at least cfg.dense_below labels (sampled under
-/// --sparsity auto; fewer, an ensemble's --linear solves every label on every point) and
-/// train_points x labels (the pass that lists each training point's best labels) is at most
-/// kAutoRerankScores.
+/// asked; auto: true where validation sets the run's length (cfg.stops_early(); the
+/// reranker's share is chosen on validation), on a file of some points, where the output
+/// layer has at least cfg.dense_below labels (sampled under --sparsity auto; fewer, an
+/// ensemble's --linear solves every label on every point) and train_points x labels (the
+/// pass that lists each training point's best labels) is at most kAutoRerankScores.
 bool AutoRerank(const TrainConfig& cfg, int members, int64_t train_points, int64_t labels);
 
 /// What a layer's active set holds over the points of a dataset, all ranks together.

@@ -182,6 +182,23 @@ void MergeMemberLists(const std::vector<std::vector<int32_t>>& ids,
   }
 }
 
+namespace {
+
+/// The linear member's list of each point of `data`: a reranker's is the network's list
+/// (`network_ids`, `len` a point) rescored; a dense model's, its own `len` best labels.
+void LinearList(const LinearOvr& linear, const Dataset& data, int len,
+                const std::vector<int32_t>& network_ids, std::vector<int32_t>* ids,
+                std::vector<double>* probs) {
+  if (linear.shortlist()) {
+    *ids = network_ids;
+    linear.Rescore(data, len, network_ids, probs);
+  } else {
+    linear.TopK(data, 0, data.size(), len, ids, probs);
+  }
+}
+
+}  // namespace
+
 void EnsembleTopK(const std::vector<std::unique_ptr<Trainer>>& models, const LinearOvr* linear,
                   double share, const Dataset& data, int64_t row0, int k, std::vector<int32_t>* ids,
                   std::vector<double>* probs) {
@@ -193,12 +210,8 @@ void EnsembleTopK(const std::vector<std::unique_ptr<Trainer>>& models, const Lin
   std::vector<std::vector<double>> member_probs(lists);
   for (size_t m = 0; m < models.size(); ++m)
     PredictTopK(*models[m], data, row0, len, &member_ids[m], &member_probs[m]);
-  if (linear != nullptr && linear->shortlist()) {  // a reranker: the first network's lists
-    member_ids.back() = member_ids.front();
-    linear->Rescore(data, len, member_ids.front(), &member_probs.back());
-  } else if (linear != nullptr) {
-    linear->TopK(data, 0, data.size(), len, &member_ids.back(), &member_probs.back());
-  }
+  if (linear != nullptr)  // a reranker rescores the first network's lists
+    LinearList(*linear, data, len, member_ids.front(), &member_ids.back(), &member_probs.back());
   MergeMemberLists(member_ids, member_probs,
                    MemberWeights(static_cast<int>(models.size()), linear != nullptr ? share : 0.0),
                    data.size(), len, k, ids, probs);
@@ -240,7 +253,11 @@ EvalResult RunEnsemble(const TrainConfig& cfg, int members, Communicator* comm, 
   // trains on, scored beside that member on the points it validates on.
   const LinearOvrOptions options{kLinearC, kLinearEps, kLinearMaxEpochs, cfg.seed};
   LinearOvr linear_model, linear_check;
-  Dataset share_points;            // the first member's validation points
+  Dataset share_points;  // the first member's validation points
+  // The first member's lists of them (the network's and the linear member's), whose mix
+  // chooses the share.
+  std::vector<std::vector<int32_t>> v_ids(2);
+  std::vector<std::vector<double>> v_probs(2);
   double solve_s = 0, list_s = 0;  // the reranker's: listing included in solve_s
   const int64_t train_points = train.size();
   if (dense_linear) {
@@ -308,8 +325,6 @@ EvalResult RunEnsemble(const TrainConfig& cfg, int members, Communicator* comm, 
       std::vector<int64_t> held, kept_rows;
       const bool held_back = cfg.valid_file.empty() && cfg.valid_fraction > 0;
       if (held_back) HoldoutIndices(train.size(), cfg.valid_fraction, c.seed, &held, &kept_rows);
-      std::vector<std::vector<int32_t>> v_ids(2);
-      std::vector<std::vector<double>> v_probs(2);
       v_ids[0].resize(held.size() * len);
       v_probs[0].resize(held.size() * len);
       std::vector<int32_t> heads(train.size() * list);
@@ -339,35 +354,28 @@ EvalResult RunEnsemble(const TrainConfig& cfg, int members, Communicator* comm, 
       linear_model = LinearOvr::TrainShortlist(train, heads, list, kRerankPrune, options);
       if (!cfg.valid_file.empty()) {
         share_points = valid;
-        PredictTopK(model, share_points, 0, len, &v_ids[0], &v_probs[0]);
-        linear_model.Rescore(share_points, len, v_ids[0], &v_probs[1]);
       } else if (held_back) {
         // The share: once more solved on the network's training points alone, scoring its
         // lists of the network's validation points.
-        Dataset kept;
-        SplitHoldout(train, cfg.valid_fraction, c.seed, &kept, &share_points);
-        kept.num_labels = train.num_labels;
+        share_points = train.Subset(held);
         std::vector<int32_t> kept_heads(kept_rows.size() * list);
         for (size_t r = 0; r < kept_rows.size(); ++r)
           std::copy_n(heads.begin() + kept_rows[r] * list, list, kept_heads.begin() + r * list);
-        linear_check = LinearOvr::TrainShortlist(kept, kept_heads, list, kRerankPrune, options);
-        linear_check.Rescore(share_points, len, v_ids[0], &v_probs[1]);
-      }
-      if (share_points.size() > 0) {
-        v_ids[1] = v_ids[0];
-        share = ChooseLinearShare(v_ids, v_probs, share_points, len, &share_why, "the network's");
+        linear_check = LinearOvr::TrainShortlist(train.Subset(kept_rows), kept_heads, list,
+                                                 kRerankPrune, options);
       }
       solve_s = ProcessWallSeconds() - w0;
     }
-    if (dense_linear && m == 1 && share_points.size() > 0) {
+    if (linear && m == 1 && share_points.size() > 0) {
       // The share of the grid whose mix scores the best P@1 on the first member's
-      // validation points (ties: the share nearest kLinearShare, then the smaller).
-      std::vector<std::vector<int32_t>> v_ids(2);
-      std::vector<std::vector<double>> v_probs(2);
-      PredictTopK(model, share_points, 0, len, &v_ids[0], &v_probs[0]);
-      (cfg.valid_file.empty() ? linear_check : linear_model)
-          .TopK(share_points, 0, share_points.size(), len, &v_ids[1], &v_probs[1]);
-      share = ChooseLinearShare(v_ids, v_probs, share_points, len, &share_why);
+      // validation points (ties: the share nearest kLinearShare, then the smaller): the
+      // linear model solved without them where the member held them back. The reranker's
+      // pass holds the network's lists of its held-back points already.
+      if (v_ids[0].empty()) PredictTopK(model, share_points, 0, len, &v_ids[0], &v_probs[0]);
+      LinearList(cfg.valid_file.empty() ? linear_check : linear_model, share_points, len, v_ids[0],
+                 &v_ids[1], &v_probs[1]);
+      share = ChooseLinearShare(v_ids, v_probs, share_points, len, &share_why,
+                                rerank ? "the network's" : "the first member's");
     }
   }
   if (linear) {
@@ -395,12 +403,7 @@ EvalResult RunEnsemble(const TrainConfig& cfg, int members, Communicator* comm, 
                      saved.empty() ? "" : ", saved in ", saved.c_str(), share, share_why.c_str());
     if (scored->size() > 0) {
       const double s0 = ProcessWallSeconds(), c0 = ProcessCpuSeconds();
-      if (rerank) {
-        ids.back() = ids.front();
-        linear_model.Rescore(*scored, len, ids.front(), &probs.back());
-      } else {
-        linear_model.TopK(*scored, 0, scored->size(), len, &ids.back(), &probs.back());
-      }
+      LinearList(linear_model, *scored, len, ids.front(), &ids.back(), &probs.back());
       std::vector<int32_t> top;
       std::vector<double> top_probs;
       MergeMemberLists({ids.back()}, {probs.back()}, scored->size(), len, k, &top, &top_probs);
