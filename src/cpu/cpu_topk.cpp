@@ -66,6 +66,18 @@ void CpuBackend::TopKRows(int layer, const BatchRows& in, int k, std::vector<int
     float* my_sc = tsc.data() + t * B * k;
     float* my_mx = norm ? tmx.data() + t * B : nullptr;
     double* my_sum = norm ? tsum.data() + t * B : nullptr;
+    // Lists longer than kTopKShortList: each sample's candidates above its k-th best in an
+    // unsorted buffer of 2k, cut back to its best k (a selection, by score and then id, the
+    // order the rows arrive in) when full and at the end. The same lists InsertTopK's
+    // sorted insertion keeps, for a selection's cost where each insertion shifted ~k/2.
+    const bool buffered = k > CpuTuning::kTopKShortList;
+    const int64_t cap = buffered ? 2 * k : 0;
+    std::vector<std::pair<float, int32_t>> buf(B * cap);
+    std::vector<int64_t> fill(buffered ? B : 0, 0);
+    std::vector<float> bkth(buffered ? B : 0, -std::numeric_limits<float>::infinity());
+    const auto better = [](const std::pair<float, int32_t>& a, const std::pair<float, int32_t>& b) {
+      return a.first != b.first ? a.first > b.first : a.second < b.second;
+    };
     // Groups of rows against blocks of samples: the group's logits for the block in a tile,
     // then per sample one rescale of the normaliser per group and vectorised exps.
     constexpr int64_t kGroup = CpuTuning::kTopKGroup;
@@ -153,17 +165,57 @@ void CpuBackend::TopKRows(int layer, const BatchRows& in, int k, std::vector<int
             }
             for (int64_t j = 0; j < nb; ++j) my_sum[b0 + j] += acc[j];
           }
-          for (int64_t j = 0; j < nb; ++j) {
-            float* sc = my_sc + (b0 + j) * k;
-            int32_t* id = my_ids + (b0 + j) * k;
-            if (!(gm[j] > sc[k - 1])) continue;
-            for (int64_t r = 0; r < ng; ++r)
-              InsertTopK(tile[r * kBlock + j] + L.b[g0 + r], static_cast<int32_t>(s.begin + g0 + r),
-                         k, sc, id);
+          // The rows' logits against each sample's k-th best, 32 samples a compare: only
+          // the (row, sample) pairs above it are inserted, a sample's rows in row order.
+          static_assert(kBlock <= 32, "a sample a bit of the mask");
+          float kth[kBlock];
+          bool any = false;
+          for (int64_t j = 0; j < kBlock; ++j) {
+            kth[j] = j >= nb    ? std::numeric_limits<float>::infinity()
+                     : buffered ? bkth[b0 + j]
+                                : my_sc[(b0 + j) * k + k - 1];
+            any |= gm[j] > kth[j];
+          }
+          if (!any) continue;
+          for (int64_t r = 0; r < ng; ++r) {
+            const float* zr = tile.data() + r * kBlock;
+            const float br = L.b[g0 + r];
+            uint32_t mask = 0;
+            for (int64_t j = 0; j < kBlock; ++j)
+              mask |= static_cast<uint32_t>(zr[j] + br > kth[j]) << j;
+            const auto id = static_cast<int32_t>(s.begin + g0 + r);
+            for (; mask != 0; mask &= mask - 1) {
+              const int j = __builtin_ctz(mask);
+              const int64_t i = b0 + j;
+              if (!buffered) {
+                float* sc = my_sc + i * k;
+                InsertTopK(zr[j] + br, id, k, sc, my_ids + i * k);
+                kth[j] = sc[k - 1];
+                continue;
+              }
+              std::pair<float, int32_t>* bb = buf.data() + i * cap;
+              bb[fill[i]] = {zr[j] + br, id};
+              if (++fill[i] == cap) {
+                std::nth_element(bb, bb + k - 1, bb + cap, better);
+                fill[i] = k;
+                kth[j] = bkth[i] = bb[k - 1].first;
+              }
+            }
           }
         }
       }
     }
+    if (buffered)
+      for (int64_t i = 0; i < B; ++i) {
+        std::pair<float, int32_t>* bb = buf.data() + i * cap;
+        const int64_t m = std::min<int64_t>(fill[i], k);
+        if (fill[i] > k) std::nth_element(bb, bb + k - 1, bb + fill[i], better);
+        std::sort(bb, bb + m, better);
+        for (int64_t j = 0; j < m; ++j) {
+          my_sc[i * k + j] = bb[j].first;
+          my_ids[i * k + j] = bb[j].second;
+        }
+      }
   });
   if (norm) {
     st->Resize(B);

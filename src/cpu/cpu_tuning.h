@@ -39,6 +39,9 @@ struct CpuTuning {
   /// Exact top-k: samples per block that stays in cache, and rows per group of logits.
   static constexpr int64_t kTopKBlock = 32;
   static constexpr int64_t kTopKGroup = 64;
+  /// Exact top-k: the longest list kept sorted as candidates come (InsertTopK); longer
+  /// ones are buffered and cut back by selection.
+  static constexpr int kTopKShortList = 16;
   /// Exact top-k: the bytes of inputs (whole blocks, at least one) that each group of rows
   /// meets in turn, a share of the second-level cache.
   static constexpr int64_t kTopKSuperBytes = 256 << 10;

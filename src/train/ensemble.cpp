@@ -317,36 +317,26 @@ EvalResult RunEnsemble(const TrainConfig& cfg, int members, Communicator* comm, 
     }
     if (rerank && m == 1) {
       // The network's lists of every training point, a chunk of whole evaluation blocks at a
-      // time: the first `list` of each (the candidates of the reranker's negatives), and the
-      // whole (len, with the probabilities) of the network's validation points, where the
-      // share is chosen.
+      // time: the first `list` of each (the candidates of the reranker's negatives). The
+      // whole lists (len, with the probabilities) of the network's validation points, where
+      // the share is chosen, are scored below.
       const double w0 = ProcessWallSeconds();
       const int list = std::min(kRerankList, len);
       std::vector<int64_t> held, kept_rows;
       const bool held_back = cfg.valid_file.empty() && cfg.valid_fraction > 0;
       if (held_back) HoldoutIndices(train.size(), cfg.valid_fraction, c.seed, &held, &kept_rows);
-      v_ids[0].resize(held.size() * len);
-      v_probs[0].resize(held.size() * len);
       std::vector<int32_t> heads(train.size() * list);
       const int64_t block = model.EvalBlock();
       const int64_t chunk = (kRerankChunk + block - 1) / block * block;
       std::vector<int32_t> part_ids;
       std::vector<double> part_probs;
       std::vector<int64_t> rows;
-      size_t h = 0;  // the next held-back point
       for (int64_t b = 0; b < train.size(); b += chunk) {
         const int64_t e = std::min(train.size(), b + chunk);
         rows.resize(e - b);
         for (int64_t i = b; i < e; ++i) rows[i - b] = i;
-        PredictTopK(model, train.Subset(rows), b, len, &part_ids, &part_probs);
-        for (int64_t i = b; i < e; ++i) {
-          std::copy_n(part_ids.begin() + (i - b) * len, list, heads.begin() + i * list);
-          if (h < held.size() && held[h] == i) {
-            std::copy_n(part_ids.begin() + (i - b) * len, len, v_ids[0].begin() + h * len);
-            std::copy_n(part_probs.begin() + (i - b) * len, len, v_probs[0].begin() + h * len);
-            ++h;
-          }
-        }
+        PredictTopK(model, train.Subset(rows), b, list, &part_ids, &part_probs);
+        std::copy(part_ids.begin(), part_ids.end(), heads.begin() + b * list);
       }
       list_s = ProcessWallSeconds() - w0;
       // Solved on every training point: those the network validates on, whose lists it
@@ -369,9 +359,8 @@ EvalResult RunEnsemble(const TrainConfig& cfg, int members, Communicator* comm, 
     if (linear && m == 1 && share_points.size() > 0) {
       // The share of the grid whose mix scores the best P@1 on the first member's
       // validation points (ties: the share nearest kLinearShare, then the smaller): the
-      // linear model solved without them where the member held them back. The reranker's
-      // pass holds the network's lists of its held-back points already.
-      if (v_ids[0].empty()) PredictTopK(model, share_points, 0, len, &v_ids[0], &v_probs[0]);
+      // linear model solved without them where the member held them back.
+      PredictTopK(model, share_points, 0, len, &v_ids[0], &v_probs[0]);
       LinearList(cfg.valid_file.empty() ? linear_check : linear_model, share_points, len, v_ids[0],
                  &v_ids[1], &v_probs[1]);
       share = ChooseLinearShare(v_ids, v_probs, share_points, len, &share_why,

@@ -60,7 +60,7 @@ void PredictTopK(Trainer& model, const Dataset& data, int64_t row0, int k,
   Trainer::Scores sc;
   for (int64_t b0 = 0; b0 < n; b0 += eb) {
     const int64_t count = std::min<int64_t>(eb, n - b0);
-    model.Score(data, b0, count, k, &sc, row0, mode);
+    model.Score(data, b0, count, k, &sc, row0, mode, /*probabilities=*/true, /*loss=*/false);
     for (int64_t i = 0; i < count; ++i) {
       for (int j = 0; j < k; ++j) {
         const int32_t id = sc.ids[i * k + j];

@@ -101,8 +101,10 @@ class Trainer {
   /// above the exact ones), no loss (NaN). Without `probabilities` (a caller that reads the
   /// ids alone), an approximate mode gathers no normaliser (kIndex does not estimate its
   /// part beyond the candidates), and probs is left empty; the ids and logits are the same.
+  /// Without `loss` (a caller that reads the lists alone) the exact mode leaves the loss NaN
+  /// and sums a normaliser only where a softmax model's probabilities need it.
   void Score(const Dataset& data, int64_t b0, int64_t count, int k, Scores* out, int64_t row0 = 0,
-             ScoreMode mode = ScoreMode::kExact, bool probabilities = true);
+             ScoreMode mode = ScoreMode::kExact, bool probabilities = true, bool loss = true);
   /// Collective: indexes this rank's shard of the output layer for ScoreMode::kIndex
   /// (output_index.h), from the weights it holds now (an index of earlier weights is
   /// dropped). With a `cache` path (this rank's file when there are several; the

@@ -50,7 +50,7 @@ double ScoreCandidates(const float* z, const int32_t* id, int64_t n, int k, bool
 }  // namespace
 
 void Trainer::Score(const Dataset& data, int64_t b0, int64_t count, int k, Scores* out,
-                    int64_t row0, ScoreMode mode, bool probabilities) {
+                    int64_t row0, ScoreMode mode, bool probabilities, bool loss) {
   const int P = model_comm_->size();
   const int last = static_cast<int>(spec_.layers.size()) - 1;
   std::vector<int64_t> points(count);
@@ -62,6 +62,11 @@ void Trainer::Score(const Dataset& data, int64_t b0, int64_t count, int k, Score
   std::vector<float> sc, all_sc;
   SoftmaxStats st;
   const bool approximate = mode != ScoreMode::kExact;
+  const OutputLoss kind = Loss();
+  // The normaliser: an approximate mode's for the probabilities; the exact one's for the
+  // loss, and for a softmax model's probabilities (a one-vs-rest model's are its sigmoids).
+  const bool normalise =
+      approximate ? probabilities : loss || (probabilities && kind != OutputLoss::kOneVsRest);
   if (mode == ScoreMode::kIndex) {
     DSLIDE_CHECK(index_ != nullptr,
                  "approximate scoring by the output index: the index is not built (or the "
@@ -86,14 +91,13 @@ void Trainer::Score(const Dataset& data, int64_t b0, int64_t count, int k, Score
       st.red[count + i] = 0.0f;
     }
   } else {
-    backend_->TopK(last, k, &ids, &sc, &labels, &st);
+    backend_->TopK(last, k, &ids, &sc, &labels, normalise ? &st : nullptr);
   }
   // The normaliser over all ranks (the largest logit, then every rank's sum rescaled to
   // it), for the exact loss and the probabilities: not gathered where neither is wanted.
-  const OutputLoss kind = Loss();
   std::vector<double> log_z(count);
   out->loss.assign(count, std::numeric_limits<double>::quiet_NaN());
-  if (probabilities || !approximate) {
+  if (normalise) {
     std::vector<float> mx = st.mx;
     model_comm_->Allreduce(mx.data(), count, ReduceOp::kMax, Traffic::kEval);
     for (int64_t i = 0; i < count; ++i)
@@ -104,7 +108,7 @@ void Trainer::Score(const Dataset& data, int64_t b0, int64_t count, int k, Score
     // Under one-vs-rest mx is 0 (or -inf where a rank has no neurons): the sums are plain.
     for (int64_t i = 0; i < count; ++i) {
       log_z[i] = static_cast<double>(mx[i]) + std::log(static_cast<double>(st.red[i]));
-      if (approximate) continue;  // no loss (NaN)
+      if (approximate || !loss) continue;  // no loss (NaN)
       const int64_t nl = labels.Count(i);
       out->loss[i] = nl == 0 ? 0.0
                      : kind == OutputLoss::kOneVsRest

@@ -424,6 +424,53 @@ TEST(CpuKernels, ExactTopKOverSuperBlocksIsEachSliceAlone) {
   SetNumThreads(1);
 }
 
+// Lists longer than CpuTuning::kTopKShortList are buffered and cut back by selection, the
+// shorter ones kept sorted as rows come: both must be the first entries of one order (score
+// descending, a tie to the smaller id). Rows copied from others make exact ties; 40 samples
+// (a whole block and a short one) on 2 threads, k from the short path to every neuron.
+TEST(CpuKernels, LongAndShortExactListsAreOneOrderWithTiesToTheSmallerId) {
+  constexpr int64_t kWidth = 32, kSamples = 40;
+  SetNumThreads(2);
+  const Net net(kWidth);
+  auto be = net.Make();
+  std::vector<float> w, b;
+  GetLayer(*be, 1, &w, &b);
+  for (int64_t r = 1; r < kOut; r += 3) {  // every third row a copy of the one before it
+    std::copy_n(w.begin() + (r - 1) * kWidth, kWidth, w.begin() + r * kWidth);
+    b[r] = b[r - 1];
+  }
+  testing::SetLayer(*be, 1, w, b);
+  const BatchRows h = Hidden(kWidth, 5, kSamples);
+  std::vector<int32_t> all_ids;
+  std::vector<float> all_scores;
+  testing::TopK(*be, 1, h, static_cast<int>(kOut), &all_ids, &all_scores);
+  for (int64_t i = 0; i < kSamples; ++i) {
+    const int32_t* id = all_ids.data() + i * kOut;
+    const float* sc = all_scores.data() + i * kOut;
+    std::vector<int32_t> sorted(id, id + kOut);
+    std::sort(sorted.begin(), sorted.end());
+    for (int64_t r = 0; r < kOut; ++r) ASSERT_EQ(sorted[r], r) << "sample " << i;
+    int64_t ties = 0;
+    for (int64_t j = 1; j < kOut; ++j) {
+      ASSERT_TRUE(sc[j - 1] > sc[j] || (sc[j - 1] == sc[j] && id[j - 1] < id[j]))
+          << "sample " << i << " rank " << j;
+      ties += sc[j - 1] == sc[j];
+    }
+    ASSERT_GT(ties, 100) << "sample " << i;  // the copies tie
+  }
+  for (int k : {cpu::CpuTuning::kTopKShortList, cpu::CpuTuning::kTopKShortList + 1, 100}) {
+    std::vector<int32_t> ids;
+    std::vector<float> scores;
+    testing::TopK(*be, 1, h, k, &ids, &scores);
+    for (int64_t i = 0; i < kSamples; ++i)
+      for (int j = 0; j < k; ++j) {
+        ASSERT_EQ(ids[i * k + j], all_ids[i * kOut + j]) << "k " << k << " sample " << i;
+        ASSERT_EQ(scores[i * k + j], all_scores[i * kOut + j]) << "k " << k << " sample " << i;
+      }
+  }
+  SetNumThreads(1);
+}
+
 INSTANTIATE_TEST_SUITE_P(Widths, SampledOutput,
                          ::testing::Values(int64_t{32}, int64_t{128}, int64_t{20}, int64_t{144}));
 
