@@ -500,7 +500,7 @@ std::string BenchJson(const BenchConfig& cfg, const BenchData& d, Trainer& train
       .Add("L", rc.lsh.l)
       .Add("query", ToString(rc.lsh.query))
       .Add("lsh_share", rc.lsh.lsh_share)
-      .Add("lr", tc.lr)
+      .Add("lr", rc.lr)
       .Add("ms_per_iter", Median(ms))
       .Add("ms_per_iter_p10", Percentile(ms, 0.1))
       .Add("ms_per_iter_p90", Percentile(ms, 0.9))

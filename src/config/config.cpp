@@ -183,7 +183,9 @@ void options::AddTrainOptions(OptionTable& t, TrainConfig* c) {
           "pushes them (docs/user-guide.md, \"Sampling and the update\"); false: the "
           "uncorrected sampled loss (and --loss auto keeps a sampled layer on the softmax)");
   t.Field("batch", &c->batch, "batch size, in [1, 2^20]");
-  t.Field("lr", &c->lr, "Adam learning rate");
+  t.Text(
+      "lr", [c] { return c->lr == 0 ? "auto" : Text(c->lr); },
+      "Adam learning rate (auto: 1e-3; 2e-3 for the network a reranker follows, --rerank)");
   t.Text(
       "first-lr-scale", [c] { return c->first_lr_scale == 0 ? "auto" : Text(c->first_lr_scale); },
       "the first layer's learning rate as a multiple of --lr, in [1e-3, 1e3] (auto: max(1, 6 / "
@@ -264,7 +266,8 @@ void options::AddTrainOptions(OptionTable& t, TrainConfig* c) {
   t.Text(
       "patience", [c] { return c->patience < 0 ? "auto" : Text(c->patience); },
       "when validating: stop training after this many evaluations in a row without a better "
-      "validation P@1, keeping the best model (early stopping); 0: never (auto: 5)");
+      "validation P@1, keeping the best model (early stopping); 0: never (auto: 5; 3 for the "
+      "network a reranker follows, --rerank)");
   t.Field(
       "eval-every", &c->eval_every,
       "evaluate every N iterations (0: when validating, about 10 times per run and at most once "
@@ -349,6 +352,10 @@ void options::FinishTrain(const po::variables_map& vm, TrainConfig* c) {
   c->lsh.lsh_share = ParseAutoNumber(
       "lsh-share", vm["lsh-share"].as<std::string>(), [](double v) { return v > 0 && v <= 1; },
       "a share in (0, 1]");
+  const std::string lr = vm["lr"].as<std::string>();
+  c->lr = lr == "auto" ? 0 : ParseNumber("lr", lr);
+  DSLIDE_CHECK(lr == "auto" || (c->lr > 0 && std::isfinite(c->lr)),
+               "option --lr: must be a finite number > 0, got ", lr);
   c->first_lr_scale = ParseAutoNumber(
       "first-lr-scale", vm["first-lr-scale"].as<std::string>(),
       [](double v) { return v >= 1e-3 && v <= 1e3; }, "a multiple of --lr in [1e-3, 1e3]");
@@ -459,12 +466,13 @@ void TrainConfig::Validate() const {
                "option --rebuild-lambda: must be in [0, 10), got ", lsh.rebuild_lambda);
   CheckRange<int64_t>("rehash-every", lsh.rehash_every, 0, kMaxIterations);
   CheckRange("batch", batch, 1, kMaxBatch);
-  DSLIDE_CHECK(lr > 0 && std::isfinite(lr), "option --lr: must be a finite number > 0, got ", lr);
+  DSLIDE_CHECK(lr >= 0 && std::isfinite(lr), "option --lr: must be a finite number > 0, got ", lr);
   // The step runs in float: a rate float cannot hold would be 0 or infinite there.
-  DSLIDE_CHECK(lr >= std::numeric_limits<float>::min() && lr <= std::numeric_limits<float>::max(),
-               "option --lr: must be a number > 0 that a float holds (",
-               std::numeric_limits<float>::min(), " to ", std::numeric_limits<float>::max(),
-               "), got ", lr);
+  DSLIDE_CHECK(
+      lr == 0 ||
+          (lr >= std::numeric_limits<float>::min() && lr <= std::numeric_limits<float>::max()),
+      "option --lr: must be a number > 0 that a float holds (", std::numeric_limits<float>::min(),
+      " to ", std::numeric_limits<float>::max(), "), got ", lr);
   DSLIDE_CHECK(dropout == -1 || (dropout >= 0 && dropout <= kMaxDropout),
                "option --dropout: must be auto or in [0, ", kMaxDropout, "], got ", dropout);
   CheckRange("ensemble", ensemble, 0, kMaxEnsemble);

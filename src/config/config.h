@@ -66,6 +66,8 @@ constexpr double kDivergenceFactor = 10;
 /// length of a run left to --epochs auto (at most this many epochs, and at least this many
 /// iterations), and the iterations between its evaluations (an epoch, within these bounds).
 constexpr int64_t kAutoPatience = 5;
+/// --lr auto: Adam's learning rate (kRerankLr for the network a reranker follows).
+constexpr double kAutoLr = 1e-3;
 /// --dropout: the largest rate accepted; auto's rate, when validating with --epochs auto on a
 /// training set whose epoch is at most this many iterations (AutoDropout).
 constexpr double kMaxDropout = 0.9;
@@ -111,14 +113,18 @@ constexpr double kLinearShare = 0.5;
 constexpr double kLinearShares[] = {0.0, 0.25, 0.5, 0.75, 1.0};
 /// --rerank auto: the most training points x labels, the scores of the pass that lists each
 /// training point's best labels (debian-deps 1.4e9 and wordnet-hypernyms 1.0e9, listed in
-/// 5 and 4 s on 2 threads at 128 hidden neurons).
+/// 2.5 and 2.3 s on 2 threads at 128 hidden neurons).
 constexpr int64_t kAutoRerankScores = int64_t{1} << 32;
+/// --lr auto and --patience auto of the network a reranker follows (docs/user-guide.md, "The
+/// reranker"): it lists the candidates the reranker rescores, and a faster rate and a
+/// shorter patience reach the mix's P@1 in about half the time.
+constexpr double kRerankLr = 2e-3;
+constexpr int64_t kRerankPatience = 3;
 /// The reranker's lists (model/linear_ovr.h, TrainShortlist): each training point's this many
 /// best labels by the network are its negatives' candidates; weights of magnitude at most
 /// kRerankPrune are dropped.
 constexpr int kRerankList = 30;
-/// The training points the reranker's listing pass scores at a time (their 100-long lists
-/// held only for the pass).
+/// The training points the reranker's listing pass scores at a time.
 constexpr int64_t kRerankChunk = 16384;
 constexpr double kRerankPrune = 0.1;
 /// The linear member's solver (model/linear_ovr.h): the libraries' defaults.
@@ -151,7 +157,7 @@ struct TrainConfig {
   StateType state = StateType::kFp32;  ///< Adam's weight moments: fp32 or bf16
   LshConfig lsh;
   int batch = 256;
-  double lr = 1e-3;
+  double lr = 0;  ///< 0: auto (kAutoLr; kRerankLr where `reranked`)
   /// The first layer's rate as a multiple of lr (0: auto, FirstLayerLrScale of the training
   /// inputs).
   double first_lr_scale = 0;
@@ -188,8 +194,12 @@ struct TrainConfig {
   /// (at most kAutoMaxEpochs epochs or kAutoMinIterations iterations, the more).
   bool epochs_auto = true;
   /// Evaluations in a row without a better validation P@1 after which training stops (early
-  /// stopping); 0: never; -1: auto (kAutoPatience when validating).
+  /// stopping); 0: never; -1: auto (kAutoPatience when validating; kRerankPatience where
+  /// `reranked`).
   int64_t patience = -1;
+  /// Not an option: the network of `dslide train --rerank`, which its reranker follows
+  /// (TrainEnsemble sets it); --lr auto and --patience auto take the reranker's values.
+  bool reranked = false;
   int64_t eval_every = 0;   ///< 0: only at the end
   int64_t eval_points = 0;  ///< 0: the whole test file
   bool eval_sampled = false;

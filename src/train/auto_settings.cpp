@@ -71,6 +71,7 @@ void ResolveAuto(TrainConfig* cfg, int64_t input_dim, int64_t output_dim) {
   // A new model deals labels evenly to the ranks (label_map.h); a resumed one keeps its
   // checkpoint's order (AdoptCheckpointSettings sets it first).
   if (cfg->label_order == LabelOrder::kAuto) cfg->label_order = LabelOrder::kSpread;
+  if (cfg->lr == 0) cfg->lr = cfg->reranked ? kRerankLr : kAutoLr;
   if (cfg->sparsity_auto()) {
     // The output layer (the softmax over the labels, where the cost is) by its size; the
     // hidden layers densely, as in the SLIDE papers' experiments, which keeps scoring

@@ -279,6 +279,7 @@ EvalResult RunEnsemble(const TrainConfig& cfg, int members, Communicator* comm, 
   for (int m = 1; m <= members; ++m) {
     TrainConfig c = cfg;
     c.ensemble = 1;
+    c.reranked = rerank;
     c.seed = cfg.seed + static_cast<uint64_t>(m - 1);
     if (!cfg.checkpoint_dir.empty()) c.checkpoint_dir = EnsembleMemberDir(cfg.checkpoint_dir, m);
     if (!cfg.save_dir.empty()) c.save_dir = EnsembleMemberDir(cfg.save_dir, m);

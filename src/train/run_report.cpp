@@ -52,11 +52,12 @@ void RunReport::Start(const LayerSlots& slots, int64_t points, int64_t total, co
   // One block, written at once.
   std::string text = Format(
       "dslide: %lld training points, %lld features, %lld labels | %lld parameters | "
-      "%d rank(s) x %d thread(s) | %s%lld iterations (%.2f epochs%s) of batch %lld, lr %g%s\n",
+      "%d rank(s) x %d thread(s) | %s%lld iterations (%.2f epochs%s) of batch %lld, lr %g%s%s\n",
       (long long)points, (long long)spec_.layers[0].in_dim, (long long)spec_.layers.back().out_dim,
       (long long)spec_.NumParameters(), comm_->size(), NumThreads(), up_to ? "up to " : "",
       (long long)total, static_cast<double>(total) / per_epoch_,
       up_to ? ", --epochs auto: until early stopping" : "", (long long)B, cfg_.lr,
+      asked_.lr == 0 && cfg_.reranked ? " (--lr auto: a reranker follows)" : "",
       cfg_.first_lr_scale == 1.0
           ? ""
           : Format(" (first layer x%.3g%s)", cfg_.first_lr_scale,
@@ -76,11 +77,13 @@ void RunReport::Start(const LayerSlots& slots, int64_t points, int64_t total, co
         Format("validation: %lld points, evaluated every %lld iterations%s%s%s\n",
                (long long)valid->size(), (long long)eval_every,
                keep_best ? "; the best P@1 is kept (--keep-best)" : "",
-               patience > 0 ? Format("; training stops after %lld evaluations without a better P@1 "
-                                     "(--patience)",
-                                     (long long)patience)
-                                  .c_str()
-                            : "",
+               patience > 0
+                   ? Format("; training stops after %lld evaluations without a better P@1 "
+                            "(--patience%s)",
+                            (long long)patience,
+                            asked_.patience < 0 && cfg_.reranked ? " auto: a reranker follows" : "")
+                         .c_str()
+                   : "",
                cfg_.lr_decay < 1
                    ? Format("; the learning rate is multiplied by %g at an evaluation more than %g "
                             "below the best P@1 and %lld or more after it (--lr-decay%s)",

@@ -182,7 +182,10 @@ void Trainer::PlanRun(RunState& r) {
   r.monitor = r.valid != nullptr ? r.valid : r.test;
   r.monitor_name = r.valid != nullptr ? "valid" : "test ";
   r.keep_best = r.valid != nullptr && cfg_.keep_best != 0;
-  r.patience = r.valid == nullptr ? 0 : cfg_.patience < 0 ? kAutoPatience : cfg_.patience;
+  r.patience = r.valid == nullptr   ? 0
+               : cfg_.patience >= 0 ? cfg_.patience
+               : cfg_.reranked      ? kRerankPatience
+                                    : kAutoPatience;
   // --lr-decay acts on the validation P@1; auto where the output layer is sampled and an
   // epoch is short (many epochs until early stopping).
   if (r.valid == nullptr)

@@ -370,7 +370,7 @@ def test_a_loaded_model_reports_the_settings_it_was_trained_with(task, tmp_path)
                      iterations=4, threads=1, verbose=False)
     m.save(tmp_path / "m")
     s, trained = dslide.load(tmp_path / "m").settings, m.settings
-    assert s["lr"] == 0.003 and s["batch"] == 64 and s["dropout"] == "0.1" and s["hidden"] == "16"
+    assert s["lr"] == "0.003" and s["batch"] == 64 and s["dropout"] == "0.1" and s["hidden"] == "16"
     for key in ("hash", "K", "L", "query", "lsh-share", "label-order", "seed"):
         assert s[key] == trained[key], key
     # The output layer's (the loaded model says every layer's: "1,0.213...").

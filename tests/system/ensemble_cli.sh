@@ -259,12 +259,15 @@ pass "the linear member: solved, its share validated, saved; train, eval and pre
 #    layer) as on one.
 "$dslide" gen --points 3000 --test-points 300 --features 500 --labels 1100 --nnz 10 --out big \
   >/dev/null || fail "gen of 1,100 labels"
-rr=(train --train big.train.txt --test big.test.txt --hidden 32 --valid-fraction 0.1 --patience 1
+rr=(train --train big.train.txt --test big.test.txt --hidden 32 --valid-fraction 0.1
   --ensemble 1)
 "$dslide" "${rr[@]}" --threads 1 --checkpoint-dir rr --metrics rr.jsonl >out_rr.txt 2>&1
 expect_rc $? 0 "--rerank auto"
 expect_in out_rr.txt "^reranker\* (--rerank auto: early stopping, at least --dense-below labels)" "auto's line"
 expect_in out_rr.txt "^the network: --seed 1, checkpoints in rr/member-1; its reranker after it" "the network's line"
+expect_in out_rr.txt "of batch [0-9]*, lr 0.002 (--lr auto: a reranker follows)" "the network's rate"
+expect_in out_rr.txt "training stops after 3 evaluations without a better P@1 (--patience auto: a reranker follows)" \
+  "the network's patience"
 expect_in out_rr.txt "^reranker (--rerank auto): one-vs-rest squared hinge, C 1, on the L2-normalised rows, each label on the points that have it and the points whose network list of 30 holds it (3000 training points listed in .*, solved in .*), saved in rr/linear; its share of the network's probability [0-9.]* (the best validation P@1 of the network's mix on 300 points; 0: [0-9.]*, 0.25: [0-9.]*, 0.5: [0-9.]*, 0.75: [0-9.]*, 1: [0-9.]*)" \
   "the reranker's line"
 expect_in out_rr.txt "^test  reranker alone | P@1 " "the reranker's own test line"

@@ -120,6 +120,19 @@ TEST(AutoSettings, DenseBelowTheCrossoverAndConcreteAbove) {
       EXPECT_EQ(ModelSpec::Budget(SparsityForBudget(b, n), n), b);
 }
 
+// --lr auto: 1e-3, and 2e-3 for the network a reranker follows (TrainEnsemble marks it);
+// a rate given is kept either way.
+TEST(AutoSettings, TheRateOfANetworkARerankerFollows) {
+  for (const bool reranked : {false, true})
+    for (const double given : {0.0, 5e-4}) {
+      TrainConfig c;
+      c.reranked = reranked;
+      c.lr = given;
+      ResolveAuto(&c, 100, 5000);
+      EXPECT_EQ(c.lr, given > 0 ? given : reranked ? 2e-3 : 1e-3) << reranked << " " << given;
+    }
+}
+
 TEST(AutoSettings, ExplicitSettingsAreKept) {
   TrainConfig cfg;
   cfg.sparsity = {0.02};

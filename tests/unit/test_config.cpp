@@ -102,8 +102,9 @@ TEST(Config, DefaultsNeedOnlyTrain) {
   ASSERT_TRUE(ParseTrain(5, argv, &c, &help));
   EXPECT_EQ(c.batch, 256);
   EXPECT_EQ(c.hidden, std::vector<int64_t>{128});
-  EXPECT_EQ(c.lr, 1e-3);
-  // Left to auto: resolved from the layers' sizes (test_auto_settings.cpp).
+  // Left to auto: resolved from the layers' sizes (test_auto_settings.cpp); the rate 1e-3
+  // (2e-3 for a network a reranker follows).
+  EXPECT_EQ(c.lr, 0);
   EXPECT_TRUE(c.sparsity_auto());
   EXPECT_EQ(c.lsh.family, HashFamily::kAuto);
   EXPECT_EQ(c.lsh.k, 0);
@@ -151,7 +152,7 @@ TEST(Config, SettingsEchoHasEveryOptionWithItsValue) {
   std::string help;
   ASSERT_TRUE(ParseTrain(11, argv, &c, &help));
   const std::string json = SettingsJson(c);
-  for (const char* kv : {"\"train\":\"a.txt\"", "\"lr\":0.002", "\"hidden\":\"64,32\"",
+  for (const char* kv : {"\"train\":\"a.txt\"", "\"lr\":\"0.002\"", "\"hidden\":\"64,32\"",
                          "\"fill\":\"random\"", "\"checkpoint-tables\":false",
                          "\"sparsity\":\"auto\"", "\"batch\":256", "\"rebuild-lambda\":0.05",
                          "\"dense-adam\":false", "\"seed\":\"1\""})  // a 64-bit seed as text
