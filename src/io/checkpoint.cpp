@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <memory>
 
 #include "common/atomic_file.h"
@@ -128,6 +129,8 @@ bool AdoptCheckpointSettings(const CheckpointMeta& m, TrainConfig* cfg) {
   if (cfg->label_order == LabelOrder::kAuto) cfg->label_order = m.Order();
   // So is its loss: a checkpoint without one trained the softmax.
   if (cfg->loss == OutputLoss::kAuto) cfg->loss = m.Loss();
+  // The rate it stepped at (a network a reranker followed: 2e-3); earlier versions': auto's.
+  if (cfg->lr == 0 && m.lr > 0) cfg->lr = m.lr;
   return adopted;
 }
 
@@ -148,7 +151,7 @@ namespace {
 /// The optional attributes of meta.h5 (absent from earlier versions' checkpoints) that every
 /// checkpoint of this version writes.
 constexpr const char* kAlwaysWritten =
-    "best_iter,best_p_at_1,best_loss,run_id,query,lsh_share,min_negatives,settings,lr_scale";
+    "best_iter,best_p_at_1,best_loss,run_id,query,lsh_share,min_negatives,settings,lr_scale,lr";
 }  // namespace
 
 void WriteMetaTo(hid_t g, const std::string& file, const CheckpointMeta& m) {
@@ -177,6 +180,7 @@ void WriteMetaTo(hid_t g, const std::string& file, const CheckpointMeta& m) {
   WriteAttr(g, file, "min_negatives", m.min_negatives);
   WriteString(g, file, "settings", m.settings);
   WriteAttr(g, file, "lr_scale", m.lr_scale);
+  WriteAttr(g, file, "lr", m.lr);
   std::string written = kAlwaysWritten;
   if (m.data_digest != 0) {
     WriteAttr(g, file, "data_digest", m.data_digest);
@@ -240,6 +244,9 @@ void CheckMetaValues(const CheckpointMeta& m, const std::string& file) {
         m.best_p_at_1, " (neither -1 nor in [0, 1])");
   check(!(m.best_loss < 0), "best_loss is ", m.best_loss, " (negative)");
   check(m.lr_scale > 0 && m.lr_scale <= 1, "lr_scale is ", m.lr_scale, " (not in (0, 1])");
+  check(m.lr == 0 || (m.lr >= std::numeric_limits<float>::min() &&
+                      m.lr <= std::numeric_limits<float>::max()),
+        "lr is ", m.lr, " (not a rate > 0 that a float holds)");
   check(m.batch >= 1 && m.batch <= kMaxBatch, "batch is ", m.batch, " (not in [1, 2^20])");
   bool family = true;
   try {
@@ -322,6 +329,7 @@ CheckpointMeta ReadMetaFrom(hid_t g, const std::string& file) {
   }
   if (H5Aexists(g, "settings") > 0) m.settings = ReadString(g, file, "settings");
   if (H5Aexists(g, "lr_scale") > 0) m.lr_scale = ReadAttr<double>(g, file, "lr_scale");
+  if (H5Aexists(g, "lr") > 0) m.lr = ReadAttr<double>(g, file, "lr");
   if (H5Aexists(g, "data_digest") > 0) {
     m.data_digest = ReadAttr<uint64_t>(g, file, "data_digest");
     m.data_points = ReadAttr<int64_t>(g, file, "data_points");

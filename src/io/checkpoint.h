@@ -48,6 +48,9 @@ struct CheckpointMeta {
   /// The learning rate's multiplier reached by --lr-decay, in (0, 1]; 1 in checkpoints of
   /// earlier versions. A resumed run steps at --lr times it.
   double lr_scale = 1;
+  /// The learning rate the run stepped at (--lr, resolved; 0 in checkpoints of earlier
+  /// versions): a resumed run left to --lr auto continues at it.
+  double lr = 0;
   /// The run that wrote the checkpoint (a random id drawn when the run started; 0 in
   /// checkpoints of earlier versions). With `iter` it names the checkpoint: every shard
   /// carries both, so a shard copied in from another checkpoint is refused.

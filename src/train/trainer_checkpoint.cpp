@@ -121,6 +121,7 @@ CheckpointMeta Trainer::MetaNow(int64_t epoch, int64_t pos) const {
   m.settings = SettingsJson(asked_);  // every option as given, from the option table
   m.best_loss = best_loss_;
   m.lr_scale = lr_scale_;
+  m.lr = cfg_.lr;
   m.run_id = run_id_;
   m.data_digest = data_digest_;
   m.data_points = data_points_;

@@ -19,6 +19,7 @@
 #include "io/checkpoint.h"
 #include "io/hdf5_file.h"
 #include "test_util.h"
+#include "train/auto_settings.h"
 #include "train/predict.h"
 #include "train/trainer.h"
 
@@ -230,6 +231,39 @@ TEST(Checkpoint, LabelOrderIsPartOfTheModel) {
   TrainConfig auto_cfg = s.cfg;
   AdoptCheckpointSettings(old, &auto_cfg);
   EXPECT_EQ(auto_cfg.label_order, LabelOrder::kIdentity);
+}
+
+// The rate a run stepped at is recorded: a resumed run left to --lr auto continues at it (a
+// network a reranker followed trained at 2e-3, and resumed alone it keeps it), a rate given
+// is kept, and a checkpoint of an earlier version (none recorded) leaves auto's.
+TEST(Checkpoint, AResumedRunLeftToAutoContinuesAtTheRecordedRate) {
+  SetNumThreads(1);
+  Fixture s;
+  s.cfg.lr = 0;
+  s.cfg.reranked = true;
+  LocalCommunicator comm;
+  auto a = s.Make(&comm);
+  EXPECT_EQ(a->config().lr, 2e-3);
+  for (int64_t it = 0; it < 3; ++it) a->Step(s.data, s.Batch(it));
+  const std::string dir = Dir("ckpt_lr");
+  a->SaveCheckpoint(dir, 0, 0, 1);
+  const std::string folder = LatestCheckpoint(dir);
+  CheckpointMeta m = ReadMeta(folder);
+  EXPECT_EQ(m.lr, 2e-3);
+  TrainConfig resumed;  // --lr auto, nothing following the network
+  AdoptCheckpointSettings(m, &resumed);
+  EXPECT_EQ(resumed.lr, 2e-3);
+  TrainConfig given;
+  given.lr = 5e-4;
+  AdoptCheckpointSettings(m, &given);
+  EXPECT_EQ(given.lr, 5e-4);
+  m.lr = 0;  // an earlier version's
+  WriteMeta(folder, m);
+  TrainConfig old;
+  AdoptCheckpointSettings(ReadMeta(folder), &old);
+  EXPECT_EQ(old.lr, 0) << "left to auto";
+  ResolveAuto(&old, s.data.num_features, s.data.num_labels);
+  EXPECT_EQ(old.lr, 1e-3);
 }
 
 // The output loss (--loss) is part of the model: recorded, adopted by auto and by a loaded
