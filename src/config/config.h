@@ -124,8 +124,6 @@ constexpr int64_t kRerankPatience = 3;
 /// best labels by the network are its negatives' candidates; weights of magnitude at most
 /// kRerankPrune are dropped.
 constexpr int kRerankList = 30;
-/// The training points the reranker's listing pass scores at a time.
-constexpr int64_t kRerankChunk = 16384;
 constexpr double kRerankPrune = 0.1;
 /// The linear member's solver (model/linear_ovr.h): the libraries' defaults.
 constexpr double kLinearC = 1.0;

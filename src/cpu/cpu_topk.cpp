@@ -70,11 +70,12 @@ void CpuBackend::TopKRows(int layer, const BatchRows& in, int k, std::vector<int
     // unsorted buffer of 2k, cut back to its best k (a selection, by score and then id, the
     // order the rows arrive in) when full and at the end. The same lists InsertTopK's
     // sorted insertion keeps, for a selection's cost where each insertion shifted ~k/2.
+    // Until the end the list's last score holds the k-th best of the last cut (-inf before
+    // the first), the threshold either way.
     const bool buffered = k > CpuTuning::kTopKShortList;
     const int64_t cap = buffered ? 2 * k : 0;
     std::vector<std::pair<float, int32_t>> buf(B * cap);
     std::vector<int64_t> fill(buffered ? B : 0, 0);
-    std::vector<float> bkth(buffered ? B : 0, -std::numeric_limits<float>::infinity());
     const auto better = [](const std::pair<float, int32_t>& a, const std::pair<float, int32_t>& b) {
       return a.first != b.first ? a.first > b.first : a.second < b.second;
     };
@@ -171,9 +172,7 @@ void CpuBackend::TopKRows(int layer, const BatchRows& in, int k, std::vector<int
           float kth[kBlock];
           bool any = false;
           for (int64_t j = 0; j < kBlock; ++j) {
-            kth[j] = j >= nb    ? std::numeric_limits<float>::infinity()
-                     : buffered ? bkth[b0 + j]
-                                : my_sc[(b0 + j) * k + k - 1];
+            kth[j] = j < nb ? my_sc[(b0 + j) * k + k - 1] : std::numeric_limits<float>::infinity();
             any |= gm[j] > kth[j];
           }
           if (!any) continue;
@@ -198,7 +197,7 @@ void CpuBackend::TopKRows(int layer, const BatchRows& in, int k, std::vector<int
               if (++fill[i] == cap) {
                 std::nth_element(bb, bb + k - 1, bb + cap, better);
                 fill[i] = k;
-                kth[j] = bkth[i] = bb[k - 1].first;
+                kth[j] = my_sc[i * k + k - 1] = bb[k - 1].first;
               }
             }
           }

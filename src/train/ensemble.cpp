@@ -317,10 +317,11 @@ EvalResult RunEnsemble(const TrainConfig& cfg, int members, Communicator* comm, 
       unscored_cpu += ProcessCpuSeconds() - c0;
     }
     if (rerank && m == 1) {
-      // The network's lists of every training point, a chunk of whole evaluation blocks at a
-      // time: the first `list` of each (the candidates of the reranker's negatives). The
-      // whole lists (len, with the probabilities) of the network's validation points, where
-      // the share is chosen, are scored below.
+      // The network's lists of every training point, an evaluation block at a time in place
+      // (the blocks PredictTopK scores): the first `list` labels of each, ids alone (the
+      // candidates of the reranker's negatives). The whole lists (len, with the
+      // probabilities) of the network's validation points, where the share is chosen, are
+      // scored below.
       const double w0 = ProcessWallSeconds();
       const int list = std::min(kRerankList, len);
       std::vector<int64_t> held, kept_rows;
@@ -328,16 +329,11 @@ EvalResult RunEnsemble(const TrainConfig& cfg, int members, Communicator* comm, 
       if (held_back) HoldoutIndices(train.size(), cfg.valid_fraction, c.seed, &held, &kept_rows);
       std::vector<int32_t> heads(train.size() * list);
       const int64_t block = model.EvalBlock();
-      const int64_t chunk = (kRerankChunk + block - 1) / block * block;
-      std::vector<int32_t> part_ids;
-      std::vector<double> part_probs;
-      std::vector<int64_t> rows;
-      for (int64_t b = 0; b < train.size(); b += chunk) {
-        const int64_t e = std::min(train.size(), b + chunk);
-        rows.resize(e - b);
-        for (int64_t i = b; i < e; ++i) rows[i - b] = i;
-        PredictTopK(model, train.Subset(rows), b, list, &part_ids, &part_probs);
-        std::copy(part_ids.begin(), part_ids.end(), heads.begin() + b * list);
+      Trainer::Scores sc;
+      for (int64_t b = 0; b < train.size(); b += block) {
+        model.Score(train, b, std::min(block, train.size() - b), list, &sc, 0, ScoreMode::kExact,
+                    /*probabilities=*/false, /*loss=*/false);
+        std::copy(sc.ids.begin(), sc.ids.end(), heads.begin() + b * list);
       }
       list_s = ProcessWallSeconds() - w0;
       // Solved on every training point: those the network validates on, whose lists it
