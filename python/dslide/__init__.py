@@ -73,6 +73,12 @@ def train(train, test=None, valid=None, *, comm=None, callback=None, verbose: bo
     Interrupted, a KeyboardInterrupt whose ``model`` attribute holds the model; a second
     Ctrl-C exits at once. A diverged loss raises Diverged.
     """
+    return _train(train, test, valid, comm, callback, verbose, False, options)
+
+
+def _train(train, test, valid, comm, callback, verbose, reranked, options) -> Model:
+    """train(); reranked: a reranker follows the network (dslide.Classifier's), so that --lr
+    and --patience auto resolve as `dslide train --rerank` resolves them."""
     if callback is not None and not callable(callback):
         raise TypeError(f"train: callback must be callable (it is called with each metrics "
                         f"record as a dict), got {type(callback).__name__}")
@@ -109,7 +115,7 @@ def train(train, test=None, valid=None, *, comm=None, callback=None, verbose: bo
 
     events = _Events(verbose, callback)
     out = _core.train(pairs, core_comm, data.get("train"), data.get("valid"), data.get("test"),
-                      events.line, events.record, events.warning)
+                      events.line, events.record, events.warning, reranked)
     model = Model(out["model"], core_comm, out["result"]) if out["model"] is not None else None
     # The callback runs on rank 0 alone: every rank learns whether it stopped the run, and
     # each raises the same Stopped (where the stop would reach the others as a signal's).

@@ -131,7 +131,13 @@ class Classifier:
     (and at most 2^26 weights and 2^31 classes x nonzeros of X) also solves a linear
     one-vs-rest member, as `dslide train --linear auto` does
     (``linear_``, its share of the mean ``linear_share_``, chosen on the first member's
-    validation points); ``options={"linear": False}`` leaves it out.
+    validation points); ``options={"linear": False}`` leaves it out. One model of 1,024
+    classes or more, validating with epochs="auto", is followed by the reranker of its lists,
+    as `dslide train --rerank auto` does: ``linear_`` (``linear_.shortlist`` true), solved
+    per class on the points whose 30 most probable classes hold it, rescores each point's
+    list of the network, mixed with it by ``linear_share_``; the network then trains at
+    lr="auto"'s 2e-3 and patience="auto"'s 3 (else 1e-3 and 5). ``options={"rerank":
+    False}`` leaves it out.
 
     lr_decay="auto" multiplies the learning rate by 0.5 at each evaluation whose validation
     P@1 is more than 0.005 below the best so far and two or more evaluations after it,
@@ -148,7 +154,7 @@ class Classifier:
     _estimator_type = "classifier"  # scikit-learn's is_classifier (stratified folds, checks)
 
     def __init__(self, hidden=128, epochs="auto", iterations=0, valid_fraction=0.1,
-                 patience="auto", dropout="auto", lr=1e-3, batch=256, threads=0, seed=1, k=5,
+                 patience="auto", dropout="auto", lr="auto", batch=256, threads=0, seed=1, k=5,
                  normalize="l2", proba="auto", verbose=False, options=None, ensemble="auto",
                  lr_decay="auto"):
         self.hidden = hidden
@@ -196,7 +202,7 @@ class Classifier:
         return {"multilabel": True, "requires_y": True}
 
     def fit(self, X, y):
-        from . import train  # the package's, imported at call time (no cycle at import)
+        from . import _train  # the package's, imported at call time (no cycle at import)
 
         if y is None:
             raise ValueError("fit: Classifier requires y to be passed, but the target y is None")
@@ -220,19 +226,25 @@ class Classifier:
             Y = sp.csr_matrix((np.ones(len(Y), dtype=np.float32), Y, np.arange(len(Y) + 1)),
                               shape=(len(Y), len(classes)))
         # --ensemble as `dslide train` resolves it: members with seeds seed, seed + 1, ...
-        # (--linear is the ensemble's, not a member's: train() refuses it).
+        # (--linear and --rerank are the ensemble's, not a member's: train() refuses them).
         asked = _pairs(dict(options, ensemble=self.ensemble, train="X"))
         options.pop("linear", None)
+        options.pop("rerank", None)
         members = _core.ensemble_members(asked, X.shape[0])
-        self.models_ = [train((X, Y), verbose=self.verbose, **dict(options, seed=self.seed + m))
-                        for m in range(members)]
+        # --linear and --rerank as `dslide train` resolves them: a dense linear member beside
+        # an ensemble's networks, or the reranker of one network's lists.
+        dense_linear = _core.auto_linear(asked, members, X.shape[1], Y.shape[1], X.nnz)
+        rerank = not dense_linear and _core.auto_rerank(asked, members, X.shape[0], Y.shape[1])
+        self.models_ = [_train((X, Y), None, None, None, None, self.verbose, rerank,
+                               dict(options, seed=self.seed + m)) for m in range(members)]
         self.model_ = self.models_[0]
-        # --linear as `dslide train` resolves it: a linear one-vs-rest member beside an
-        # ensemble's networks, its share of the mean chosen on the first member's validation
-        # points.
+        # Its share of the mean chosen on the first member's validation points.
         self.linear_, self.linear_share_ = None, 0.0
-        if _core.auto_linear(asked, members, X.shape[1], Y.shape[1], X.nnz):
-            self._fit_linear(X, Y, float(options.get("valid_fraction", 0) or 0))
+        valid_fraction = float(options.get("valid_fraction", 0) or 0)
+        if dense_linear:
+            self._fit_linear(X, Y, valid_fraction)
+        elif rerank:
+            self._fit_reranker(X, Y, valid_fraction)
         self.classes_ = classes
         self.multilabel_ = multilabel
         self.n_features_in_ = X.shape[1]
@@ -260,6 +272,33 @@ class Classifier:
             if self.verbose:
                 print(f"linear member: its share of the mean probability {self.linear_share_:g} "
                       f"({why})", file=sys.stderr)
+
+    def _fit_reranker(self, X, Y, valid_fraction):
+        """The reranker, as `dslide train --rerank` solves it: per label, a linear one-vs-rest
+        model on the points that have it and the points whose list of the network's 30 best
+        labels holds it, on every training point; where validating, a second one on the
+        network's training points alone, mixed with the network on its validation points at
+        each share of the grid, chooses its share; else 0.5."""
+        labels, threads = Y.shape[1], self.threads or 0
+        length = _core.ensemble_list_length(5, labels)
+        heads, _ = self.model_.predict(X, k=min(_core.rerank_list, length),
+                                       threads=self.threads or None)
+        self.linear_ = _core.linear_train_shortlist(
+            Pending("X", (X, Y), True).build(labels), heads, self.seed, threads)
+        self.linear_share_ = 0.5
+        if valid_fraction > 0:
+            held = _core.holdout_points(X.shape[0], valid_fraction, self.seed)
+            kept = np.setdiff1d(np.arange(X.shape[0]), held)
+            check = _core.linear_train_shortlist(
+                Pending("X", (X[kept], Y[kept]), True).build(labels),
+                np.ascontiguousarray(heads[kept]), self.seed, threads)
+            points = Pending("X", (X[held], Y[held]), True).build(labels)
+            net = self.model_.predict(X[held], k=length, threads=self.threads or None)
+            lin = check.rescore(points, net[0], threads)
+            self.linear_share_, why = _core.choose_linear_share(*net, *lin, points)
+            if self.verbose:
+                print(f"reranker: its share of the network's probability "
+                      f"{self.linear_share_:g} ({why})", file=sys.stderr)
 
     def _check_fitted(self, what):
         if not hasattr(self, "model_"):
@@ -289,8 +328,11 @@ class Classifier:
         lists = [model.predict(X, k=length, threads=threads) for model in models]
         if linear is None:
             return _core.merge_member_lists([ids for ids, _ in lists], [p for _, p in lists], k)
-        lists.append(linear.top(Pending("X", X, False).build(len(self.classes_)), length,
-                                self.threads or 0))
+        points = Pending("X", X, False).build(len(self.classes_))
+        if linear.shortlist:  # the reranker: the network's list rescored
+            lists.append(linear.rescore(points, lists[0][0], self.threads or 0))
+        else:
+            lists.append(linear.top(points, length, self.threads or 0))
         return _core.merge_member_lists([ids for ids, _ in lists], [p for _, p in lists], k,
                                         _core.member_weights(len(models), share))
 
@@ -355,7 +397,15 @@ class Classifier:
                 state["_model_tar"] = buf.getvalue()
                 state["_members"] = len(models)
         linear = state.pop("linear_", None)
-        if linear is not None:
+        if linear is not None and linear.shortlist:  # the reranker's file, as train writes it
+            with tempfile.TemporaryDirectory() as tmp:
+                linear.save(tmp, state.get("linear_share_", 0.0), self.seed)
+                folder = os.path.join(tmp, "linear")  # the file and its checksum sidecar
+                state["_reranker_files"] = {}
+                for name in sorted(os.listdir(folder)):
+                    with open(os.path.join(folder, name), "rb") as f:
+                        state["_reranker_files"][name] = f.read()
+        elif linear is not None:
             state["_linear_weights"] = linear.weights()
         return state
 
@@ -365,10 +415,18 @@ class Classifier:
         blob = state.pop("_model_tar", None)
         members = state.pop("_members", 1)
         weights = state.pop("_linear_weights", None)
+        reranker = state.pop("_reranker_files", None)
         self.__dict__.update(state)
         if "linear_share_" in state:  # fitted: linear_ is the member or None, as before pickling
             self.linear_ = None if weights is None else _core.linear_from_weights(
                 np.ascontiguousarray(weights, np.float32))
+        if reranker is not None:
+            with tempfile.TemporaryDirectory() as tmp:
+                os.makedirs(os.path.join(tmp, "linear"))
+                for name, data in reranker.items():
+                    with open(os.path.join(tmp, "linear", os.path.basename(name)), "wb") as f:
+                        f.write(data)
+                self.linear_, _ = _core.linear_load(tmp)
         if blob is not None:
             with tempfile.TemporaryDirectory() as tmp:
                 with tarfile.open(fileobj=io.BytesIO(blob), mode="r") as tar:

@@ -36,6 +36,7 @@
 #include "devices/backend_factory.h"
 #include "dist/mpi_communicator.h"
 #include "io/checkpoint.h"
+#include "io/linear_file.h"
 #include "io/output_path.h"
 #include "model/linear_ovr.h"
 #include "job_guard.h"
@@ -129,7 +130,7 @@ std::vector<std::pair<std::string, std::string>> Pairs(const nb::list& options) 
 /// a signal or by divergence returns its model with the exit code the executable would give
 /// (75, 3) and its message.
 nb::dict Train(const nb::list& options, Comm& comm, Data* train, Data* valid, Data* test,
-               nb::object on_line, nb::object on_record, nb::object on_warning) {
+               nb::object on_line, nb::object on_record, nb::object on_warning, bool reranked) {
   PyEvents events(std::move(on_line), std::move(on_record), std::move(on_warning));
   TrainConfig cfg;
   const auto pairs = Pairs(options);
@@ -144,8 +145,11 @@ nb::dict Train(const nb::list& options, Comm& comm, Data* train, Data* valid, Da
                  "dslide.Classifier trains the networks alone");
     DSLIDE_CHECK(cfg.rerank != 1,
                  "option --rerank true: the reranker of a network's lists follows the network "
-                 "that `dslide train` trains; train() and dslide.Classifier return networks "
-                 "without it");
+                 "that `dslide train` trains; train() returns the network alone, and "
+                 "dslide.Classifier solves the reranker after it (rerank auto)");
+    // A network a reranker follows (the Classifier's): --lr and --patience auto resolve as
+    // `dslide train --rerank` resolves them.
+    cfg.reranked = reranked;
     // As `dslide train` does: the metrics lines must not go into an input file (a set in
     // memory has no file).
     CheckOutputPath("--metrics", cfg.metrics_file,
@@ -355,7 +359,7 @@ NB_MODULE(_core, m) {
       .def("weights", &Model::Weights);
 
   m.def("train", &Train, "options"_a, "comm"_a, "train"_a.none(), "valid"_a.none(), "test"_a.none(),
-        "on_line"_a.none(), "on_record"_a.none(), "on_warning"_a.none());
+        "on_line"_a.none(), "on_record"_a.none(), "on_warning"_a.none(), "reranked"_a = false);
   m.def("load", &Load, "path"_a, "comm"_a);
   m.def("parse_train_options", [](const nb::list& options) {
     TrainConfig cfg;
@@ -424,11 +428,71 @@ NB_MODULE(_core, m) {
       return AutoLinear(cfg, members, features, labels, nonzeros);
     });
   });
+  // --rerank as `dslide train` resolves it for `members` networks on `points` training points
+  // (the held-back ones among them) of `labels` labels (AutoRerank), and the length of the
+  // network's lists of the training points that the reranker is solved on.
+  m.def("auto_rerank", [](const nb::list& options, int members, int64_t points, int64_t labels) {
+    TrainConfig cfg;
+    const auto pairs = Pairs(options);
+    return Checked([&] {
+      ParseTrainOptions(pairs, &cfg);
+      DSLIDE_CHECK(cfg.rerank != 1 || members == 1,
+                   "option --rerank true: the reranker rescores one network's lists, and "
+                   "ensemble='auto' chose ",
+                   members, " models; give ensemble=1");
+      return AutoRerank(cfg, members, points, labels);
+    });
+  });
+  m.attr("rerank_list") = kRerankList;
   nb::class_<LinearOvr>(m, "LinearModel")
       .def_prop_ro("features", &LinearOvr::features)
       .def_prop_ro("labels", &LinearOvr::labels)
+      .def_prop_ro("shortlist", &LinearOvr::shortlist)
+      // A reranker's probabilities of the labels of a network's lists (points x len ids),
+      // as `dslide predict` rescores them (LinearOvr::Rescore).
+      .def("rescore",
+           [](const LinearOvr& l, const Data& in, const IdRows& ids, int threads) {
+             if (!l.shortlist())
+               throw nb::value_error("rescore: the model is no reranker (a dense linear member: "
+                                     "use top)");
+             if (in.data.num_features != l.features())
+               throw nb::value_error(detail::Concat(in.name, ": ", in.data.num_features,
+                                                    " features (columns), the reranker has ",
+                                                    l.features())
+                                         .c_str());
+             const size_t n = ids.shape(0), len = ids.shape(1);
+             if (n != static_cast<size_t>(in.data.size()) || len < 1)
+               throw nb::value_error("rescore: one list of ids a point");
+             std::vector<int32_t> list(ids.data(), ids.data() + n * len);
+             for (const int32_t id : list)
+               if (id < -1 || id >= l.labels())
+                 throw nb::value_error(
+                     detail::Concat("rescore: label id ", id, " outside [0, ", l.labels(), ")")
+                         .c_str());
+             std::vector<float> probs;
+             Checked([&] {
+               const ThreadScope scope(threads);
+               std::vector<double> p;
+               l.Rescore(in.data, static_cast<int>(len), list, &p);
+               probs.assign(p.begin(), p.end());
+               return 0;
+             });
+             return nb::make_tuple(Matrix(std::move(list), n, len),
+                                   Matrix(std::move(probs), n, len));
+           })
+      // The folder `dslide train` writes a linear model and its share into (FOLDER/linear.h5).
+      .def("save",
+           [](const LinearOvr& l, const std::string& folder, double share, uint64_t seed) {
+             Checked([&] {
+               WriteLinearModel(folder, l, {kLinearC, kLinearEps, kLinearMaxEpochs, seed}, share);
+               return 0;
+             });
+           })
       .def("weights",
            [](const LinearOvr& l) {
+             if (l.shortlist())
+               throw nb::value_error("weights: a reranker's weights are sparse, by label (save "
+                                     "writes them)");
              return Matrix(l.weights(), static_cast<size_t>(l.features()) + 1,
                            static_cast<size_t>(l.labels()));
            })
@@ -459,6 +523,33 @@ NB_MODULE(_core, m) {
     return Checked([&] {
       const ThreadScope scope(threads);
       return LinearOvr::Train(train.data, {kLinearC, kLinearEps, kLinearMaxEpochs, seed});
+    });
+  });
+  // The reranker of a network's lists: solved on the training points, each label on the
+  // points that have it and those whose list (`lists`: points x list ids, the network's best
+  // first) holds it, as `dslide train --rerank` solves it (LinearOvr::TrainShortlist).
+  m.def("linear_train_shortlist", [](const Data& train, const IdRows& lists, uint64_t seed,
+                                     int threads) {
+    const size_t n = lists.shape(0), len = lists.shape(1);
+    if (n != static_cast<size_t>(train.data.size()) || len < 1)
+      throw nb::value_error("linear_train_shortlist: one list a training point");
+    std::vector<int32_t> heads(lists.data(), lists.data() + n * len);
+    for (const int32_t id : heads)
+      if (id < -1 || id >= train.data.num_labels)
+        throw nb::value_error(detail::Concat("linear_train_shortlist: label id ", id,
+                                             " outside [0, ", train.data.num_labels, ")")
+                                  .c_str());
+    return Checked([&] {
+      const ThreadScope scope(threads);
+      return LinearOvr::TrainShortlist(train.data, heads, static_cast<int>(len), kRerankPrune,
+                                       {kLinearC, kLinearEps, kLinearMaxEpochs, seed});
+    });
+  });
+  m.def("linear_load", [](const std::string& folder) {
+    return Checked([&] {
+      double share = 0;
+      LinearOvr l = ReadLinearModel(folder, &share);
+      return std::make_pair(std::move(l), share);
     });
   });
   using WeightRows = nb::ndarray<const float, nb::ndim<2>, nb::c_contig, nb::device::cpu>;

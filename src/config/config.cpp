@@ -237,9 +237,9 @@ void options::AddTrainOptions(OptionTable& t, TrainConfig* c) {
   t.Text(
       "rerank", [c] { return c->rerank < 0 ? "auto" : Text(c->rerank == 1); },
       "auto|true|false: one model (--ensemble 1) is followed by a linear reranker of its "
-      "lists: the network lists each training point's 100 best labels, and per label a "
+      "lists: the network lists each training point's 30 best labels, and per label a "
       "linear one-vs-rest model (as --linear, on the L2-normalised rows) is solved on the "
-      "points that have it and the points whose first 30 hold it. The network goes into "
+      "points that have it and the points whose list holds it. The network goes into "
       "--checkpoint-dir/member-1, the reranker into --checkpoint-dir/linear; eval and predict "
       "rescore the network's 30 best labels of a point, its probabilities mixed with the "
       "network's by a share chosen on validation as --linear's. auto: true when validating "

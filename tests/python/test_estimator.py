@@ -5,6 +5,7 @@ scores it."""
 
 import os
 import pickle
+import re
 import unittest
 import warnings
 
@@ -13,6 +14,8 @@ import pytest
 import scipy.sparse as sp
 
 import dslide
+from conftest import run_cli
+from dslide._data import Pending
 
 sklearn = pytest.importorskip("sklearn")
 from sklearn.base import clone  # noqa: E402
@@ -147,7 +150,7 @@ def test_an_ensemble_averages_its_members_and_pickles_them(tmp_path):
                           options={"linear": True}).fit(X, y)
     # The reranker (--rerank) follows the executable's network: train() refuses it, and
     # dslide.load refuses a reranked folder (member-1 beside linear/) by name.
-    with pytest.raises(ValueError, match="option --rerank true: .* train\\(\\) and dslide.Classifier"):
+    with pytest.raises(ValueError, match="option --rerank true: .* train\\(\\) returns the network alone"):
         dslide.train((sp.csr_matrix(X), sp.csr_matrix(np.eye(20, dtype=np.float32)[y])),
                      iterations=5, rerank=True, verbose=False)
     reranked = tmp_path / "reranked"
@@ -196,6 +199,47 @@ def test_an_ensembles_linear_member_mixes_by_its_validated_share_and_pickles():
     alone = dslide.Classifier(iterations=0, valid_fraction=0.2, threads=2, hidden=[16],
                               patience=2, options={"linear": False}).fit(X, y)
     assert alone.linear_ is None
+
+
+def test_a_wide_set_gets_the_reranker_dslide_train_solves(task, tmp_path):
+    # One network (ensemble=1) of 1,200 classes, validating with epochs auto: rerank auto
+    # follows it with the reranker of its lists, as `dslide train --rerank auto` does. One
+    # thread and the rows as given (normalize=None): the same network, the same reranker and
+    # share, and so the same test P@1, as the executable's on the files of the same points.
+    Y = sp.csr_matrix(MultiLabelBinarizer(classes=range(task.labels)).fit_transform(task.Y))
+    Yt = sp.csr_matrix(MultiLabelBinarizer(classes=range(task.labels)).fit_transform(task.Yt))
+    net = dslide.Classifier(ensemble=1, threads=1, normalize=None, hidden=[32]).fit(task.X, Y)
+    assert net.linear_ is not None and net.linear_.shortlist
+    # --lr auto as for a network a reranker follows.
+    assert net.model_.settings["lr"] == "0.002"
+    out = run_cli("train", "--train", task.train_file, "--test", task.test_file,
+                  "--valid-fraction", 0.1, "--ensemble", 1, "--threads", 1, "--hidden", 32,
+                  "--checkpoint-dir", tmp_path / "rr")
+    out = out.stdout + out.stderr
+    want = re.search(r"test  network and reranker \| P@1 ([0-9.]+) .*the reranker's share "
+                     r"([0-9.]+)", out)
+    assert want is not None, out
+    assert net.linear_share_ == float(want.group(2))
+    assert net.score(task.Xt, Yt) == pytest.approx(float(want.group(1)), abs=1e-4)
+    # predict_proba: the network's list of each point, mixed with the reranker's
+    # probabilities of the same labels by the share.
+    ids, probs = net.model_.predict(task.Xt, k=100)
+    lin_ids, lin = net.linear_.rescore(
+        Pending("X", task.Xt, False).build(task.labels), ids, 1)
+    assert np.array_equal(lin_ids, ids) and np.all((lin >= 0) & (lin <= 1 + 1e-6))
+    mix = (1 - net.linear_share_) * probs + net.linear_share_ * lin
+    P = net.predict_proba(task.Xt)
+    top = np.asarray(P.argmax(axis=1)).ravel()
+    rows = np.arange(len(top))
+    np.testing.assert_allclose(np.asarray(P[rows, top]).ravel(), mix.max(axis=1), rtol=1e-5)
+    # Pickled: the reranker travels as its file and predicts the same.
+    again = pickle.loads(pickle.dumps(net))
+    assert again.linear_.shortlist and again.linear_share_ == net.linear_share_
+    np.testing.assert_allclose((again.predict_proba(task.Xt) - P).toarray(), 0, atol=1e-7)
+    # options={"rerank": False}: the network alone.
+    alone = dslide.Classifier(ensemble=1, threads=1, normalize=None, hidden=[32],
+                              options={"rerank": False}).fit(task.X, Y)
+    assert alone.linear_ is None and alone.model_.settings["lr"] == "0.001"
 
 
 def test_labels_of_any_kind_pickling_and_parameters():
