@@ -124,6 +124,10 @@ constexpr int64_t kRerankPatience = 3;
 /// best labels by the network are its negatives' candidates; weights of magnitude at most
 /// kRerankPrune are dropped.
 constexpr int kRerankList = 30;
+/// --keep-best with --checkpoint-dir: CHECKPOINT_DIR/best is written at most this many
+/// seconds of training after a better model (Trainer::WriteBest), and always at the end of
+/// the run, at a stop and before each checkpoint.
+constexpr double kBestWriteSeconds = 30;
 constexpr double kRerankPrune = 0.1;
 /// The linear member's solver (model/linear_ovr.h): the libraries' defaults.
 constexpr double kLinearC = 1.0;

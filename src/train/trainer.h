@@ -145,8 +145,14 @@ class Trainer {
   /// CheckpointFolder(dir, iter) (via a .tmp folder), recording the data position
   /// (epoch, pos), and prunes dir to the newest `keep`.
   void SaveCheckpoint(const std::string& dir, int64_t epoch, int64_t pos, int keep);
+  /// What a checkpoint holds: the state now, or a model of an earlier iteration (iter_ set
+  /// to it) beside the moments of now: the layers' weights (--save's kept model) or the
+  /// --keep-best snapshot's (a best model written after its iteration; the tables then
+  /// rebuilt on loading). Adam's steps past the earlier iteration are written as it.
+  enum class AsOf { kNow, kEarlierModel, kEarlierSnapshot };
   /// Collective: the same checkpoint into `folder` itself (replaced atomically).
-  void WriteCheckpoint(const std::string& folder, int64_t epoch, int64_t pos);
+  void WriteCheckpoint(const std::string& folder, int64_t epoch, int64_t pos,
+                       AsOf as_of = AsOf::kNow);
   /// Collective: restores a checkpoint folder written by any number of ranks; returns its
   /// metadata (iteration, data position). Throws when it does not fit this configuration.
   CheckpointMeta LoadCheckpoint(const std::string& folder);
@@ -259,6 +265,9 @@ class Trainer {
   int64_t KeepSelected(RunState& r);
   /// --save: the model of iteration model_iter (the weights held now) to its folder.
   void SaveModel(RunState& r, int64_t model_iter);
+  /// Collective: the best model not yet in CHECKPOINT_DIR/best written there (from its
+  /// snapshot where steps followed it); nothing when it is there or there is no folder.
+  void WriteBest();
   /// A stop signal that came before the first step ends the run, writing nothing.
   void StopBeforeFirstStep(RunState& r);
   /// A stop signal `sig` after a step ends the run with its checkpoint and model.
@@ -310,6 +319,14 @@ class Trainer {
   // --keep-best: the best validated model so far (its weights and biases, on this rank's
   // shard), its iteration and validation P@1 (-1: none).
   std::vector<std::vector<float>> best_w_, best_b_;
+  // CHECKPOINT_DIR/best lags the snapshot by at most kBestWriteSeconds of training: a better
+  // model is written at once where the last write of one (or the run's start) is that long
+  // ago, else with the next checkpoint, at the end of the run or at its stop (WriteBest),
+  // with the data position and rate of its iteration.
+  bool best_unwritten_ = false;
+  int64_t best_epoch_ = 0, best_pos_ = 0;
+  double best_lr_scale_ = 1.0;
+  std::chrono::steady_clock::time_point best_written_at_;  // rank 0's clock
   int64_t best_iter_ = -1;
   double best_p1_ = -1;
   double best_loss_ = std::numeric_limits<double>::quiet_NaN();  // its validation loss

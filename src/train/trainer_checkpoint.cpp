@@ -4,6 +4,7 @@
 // folders can take them, and the host copies of the best validated model (--keep-best).
 #include "train/trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -40,7 +41,8 @@ void Trainer::SaveCheckpoint(const std::string& dir, int64_t epoch, int64_t pos,
   if (comm_->rank() == 0) PruneCheckpoints(dir, keep);
 }
 
-void Trainer::WriteCheckpoint(const std::string& folder, int64_t epoch, int64_t pos) {
+void Trainer::WriteCheckpoint(const std::string& folder, int64_t epoch, int64_t pos, AsOf as_of) {
+  const bool snapshot = as_of == AsOf::kEarlierSnapshot;
   const std::string tmp = folder + ".tmp";
   // Every rank writes its part, then all agree; a part that failed (a full disk, an I/O
   // error) leaves no .tmp folder behind and the checkpoints written before untouched.
@@ -74,8 +76,18 @@ void Trainer::WriteCheckpoint(const std::string& folder, int64_t epoch, int64_t 
     attempt([&] {
       // A layer's part at a time, in the arrays CheckStorage set aside.
       auto state = [&](int layer, unsigned parts) -> const LayerState& {
+        if (snapshot && parts == kWeights) {
+          staging_.w = best_w_[layer];
+          staging_.b = best_b_[layer];
+          return staging_;
+        }
         backend_->SaveLayer(layer, parts, &staging_);
-        if (!cfg_.checkpoint_tables) {  // rebuilt from the weights on loading
+        if ((parts & kMoments) && as_of != AsOf::kNow) {
+          for (int64_t& step : staging_.row_step) step = std::min(step, iter_);
+          for (int64_t& step : staging_.bias_step) step = std::min(step, iter_);
+        }
+        // Rebuilt from the weights on loading (a snapshot's: the layers' tables are of others).
+        if (!cfg_.checkpoint_tables || snapshot) {
           staging_.table_offsets.clear();
           staging_.table_ids.clear();
           staging_.table_sizes.clear();

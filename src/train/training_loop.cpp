@@ -114,6 +114,7 @@ EvalResult Trainer::Run(const Dataset& train, const Dataset* valid, const Datase
     }
   } release{&checkpoint_lock_, &events_};
   RunState r(train, valid, test);
+  best_written_at_ = Clock::now();
   PlanRun(r);
   RunReport report(cfg_, asked_, spec_, comm_, r.per_epoch, events_);
   r.report = &report;
@@ -261,7 +262,39 @@ void Trainer::EvaluateDuringRun(RunState& r) {
   best_iter_ = iter_;
   if (!r.keep_best) return;
   SnapshotWeights();
-  if (!cfg_.checkpoint_dir.empty()) WriteCheckpoint(cfg_.checkpoint_dir + "/best", r.epoch, r.pos);
+  best_epoch_ = r.epoch;
+  best_pos_ = r.pos;
+  best_lr_scale_ = lr_scale_;
+  if (cfg_.checkpoint_dir.empty()) return;
+  // Written now where the last best model written (or the run's start) is kBestWriteSeconds
+  // or more ago; else with the next checkpoint, at the end or at a stop. A run of better
+  // models in quick succession writes one, not each (91.6 MB each on sector, 72 of them).
+  best_unwritten_ = true;
+  int64_t now = Seconds(best_written_at_) >= kBestWriteSeconds ? 1 : 0;
+  if (comm_->size() > 1) comm_->Broadcast(&now, sizeof now, 0, Traffic::kControl);
+  if (now != 0) WriteBest();
+}
+
+void Trainer::WriteBest() {
+  if (!best_unwritten_ || cfg_.checkpoint_dir.empty()) return;
+  // As of its iteration: its data position and rate, and its weights from the snapshot
+  // where steps followed it (the moments are those of now, their steps capped at it).
+  const int64_t now = iter_;
+  const double scale = lr_scale_;
+  iter_ = best_iter_;
+  lr_scale_ = best_lr_scale_;
+  try {
+    WriteCheckpoint(cfg_.checkpoint_dir + "/best", best_epoch_, best_pos_,
+                    now == best_iter_ ? AsOf::kNow : AsOf::kEarlierSnapshot);
+  } catch (...) {
+    iter_ = now;
+    lr_scale_ = scale;
+    throw;
+  }
+  iter_ = now;
+  lr_scale_ = scale;
+  best_unwritten_ = false;
+  best_written_at_ = Clock::now();
 }
 
 void Trainer::DecayLearningRate(RunState& r, double p1) {
@@ -324,6 +357,7 @@ void Trainer::SaveDuringRun(RunState& r) {
   // Never a checkpoint of steps not yet checked (one rank: a stop signal between reads).
   StepLossCheck d;
   if (ReadSteps(r, &d)) StopDiverged(r, d);
+  WriteBest();  // the best model a checkpoint names is in CHECKPOINT_DIR/best before it
   const auto t0 = Clock::now();
   SaveCheckpoint(cfg_.checkpoint_dir, r.epoch, r.pos, cfg_.keep_checkpoints);
   r.saved_iter = iter_;
@@ -341,7 +375,8 @@ int64_t Trainer::KeepSelected(RunState& r) {
 void Trainer::SaveModel(RunState& r, int64_t model_iter) {
   const int64_t now = iter_;
   iter_ = model_iter;  // the weights written are those of the selected iteration
-  WriteCheckpoint(cfg_.save_dir, r.epoch, r.pos);
+  WriteCheckpoint(cfg_.save_dir, r.epoch, r.pos,
+                  model_iter == now ? AsOf::kNow : AsOf::kEarlierModel);
   iter_ = now;
   if (r.root)
     events_->Line(Format("saved the model of iteration %lld to %s\n", (long long)model_iter,
@@ -418,6 +453,7 @@ void Trainer::StopAfterStep(RunState& r, int64_t sig) {
   std::string where;
   if (!cfg_.checkpoint_dir.empty()) {
     if (r.saved_iter != iter_) SaveDuringRun(r);
+    WriteBest();
     where = CheckpointFolder(cfg_.checkpoint_dir, iter_);
   }
   std::string saved;
@@ -446,6 +482,7 @@ EvalResult Trainer::FinishRun(RunState& r) {
   // The last state, for resuming or scoring later (also when no periodic checkpoint fell on
   // the last iteration).
   if (!cfg_.checkpoint_dir.empty() && r.saved_iter != iter_) SaveDuringRun(r);
+  WriteBest();
   const int64_t model_iter = KeepSelected(r);
   if (r.keep_best && r.root && best_iter_ >= 0)
     events_->Line(

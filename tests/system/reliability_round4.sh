@@ -226,3 +226,31 @@ expect_not_in out_term2.txt "without a checkpoint" "a second SIGTERM after the s
 "$dslide" "${train[@]}" --iterations 10 --checkpoint-dir ck14 --resume ck14 >out_term2_resume.txt 2>&1 ||
   fail "--resume after a second SIGTERM"
 pass "a second SIGTERM after the stop's checkpoint: exit 75, the checkpoint said and resumable"
+
+# 15. A kept model older than the last step. --save's folder held the moments of the last
+#     step, and --resume refused it as damaged (an Adam step past the checkpoint's iteration);
+#     they are now written as of the kept iteration. CHECKPOINT_DIR/best, written at most 30 s
+#     of training after a better model (here: once, at the end, from the kept snapshot), is
+#     that model: eval of it gives the run's test P@1, and both folders resume. A stop signal
+#     writes it too.
+kept_run=("${train[@]}" --valid-fraction 0.2 --eval-every 10 --lr 0.2 --lr-decay 1 --patience 0)
+"$dslide" "${kept_run[@]}" --iterations 150 --checkpoint-dir ck15 --save save15 >out_kept.txt 2>&1 ||
+  fail "the run whose kept model is older than its last step"
+kept=$(grep -oE "kept the model of iteration [0-9]+" out_kept.txt | grep -oE "[0-9]+$")
+((kept > 0 && kept < 150)) || fail "the kept model is of iteration '$kept', not before the last (the case tests nothing)"
+best_p1=$(grep -oE "^test  iter $kept \| P@1 [0-9.]+" out_kept.txt | grep -oE "[0-9.]+$")
+[[ -n $best_p1 ]] || fail "no test line of the kept model: $(grep '^test' out_kept.txt)"
+"$dslide" eval --model ck15/best --test syn.test.txt >out_kept_eval.txt 2>&1 || fail "eval of ck15/best"
+expect_in out_kept_eval.txt "^eval ck15/best (iteration $kept, .*P@1 $best_p1 " "eval of ck15/best"
+for folder in save15 ck15/best; do
+  "$dslide" "${kept_run[@]}" --iterations 170 --resume "$folder" >out_kept_resume.txt 2>&1 ||
+    fail "--resume $folder: $(grep -i 'damaged\|error' out_kept_resume.txt)"
+  expect_in out_kept_resume.txt "resumed from $folder at iteration $kept " "--resume $folder"
+done
+DSLIDE_FAULT=term:0:95 "$dslide" "${kept_run[@]}" --iterations 1000 --checkpoint-dir ck15s >out_kept_stop.txt 2>&1
+expect_rc $? 75 "a stop signal after better models"
+stop_best=$(grep -oE "valid iter [0-9]+ .*\(best so far\)" out_kept_stop.txt | tail -1 | grep -oE "^valid iter [0-9]+" | grep -oE "[0-9]+$")
+[[ -n $stop_best ]] || fail "a stop signal after better models: no better model before it"
+"$dslide" eval --model ck15s/best --test syn.test.txt >out_kept_stop_eval.txt 2>&1 || fail "eval of ck15s/best"
+expect_in out_kept_stop_eval.txt "^eval ck15s/best (iteration $stop_best," "a stop signal: ck15s/best"
+pass "a kept model older than the last step: best/ is it, --save's folder and best/ resume; a stop writes best/"
