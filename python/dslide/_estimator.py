@@ -241,64 +241,47 @@ class Classifier:
         # Its share of the mean chosen on the first member's validation points.
         self.linear_, self.linear_share_ = None, 0.0
         valid_fraction = float(options.get("valid_fraction", 0) or 0)
-        if dense_linear:
-            self._fit_linear(X, Y, valid_fraction)
-        elif rerank:
-            self._fit_reranker(X, Y, valid_fraction)
+        if dense_linear or rerank:
+            self._fit_linear(X, Y, valid_fraction, rerank)
         self.classes_ = classes
         self.multilabel_ = multilabel
         self.n_features_in_ = X.shape[1]
         return self
 
-    def _fit_linear(self, X, Y, valid_fraction):
-        """The linear member, as `dslide train --linear` solves it: on every training point;
-        where validating, a second one on the first member's training points, mixed with that
-        member on its validation points at each share of the grid (_core.choose_linear_share),
-        chooses its share; else 0.5."""
-        labels, threads = Y.shape[1], self.threads or 0
-        self.linear_ = _core.linear_train(Pending("X", (X, Y), True).build(labels), self.seed,
-                                          threads)
-        self.linear_share_ = 0.5
-        if valid_fraction > 0:
-            held = _core.holdout_points(X.shape[0], valid_fraction, self.seed)
-            kept = np.setdiff1d(np.arange(X.shape[0]), held)
-            check = _core.linear_train(Pending("X", (X[kept], Y[kept]), True).build(labels),
-                                       self.seed, threads)
-            length = _core.ensemble_list_length(5, labels)
-            points = Pending("X", (X[held], Y[held]), True).build(labels)
-            net = self.models_[0].predict(X[held], k=length, threads=self.threads or None)
-            lin = check.top(points, length, threads)
-            self.linear_share_, why = _core.choose_linear_share(*net, *lin, points)
-            if self.verbose:
-                print(f"linear member: its share of the mean probability {self.linear_share_:g} "
-                      f"({why})", file=sys.stderr)
-
-    def _fit_reranker(self, X, Y, valid_fraction):
-        """The reranker, as `dslide train --rerank` solves it: per label, a linear one-vs-rest
-        model on the points that have it and the points whose list of the network's 30 best
-        labels holds it, on every training point; where validating, a second one on the
-        network's training points alone, mixed with the network on its validation points at
-        each share of the grid, chooses its share; else 0.5."""
+    def _fit_linear(self, X, Y, valid_fraction, rerank=False):
+        """The linear member, as `dslide train --linear` solves it, or with rerank the
+        reranker, as `dslide train --rerank` does (per label, on the points that have it and
+        the points whose list of the network's 30 best labels holds it): on every training
+        point; where validating, a second one on the first member's training points, mixed
+        with that member on its validation points at each share of the grid
+        (_core.choose_linear_share), chooses its share; else 0.5."""
         labels, threads = Y.shape[1], self.threads or 0
         length = _core.ensemble_list_length(5, labels)
-        heads, _ = self.model_.predict(X, k=min(_core.rerank_list, length),
-                                       threads=self.threads or None)
-        self.linear_ = _core.linear_train_shortlist(
-            Pending("X", (X, Y), True).build(labels), heads, self.seed, threads)
+        if rerank:
+            heads, _ = self.model_.predict(X, k=min(_core.rerank_list, length),
+                                           threads=self.threads or None)
+
+        def solve(rows):  # on the training points `rows` (None: every one)
+            data = Pending("X", (X, Y) if rows is None else (X[rows], Y[rows]), True)
+            if not rerank:
+                return _core.linear_train(data.build(labels), self.seed, threads)
+            lists = heads if rows is None else np.ascontiguousarray(heads[rows])
+            return _core.linear_train_shortlist(data.build(labels), lists, self.seed, threads)
+
+        self.linear_ = solve(None)
         self.linear_share_ = 0.5
         if valid_fraction > 0:
             held = _core.holdout_points(X.shape[0], valid_fraction, self.seed)
-            kept = np.setdiff1d(np.arange(X.shape[0]), held)
-            check = _core.linear_train_shortlist(
-                Pending("X", (X[kept], Y[kept]), True).build(labels),
-                np.ascontiguousarray(heads[kept]), self.seed, threads)
+            check = solve(np.setdiff1d(np.arange(X.shape[0]), held))
             points = Pending("X", (X[held], Y[held]), True).build(labels)
-            net = self.model_.predict(X[held], k=length, threads=self.threads or None)
-            lin = check.rescore(points, net[0], threads)
+            net = self.models_[0].predict(X[held], k=length, threads=self.threads or None)
+            lin = check.rescore(points, net[0], threads) if rerank else \
+                check.top(points, length, threads)
             self.linear_share_, why = _core.choose_linear_share(*net, *lin, points)
             if self.verbose:
-                print(f"reranker: its share of the network's probability "
-                      f"{self.linear_share_:g} ({why})", file=sys.stderr)
+                what = ("reranker: its share of the network's probability" if rerank else
+                        "linear member: its share of the mean probability")
+                print(f"{what} {self.linear_share_:g} ({why})", file=sys.stderr)
 
     def _check_fitted(self, what):
         if not hasattr(self, "model_"):

@@ -207,6 +207,18 @@ nb::dict Train(const nb::list& options, Comm& comm, Data* train, Data* valid, Da
   return out;
 }
 
+/// Lists of label ids, points x len (a network's, -1 past a list's end), copied; an id
+/// outside [-1, labels) is refused, naming `what`.
+template <typename Rows>
+std::vector<int32_t> LabelLists(const char* what, const Rows& ids, int64_t labels) {
+  std::vector<int32_t> list(ids.data(), ids.data() + ids.shape(0) * ids.shape(1));
+  for (const int32_t id : list)
+    if (id < -1 || id >= labels)
+      throw nb::value_error(
+          detail::Concat(what, ": label id ", id, " outside [0, ", labels, ")").c_str());
+  return list;
+}
+
 }  // namespace
 
 }  // namespace dslide::py
@@ -463,12 +475,7 @@ NB_MODULE(_core, m) {
              const size_t n = ids.shape(0), len = ids.shape(1);
              if (n != static_cast<size_t>(in.data.size()) || len < 1)
                throw nb::value_error("rescore: one list of ids a point");
-             std::vector<int32_t> list(ids.data(), ids.data() + n * len);
-             for (const int32_t id : list)
-               if (id < -1 || id >= l.labels())
-                 throw nb::value_error(
-                     detail::Concat("rescore: label id ", id, " outside [0, ", l.labels(), ")")
-                         .c_str());
+             std::vector<int32_t> list = LabelLists("rescore", ids, l.labels());
              std::vector<float> probs;
              Checked([&] {
                const ThreadScope scope(threads);
@@ -533,12 +540,8 @@ NB_MODULE(_core, m) {
     const size_t n = lists.shape(0), len = lists.shape(1);
     if (n != static_cast<size_t>(train.data.size()) || len < 1)
       throw nb::value_error("linear_train_shortlist: one list a training point");
-    std::vector<int32_t> heads(lists.data(), lists.data() + n * len);
-    for (const int32_t id : heads)
-      if (id < -1 || id >= train.data.num_labels)
-        throw nb::value_error(detail::Concat("linear_train_shortlist: label id ", id,
-                                             " outside [0, ", train.data.num_labels, ")")
-                                  .c_str());
+    const std::vector<int32_t> heads =
+        LabelLists("linear_train_shortlist", lists, train.data.num_labels);
     return Checked([&] {
       const ThreadScope scope(threads);
       return LinearOvr::TrainShortlist(train.data, heads, static_cast<int>(len), kRerankPrune,

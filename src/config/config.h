@@ -66,6 +66,10 @@ constexpr double kDivergenceFactor = 10;
 /// length of a run left to --epochs auto (at most this many epochs, and at least this many
 /// iterations), and the iterations between its evaluations (an epoch, within these bounds).
 constexpr int64_t kAutoPatience = 5;
+/// --keep-best with --checkpoint-dir: CHECKPOINT_DIR/best is written at most this many
+/// seconds of training after a better model (Trainer::WriteBest), and always at the end of
+/// the run, at a stop and before each checkpoint.
+constexpr double kBestWriteSeconds = 30;
 /// --lr auto: Adam's learning rate (kRerankLr for the network a reranker follows).
 constexpr double kAutoLr = 1e-3;
 /// --dropout: the largest rate accepted; auto's rate, when validating with --epochs auto on a
@@ -124,10 +128,6 @@ constexpr int64_t kRerankPatience = 3;
 /// best labels by the network are its negatives' candidates; weights of magnitude at most
 /// kRerankPrune are dropped.
 constexpr int kRerankList = 30;
-/// --keep-best with --checkpoint-dir: CHECKPOINT_DIR/best is written at most this many
-/// seconds of training after a better model (Trainer::WriteBest), and always at the end of
-/// the run, at a stop and before each checkpoint.
-constexpr double kBestWriteSeconds = 30;
 constexpr double kRerankPrune = 0.1;
 /// The linear member's solver (model/linear_ovr.h): the libraries' defaults.
 constexpr double kLinearC = 1.0;

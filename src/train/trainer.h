@@ -145,14 +145,19 @@ class Trainer {
   /// CheckpointFolder(dir, iter) (via a .tmp folder), recording the data position
   /// (epoch, pos), and prunes dir to the newest `keep`.
   void SaveCheckpoint(const std::string& dir, int64_t epoch, int64_t pos, int keep);
-  /// What a checkpoint holds: the state now, or a model of an earlier iteration (iter_ set
-  /// to it) beside the moments of now: the layers' weights (--save's kept model) or the
-  /// --keep-best snapshot's (a best model written after its iteration; the tables then
-  /// rebuilt on loading). Adam's steps past the earlier iteration are written as it.
-  enum class AsOf { kNow, kEarlierModel, kEarlierSnapshot };
-  /// Collective: the same checkpoint into `folder` itself (replaced atomically).
+  /// A model of an earlier iteration, checkpointed beside the moments of now: the layers'
+  /// weights (--save's kept model) or the --keep-best snapshot's (a best model written after
+  /// its iteration; its tables then rebuilt on loading), with the rate multiplier of its
+  /// iteration. Adam's steps past it are written as it.
+  struct Earlier {
+    int64_t iter;
+    double lr_scale;
+    bool snapshot;
+  };
+  /// Collective: the same checkpoint into `folder` itself (replaced atomically); with
+  /// `earlier`, of that model.
   void WriteCheckpoint(const std::string& folder, int64_t epoch, int64_t pos,
-                       AsOf as_of = AsOf::kNow);
+                       const Earlier* earlier = nullptr);
   /// Collective: restores a checkpoint folder written by any number of ranks; returns its
   /// metadata (iteration, data position). Throws when it does not fit this configuration.
   CheckpointMeta LoadCheckpoint(const std::string& folder);
@@ -207,8 +212,9 @@ class Trainer {
   /// updates), the input gradients chained or reduce-scattered between them.
   void BackwardPass(const AdamStep* step, const DropoutStep* dropout);
 
-  /// The checkpoint metadata of the current state at data position (epoch, pos).
-  CheckpointMeta MetaNow(int64_t epoch, int64_t pos) const;
+  /// The checkpoint metadata of the current state, or of the model of iteration `iter` at
+  /// rate multiplier `lr_scale`, at data position (epoch, pos).
+  CheckpointMeta MetaAt(int64_t iter, int64_t epoch, int64_t pos, double lr_scale) const;
   /// Restores the newest intact checkpoint of --resume (skipping damaged ones with a
   /// warning, agreed by every rank); returns its metadata, and its folder in `folder`.
   CheckpointMeta ResumeNewestIntact(std::string* folder);

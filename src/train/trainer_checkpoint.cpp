@@ -41,8 +41,10 @@ void Trainer::SaveCheckpoint(const std::string& dir, int64_t epoch, int64_t pos,
   if (comm_->rank() == 0) PruneCheckpoints(dir, keep);
 }
 
-void Trainer::WriteCheckpoint(const std::string& folder, int64_t epoch, int64_t pos, AsOf as_of) {
-  const bool snapshot = as_of == AsOf::kEarlierSnapshot;
+void Trainer::WriteCheckpoint(const std::string& folder, int64_t epoch, int64_t pos,
+                              const Earlier* earlier) {
+  const int64_t iter = earlier != nullptr ? earlier->iter : iter_;
+  const bool snapshot = earlier != nullptr && earlier->snapshot;
   const std::string tmp = folder + ".tmp";
   // Every rank writes its part, then all agree; a part that failed (a full disk, an I/O
   // error) leaves no .tmp folder behind and the checkpoints written before untouched.
@@ -82,9 +84,9 @@ void Trainer::WriteCheckpoint(const std::string& folder, int64_t epoch, int64_t 
           return staging_;
         }
         backend_->SaveLayer(layer, parts, &staging_);
-        if ((parts & kMoments) && as_of != AsOf::kNow) {
-          for (int64_t& step : staging_.row_step) step = std::min(step, iter_);
-          for (int64_t& step : staging_.bias_step) step = std::min(step, iter_);
+        if ((parts & kMoments) && earlier != nullptr) {
+          for (int64_t& step : staging_.row_step) step = std::min(step, iter);
+          for (int64_t& step : staging_.bias_step) step = std::min(step, iter);
         }
         // Rebuilt from the weights on loading (a snapshot's: the layers' tables are of others).
         if (!cfg_.checkpoint_tables || snapshot) {
@@ -94,11 +96,14 @@ void Trainer::WriteCheckpoint(const std::string& folder, int64_t epoch, int64_t 
         }
         return staging_;
       };
-      WriteShard(tmp, model_comm_->rank(), spec_, state, run_id_, iter_);
-      fault_.MaybeFailWrite(comm_->rank(), iter_, tmp + "/rank shard");
+      WriteShard(tmp, model_comm_->rank(), spec_, state, run_id_, iter);
+      fault_.MaybeFailWrite(comm_->rank(), iter, tmp + "/rank shard");
     });
   }
-  if (ok && comm_->rank() == 0) attempt([&] { WriteMeta(tmp, MetaNow(epoch, pos)); });
+  if (ok && comm_->rank() == 0)
+    attempt([&] {
+      WriteMeta(tmp, MetaAt(iter, epoch, pos, earlier != nullptr ? earlier->lr_scale : lr_scale_));
+    });
   ok = agree();  // every shard is written
   if (ok && comm_->rank() == 0) {
     attempt([&] {
@@ -121,18 +126,18 @@ void Trainer::WriteCheckpoint(const std::string& folder, int64_t epoch, int64_t 
   const std::string reason = failed.empty() ? "see the rank's error above" : failed;
   throw CheckpointNotWritten(
       detail::Concat(
-          "the checkpoint of iteration ", iter_, " could not be written (", reason,
+          "the checkpoint of iteration ", iter, " could not be written (", reason,
           "); its partial folder was removed and the checkpoints written before are kept",
           newest.empty() ? std::string(" (none)") : " (newest: " + newest + ")"),
       newest);
 }
 
-CheckpointMeta Trainer::MetaNow(int64_t epoch, int64_t pos) const {
+CheckpointMeta Trainer::MetaAt(int64_t iter, int64_t epoch, int64_t pos, double lr_scale) const {
   CheckpointMeta m =
-      MetaOf(spec_, cfg_, model_comm_->size(), iter_, epoch, pos, best_iter_, best_p1_);
+      MetaOf(spec_, cfg_, model_comm_->size(), iter, epoch, pos, best_iter_, best_p1_);
   m.settings = SettingsJson(asked_);  // every option as given, from the option table
   m.best_loss = best_loss_;
-  m.lr_scale = lr_scale_;
+  m.lr_scale = lr_scale;
   m.lr = cfg_.lr;
   m.run_id = run_id_;
   m.data_digest = data_digest_;

@@ -279,20 +279,9 @@ void Trainer::WriteBest() {
   if (!best_unwritten_ || cfg_.checkpoint_dir.empty()) return;
   // As of its iteration: its data position and rate, and its weights from the snapshot
   // where steps followed it (the moments are those of now, their steps capped at it).
-  const int64_t now = iter_;
-  const double scale = lr_scale_;
-  iter_ = best_iter_;
-  lr_scale_ = best_lr_scale_;
-  try {
-    WriteCheckpoint(cfg_.checkpoint_dir + "/best", best_epoch_, best_pos_,
-                    now == best_iter_ ? AsOf::kNow : AsOf::kEarlierSnapshot);
-  } catch (...) {
-    iter_ = now;
-    lr_scale_ = scale;
-    throw;
-  }
-  iter_ = now;
-  lr_scale_ = scale;
+  const Earlier best{best_iter_, best_lr_scale_, /*snapshot=*/true};
+  WriteCheckpoint(cfg_.checkpoint_dir + "/best", best_epoch_, best_pos_,
+                  best_iter_ == iter_ ? nullptr : &best);
   best_unwritten_ = false;
   best_written_at_ = Clock::now();
 }
@@ -373,11 +362,9 @@ int64_t Trainer::KeepSelected(RunState& r) {
 }
 
 void Trainer::SaveModel(RunState& r, int64_t model_iter) {
-  const int64_t now = iter_;
-  iter_ = model_iter;  // the weights written are those of the selected iteration
-  WriteCheckpoint(cfg_.save_dir, r.epoch, r.pos,
-                  model_iter == now ? AsOf::kNow : AsOf::kEarlierModel);
-  iter_ = now;
+  // The weights held are those of the selected iteration.
+  const Earlier kept{model_iter, lr_scale_, /*snapshot=*/false};
+  WriteCheckpoint(cfg_.save_dir, r.epoch, r.pos, model_iter == iter_ ? nullptr : &kept);
   if (r.root)
     events_->Line(Format("saved the model of iteration %lld to %s\n", (long long)model_iter,
                          cfg_.save_dir.c_str()));
