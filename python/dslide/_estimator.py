@@ -131,13 +131,14 @@ class Classifier:
     (and at most 2^26 weights and 2^31 classes x nonzeros of X) also solves a linear
     one-vs-rest member, as `dslide train --linear auto` does
     (``linear_``, its share of the mean ``linear_share_``, chosen on the first member's
-    validation points); ``options={"linear": False}`` leaves it out. One model of 1,024
-    classes or more, validating with epochs="auto", is followed by the reranker of its lists,
-    as `dslide train --rerank auto` does: ``linear_`` (``linear_.shortlist`` true), solved
-    per class on the points whose 30 most probable classes hold it, rescores each point's
-    list of the network, mixed with it by ``linear_share_``; the network then trains at
-    lr="auto"'s 2e-3 and patience="auto"'s 3 (else 1e-3 and 5). ``options={"rerank":
-    False}`` leaves it out.
+    validation points; at a share of 1 the networks have no weight in the mix, and the
+    members after the first are not trained); ``options={"linear": False}`` leaves it out.
+    One model of 1,024 classes or more, validating with epochs="auto", is followed by the
+    reranker of its lists, as `dslide train --rerank auto` does: ``linear_``
+    (``linear_.shortlist`` true), solved per class on the points whose 30 most probable
+    classes hold it, rescores each point's list of the network, mixed with it by
+    ``linear_share_``; the network then trains at lr="auto"'s 2e-3 and patience="auto"'s 3
+    (else 1e-3 and 5). ``options={"rerank": False}`` leaves it out.
 
     lr_decay="auto" multiplies the learning rate by 0.5 at each evaluation whose validation
     P@1 is more than 0.005 below the best so far and two or more evaluations after it,
@@ -235,14 +236,25 @@ class Classifier:
         # an ensemble's networks, or the reranker of one network's lists.
         dense_linear = _core.auto_linear(asked, members, X.shape[1], Y.shape[1], X.nnz)
         rerank = not dense_linear and _core.auto_rerank(asked, members, X.shape[0], Y.shape[1])
-        self.models_ = [_train((X, Y), None, None, None, None, self.verbose, rerank,
-                               dict(options, seed=self.seed + m)) for m in range(members)]
+        def member(m):  # the m-th network (0: the first), its seed seed + m
+            return _train((X, Y), None, None, None, None, self.verbose, rerank,
+                          dict(options, seed=self.seed + m))
+
+        self.models_ = [member(0)]
         self.model_ = self.models_[0]
         # Its share of the mean chosen on the first member's validation points.
         self.linear_, self.linear_share_ = None, 0.0
         valid_fraction = float(options.get("valid_fraction", 0) or 0)
         if dense_linear or rerank:
             self._fit_linear(X, Y, valid_fraction, rerank)
+        if dense_linear and self.linear_share_ >= 1 and members > 1:
+            # The linear member takes the whole mix (the networks' weight 0): as `dslide
+            # train`, the other members are not trained.
+            if self.verbose:
+                print(f"ensemble members 2-{members} not trained: the linear member's share "
+                      "is 1, which leaves the networks no weight in the mix", file=sys.stderr)
+        else:
+            self.models_ += [member(m) for m in range(1, members)]
         self.classes_ = classes
         self.multilabel_ = multilabel
         self.n_features_in_ = X.shape[1]

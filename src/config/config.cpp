@@ -230,7 +230,8 @@ void options::AddTrainOptions(OptionTable& t, TrainConfig* c) {
       "squared hinge, C 1, on the L2-normalised training rows, solved by dual coordinate "
       "descent to a gap of 0.1), saved in --checkpoint-dir/linear; eval and predict mix its "
       "probabilities with the networks' mean by a share chosen on validation (0, 0.25, 0.5, "
-      "0.75 or 1: the first member's P@1 of the mix; 0.5 without validation). auto: true for "
+      "0.75 or 1: the first member's P@1 of the mix; 0.5 without validation; at 1 the "
+      "members after the first, left no weight, are not trained). auto: true for "
       "an ensemble whose output layer has fewer than --dense-below labels, whose linear "
       "weights ((features + 1) x labels) number at most 2^26 and whose labels x training "
       "nonzeros are at most 2^31 (docs/user-guide.md, \"The linear member\")");

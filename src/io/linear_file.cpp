@@ -67,6 +67,16 @@ void WriteLinearModel(const std::string& folder, const LinearOvr& model,
   h5::WriteSidecar(file);
 }
 
+bool LinearModelIsReranker(const std::string& folder) {
+  try {
+    const std::string file = LinearModelFile(folder);
+    h5::Handle f = h5::OpenFile(file);
+    return h5::ReadAttr<int64_t>(f.get(), file, "format") == kShortlistFormat;
+  } catch (const Error&) {
+    return false;
+  }
+}
+
 LinearOvr ReadLinearModel(const std::string& folder, double* share) {
   const std::string file = LinearModelFile(folder);
   h5::Handle f = h5::OpenFile(file);

@@ -24,4 +24,8 @@ void WriteLinearModel(const std::string& folder, const LinearOvr& model,
 /// throws dslide::Error (DamagedCheckpoint) naming it.
 LinearOvr ReadLinearModel(const std::string& folder, double* share);
 
+/// Whether LinearModelFile(folder) holds a reranker (a shortlist model, `train --rerank`)
+/// rather than an ensemble's linear member; false where it cannot be read.
+bool LinearModelIsReranker(const std::string& folder);
+
 }  // namespace dslide

@@ -85,8 +85,9 @@ void CheckEnsembleFolder(const std::string& dir, int members, const char* option
 std::string EnsembleFolderWhat(const std::string& folder, size_t members) {
   std::error_code ec;
   if (members == 1 && std::filesystem::exists(folder + "/linear", ec))
-    return "a network and its reranker (" + EnsembleMemberDir(folder, 1) + ", " + folder +
-           "/linear)";
+    return std::string(LinearModelIsReranker(folder) ? "a network and its reranker ("
+                                                     : "a network and its linear member (") +
+           EnsembleMemberDir(folder, 1) + ", " + folder + "/linear)";
   return "an ensemble of " + std::to_string(members) + " models";
 }
 
@@ -276,6 +277,7 @@ EvalResult RunEnsemble(const TrainConfig& cfg, int members, Communicator* comm, 
   double share = kLinearShare;
   std::string share_why = "not validating: the default";
   EvalResult last;
+  int trained = members;  // the networks trained: the first alone where the share is 1
   for (int m = 1; m <= members; ++m) {
     TrainConfig c = cfg;
     c.ensemble = 1;
@@ -363,7 +365,22 @@ EvalResult RunEnsemble(const TrainConfig& cfg, int members, Communicator* comm, 
       share = ChooseLinearShare(v_ids, v_probs, share_points, len, &share_why,
                                 rerank ? "the network's" : "the first member's");
     }
+    if (dense_linear && m == 1 && members > 1 && share >= 1) {
+      // The linear member takes the whole mix (MemberWeights: the networks' weight 0), so
+      // the other members could not change a prediction: they are not trained.
+      trained = 1;
+      if (root)
+        events->Line(
+            Format("ensemble member%s 2%s not trained: the linear member's share is 1 "
+                   "on the first member's validation points (its line below), which "
+                   "leaves the networks no weight in the mix\n",
+                   members > 2 ? "s" : "", members > 2 ? Format("-%d", members).c_str() : ""));
+      break;
+    }
   }
+  // Where members were left out, the linear member's list follows the first member's.
+  ids.resize(trained + (linear ? 1 : 0));
+  probs.resize(ids.size());
   if (linear) {
     std::string saved;  // the folders written, for the line
     for (const std::string& dir : {cfg.checkpoint_dir, cfg.save_dir}) {
@@ -415,7 +432,7 @@ EvalResult RunEnsemble(const TrainConfig& cfg, int members, Communicator* comm, 
     ids.pop_back();
     probs.pop_back();
   }
-  MergeMemberLists(ids, probs, MemberWeights(members, linear ? share : 0.0), scored->size(), len, k,
+  MergeMemberLists(ids, probs, MemberWeights(trained, linear ? share : 0.0), scored->size(), len, k,
                    &top, &top_probs);
   PrecisionCounter counter(ks);
   for (int64_t i = 0; i < scored->size(); ++i)
@@ -433,7 +450,7 @@ EvalResult RunEnsemble(const TrainConfig& cfg, int members, Communicator* comm, 
       events->Line(Format(
           "test  ensemble of %d%s | P@1 %.4f P@3 %.4f P@5 %.4f | %lld points (the "
           "mean of the members' probabilities%s) | %.1fs of training\n",
-          members, linear ? " and the linear member" : "", r.At(1), r.At(3), r.At(5),
+          trained, linear ? " and the linear member" : "", r.At(1), r.At(3), r.At(5),
           (long long)r.points,
           linear ? Format(", the linear member's share %g%s", share, share > 0 ? "" : ": left out")
                        .c_str()
@@ -441,7 +458,7 @@ EvalResult RunEnsemble(const TrainConfig& cfg, int members, Communicator* comm, 
           train_wall));
     JsonObject o;
     o.Add("set", "test")
-        .Add("ensemble", members)
+        .Add("ensemble", trained)
         .Add("linear", dense_linear)
         .Add("rerank", rerank)
         .Add("linear_share", linear ? share : 0.0)

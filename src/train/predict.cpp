@@ -171,9 +171,9 @@ int64_t Predict(const PredictConfig& cfg, Communicator* comm) {
     std::fflush(stdout);
   } else if (ensemble && comm->rank() == 0) {
     std::printf(
-        "predict: an ensemble of %zu models (%s/member-1 ...)%s, their probabilities "
+        "predict: an ensemble of %zu model%s (%s/member-1 ...)%s, their probabilities "
         "averaged\n",
-        folders.size(), cfg.model_dir.c_str(),
+        folders.size(), folders.size() == 1 ? "" : "s", cfg.model_dir.c_str(),
         linear ? Format(" and the linear member (its share %g%s)", share,
                         share > 0 ? "" : ": left out")
                      .c_str()

@@ -161,6 +161,36 @@ def test_an_ensemble_averages_its_members_and_pickles_them(tmp_path):
     assert dslide.load(str(reranked / "member-1")) is not None
 
 
+def test_a_linear_member_of_share_1_leaves_the_other_networks_untrained(tmp_path):
+    # One iteration of each network beside the linear member solved to its optimum, on
+    # `dslide gen`'s points of 40 labels: the share is 1 on the first member's validation
+    # points, which leaves the networks no weight in the mix, so the members after the
+    # first are not trained, as `dslide train` leaves them out (one thread, the rows as
+    # given: the same share and test P@1 as the executable's); predict_proba is the linear
+    # member's probability.
+    run_cli("gen", "--points", 2000, "--test-points", 300, "--features", 500, "--labels", 40,
+            "--nnz", 10, "--out", tmp_path / "e")
+    X, Y = dslide.read_xc(tmp_path / "e.train.txt")
+    Xt, Yt = dslide.read_xc(tmp_path / "e.test.txt")
+    net = dslide.Classifier(ensemble=3, iterations=1, valid_fraction=0.1, threads=1,
+                            hidden=[32], normalize=None, options={"linear": True}).fit(X, Y)
+    assert net.linear_share_ == 1.0 and len(net.models_) == 1 and not net.linear_.shortlist
+    out = run_cli("train", "--train", tmp_path / "e.train.txt", "--test", tmp_path / "e.test.txt",
+                  "--threads", 1, "--hidden", 32, "--valid-fraction", 0.1, "--ensemble", 3,
+                  "--linear", "true", "--iterations", 1, "--checkpoint-dir", tmp_path / "s1")
+    out = out.stdout + out.stderr
+    assert "ensemble members 2-3 not trained" in out, out
+    want = re.search(r"test  ensemble of 1 and the linear member \| P@1 ([0-9.]+) .*the linear "
+                     r"member's share 1\)", out)
+    assert want is not None, out
+    assert net.score(Xt, Yt) == pytest.approx(float(want.group(1)), abs=1e-4)
+    rows = sp.csr_matrix(Xt.multiply(1 / np.sqrt(Xt.multiply(Xt).sum(axis=1))))
+    W = net.linear_.weights()
+    margins = np.asarray(rows @ W[:-1]) + W[-1]
+    L = np.clip((1 + margins) / 2, 0, 1) + 1e-7 * margins / (1 + np.abs(margins))
+    np.testing.assert_allclose(net.predict_proba(Xt), L, rtol=1e-5, atol=1e-6)
+
+
 def test_an_ensembles_linear_member_mixes_by_its_validated_share_and_pickles():
     # ensemble auto with validation on 600 points of 20 classes: 3 networks and the linear
     # member (--linear auto: fewer than 1,024 classes), as `dslide train` makes them; its

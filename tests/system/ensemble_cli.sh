@@ -338,3 +338,51 @@ if [[ -n $mpiexec ]]; then
   [[ -n $on_one && $on_one == "$on_two" ]] || fail "2 ranks reranked: '$on_two' against 1 rank's '$on_one'"
   pass "2 ranks rerank as 1 rank does ($on_one)"
 fi
+
+# 9. A linear member of share 1 (one iteration of each network beside the linear member
+#    solved to its optimum: the mix of the first member's validation points is best at 1)
+#    leaves the networks no weight in the mix, so the members after the first are not
+#    trained: the folder holds member-1 and linear/, the test line and the record say an
+#    ensemble of 1, its P@1 is the linear member's alone, and train, eval and predict of the
+#    folder agree. On 2 ranks as on one.
+one=(--valid-fraction 0.1 --ensemble 3 --linear true --iterations 1)
+"$dslide" "${run[@]}" "${one[@]}" --checkpoint-dir s1 --metrics s1.jsonl >out_s1.txt 2>&1
+expect_rc $? 0 "a linear member of share 1"
+expect_in out_s1.txt "its share of the mean probability 1 (the best validation P@1 of the first member's mix on 200 points" \
+  "the share of 1"
+expect_in out_s1.txt "^ensemble members 2-3 not trained: the linear member's share is 1 on the first member's validation points (its line below), which leaves the networks no weight in the mix" \
+  "the members left out, said"
+if grep -q "^ensemble member 2 of 3" out_s1.txt || [[ -e s1/member-2 ]]; then
+  fail "member 2 trained beside a linear member of share 1: $(ls s1)"
+fi
+[[ -d s1/member-1/best && -f s1/linear/linear.h5 ]] || fail "no s1/member-1/best or s1/linear: $(ls s1)"
+tail -1 s1.jsonl | grep -q '"set":"test","ensemble":1,"linear":1,"rerank":0,"linear_share":1,' ||
+  fail "the record: $(tail -1 s1.jsonl)"
+alone=$(sed -n 's/^test  linear member alone | \(P@1 [0-9.]* P@3 [0-9.]* P@5 [0-9.]*\) .*/\1/p' out_s1.txt)
+expect_in out_s1.txt "^test  ensemble of 1 and the linear member | $alone | " \
+  "the mix of share 1 scores as the linear member alone ($alone)"
+"$dslide" eval --model s1 --test e.test.txt --threads 1 >out_s1_eval.txt 2>&1
+expect_rc $? 0 "eval of the folder of one network and its linear member"
+expect_in out_s1_eval.txt "^eval ensemble of 1 and the linear member (s1/member-1 ...; the mean of their probabilities, the linear member's share 1)" \
+  "eval of the folder"
+"$dslide" predict --model s1 --input e.test.txt --top-k 5 --out s1.tsv --threads 1 >out_s1_pred.txt 2>&1
+expect_rc $? 0 "predict of the folder of one network and its linear member"
+expect_in out_s1_pred.txt "^predict: an ensemble of 1 model (s1/member-1 ...) and the linear member (its share 1)" \
+  "predict of the folder"
+agree s1.tsv e.test.txt out_s1.txt out_s1_eval.txt "test  ensemble of 1 and the linear member" ||
+  fail "train, eval and predict of the folder of share 1 disagree"
+"$dslide" predict --model s1 --input e.test.txt --top-k 5 --out s1_ann.tsv --approximate >out_s1_ann.txt 2>&1
+expect_rc $? 1 "approximate predict of a network and its linear member"
+expect_in out_s1_ann.txt "option --approximate: s1 holds a network and its linear member (s1/member-1, s1/linear); approximate scoring reads one model (--model s1/member-1)" \
+  "approximate scoring names the linear member"
+pass "a linear member of share 1: members 2-3 not trained; train, eval and predict agree ($alone)"
+if [[ -n $mpiexec ]]; then
+  "$mpiexec" "${mpiflags[@]}" -n 2 -x OMP_NUM_THREADS=1 "$dslide" "${run[@]:0:5}" --hidden 32 \
+    "${one[@]}" --checkpoint-dir s2 >out_s2.txt 2>&1 || fail "a linear member of share 1 on 2 ranks"
+  expect_in out_s2.txt "^ensemble members 2-3 not trained" "2 ranks leave the members out"
+  [[ -e s2/member-2 ]] && fail "2 ranks trained member 2: $(ls s2)"
+  on_one=$(grep "^test  ensemble of 1 and the linear member" out_s1.txt | cut -d'|' -f2,3)
+  on_two=$(grep "^test  ensemble of 1 and the linear member" out_s2.txt | cut -d'|' -f2,3)
+  [[ -n $on_one && $on_one == "$on_two" ]] || fail "2 ranks, share 1: '$on_two' against 1 rank's '$on_one'"
+  pass "2 ranks leave the members out as 1 rank does ($on_one)"
+fi
