@@ -251,8 +251,10 @@ class Classifier:
             # The linear member takes the whole mix (the networks' weight 0): as `dslide
             # train`, the other members are not trained.
             if self.verbose:
-                print(f"ensemble members 2-{members} not trained: the linear member's share "
-                      "is 1, which leaves the networks no weight in the mix", file=sys.stderr)
+                left = "members 2-%d" % members if members > 2 else "member 2"
+                print(f"ensemble {left} not trained: the linear member's share is 1 on the "
+                      "first member's validation points, which leaves the networks no weight "
+                      "in the mix", file=sys.stderr)
         else:
             self.models_ += [member(m) for m in range(1, members)]
         self.classes_ = classes
